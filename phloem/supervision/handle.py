@@ -1,0 +1,138 @@
+"""The common handle of every running child: actor, process or supervisor.
+
+A handle is what a supervisor holds, what `monitor` watches and what `ChildInfo.ref`
+returns. It records the child's single `ExitReason` and runs exit callbacks exactly once.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Literal
+
+import msgspec
+import structlog
+
+from phloem.supervision.reasons import ExitReason
+
+log = structlog.get_logger("phloem.supervision")
+
+HandleKind = Literal["actor", "process", "supervisor"]
+ExitCallback = Callable[[ExitReason], None]
+
+
+class ChildState(enum.StrEnum):
+    """Lifecycle states shown by `phloem tree` (supervisord's vocabulary)."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    EXITED = "exited"
+    RESTARTING = "restarting"
+    UNDEFINED = "undefined"  # spec kept, no process (terminated or not started)
+
+
+class HandleStats(msgspec.Struct, frozen=True):
+    """A live reading of one child, for snapshots."""
+
+    pid: int | None = None
+    thread: str | None = None
+    mailbox_depth: int = 0
+    credit_in_use: int = 0
+    rss_bytes: int | None = None
+
+
+def new_handle_id(kind: str) -> str:
+    """A unique, unguessable id for a handle (`actor-…`, `process-…`, `supervisor-…`)."""
+    return f"{kind}-{secrets.token_hex(8)}"
+
+
+class ChildHandle(abc.ABC):
+    """Base of actor, process and supervisor handles.
+
+    Subclasses call `_set_exit(reason)` exactly when the child has fully stopped; the
+    first call wins, later ones are ignored, so a kill racing a normal exit cannot produce
+    two reasons.
+    """
+
+    kind: HandleKind
+
+    def __init__(self, name: str) -> None:
+        self.handle_id = new_handle_id(self.kind)
+        self.name = name
+        self._exit_lock = threading.Lock()
+        self._exited = threading.Event()
+        self._exit_reason: ExitReason | None = None
+        self._exit_callbacks: list[ExitCallback] = []
+        self._state = ChildState.STARTING
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ChildState:
+        return ChildState.EXITED if self._exited.is_set() else self._state
+
+    def is_alive(self) -> bool:
+        return not self._exited.is_set()
+
+    @property
+    def exit_reason(self) -> ExitReason | None:
+        """The reason it stopped, or None while it runs."""
+        return self._exit_reason
+
+    def wait(self, timeout: float | None = None) -> ExitReason | None:
+        """Wait for the child to stop; its reason, or None if `timeout` passed first."""
+        self._exited.wait(timeout)
+        return self._exit_reason
+
+    def add_exit_callback(self, callback: ExitCallback) -> None:
+        """Call `callback(reason)` once when the child stops (now, if it already has)."""
+        with self._exit_lock:
+            reason = self._exit_reason
+            if reason is None:
+                self._exit_callbacks.append(callback)
+                return
+        callback(reason)
+
+    def remove_exit_callback(self, callback: ExitCallback) -> None:
+        with self._exit_lock:
+            try:
+                self._exit_callbacks.remove(callback)
+            except ValueError:
+                pass
+
+    def _set_exit(self, reason: ExitReason) -> bool:
+        """Record the exit reason and fire callbacks; False if one was already recorded."""
+        with self._exit_lock:
+            if self._exit_reason is not None:
+                return False
+            self._exit_reason = reason
+            callbacks, self._exit_callbacks = self._exit_callbacks, []
+            self._exited.set()
+        for callback in callbacks:
+            try:
+                callback(reason)
+            except Exception:
+                log.exception("exit_callback_failed", handle=self.handle_id)
+        return True
+
+    # -- control -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def stop(self, timeout: float | None = 5.0) -> ExitReason:
+        """Ask the child to stop; after `timeout` seconds kill it (None waits forever,
+        0 kills at once). Returns the exit reason."""
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Stop the child at once, without asking."""
+
+    @abc.abstractmethod
+    def stats(self) -> HandleStats:
+        """A live reading for snapshots."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.handle_id} {self.state.value}>"

@@ -1,0 +1,164 @@
+"""Exit reasons and Down notifications: why a child stopped, as a value.
+
+Every actor, process child and supervisor ends with exactly one `ExitReason`. Reasons are
+frozen msgspec structs so they cross process boundaries and public APIs unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Any
+
+import msgspec
+
+
+class ExitKind(enum.StrEnum):
+    """The stable, machine-readable kinds of exit."""
+
+    NORMAL = "normal"
+    SHUTDOWN = "shutdown"
+    KILLED = "killed"
+    EXCEPTION = "exception"
+    TIMEOUT = "timeout"
+    HEAP_EXCEEDED = "heap_exceeded"
+    OWNER_DOWN = "owner_down"
+    NOPROC = "noproc"
+    BACKPRESSURE = "backpressure"
+
+
+# Kinds that a `transient` child treats as a normal end (OTP: normal and shutdown).
+NORMAL_KINDS = frozenset({ExitKind.NORMAL, ExitKind.SHUTDOWN})
+
+
+class ExitReason(msgspec.Struct, frozen=True):
+    """Why something stopped.
+
+    `kind` is the stable machine-readable part; `error_type` and `message` are set for
+    `exception` (the message is redacted); `detail` carries a short free-form hint such as
+    the exit status of a command or the signal that killed it.
+    """
+
+    kind: ExitKind
+    error_type: str | None = None
+    message: str | None = None
+    detail: str | None = None
+
+    @property
+    def is_normal(self) -> bool:
+        """True for `normal` and `shutdown`: ends that a transient child is not restarted for."""
+        return self.kind in NORMAL_KINDS
+
+    def __str__(self) -> str:
+        parts = [self.kind.value]
+        if self.error_type:
+            parts.append(self.error_type)
+        if self.message:
+            parts.append(self.message)
+        if self.detail:
+            parts.append(f"({self.detail})")
+        return ": ".join(parts[:3]) + (f" {parts[3]}" if len(parts) > 3 else "")
+
+    @classmethod
+    def normal(cls) -> ExitReason:
+        return _NORMAL
+
+    @classmethod
+    def shutdown(cls, detail: str | None = None) -> ExitReason:
+        return cls(ExitKind.SHUTDOWN, detail=detail) if detail else _SHUTDOWN
+
+    @classmethod
+    def killed(cls, detail: str | None = None) -> ExitReason:
+        return cls(ExitKind.KILLED, detail=detail)
+
+    @classmethod
+    def timeout(cls, detail: str | None = None) -> ExitReason:
+        return cls(ExitKind.TIMEOUT, detail=detail)
+
+    @classmethod
+    def heap_exceeded(cls, detail: str | None = None) -> ExitReason:
+        return cls(ExitKind.HEAP_EXCEEDED, detail=detail)
+
+    @classmethod
+    def owner_down(cls, detail: str | None = None) -> ExitReason:
+        return cls(ExitKind.OWNER_DOWN, detail=detail)
+
+    @classmethod
+    def noproc(cls) -> ExitReason:
+        return _NOPROC
+
+    @classmethod
+    def backpressure(cls, detail: str | None = None) -> ExitReason:
+        return cls(ExitKind.BACKPRESSURE, detail=detail)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ExitReason:
+        """An `exception` reason carrying the type name and a redacted message."""
+        if isinstance(exc, MemoryError):
+            return cls(ExitKind.HEAP_EXCEEDED, error_type="MemoryError")
+        return cls(
+            ExitKind.EXCEPTION,
+            error_type=type(exc).__name__,
+            message=redact(str(exc)),
+        )
+
+
+_NORMAL = ExitReason(ExitKind.NORMAL)
+_SHUTDOWN = ExitReason(ExitKind.SHUTDOWN)
+_NOPROC = ExitReason(ExitKind.NOPROC)
+
+
+class Down(msgspec.Struct, frozen=True):
+    """Delivered exactly once to a watcher when the monitored target stops.
+
+    `ref` is the `MonitorRef` id that produced it, `target` the target's handle id.
+    """
+
+    ref: str
+    target: str
+    reason: ExitReason
+
+
+# --- redaction --------------------------------------------------------------------------
+
+MAX_MESSAGE_CHARS = 2_000
+
+_SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # key=value / key: value pairs whose key looks like a credential
+    re.compile(
+        r"(?i)\b([\w-]*(?:api[_-]?key|secret|password|passwd|token|authorization|cookie|"
+        r"credential|private[_-]?key)[\w-]*)(\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
+    ),
+    # Authorization: Bearer xxx
+    re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})"),
+)
+_KEY_SHAPES: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
+    re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"),  # Google API keys
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{5,}"),  # JWTs
+)
+REDACTED = "[redacted]"
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """Remove credential-shaped values (and any explicitly given secrets) from `text`.
+
+    Used for every error message that crosses a public boundary. The text is also capped
+    at `MAX_MESSAGE_CHARS` so an error can never carry a whole response body.
+    """
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    for pattern in _KEY_SHAPES:
+        text = pattern.sub(REDACTED, text)
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS] + "…"
+    return text
+
+
+def reason_from_json(obj: Any) -> ExitReason:
+    """Decode an `ExitReason` from its JSON/msgpack mapping form."""
+    return msgspec.convert(obj, ExitReason)

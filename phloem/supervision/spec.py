@@ -1,0 +1,202 @@
+"""Child and supervisor specifications: what to start, how to restart it, how to stop it."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from phloem.supervision.actor import Actor
+
+
+class Restart(enum.StrEnum):
+    PERMANENT = "permanent"  # always restarted
+    TRANSIENT = "transient"  # restarted only after an abnormal exit
+    TEMPORARY = "temporary"  # never restarted; spec dropped when it exits
+
+
+class Strategy(enum.StrEnum):
+    ONE_FOR_ONE = "one_for_one"
+    ONE_FOR_ALL = "one_for_all"
+    REST_FOR_ONE = "rest_for_one"
+    SIMPLE_ONE_FOR_ONE = "simple_one_for_one"
+
+
+ChildKind: TypeAlias = Literal["worker", "supervisor"]
+Shutdown: TypeAlias = float | Literal["brutal_kill", "infinity"]
+
+# Named limits for process children.
+MIN_MEMORY_BYTES = 16 * 1024 * 1024
+MAX_OPEN_FILES_RANGE = (16, 1_048_576)
+MAX_CPU_SECONDS_RANGE = (1, 86_400)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource caps for a process child, applied with setrlimit before user code runs.
+
+    `max_memory_bytes` becomes `RLIMIT_AS` (address space, the heap cap) and is also
+    watched as resident memory by a psutil watchdog; exceeding it ends the child with
+    exit reason `heap_exceeded`.
+    """
+
+    max_memory_bytes: int | None = None
+    max_open_files: int | None = None
+    max_cpu_seconds: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_memory_bytes is not None:
+            _check_int("max_memory_bytes", self.max_memory_bytes)
+            if self.max_memory_bytes < MIN_MEMORY_BYTES:
+                raise ValueError(f"max_memory_bytes must be >= {MIN_MEMORY_BYTES}")
+        if self.max_open_files is not None:
+            _check_range("max_open_files", self.max_open_files, MAX_OPEN_FILES_RANGE)
+        if self.max_cpu_seconds is not None:
+            _check_range("max_cpu_seconds", self.max_cpu_seconds, MAX_CPU_SECONDS_RANGE)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessTarget:
+    """A Python callable run in a child process started from the fork server.
+
+    With `pass_channel=True` the callable receives the child's `Channel` (request/reply
+    with the parent) as its first argument.
+    """
+
+    fn: Callable[..., Any]
+    args: Sequence[Any] = ()
+    kwargs: Mapping[str, Any] | None = None
+    pass_channel: bool = False
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError("fn must be callable")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """An external executable run as a process child (its own process group)."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.argv or not all(isinstance(a, str) for a in self.argv):
+            raise ValueError("argv must be a non-empty sequence of strings")
+
+
+ActorStart: TypeAlias = "type[Actor] | tuple[type[Actor], Sequence[Any], Mapping[str, Any]]"
+StartSpec: TypeAlias = "type[Actor] | tuple[type[Actor], Sequence[Any], Mapping[str, Any]] | ProcessTarget | Command | SupervisorChild"
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorSpec:
+    """Flags of a supervisor: strategy and restart intensity.
+
+    More than `intensity` restarts within `period_s` seconds makes the supervisor stop all
+    its children and exit with reason `shutdown`, escalating to its parent. phloem's
+    default intensity is 3 (OTP's is 1): a daemon should survive a short burst.
+    """
+
+    strategy: Strategy | str = Strategy.ONE_FOR_ONE
+    intensity: int = 3
+    period_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", Strategy(self.strategy))
+        if isinstance(self.intensity, bool) or not isinstance(self.intensity, int):
+            raise TypeError("intensity must be an int")
+        if self.intensity < 0:
+            raise ValueError("intensity must be >= 0")
+        if not isinstance(self.period_s, int | float) or isinstance(self.period_s, bool):
+            raise TypeError("period_s must be a number")
+        if not math.isfinite(self.period_s) or self.period_s <= 0:
+            raise ValueError("period_s must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorChild:
+    """Start a nested supervisor as a child."""
+
+    spec: SupervisorSpec
+    children: Sequence[ChildSpec] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """How to start, restart and stop one child.
+
+    `start` is an `Actor` subclass, `(ActorClass, args, kwargs)`, a `ProcessTarget`, a
+    `Command`, or a `SupervisorChild`. `shutdown` is seconds to wait after asking the child
+    to stop before killing it, `"brutal_kill"` to kill at once, or `"infinity"` to wait
+    (the default for supervisors). `limits` applies to process children only.
+    """
+
+    id: str
+    start: Any
+    restart: Restart | str = Restart.PERMANENT
+    shutdown: Shutdown | None = None
+    kind: ChildKind | None = None
+    limits: Limits | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValueError("id must be a non-empty string")
+        object.__setattr__(self, "restart", Restart(self.restart))
+        is_sup = isinstance(self.start, SupervisorChild)
+        kind = self.kind or ("supervisor" if is_sup else "worker")
+        if kind not in ("worker", "supervisor"):
+            raise ValueError("kind must be 'worker' or 'supervisor'")
+        object.__setattr__(self, "kind", kind)
+        shutdown = self.shutdown
+        if shutdown is None:
+            shutdown = "infinity" if kind == "supervisor" else 5.0
+        if isinstance(shutdown, str):
+            if shutdown not in ("brutal_kill", "infinity"):
+                raise ValueError("shutdown must be seconds, 'brutal_kill' or 'infinity'")
+        elif isinstance(shutdown, bool) or not isinstance(shutdown, int | float):
+            raise TypeError("shutdown must be a number or 'brutal_kill' or 'infinity'")
+        elif not math.isfinite(shutdown) or shutdown < 0:
+            raise ValueError("shutdown must be >= 0")
+        object.__setattr__(self, "shutdown", shutdown)
+        if self.limits is not None and not isinstance(self.start, ProcessTarget | Command):
+            raise ValueError("limits apply only to ProcessTarget and Command children")
+        _check_start(self.start)
+
+
+def _check_start(start: Any) -> None:
+    from phloem.supervision.actor import Actor
+
+    if isinstance(start, ProcessTarget | Command | SupervisorChild):
+        return
+    if isinstance(start, type) and issubclass(start, Actor):
+        return
+    if (
+        isinstance(start, tuple)
+        and len(start) == 3
+        and isinstance(start[0], type)
+        and issubclass(start[0], Actor)
+    ):
+        return
+    raise TypeError(
+        "start must be an Actor subclass, (ActorClass, args, kwargs), "
+        "a ProcessTarget, a Command or a SupervisorChild"
+    )
+
+
+def _check_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int")
+
+
+def _check_range(name: str, value: object, bounds: tuple[int, int]) -> None:
+    _check_int(name, value)
+    assert isinstance(value, int)
+    lo, hi = bounds
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}")
