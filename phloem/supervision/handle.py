@@ -136,3 +136,16 @@ class ChildHandle(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.handle_id} {self.state.value}>"
+
+
+class ChildStartError(Exception):
+    """A child could not be started (bad command, failing `on_start`, fork failure).
+
+    `reason` says why, as an `ExitReason`; `child_id` names the spec when known.
+    """
+
+    def __init__(self, reason: ExitReason, child_id: str | None = None) -> None:
+        where = f" {child_id!r}" if child_id else ""
+        super().__init__(f"failed to start child{where}: {reason}")
+        self.reason = reason
+        self.child_id = child_id
