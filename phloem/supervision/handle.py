@@ -7,6 +7,7 @@ returns. It records the child's single `ExitReason` and runs exit callbacks exac
 from __future__ import annotations
 
 import abc
+import contextlib
 import enum
 import secrets
 import threading
@@ -68,6 +69,7 @@ class ChildHandle(abc.ABC):
         self._exit_reason: ExitReason | None = None
         self._exit_callbacks: list[ExitCallback] = []
         self._state = ChildState.STARTING
+        self._forced: ExitReason | None = None
 
     # -- state ---------------------------------------------------------------------------
 
@@ -98,17 +100,15 @@ class ChildHandle(abc.ABC):
         callback(reason)
 
     def remove_exit_callback(self, callback: ExitCallback) -> None:
-        with self._exit_lock:
-            try:
-                self._exit_callbacks.remove(callback)
-            except ValueError:
-                pass
+        with self._exit_lock, contextlib.suppress(ValueError):
+            self._exit_callbacks.remove(callback)
 
     def _set_exit(self, reason: ExitReason) -> bool:
         """Record the exit reason and fire callbacks; False if one was already recorded."""
         with self._exit_lock:
             if self._exit_reason is not None:
                 return False
+            reason = self._forced or reason
             self._exit_reason = reason
             callbacks, self._exit_callbacks = self._exit_callbacks, []
             self._exited.set()
@@ -129,6 +129,11 @@ class ChildHandle(abc.ABC):
     @abc.abstractmethod
     def kill(self) -> None:
         """Stop the child at once, without asking."""
+
+    def exit_with(self, reason: ExitReason) -> None:
+        """Kill the child and record `reason` as its exit reason (used by links)."""
+        self._forced = reason
+        self.kill()
 
     @abc.abstractmethod
     def stats(self) -> HandleStats:

@@ -6,10 +6,9 @@ import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-if TYPE_CHECKING:
-    from phloem.supervision.actor import Actor
+from phloem.supervision.actor import Actor
 
 
 class Restart(enum.StrEnum):
@@ -89,10 +88,6 @@ class Command:
             raise ValueError("argv must be a non-empty sequence of strings")
 
 
-ActorStart: TypeAlias = "type[Actor] | tuple[type[Actor], Sequence[Any], Mapping[str, Any]]"
-StartSpec: TypeAlias = "type[Actor] | tuple[type[Actor], Sequence[Any], Mapping[str, Any]] | ProcessTarget | Command | SupervisorChild"
-
-
 @dataclass(frozen=True, slots=True)
 class SupervisorSpec:
     """Flags of a supervisor: strategy and restart intensity.
@@ -170,8 +165,6 @@ class ChildSpec:
 
 
 def _check_start(start: Any) -> None:
-    from phloem.supervision.actor import Actor
-
     if isinstance(start, ProcessTarget | Command | SupervisorChild):
         return
     if isinstance(start, type) and issubclass(start, Actor):

@@ -1,0 +1,67 @@
+"""OTP-style supervision for phloem: actors, process children, supervisors, monitors.
+
+The public contract of this package (names may be extended, not changed):
+`Actor`, `ActorHandle`, `ChildSpec`, `Limits`, `ProcessTarget`, `Command`,
+`SupervisorSpec`, `SupervisorChild`, `Supervisor`, `SupervisorRef`, `ChildInfo`,
+`monitor`, `demonitor`, `link`, `MonitorRef`, `Down`, `ExitReason`, `ExitKind`,
+`OwnedRef` / `OwnerRegistry` (refs), `CreditWindow` and the credit stream (credit),
+and `tree_snapshot()`.
+"""
+
+from phloem.supervision.actor import Actor, ActorHandle
+from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, HandleStats
+from phloem.supervision.monitor import Link, MonitorRef, demonitor, link, monitor
+from phloem.supervision.reasons import Down, ExitKind, ExitReason, redact
+from phloem.supervision.snapshot import NodeSnapshot, TreeSnapshot, snapshot_of, tree_snapshot
+from phloem.supervision.spec import (
+    ChildSpec,
+    Command,
+    Limits,
+    ProcessTarget,
+    Restart,
+    Strategy,
+    SupervisorChild,
+    SupervisorSpec,
+)
+from phloem.supervision.supervisor import (
+    ChildCounts,
+    ChildInfo,
+    Supervisor,
+    SupervisorRef,
+    root_supervisors,
+)
+
+__all__ = [
+    "Actor",
+    "ActorHandle",
+    "ChildCounts",
+    "ChildHandle",
+    "ChildInfo",
+    "ChildSpec",
+    "ChildStartError",
+    "ChildState",
+    "Command",
+    "Down",
+    "ExitKind",
+    "ExitReason",
+    "HandleStats",
+    "Limits",
+    "Link",
+    "MonitorRef",
+    "NodeSnapshot",
+    "ProcessTarget",
+    "Restart",
+    "Strategy",
+    "Supervisor",
+    "SupervisorChild",
+    "SupervisorRef",
+    "SupervisorSpec",
+    "TreeSnapshot",
+    "demonitor",
+    "link",
+    "monitor",
+    "redact",
+    "root_supervisors",
+    "snapshot_of",
+    "tree_snapshot",
+]

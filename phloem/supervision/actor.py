@@ -1,0 +1,316 @@
+"""In-process actors: a pykka `ThreadingActor` that knows how it ended.
+
+`Actor` adds to pykka what supervision needs: an exit reason recorded exactly once
+(normal, shutdown, killed or exception), a synchronous start that reports a failing
+`on_start`, a bounded inbox (`max_inbox`; asks beyond it get `backpressure`), and optional
+decoding of raw messages against a msgspec type (`message_type`), where a message that
+fails to decode is an error to its sender and never reaches the actor.
+
+Actors are started by a supervisor through a `ChildSpec`, which gives each one a place in
+the tree; `ActorHandle` is the handle the supervisor holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, ClassVar
+
+import msgspec
+import pykka
+from pykka import messages as pykka_messages
+from pykka._envelope import Envelope
+
+from phloem.protocols.errors import PhloemError
+from phloem.supervision.handle import (
+    ChildHandle,
+    ChildStartError,
+    ChildState,
+    HandleKind,
+    HandleStats,
+)
+from phloem.supervision.reasons import ExitReason
+
+# Named limits.
+DEFAULT_MAX_INBOX = 10_000
+DEFAULT_START_TIMEOUT_S = 30.0
+DEFAULT_ASK_TIMEOUT_S = 30.0
+
+
+class _Wakeup:
+    """An inbox entry with no meaning: wakes a killed actor's loop so it can exit."""
+
+
+class Actor(pykka.ThreadingActor):
+    """Base class for phloem's in-process actors.
+
+    Subclass it, implement `on_receive` (and `on_start` / `on_stop` as in pykka), and start
+    it through a supervisor. Class attributes:
+
+    - `max_inbox`: messages allowed to wait in the inbox; `ask`/`tell` beyond it fail
+      with `backpressure` instead of queueing without bound.
+    - `message_type`: a msgspec type; raw `bytes` (msgpack) or mappings sent with
+      `ActorHandle.ask_raw` are decoded against it before they are queued.
+    """
+
+    use_daemon_thread: ClassVar[bool] = True
+    max_inbox: ClassVar[int] = DEFAULT_MAX_INBOX
+    message_type: ClassVar[Any] = None
+
+    _phloem_handle: ActorHandle | None = None
+
+    def exit(self, reason: ExitReason) -> None:
+        """Stop this actor from inside one of its own handlers with the given reason."""
+        if self._phloem_handle is not None:
+            self._phloem_handle._override_reason(reason)
+        self._stop()
+
+    def credit_in_use(self) -> int:
+        """Credit this actor currently has outstanding to consumers (for snapshots)."""
+        return 0
+
+    # -- pykka extension points ----------------------------------------------------------
+
+    def _actor_loop_setup(self) -> None:
+        if self._phloem_handle is not None:
+            self._phloem_handle._thread_name = threading.current_thread().name
+        try:
+            super()._actor_loop_setup()
+        finally:
+            handle = self._phloem_handle
+            if handle is not None:
+                handle._started.set()
+
+    def _actor_loop(self) -> None:
+        try:
+            super()._actor_loop()
+        finally:
+            handle = self._phloem_handle
+            if handle is not None:
+                handle._on_loop_exit()
+
+    def _handle_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        handle = self._phloem_handle
+        if handle is not None and exception_value is not None:
+            handle._failure = exception_value
+        super()._handle_failure(exception_type, exception_value, traceback)
+
+    def _handle_receive(self, message: Any) -> Any:
+        if isinstance(message, _Wakeup):
+            return None
+        return super()._handle_receive(message)
+
+
+class ActorHandle(ChildHandle):
+    """The handle of a running `Actor`: ask, tell, stop, kill, and its exit reason."""
+
+    kind: HandleKind = "actor"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._started = threading.Event()
+        self._failure: BaseException | None = None
+        self._stop_requested = False
+        self._killed = False
+        self._actor: Actor | None = None
+        self._thread_name: str | None = None
+
+    # -- start ---------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        actor_class: type[Actor],
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        start_timeout: float = DEFAULT_START_TIMEOUT_S,
+    ) -> ActorHandle:
+        """Create the actor, run its `on_start` in its own thread, and return once it ran.
+
+        Raises `ChildStartError` when the constructor or `on_start` fails.
+        """
+        handle = cls(name or actor_class.__name__)
+        handle._init_and_start(actor_class, args, kwargs or {}, start_timeout)
+        return handle
+
+    def _init_and_start(
+        self,
+        actor_class: type[Actor],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        start_timeout: float,
+    ) -> None:
+        try:
+            actor = actor_class(*args, **kwargs)
+        except Exception as exc:
+            reason = ExitReason.from_exception(exc)
+            self._set_exit(reason)
+            raise ChildStartError(reason) from exc
+        self._start_existing(actor, start_timeout)
+
+    def _start_existing(self, actor: Actor, start_timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
+        """Register and start an already constructed actor; return once `on_start` ran."""
+        actor._phloem_handle = self
+        self._actor = actor
+        pykka.ActorRegistry.register(actor.actor_ref)
+        actor._start_actor_loop()
+        if not self._started.wait(start_timeout):
+            self.kill()
+            raise ChildStartError(ExitReason.timeout("on_start did not finish"))
+        if actor.actor_stopped.is_set():
+            reason = self.wait(start_timeout) or ExitReason.timeout("actor did not exit")
+            if isinstance(self._failure, ChildStartError):
+                raise self._failure
+            raise ChildStartError(reason)
+        self._state = ChildState.RUNNING
+
+    # -- messaging -----------------------------------------------------------------------
+
+    @property
+    def actor_ref(self) -> pykka.ActorRef[Any]:
+        assert self._actor is not None
+        return self._actor.actor_ref
+
+    @property
+    def actor(self) -> Actor:
+        """The actor object itself: for the supervision machinery and tests only."""
+        assert self._actor is not None
+        return self._actor
+
+    def proxy(self) -> Any:
+        return self.actor_ref.proxy()
+
+    def mailbox_depth(self) -> int:
+        return self._actor.actor_inbox.qsize() if self._actor is not None else 0  # type: ignore[attr-defined]
+
+    def _check_can_send(self) -> Actor:
+        actor = self._actor
+        if actor is None or not self.is_alive() or actor.actor_stopped.is_set():
+            raise PhloemError("noproc", f"actor {self.name!r} is not running")
+        if self.mailbox_depth() >= actor.max_inbox:
+            raise PhloemError(
+                "backpressure",
+                f"actor {self.name!r} has {actor.max_inbox} messages waiting (max_inbox)",
+            )
+        return actor
+
+    def tell(self, message: Any) -> None:
+        """Queue a message; raises `PhloemError` `noproc` or `backpressure`."""
+        self._check_can_send()
+        try:
+            self.actor_ref.tell(message)
+        except pykka.ActorDeadError as exc:
+            raise PhloemError("noproc", f"actor {self.name!r} is not running") from exc
+
+    def ask(self, message: Any, timeout: float | None = DEFAULT_ASK_TIMEOUT_S) -> Any:
+        """Send a message and wait for the reply.
+
+        An exception raised by the handler comes back here and the actor keeps running.
+        Raises `PhloemError` `noproc`, `backpressure` or `timeout`.
+        """
+        self._check_can_send()
+        try:
+            future = self.actor_ref.ask(message, block=False)
+        except pykka.ActorDeadError as exc:
+            raise PhloemError("noproc", f"actor {self.name!r} is not running") from exc
+        try:
+            return future.get(timeout=timeout)
+        except pykka.Timeout as exc:
+            raise PhloemError(
+                "timeout", f"actor {self.name!r} did not reply in {timeout}s"
+            ) from exc
+        except pykka.ActorDeadError as exc:
+            raise PhloemError("noproc", f"actor {self.name!r} stopped before replying") from exc
+
+    def decode(self, raw: bytes | Mapping[str, Any] | Any) -> Any:
+        """Decode a raw message against the actor's `message_type`.
+
+        Raises `PhloemError('bad_message')` with msgspec's path-bearing message.
+        """
+        actor = self._check_can_send()
+        message_type = actor.message_type
+        if message_type is None:
+            return raw
+        try:
+            if isinstance(raw, bytes | bytearray | memoryview):
+                return msgspec.msgpack.decode(raw, type=message_type)
+            return msgspec.convert(raw, message_type)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise PhloemError("bad_message", str(exc)) from exc
+
+    def ask_raw(self, raw: Any, timeout: float | None = DEFAULT_ASK_TIMEOUT_S) -> Any:
+        """Decode `raw` against `message_type` (errors go back to the caller), then ask."""
+        return self.ask(self.decode(raw), timeout)
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def stop(self, timeout: float | None = 5.0) -> ExitReason:
+        if not self.is_alive():
+            return self._exit_reason or ExitReason.noproc()
+        if timeout is not None and timeout <= 0:
+            self.kill()
+            return self.wait() or ExitReason.killed()
+        self._stop_requested = True
+        self._state = ChildState.STOPPING
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.actor_ref.tell(pykka_messages._ActorStop())
+        reason = self.wait(timeout)
+        if reason is None:
+            self.kill()
+            reason = self.wait() or ExitReason.killed()
+        return reason
+
+    def kill(self) -> None:
+        """Stop the actor without waiting for its current message.
+
+        A thread cannot be interrupted: the actor stops before its next message, and a
+        handler stuck forever is abandoned on its daemon thread. Either way the handle
+        reports `killed` at once, so a supervisor never hangs on it.
+        """
+        actor = self._actor
+        if actor is None or not self.is_alive():
+            return
+        self._killed = True
+        actor.actor_stopped.set()
+        pykka.ActorRegistry.unregister(actor.actor_ref)
+        actor.actor_inbox.put(Envelope(_Wakeup()))
+        self._set_exit(self._forced or ExitReason.killed())
+
+    def _override_reason(self, reason: ExitReason) -> None:
+        self._forced = reason
+
+    def _on_loop_exit(self) -> None:
+        if self._forced is not None:
+            reason = self._forced
+        elif self._failure is not None:
+            reason = ExitReason.from_exception(self._failure)
+        elif self._killed:
+            reason = ExitReason.killed()
+        elif self._stop_requested:
+            reason = ExitReason.shutdown()
+        else:
+            reason = ExitReason.normal()
+        self._set_exit(reason)
+
+    def stats(self) -> HandleStats:
+        actor = self._actor
+        credit = 0
+        if actor is not None and self.is_alive():
+            try:
+                credit = actor.credit_in_use()
+            except Exception:
+                credit = 0
+        return HandleStats(
+            thread=self._thread_name,
+            mailbox_depth=self.mailbox_depth(),
+            credit_in_use=credit,
+        )

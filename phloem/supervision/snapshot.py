@@ -1,0 +1,137 @@
+"""`tree_snapshot()`: a frozen, JSON-ready picture of every supervisor and child.
+
+Snapshots read each supervisor's child list under its lock instead of asking the
+supervisor actor, so taking one never waits on a supervisor that is busy restarting or
+stopping children. This is what `phloem tree`, `status` and `top` render.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import msgspec
+import psutil
+
+from phloem.supervision.handle import ChildHandle
+from phloem.supervision.supervisor import SupervisorRef, _child_info, root_supervisors
+
+MAX_SNAPSHOT_DEPTH = 64  # nesting of supervisors a snapshot follows
+
+
+class NodeSnapshot(msgspec.Struct, frozen=True):
+    """One supervisor or child.
+
+    `kind` is `supervisor` or `worker`; `type` is `supervisor`, `actor` or `process`;
+    `pid` is set for process children, `thread` for actors and supervisors.
+    """
+
+    id: str
+    kind: str
+    type: str
+    state: str
+    restarts: int = 0
+    handle: str | None = None
+    pid: int | None = None
+    thread: str | None = None
+    mailbox_depth: int = 0
+    credit_in_use: int = 0
+    rss_bytes: int | None = None
+    strategy: str | None = None
+    children: list[NodeSnapshot] = msgspec.field(default_factory=list)
+
+
+class TreeSnapshot(msgspec.Struct, frozen=True):
+    """Every root supervisor of this process with its whole subtree, plus totals."""
+
+    taken_at: float
+    pid: int
+    rss_bytes: int
+    threads: int
+    roots: list[NodeSnapshot]
+    actors: int
+    processes: int
+    supervisors: int
+    restarts: int
+
+
+def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: int) -> NodeSnapshot:
+    stats = handle.stats()
+    children: list[NodeSnapshot] = []
+    strategy = None
+    if isinstance(handle, SupervisorRef) and handle.is_alive() and depth < MAX_SNAPSHOT_DEPTH:
+        strategy = handle.spec.strategy.value
+        for child in handle._sup.children_view():
+            info = _child_info(child)
+            if info.ref is not None:
+                children.append(_node(info.ref, info.id, info.kind, info.restarts, depth + 1))
+            else:
+                children.append(
+                    NodeSnapshot(
+                        id=info.id,
+                        kind=info.kind,
+                        type=_start_type(child.spec.start),
+                        state=info.state,
+                        restarts=info.restarts,
+                    )
+                )
+    return NodeSnapshot(
+        id=child_id,
+        kind=kind,
+        type=handle.kind,
+        state=handle.state.value,
+        restarts=restarts,
+        handle=handle.handle_id,
+        pid=stats.pid,
+        thread=stats.thread,
+        mailbox_depth=stats.mailbox_depth,
+        credit_in_use=stats.credit_in_use,
+        rss_bytes=stats.rss_bytes,
+        strategy=strategy,
+        children=children,
+    )
+
+
+def _start_type(start: object) -> str:
+    from phloem.supervision.spec import Command, ProcessTarget, SupervisorChild
+
+    if isinstance(start, SupervisorChild):
+        return "supervisor"
+    if isinstance(start, ProcessTarget | Command):
+        return "process"
+    return "actor"
+
+
+def snapshot_of(root: SupervisorRef) -> NodeSnapshot:
+    """The subtree under one supervisor."""
+    return _node(root, root.name, "supervisor", 0, 0)
+
+
+def tree_snapshot(roots: list[SupervisorRef] | None = None) -> TreeSnapshot:
+    """Snapshot the given supervisors (default: every running root supervisor)."""
+    nodes = [snapshot_of(r) for r in (roots if roots is not None else root_supervisors())]
+    counts = {"actor": 0, "process": 0, "supervisor": 0}
+    restarts = 0
+
+    def walk(node: NodeSnapshot) -> None:
+        nonlocal restarts
+        if node.state != "undefined":
+            counts[node.type] = counts.get(node.type, 0) + 1
+        restarts += node.restarts
+        for child in node.children:
+            walk(child)
+
+    for node in nodes:
+        walk(node)
+    return TreeSnapshot(
+        taken_at=time.time(),
+        pid=os.getpid(),
+        rss_bytes=psutil.Process().memory_info().rss,
+        threads=threading.active_count(),
+        roots=nodes,
+        actors=counts["actor"],
+        processes=counts["process"],
+        supervisors=counts["supervisor"],
+        restarts=restarts,
+    )

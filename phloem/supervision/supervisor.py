@@ -1,0 +1,602 @@
+"""OTP supervisors: start children in order, restart them by strategy, escalate crash loops.
+
+A supervisor is itself an `Actor`. Child exits reach it as messages (through exit
+callbacks on the child handles), so restarts are serialised with API calls exactly as in
+OTP. `SupervisorRef` is its handle: the public API, and what a parent supervisor holds.
+
+Semantics (see the README's supervision section for the full table):
+
+- strategies `one_for_one`, `one_for_all`, `rest_for_one`, `simple_one_for_one`;
+- restart types `permanent` (always), `transient` (after an abnormal exit), `temporary`
+  (never; its spec is dropped when it exits);
+- more than `intensity` restarts within `period_s` → stop every child in reverse start
+  order and exit with reason `shutdown` (detail `reached_max_restart_intensity`);
+- children start in order; a child that fails to start aborts the supervisor's start;
+  stop is in reverse order, each child with its own shutdown (seconds, `brutal_kill`,
+  `infinity`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import structlog
+
+from phloem.protocols.errors import PhloemError
+from phloem.supervision.actor import Actor, ActorHandle
+from phloem.supervision.handle import (
+    ChildHandle,
+    ChildStartError,
+    ChildState,
+    HandleKind,
+    HandleStats,
+)
+from phloem.supervision.reasons import ExitReason
+from phloem.supervision.spec import (
+    ChildSpec,
+    Command,
+    ProcessTarget,
+    Restart,
+    Strategy,
+    SupervisorChild,
+    SupervisorSpec,
+)
+
+log = structlog.get_logger("phloem.supervision")
+
+# Named limits.
+MAX_CHILDREN = 100_000  # children of one supervisor (static + dynamic)
+RESTART_RETRY_DELAY_S = 0.05  # pause before retrying a restart that failed
+API_TIMEOUT_S = 60.0  # how long a SupervisorRef call waits for the supervisor
+
+
+class ChildInfo(msgspec.Struct, frozen=True):
+    """One row of `which_children()`.
+
+    `pid` is set for process children; `ref` is the child's handle (None while not
+    running). `state` is a `ChildState` value.
+    """
+
+    id: str
+    kind: str
+    state: str
+    restarts: int
+    pid: int | None
+    ref: Any = None
+
+
+class ChildCounts(msgspec.Struct, frozen=True):
+    """`count_children()`: specs, running children, supervisors and workers."""
+
+    specs: int
+    active: int
+    supervisors: int
+    workers: int
+
+
+@dataclass
+class _Child:
+    spec: ChildSpec
+    handle: ChildHandle | None = None
+    restarts: int = 0
+    restarting: bool = False
+    on_exit: Any = None  # the supervisor's own exit callback on `handle`
+
+    @property
+    def running(self) -> bool:
+        return self.handle is not None and self.handle.is_alive()
+
+
+# --- messages to the supervisor actor ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildExited:
+    handle: ChildHandle
+    reason: ExitReason
+
+
+@dataclass(frozen=True, slots=True)
+class _RetryRestart:
+    child_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    method: str
+    args: tuple[Any, ...]
+
+
+# --- starting one child -----------------------------------------------------------------
+
+
+def start_handle(spec: ChildSpec, start_args: Sequence[Any] = ()) -> ChildHandle:
+    """Start what `spec.start` describes and return its handle (raises ChildStartError)."""
+    start = spec.start
+    if isinstance(start, SupervisorChild):
+        return Supervisor.start(start.spec, start.children, name=spec.id)
+    if isinstance(start, ProcessTarget | Command):
+        from phloem.supervision.process import start_process
+
+        if start_args and isinstance(start, ProcessTarget):
+            start = ProcessTarget(
+                start.fn, (*start.args, *start_args), start.kwargs, start.pass_channel
+            )
+        return start_process(start, name=spec.id, limits=spec.limits)
+    if isinstance(start, tuple):
+        actor_class, args, kwargs = start
+    else:
+        actor_class, args, kwargs = start, (), {}
+    return ActorHandle.start(actor_class, (*args, *start_args), kwargs, name=spec.id)
+
+
+def _stop_handle(handle: ChildHandle, spec: ChildSpec) -> ExitReason:
+    shutdown = spec.shutdown
+    if shutdown == "brutal_kill":
+        handle.kill()
+        return handle.wait() or ExitReason.killed()
+    if shutdown == "infinity":
+        return handle.stop(None)
+    assert isinstance(shutdown, int | float)
+    reason = handle.stop(float(shutdown))
+    if reason.kind == "killed" and shutdown > 0:
+        log.warning("shutdown_error", child=spec.id, reason="killed after shutdown timeout")
+    return reason
+
+
+# --- the supervisor actor ---------------------------------------------------------------
+
+
+class SupervisorActor(Actor):
+    """The actor behind a `SupervisorRef`. Not used directly."""
+
+    max_inbox = 1_000_000  # exits of children must never be refused
+
+    def __init__(self, spec: SupervisorSpec, children: Sequence[ChildSpec], name: str) -> None:
+        super().__init__()
+        self.spec = spec
+        self.name = name
+        self.ref: SupervisorRef | None = None
+        self._lock = threading.Lock()  # guards _children for lock-free readers (snapshots)
+        self._children: list[_Child] = []
+        self._dynamic_counter = 0
+        self._restart_times: deque[float] = deque()
+        self._template: ChildSpec | None = None
+        self._initial = list(children)
+        self._check_initial(children)
+
+    def _check_initial(self, children: Sequence[ChildSpec]) -> None:
+        if self.spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
+            if len(children) != 1:
+                raise ValueError("simple_one_for_one needs exactly one template child spec")
+            self._template = children[0]
+            return
+        seen: set[str] = set()
+        for child in children:
+            if not isinstance(child, ChildSpec):
+                raise TypeError("children must be ChildSpec instances")
+            if child.id in seen:
+                raise ValueError(f"duplicate child id {child.id!r}")
+            seen.add(child.id)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        if self._template is not None:
+            return
+        for spec in self._initial:
+            child = _Child(spec)
+            try:
+                self._start_child(child)
+            except ChildStartError as exc:
+                self._terminate_all()
+                raise ChildStartError(exc.reason, spec.id) from exc
+            with self._lock:
+                self._children.append(child)
+
+    def on_stop(self) -> None:
+        self._terminate_all()
+
+    def on_failure(self, *exc_info: Any) -> None:
+        self._terminate_all()
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _ChildExited):
+            self._child_exited(message.handle, message.reason)
+            return None
+        if isinstance(message, _RetryRestart):
+            self._retry_restart(message.child_id)
+            return None
+        if isinstance(message, _Call):
+            return getattr(self, "_api_" + message.method)(*message.args)
+        raise TypeError(f"unexpected message {type(message).__name__}")
+
+    # -- starting and stopping children ---------------------------------------------------
+
+    def _start_child(self, child: _Child, start_args: Sequence[Any] = ()) -> ChildHandle:
+        handle = start_handle(child.spec, start_args)
+        if isinstance(handle, SupervisorRef):
+            handle._parent = self.ref
+        child.handle = handle
+        child.restarting = False
+        me = self.actor_ref
+
+        def on_exit(reason: ExitReason) -> None:
+            try:
+                me.tell(_ChildExited(handle, reason))
+            except Exception:
+                pass  # the supervisor itself is gone: it stopped its children already
+
+        child.on_exit = on_exit
+        handle.add_exit_callback(on_exit)
+        return handle
+
+    def _terminate(self, child: _Child) -> None:
+        handle = child.handle
+        if handle is None:
+            return
+        # Exits the supervisor causes itself are not failures: drop the notification.
+        handle.remove_exit_callback(child.on_exit)
+        if handle.is_alive():
+            _stop_handle(handle, child.spec)
+        child.handle = None
+
+    def _terminate_all(self) -> None:
+        with self._lock:
+            children = list(self._children)
+        if self._template is not None:
+            self._terminate_dynamic(children)
+        else:
+            for child in reversed(children):
+                self._terminate(child)
+        with self._lock:
+            self._children = [c for c in self._children if c.spec.restart is not Restart.TEMPORARY]
+
+    def _terminate_dynamic(self, children: list[_Child]) -> None:
+        """simple_one_for_one: stop every child at once (stop order is undefined)."""
+        assert self._template is not None
+        threads = []
+        for c in children:
+            if c.handle is None:
+                continue
+            c.handle.remove_exit_callback(c.on_exit)
+            threads.append(
+                threading.Thread(target=_stop_handle, args=(c.handle, c.spec), daemon=True)
+            )
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for c in children:
+            c.handle = None
+
+    # -- restarts ------------------------------------------------------------------------
+
+    def _find(self, handle: ChildHandle) -> _Child | None:
+        for child in self._children:
+            if child.handle is handle:
+                return child
+        return None
+
+    def _child_exited(self, handle: ChildHandle, reason: ExitReason) -> None:
+        child = self._find(handle)
+        if child is None:
+            return  # stale: a child this supervisor already replaced or terminated
+        log.debug("child_exited", supervisor=self.name, child=child.spec.id, reason=str(reason))
+        child.handle = None
+        restart = child.spec.restart
+        dynamic = self._template is not None
+        if restart is Restart.TEMPORARY or (restart is Restart.TRANSIENT and reason.is_normal):
+            if restart is Restart.TEMPORARY or dynamic:
+                with self._lock:
+                    self._children.remove(child)
+            return
+        if not self._count_restart():
+            return
+        if dynamic or self.spec.strategy is Strategy.ONE_FOR_ONE:
+            self._restart_one(child)
+        elif self.spec.strategy is Strategy.ONE_FOR_ALL:
+            self._restart_group(child, self._children)
+        else:  # rest_for_one
+            index = self._children.index(child)
+            self._restart_group(child, self._children[index:])
+
+    def _count_restart(self) -> bool:
+        """Record a restart; False (and the supervisor exits) if intensity is exceeded."""
+        now = time.monotonic()
+        times = self._restart_times
+        while times and times[0] < now - self.spec.period_s:
+            times.popleft()
+        times.append(now)
+        if len(times) <= self.spec.intensity:
+            return True
+        log.error(
+            "reached max restart intensity",
+            supervisor=self.name,
+            intensity=self.spec.intensity,
+            period_s=self.spec.period_s,
+        )
+        self._terminate_all()
+        self.exit(ExitReason.shutdown("reached_max_restart_intensity"))
+        return False
+
+    def _restart_one(self, child: _Child) -> None:
+        child.restarts += 1
+        try:
+            self._start_child(child, child.spec.extra.get("start_args", ()))
+        except ChildStartError as exc:
+            self._schedule_retry(child, exc)
+
+    def _restart_group(self, failed: _Child, group: list[_Child]) -> None:
+        """Terminate `group` but `failed` in reverse order, then start it in order.
+
+        Temporary children of the group are dropped, not restarted (OTP).
+        """
+        for child in reversed(group):
+            if child is not failed:
+                self._terminate(child)
+        dropped = [c for c in group if c.spec.restart is Restart.TEMPORARY]
+        with self._lock:
+            self._children = [c for c in self._children if c not in dropped]
+        failed.restarts += 1
+        for child in group:
+            if child in dropped:
+                continue
+            try:
+                self._start_child(child)
+            except ChildStartError as exc:
+                self._schedule_retry(child, exc)
+                return  # later children stay unstarted until the retry succeeds
+
+    def _schedule_retry(self, child: _Child, exc: ChildStartError) -> None:
+        log.warning("restart_failed", supervisor=self.name, child=child.spec.id, error=str(exc))
+        child.restarting = True
+        me = self.actor_ref
+
+        def retry() -> None:
+            try:
+                me.tell(_RetryRestart(child.spec.id))
+            except Exception:
+                pass
+
+        timer = threading.Timer(RESTART_RETRY_DELAY_S, retry)
+        timer.daemon = True
+        timer.start()
+
+    def _retry_restart(self, child_id: str) -> None:
+        child = next((c for c in self._children if c.spec.id == child_id), None)
+        if child is None or not child.restarting:
+            return
+        if not self._count_restart():
+            return
+        if self.spec.strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
+            self._restart_one(child)
+            return
+        index = self._children.index(child)
+        for later in self._children[index:]:
+            if later.running:
+                continue
+            try:
+                self._start_child(later)
+            except ChildStartError as exc:
+                self._schedule_retry(later, exc)
+                return
+
+    # -- API (called through SupervisorRef) ----------------------------------------------
+
+    def _api_start_child(self, spec_or_args: Any) -> ChildHandle:
+        if len(self._children) >= MAX_CHILDREN:
+            raise PhloemError("too_many_children", f"supervisor has {MAX_CHILDREN} children")
+        if self._template is not None:
+            args = tuple(spec_or_args) if spec_or_args is not None else ()
+            self._dynamic_counter += 1
+            template = self._template
+            spec = ChildSpec(
+                id=f"{template.id}-{self._dynamic_counter}",
+                start=template.start,
+                restart=template.restart,
+                shutdown=template.shutdown,
+                kind=template.kind,
+                limits=template.limits,
+                extra={**template.extra, "start_args": args},
+            )
+            child = _Child(spec)
+            try:
+                handle = self._start_child(child, args)
+            except ChildStartError as exc:
+                raise PhloemError("failed_to_start_child", str(exc)) from exc
+            with self._lock:
+                self._children.append(child)
+            return handle
+        if not isinstance(spec_or_args, ChildSpec):
+            raise PhloemError("bad_child_spec", "start_child needs a ChildSpec")
+        spec = spec_or_args
+        existing = next((c for c in self._children if c.spec.id == spec.id), None)
+        if existing is not None:
+            kind = "already_started" if existing.running else "already_present"
+            raise PhloemError(kind, f"child {spec.id!r} exists")
+        child = _Child(spec)
+        try:
+            handle = self._start_child(child)
+        except ChildStartError as exc:
+            raise PhloemError("failed_to_start_child", str(exc)) from exc
+        with self._lock:
+            self._children.append(child)
+        return handle
+
+    def _lookup(self, id_or_handle: Any) -> _Child:
+        for child in self._children:
+            if self._template is not None:
+                if child.handle is id_or_handle or (
+                    child.handle is not None and child.handle.handle_id == id_or_handle
+                ):
+                    return child
+            elif child.spec.id == id_or_handle:
+                return child
+        raise PhloemError("not_found", f"no child {id_or_handle!r}")
+
+    def _api_terminate_child(self, id_or_handle: Any) -> None:
+        child = self._lookup(id_or_handle)
+        self._terminate(child)
+        child.restarting = False
+        if child.spec.restart is Restart.TEMPORARY or self._template is not None:
+            with self._lock:
+                self._children.remove(child)
+
+    def _api_restart_child(self, child_id: str) -> ChildHandle:
+        if self._template is not None:
+            raise PhloemError("simple_one_for_one", "restart_child is not for dynamic children")
+        child = self._lookup(child_id)
+        if child.running:
+            raise PhloemError("running", f"child {child_id!r} is running")
+        if child.restarting:
+            raise PhloemError("restarting", f"child {child_id!r} is restarting")
+        try:
+            return self._start_child(child)
+        except ChildStartError as exc:
+            raise PhloemError("failed_to_start_child", str(exc)) from exc
+
+    def _api_delete_child(self, child_id: str) -> None:
+        if self._template is not None:
+            raise PhloemError("simple_one_for_one", "delete_child is not for dynamic children")
+        child = self._lookup(child_id)
+        if child.running:
+            raise PhloemError("running", f"child {child_id!r} is running")
+        if child.restarting:
+            raise PhloemError("restarting", f"child {child_id!r} is restarting")
+        with self._lock:
+            self._children.remove(child)
+
+    # -- lock-free readers ---------------------------------------------------------------
+
+    def children_view(self) -> list[_Child]:
+        with self._lock:
+            return list(self._children)
+
+
+def _child_info(child: _Child) -> ChildInfo:
+    handle = child.handle
+    if handle is not None and handle.is_alive():
+        state = handle.state.value
+        pid = getattr(handle, "pid", None)
+    else:
+        state = (ChildState.RESTARTING if child.restarting else ChildState.UNDEFINED).value
+        pid = None
+        handle = None
+    return ChildInfo(
+        id=child.spec.id,
+        kind=str(child.spec.kind),
+        state=state,
+        restarts=child.restarts,
+        pid=pid,
+        ref=handle,
+    )
+
+
+# --- the public handle ------------------------------------------------------------------
+
+_roots: weakref.WeakSet[SupervisorRef] = weakref.WeakSet()
+
+
+class SupervisorRef(ActorHandle):
+    """A running supervisor: the public API and the handle a parent holds."""
+
+    kind: HandleKind = "supervisor"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._parent: SupervisorRef | None = None
+
+    @property
+    def spec(self) -> SupervisorSpec:
+        return self._sup.spec
+
+    @property
+    def _sup(self) -> SupervisorActor:
+        actor = self.actor
+        assert isinstance(actor, SupervisorActor)
+        return actor
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return self.ask(_Call(method, args), timeout=API_TIMEOUT_S)
+        except PhloemError as exc:
+            if exc.kind == "noproc":
+                raise PhloemError("noproc", f"supervisor {self.name!r} is not running") from exc
+            raise
+
+    def start_child(self, spec_or_args: Any = None) -> ChildHandle:
+        """Start a child: a `ChildSpec`, or for simple_one_for_one the extra start args."""
+        result: ChildHandle = self._call("start_child", spec_or_args)
+        return result
+
+    def terminate_child(self, id_or_handle: Any) -> None:
+        """Stop a child and keep its spec (temporary and dynamic children are dropped)."""
+        self._call("terminate_child", id_or_handle)
+
+    def restart_child(self, child_id: str) -> ChildHandle:
+        """Start a terminated child again from its kept spec."""
+        result: ChildHandle = self._call("restart_child", child_id)
+        return result
+
+    def delete_child(self, child_id: str) -> None:
+        """Forget the spec of a child that is not running."""
+        self._call("delete_child", child_id)
+
+    def which_children(self) -> list[ChildInfo]:
+        """The children, in start order, as `ChildInfo` rows."""
+        if not self.is_alive():
+            raise PhloemError("noproc", f"supervisor {self.name!r} is not running")
+        return [_child_info(c) for c in self._sup.children_view()]
+
+    def count_children(self) -> ChildCounts:
+        children = self._sup.children_view()
+        active = sum(1 for c in children if c.running)
+        sups = sum(1 for c in children if c.spec.kind == "supervisor")
+        return ChildCounts(
+            specs=len(children), active=active, supervisors=sups, workers=len(children) - sups
+        )
+
+    def stop(self, timeout: float | None = None) -> ExitReason:
+        """Stop every child in reverse start order, then the supervisor (waits by default)."""
+        return super().stop(timeout)
+
+    def stats(self) -> HandleStats:
+        base = super().stats()
+        return HandleStats(thread=base.thread, mailbox_depth=base.mailbox_depth)
+
+
+class Supervisor:
+    """Entry point: `Supervisor.start(spec, children, name=None) -> SupervisorRef`."""
+
+    @staticmethod
+    def start(
+        spec: SupervisorSpec | None = None,
+        children: Sequence[ChildSpec] = (),
+        name: str | None = None,
+    ) -> SupervisorRef:
+        """Start a supervisor and its children in order; raise `ChildStartError` if one fails.
+
+        Validation errors (duplicate ids, a simple_one_for_one without exactly one
+        template) raise `ValueError` before anything starts.
+        """
+        spec = spec or SupervisorSpec()
+        name = name or "supervisor"
+        ref = SupervisorRef(name)
+        actor = SupervisorActor(spec, children, name)
+        actor.ref = ref
+        ref._start_existing(actor)
+        _roots.add(ref)
+        return ref
+
+
+def root_supervisors() -> list[SupervisorRef]:
+    """Running supervisors that have no parent (the roots of `tree_snapshot()`)."""
+    return [r for r in list(_roots) if r._parent is None and r.is_alive()]
