@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import msgspec
 import pykka
+import structlog
 from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
 
@@ -32,6 +33,8 @@ from phloem.supervision.handle import (
     HandleStats,
 )
 from phloem.supervision.reasons import ExitReason
+
+log = structlog.get_logger("phloem.supervision")
 
 # Named limits.
 DEFAULT_MAX_INBOX = 10_000
@@ -97,10 +100,15 @@ class Actor(pykka.ThreadingActor):
         exception_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        # Replaces pykka's version, which logs the raw exception text: ours is redacted.
         handle = self._phloem_handle
-        if handle is not None and exception_value is not None:
-            handle._failure = exception_value
-        super()._handle_failure(exception_type, exception_value, traceback)
+        if exception_value is not None:
+            if handle is not None and handle._failure is None:
+                handle._failure = exception_value
+            reason = ExitReason.from_exception(exception_value)
+            log.error("actor_failed", actor=str(self), reason=str(reason))
+        pykka.ActorRegistry.unregister(self.actor_ref)
+        self.actor_stopped.set()
 
     def _handle_receive(self, message: Any) -> Any:
         if isinstance(message, _Wakeup):
