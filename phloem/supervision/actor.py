@@ -198,13 +198,15 @@ class ActorHandle(ChildHandle):
         return self.actor_ref.proxy()
 
     def mailbox_depth(self) -> int:
-        return self._actor.actor_inbox.qsize() if self._actor is not None else 0  # type: ignore[attr-defined]
+        """Messages waiting in the inbox (read without the queue's lock: a reading)."""
+        actor = self._actor
+        return len(actor.actor_inbox.queue) if actor is not None else 0  # type: ignore[attr-defined]
 
     def _check_can_send(self) -> Actor:
         actor = self._actor
-        if actor is None or not self.is_alive() or actor.actor_stopped.is_set():
+        if actor is None or actor.actor_stopped.is_set() or self._exit_reason is not None:
             raise PhloemError("noproc", f"actor {self.name!r} is not running")
-        if self.mailbox_depth() >= actor.max_inbox:
+        if len(actor.actor_inbox.queue) >= actor.max_inbox:  # type: ignore[attr-defined]
             raise PhloemError(
                 "backpressure",
                 f"actor {self.name!r} has {actor.max_inbox} messages waiting (max_inbox)",
