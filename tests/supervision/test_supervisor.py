@@ -280,3 +280,40 @@ def test_child_spec_validation() -> None:
         ChildSpec("a", Worker, restart="forever")
     assert ChildSpec("s", SupervisorChild(SupervisorSpec())).shutdown == "infinity"
     assert ChildSpec("w", Worker).shutdown == 5.0
+
+
+class _FlakyStart(Worker):
+    """Starts the first time, fails the next `fail_next` starts, then starts again."""
+
+    fail_next = 0
+
+    def on_start(self) -> None:
+        if _FlakyStart.fail_next > 0:
+            _FlakyStart.fail_next -= 1
+            raise OSError("resource busy")
+        super().on_start()
+
+
+def test_a_failed_restart_is_retried_and_every_attempt_counts_against_intensity() -> None:
+    rec = Recorder()
+    sup = Supervisor.start(
+        SupervisorSpec(intensity=10, period_s=60), [ChildSpec("f", (_FlakyStart, ("f", rec), {}))]
+    )
+    _FlakyStart.fail_next = 2
+    before = _handle(sup, "f")
+    before.tell("crash")
+    _wait_restarted(sup, "f", before)
+    assert _FlakyStart.fail_next == 0
+    assert len(sup._sup._restart_times) == 3  # the crash and two failed attempts
+
+
+def test_failed_restarts_that_keep_failing_escalate() -> None:
+    rec = Recorder()
+    sup = Supervisor.start(
+        SupervisorSpec(intensity=2, period_s=60), [ChildSpec("f", (_FlakyStart, ("f", rec), {}))]
+    )
+    _FlakyStart.fail_next = 1_000
+    _handle(sup, "f").tell("crash")
+    reason = sup.wait(10)
+    _FlakyStart.fail_next = 0
+    assert reason is not None and reason.detail == "reached_max_restart_intensity"
