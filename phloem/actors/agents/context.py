@@ -1,0 +1,95 @@
+"""What a running agent sees: `InvocationContext`, and the run's `CancelToken`.
+
+The context is read-only: `state` is a snapshot (for agents of a parallel group, the
+state as of the group's start), `events` the history so far. Agents change state only by
+yielding events whose actions carry a `state_delta`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from phloem.actors.agents.events import Event, new_invocation_id
+from phloem.protocols.content import Content
+
+if TYPE_CHECKING:
+    from phloem.actors.agents.executor import GroupExecutor
+
+log = structlog.get_logger("phloem.agents")
+
+
+class CancelToken:
+    """A one-way cancellation flag with callbacks, shared by everything one run starts."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+        self.reason: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Set the flag (first reason wins) and run the registered callbacks once."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.reason = reason
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("cancel_callback_failed")
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` when cancelled (at once if already cancelled)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def remove(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+
+@dataclass(frozen=True)
+class InvocationContext:
+    """One agent invocation's view of the world (immutable)."""
+
+    state: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[Event, ...] = ()
+    user_content: Content | None = None
+    invocation_id: str = field(default_factory=new_invocation_id)
+    app: str = "phloem"
+    user: str = "user"
+    session_id: str = ""
+    cancel: CancelToken = field(default_factory=CancelToken)
+    executor: GroupExecutor | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, MappingProxyType):
+            object.__setattr__(self, "state", MappingProxyType(dict(self.state)))
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.cancelled
+
+    def derive(self, **changes: Any) -> InvocationContext:
+        """A copy with some fields replaced (state is snapshotted again)."""
+        return replace(self, **changes)

@@ -1,0 +1,71 @@
+"""How a group of agent invocations runs: the `GroupExecutor` contract.
+
+An executor runs one `RunAgents` group and yields, as they happen, `AgentEvent`s (an
+event one of the agents produced) and exactly one `AgentDone` per agent (with an error
+if the agent crashed rather than ending normally). The `PlannerAgent` loop does the
+rest: isolation, merging, conflict detection and the outcome.
+
+`InlineExecutor` runs the agents one after another in the caller's thread — handy for
+debugging and for deterministic tests of planner logic. The supervised executor
+(`phloem.actors.agents.supervised`) runs each invocation as a temporary actor under
+the run's supervisor, all agents of a group at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.context import CancelToken, InvocationContext
+from phloem.actors.agents.events import Event
+from phloem.protocols.errors import ErrorValue
+from phloem.supervision.reasons import redact
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    agent: str
+    event: Event
+
+
+@dataclass(frozen=True)
+class AgentDone:
+    agent: str
+    error: ErrorValue | None = None
+
+
+GroupItem: TypeAlias = AgentEvent | AgentDone
+Invocation: TypeAlias = tuple[Agent, InvocationContext]
+
+
+class GroupExecutor(Protocol):
+    def run_group(
+        self, invocations: Sequence[Invocation], cancel: CancelToken
+    ) -> Iterator[GroupItem]: ...
+
+
+def crash_error(exc: BaseException) -> ErrorValue:
+    """The error of an agent whose `run` raised instead of yielding an error event."""
+    return ErrorValue(kind="agent_crashed", message=redact(f"{type(exc).__name__}: {exc}"))
+
+
+class InlineExecutor:
+    """Runs a group's agents sequentially in the calling thread."""
+
+    def run_group(
+        self, invocations: Sequence[Invocation], cancel: CancelToken
+    ) -> Iterator[GroupItem]:
+        for agent, ctx in invocations:
+            error: ErrorValue | None = None
+            try:
+                for event in agent.run(ctx):
+                    yield AgentEvent(agent.name, event)
+                    if cancel.cancelled:
+                        break
+            except Exception as exc:
+                error = crash_error(exc)
+            yield AgentDone(agent.name, error)
+            if cancel.cancelled:
+                return

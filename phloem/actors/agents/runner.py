@@ -1,0 +1,158 @@
+"""Run any agent in-process against a session: `run_agent(...) -> AgentRun`.
+
+The runner creates (or reuses) a session, records the user's message as an event,
+drives the agent, appends every event to the session as it arrives (calling
+`on_event` for live streaming), and ends the invocation (dropping `temp:` keys).
+Every run has a `PlannerOutcome`: a `PlannerAgent` returns its own; for any other agent
+the runner derives one (`done`, or `agent_failed` when the agent yielded an error or
+raised).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import Any
+
+import msgspec
+
+from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.context import CancelToken, InvocationContext
+from phloem.actors.agents.events import Event
+from phloem.actors.agents.executor import GroupExecutor, crash_error
+from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
+from phloem.actors.agents.session import InMemorySessionService, Session
+from phloem.protocols.content import Content
+from phloem.protocols.errors import ErrorValue
+
+USER_AUTHOR = "user"
+
+
+class AgentRun(msgspec.Struct, frozen=True):
+    """A finished run: its outcome, the events it produced and the final state."""
+
+    agent: str
+    session_id: str
+    outcome: PlannerOutcome
+    events: tuple[Event, ...]
+    state: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+
+def run_agent(
+    agent: Agent,
+    *,
+    input: str | Content | None = None,
+    state: Mapping[str, Any] | None = None,
+    sessions: InMemorySessionService | None = None,
+    session: Session | None = None,
+    app: str = "phloem",
+    user: str = "user",
+    executor: GroupExecutor | None = None,
+    cancel: CancelToken | None = None,
+    on_event: Callable[[Event], None] | None = None,
+) -> AgentRun:
+    """Run `agent` to its end and return the `AgentRun`."""
+    sessions = sessions or InMemorySessionService()
+    if session is None:
+        session = sessions.create_session(app, user, state=state)
+    elif state:
+        sessions.append_event(session, Event(author=USER_AUTHOR, actions=_delta(state)))
+    content = Content.user(input) if isinstance(input, str) else input
+    ctx = InvocationContext(
+        state=session.state,
+        events=session.events,
+        user_content=content,
+        app=session.app,
+        user=session.user,
+        session_id=session.id,
+        cancel=cancel or CancelToken(),
+        executor=executor,
+    )
+    produced: list[Event] = []
+    if content is not None:
+        first = Event(author=USER_AUTHOR, content=content, invocation_id=ctx.invocation_id)
+        sessions.append_event(session, first)
+        produced.append(first)
+        ctx = ctx.derive(events=session.events)
+
+    def deliver(event: Event) -> None:
+        sessions.append_event(session, event)
+        produced.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    outcome: PlannerOutcome | None = None
+    crash: ErrorValue | None = None
+    try:
+        outcome = _drive(agent.run(ctx), deliver)
+    except Exception as exc:
+        crash = crash_error(exc)
+        deliver(Event(author=agent.name, invocation_id=ctx.invocation_id, error=crash))
+    finally:
+        sessions.end_invocation(session)
+    if outcome is None:
+        outcome = _derive_outcome(agent, ctx, produced, crash)
+    return AgentRun(
+        agent=agent.name,
+        session_id=session.id,
+        outcome=outcome,
+        events=tuple(produced),
+        state=session.state,
+    )
+
+
+def _drive(events: Iterator[Event], deliver: Callable[[Event], None]) -> PlannerOutcome | None:
+    """Pump `events` into `deliver`; the generator's return value if it is an outcome."""
+    while True:
+        try:
+            event = next(events)
+        except StopIteration as stop:
+            value = stop.value
+            return value if isinstance(value, PlannerOutcome) else None
+        deliver(event)
+
+
+def _derive_outcome(
+    agent: Agent, ctx: InvocationContext, produced: list[Event], crash: ErrorValue | None
+) -> PlannerOutcome:
+    own = [e for e in produced if e.author == agent.name]
+    error = crash or next((e.error for e in own if e.error is not None), None)
+    final = produced[-1] if produced else None
+    if ctx.cancel.cancelled:
+        return PlannerOutcome(
+            status=OutcomeStatus.CANCELLED,
+            agent=agent.name,
+            message=f"cancelled: {ctx.cancel.reason}",
+            error=ErrorValue(kind="cancelled", message=str(ctx.cancel.reason)),
+            final_event=final,
+        )
+    if error is not None:
+        return PlannerOutcome(
+            status=OutcomeStatus.AGENT_FAILED,
+            agent=agent.name,
+            message=f"agent {agent.name!r} failed: {error.kind}: {error.message}",
+            error=error,
+            final_event=final,
+        )
+    return PlannerOutcome(
+        status=OutcomeStatus.DONE, agent=agent.name, message="done", final_event=final
+    )
+
+
+def _delta(state: Mapping[str, Any]) -> Any:
+    from phloem.actors.agents.events import EventActions
+
+    return EventActions(state_delta=dict(state))
+
+
+def drive_planner(
+    gen: Generator[Event, None, PlannerOutcome],
+) -> tuple[list[Event], PlannerOutcome]:
+    """Collect a planner run's events and outcome (handy in tests and tools)."""
+    events: list[Event] = []
+    outcome = _drive(gen, events.append)
+    assert outcome is not None
+    return events, outcome

@@ -1,0 +1,91 @@
+"""LlmAgent: templating, tool calls, output key, model failures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from phloem import PhloemError
+from phloem.actors.agents import InvocationContext, LlmAgent
+from phloem.actors.agents.templating import render
+from phloem.models import ScriptedModel
+from phloem.protocols.content import Content, ModelResponse, Part
+from phloem.protocols.model import ModelError
+
+pytestmark = pytest.mark.timeout(5)
+
+
+def test_templating_fills_required_and_optional_keys() -> None:
+    state = {"company": "ACME", "user:name": "Ann"}
+    assert render("Hi {user:name}, about {company}{missing?}.", state) == "Hi Ann, about ACME."
+    assert (
+        render('JSON like {"a": 1} and { spaced } stay', {})
+        == 'JSON like {"a": 1} and { spaced } stay'
+    )
+    with pytest.raises(PhloemError, match="instruction needs state key 'company'") as info:
+        render("{company}", {})
+    assert info.value.kind == "missing_state_key"
+
+
+def test_one_model_call_per_turn_and_the_final_text_goes_to_the_output_key() -> None:
+    model = ScriptedModel(["ACME files on time."])
+    agent = LlmAgent("filings", "", model, "Find filings for {company}.", output_key="filings")
+    ctx = InvocationContext(state={"company": "ACME"}, user_content=Content.user("brief"))
+    events = list(agent.run(ctx))
+    assert [e.actions.state_delta for e in events] == [{"filings": "ACME files on time."}]
+    [request] = model.requests
+    assert request.system_instruction == "Find filings for ACME."
+    assert request.contents[0].text == "brief"
+
+
+def test_tool_calls_are_executed_and_answered() -> None:
+    def lookup(company: str) -> dict[str, Any]:
+        """Look up the latest filing."""
+        return {"filing": f"{company} 10-K"}
+
+    def broken() -> None:
+        raise RuntimeError("down")
+
+    call = ModelResponse.from_parts(
+        [
+            Part.from_function_call("lookup", {"company": "ACME"}, "c1"),
+            Part.from_function_call("broken", {}, "c2"),
+        ]
+    )
+    model = ScriptedModel([call, "done"])
+    agent = LlmAgent("f", "", model, "x", tools=[lookup, broken], output_key="out")
+    events = list(agent.run(InvocationContext()))
+    assert len(events) == 3
+    answers = events[1].content
+    assert answers is not None
+    responses = [p.function_response for p in answers.parts]
+    assert responses[0] is not None and responses[0].response == {"filing": "ACME 10-K"}
+    assert responses[1] is not None and "RuntimeError: down" in responses[1].response["error"]
+    decl = model.requests[0].tools[0]
+    assert decl.name == "lookup" and decl.parameters is not None
+    assert decl.parameters["properties"]["company"] == {"type": "string"}
+    assert len(model.requests[1].contents) == 2  # the call and its answers
+    assert events[-1].actions.state_delta == {"out": "done"}
+
+
+def test_tool_rounds_are_capped() -> None:
+    def ping() -> str:
+        return "pong"
+
+    call = ModelResponse.from_parts([Part.from_function_call("ping", {})])
+    agent = LlmAgent("f", "", ScriptedModel([call] * 5), tools=[ping], max_tool_rounds=2)
+    events = list(agent.run(InvocationContext()))
+    assert events[-1].error is not None and events[-1].error.kind == "tool_round_limit"
+
+
+def test_a_failed_model_call_is_an_error_event() -> None:
+    agent = LlmAgent("f", "", ScriptedModel([ModelError("timeout", "took too long")]))
+    [event] = list(agent.run(InvocationContext()))
+    assert event.error is not None and event.error.kind == "model_failed"
+
+
+def test_a_missing_template_key_is_an_error_event() -> None:
+    agent = LlmAgent("f", "", ScriptedModel([]), "about {company}")
+    [event] = list(agent.run(InvocationContext()))
+    assert event.error is not None and event.error.kind == "missing_state_key"
