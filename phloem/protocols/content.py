@@ -295,6 +295,40 @@ def function_responses_of(parts: Iterable[Part]) -> tuple[FunctionResponse, ...]
     return tuple(p.function_response for p in parts if p.function_response is not None)
 
 
+GENERATED_CALL_ID_PREFIX: Final = "phloem-call-"
+"""Prefix of call ids phloem invents; providers that issued no id never see them."""
+
+
+def fill_call_ids(parts: Iterable[Part]) -> tuple[Part, ...]:
+    """Give every function call a unique id without reordering anything: a missing id, or
+    a repeat of an earlier one, becomes `phloem-call-<n>` (n = the call's position,
+    bumped with a suffix until unique). Deterministic for the same input."""
+    parts = tuple(parts)
+    taken = {p.function_call.id for p in parts if p.function_call and p.function_call.id}
+    seen: set[str] = set()
+    out: list[Part] = []
+    position = 0
+    for part in parts:
+        call = part.function_call
+        if call is None:
+            out.append(part)
+            continue
+        if call.id and call.id not in seen:
+            seen.add(call.id)
+            out.append(part)
+        else:
+            new_id = f"{GENERATED_CALL_ID_PREFIX}{position}"
+            suffix = 0
+            while new_id in taken or new_id in seen:
+                suffix += 1
+                new_id = f"{GENERATED_CALL_ID_PREFIX}{position}-{suffix}"
+            seen.add(new_id)
+            fixed = FunctionCall(name=call.name, args=call.args, id=new_id)
+            out.append(msgspec.structs.replace(part, function_call=fixed))
+        position += 1
+    return tuple(out)
+
+
 def encode_json(value: msgspec.Struct) -> bytes:
     """JSON bytes for any content type (bytes as base64)."""
     return msgspec.json.encode(value)

@@ -7,9 +7,12 @@ yielding `partial=True` chunks and then one aggregated final response.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
+
+import msgspec
 
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import PhloemError
@@ -81,7 +84,7 @@ _RETRYABLE = frozenset(
 )
 
 
-class ResponseTooLarge(ModelError):  # noqa: N818 - the name the issue asks for
+class ResponseTooLarge(ModelError):
     """The response body (counted after decompression) exceeded `max_response_bytes`."""
 
     def __init__(self, limit: int) -> None:
@@ -105,3 +108,13 @@ class StreamingModel(Model, Protocol):
     """A model that can also stream: partial chunks, then the aggregated final response."""
 
     def stream(self, request: ModelRequest) -> Iterator[ModelResponse]: ...
+
+
+_PATH_RE: Final = re.compile(r"at `(\$[^`]*)`")
+
+
+def validation_path(exc: msgspec.ValidationError) -> str:
+    """The `$.path` from a msgspec validation error, without any value it may quote
+    (provider answers are untrusted, so their values never enter an error message)."""
+    match = _PATH_RE.search(str(exc))
+    return match.group(1) if match else "$"
