@@ -1,0 +1,1 @@
+"""Example adapters and actors shipped with phloem (registered in conf/phloem.toml)."""

@@ -1,0 +1,487 @@
+"""One planning run: a temporary supervised actor driving planner and executor callbacks.
+
+The run is event-driven so that it can always be cancelled: it starts a callback child
+(`CallbackRunner`), returns to its inbox, and handles the callback's outcome when the
+waiter thread posts it back. At most one callback is in flight. The state machine::
+
+    plan() ──ok──> [execute(step) ──> review(observation)]* ──> terminal
+       │                 │                    ├─ continue: next step, or finish after the last
+       │                 │                    ├─ replan: next revision from its first step
+       │                 │                    └─ complete / fail / error: finish
+       └─ complete / error / failure: finish
+
+Budgets: `max_steps` (executor calls across all revisions), `max_replans`, one absolute
+deadline (`timeout_ms`) capping every callback's own `callback_timeout_ms`. Every end is a
+`PlanningResult` handed to the run's `RunRecord`, except when the owner went away: then
+the active worker is killed and the run stops without a result.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+import structlog
+
+from phloem.actors.planning.adapters import AdapterRef
+from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
+from phloem.actors.planning.events import PlanningEvent, event_size
+from phloem.protocols.plan import (
+    Observation,
+    Plan,
+    PlanError,
+    PlanningOptions,
+    PlanningResult,
+    ResultError,
+    canonical_json,
+    check_initial_plan,
+    check_replacement_plan,
+    encode_result,
+    from_mapping,
+    prune_secrets,
+    sanitize,
+)
+from phloem.protocols.plan import PlanningErrorKind as K
+from phloem.supervision.actor import Actor, ActorHandle
+from phloem.supervision.credit import CreditStream
+from phloem.supervision.reasons import ExitReason, redact
+
+log = structlog.get_logger("phloem.planning")
+
+# Messages a run's inbox can hold: callback outcomes, cancel, owner-down — a handful.
+RUN_MAX_INBOX = 64
+DEFAULT_CANCEL_REASON = "user_cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything a run needs, validated before it starts."""
+
+    planner: AdapterRef
+    executor: AdapterRef
+    goal: Any
+    context: Any
+    options: PlanningOptions
+
+
+@dataclass(eq=False)
+class RunRecord:
+    """What the runtime and the run actor share: the result slot and the event stream."""
+
+    spec: RunSpec
+    stream: CreditStream[PlanningEvent]
+    result: PlanningResult | None = None
+    abandoned: bool = False
+    owner_gone: bool = False
+    handle: ActorHandle | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def finish(self, result: PlanningResult | None) -> bool:
+        """Store the terminal result (None: abandoned); False if the run already ended."""
+        with self._lock:
+            if self.done.is_set():
+                return False
+            self.result = result
+            self.abandoned = result is None
+            self.done.set()
+            return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    seq: int
+    outcome: CallbackOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRun:
+    reason: Any = DEFAULT_CANCEL_REASON
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerGone:
+    detail: str | None = None
+
+
+def clean_reason(reason: Any) -> Any:
+    """A cancellation reason as public data: JSON, secrets pruned, strings redacted."""
+    try:
+        value = sanitize(reason, "$.reason")
+    except PlanError:
+        value = type(reason).__name__
+    return _redact_strings(value)
+
+
+def _redact_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_strings(v) for k, v in value.items()}
+    return value
+
+
+class PlanningRun(Actor):
+    """The actor of one run. Started by the planning supervisor with `(record, runner)`."""
+
+    max_inbox = RUN_MAX_INBOX
+
+    def __init__(self, record: RunRecord, runner: CallbackRunner) -> None:
+        super().__init__()
+        self.record = record
+        self.spec = record.spec
+        self.options = record.spec.options
+        self.runner = runner
+        self.plan: Plan | None = None
+        self.cursor = 0
+        self.steps_executed = 0
+        self.replans = 0
+        self.observations: list[Observation] = []
+        self.task: CallbackTask | None = None
+        self.seq = 0
+        self.event_seq = 0
+        self.ended = False
+        self.capped = False
+        self.started = time.monotonic()
+        self.deadline = self.started + self.options.timeout_ms / 1000
+        self.on_callback: Callable[[CallbackOutcome], None] = self._on_plan
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        s = self.spec
+        args = {"target": s.planner.target, "goal": s.goal, "context": s.context}
+        self._callback(s.planner, "plan", args, self._on_plan)
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Done):
+            if message.seq == self.seq and not self.ended:
+                self.task = None
+                self.on_callback(message.outcome)
+            return None
+        if isinstance(message, CancelRun):
+            return self._cancel(message.reason)
+        if isinstance(message, OwnerGone):
+            self._abandon(message.detail)
+            return None
+        return None
+
+    def on_stop(self) -> None:
+        if not self.ended:  # stopped by the supervisor (shutdown): a cancelled result
+            self._kill_task()
+            self._finish("cancelled", error=ResultError(K.CANCELLED, "shutdown"), stop=False)
+
+    def credit_in_use(self) -> int:
+        return self.record.stream.credit_in_use()
+
+    # -- callbacks -----------------------------------------------------------------------
+
+    def _callback(
+        self,
+        adapter: AdapterRef,
+        callback: str,
+        args: dict[str, Any],
+        then: Callable[[CallbackOutcome], None],
+    ) -> None:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            self._fail(ResultError(K.DEADLINE_EXCEEDED, limit=self.options.timeout_ms))
+            return
+        own = self.options.callback_timeout_ms / 1000
+        self.capped = remaining < own
+        self.seq += 1
+        seq = self.seq
+        request = canonical_json(
+            {
+                "role": adapter.role,
+                "spec": adapter.spec,
+                "callback": callback,
+                "args": args | {"config": adapter.config},
+            }
+        )
+        self.on_callback = then
+        actor_ref = self.actor_ref
+
+        def post(outcome: CallbackOutcome) -> None:
+            try:
+                actor_ref.tell(_Done(seq, outcome))
+            except pykka.ActorDeadError:
+                pass
+
+        self.task = self.runner.start(
+            request,
+            min(own, remaining),
+            self.options.max_memory_bytes,
+            post,
+            name=f"planning-{adapter.role}-{callback}",
+        )
+
+    def _kill_task(self) -> None:
+        task, self.task = self.task, None
+        self.seq += 1  # any outcome still in flight is now stale
+        if task is not None:
+            task.cancel()
+
+    def _callback_failure(self, outcome: CallbackOutcome, kind: str) -> ResultError | None:
+        """The error for a failed callback, or None if it answered. Deadline wins."""
+        if outcome.failure is None:
+            return None
+        if outcome.failure == "callback_timeout" and self.capped:
+            return ResultError(K.DEADLINE_EXCEEDED, limit=self.options.timeout_ms)
+        return ResultError(kind, outcome.failure)
+
+    # -- planner: initial plan -----------------------------------------------------------
+
+    def _on_plan(self, outcome: CallbackOutcome) -> None:
+        failure = self._callback_failure(outcome, K.PLANNER_CALLBACK_FAILED)
+        if failure is not None:
+            self._fail(failure)
+            return
+        wire = outcome.wire or {}
+        tag = wire["tag"]
+        if tag == "ok":
+            try:
+                plan = from_mapping(wire["value"])
+                check_initial_plan(plan, self.spec.goal, self.options.max_plan_bytes)
+            except PlanError as exc:
+                self._fail(ResultError(K.INVALID_INITIAL_PLAN, _plan_reason(exc)))
+                return
+            self.plan = plan
+            self._event("plan_accepted", {"plan": plan.to_builtins()})
+            self._next_step()
+        elif tag == "complete":
+            self._finish("completed", result=prune_secrets(wire["value"]))
+        elif tag == "error":
+            self._fail(ResultError(K.PLANNER_FAILED, prune_secrets(wire["reason"])))
+        elif tag == "invalid_output" and wire.get("of") == "complete":
+            self._fail(ResultError(K.INVALID_PLANNER_RESULT, wire["message"]))
+        else:
+            self._fail(ResultError(K.INVALID_PLANNER_OUTPUT, wire.get("message", tag)))
+
+    # -- executor ------------------------------------------------------------------------
+
+    def _next_step(self) -> None:
+        plan = self.plan
+        if plan is None or self.cursor >= len(plan.steps):
+            self._fail(ResultError(K.EMPTY_PLAN_EXECUTION))
+            return
+        if self.steps_executed >= self.options.max_steps:
+            self._fail(ResultError(K.MAX_STEPS_EXCEEDED, limit=self.options.max_steps))
+            return
+        if time.monotonic() >= self.deadline:
+            self._fail(ResultError(K.DEADLINE_EXCEEDED, limit=self.options.timeout_ms))
+            return
+        step = plan.steps[self.cursor]
+        self.steps_executed += 1
+        self._event(
+            "step_started",
+            {
+                "plan_id": plan.id,
+                "revision": plan.revision,
+                "step_id": step.id,
+                "attempt": self.steps_executed,
+            },
+        )
+        args = {
+            "target": self.spec.executor.target,
+            "step": {
+                "id": step.id,
+                "description": step.description,
+                "action": step.action,
+                "metadata": step.metadata,
+            },
+            "context": self.spec.context,
+        }
+        self._callback(self.spec.executor, "execute", args, self._on_execute)
+
+    def _on_execute(self, outcome: CallbackOutcome) -> None:
+        plan = self.plan
+        assert plan is not None
+        step = plan.steps[self.cursor]
+        failure = self._callback_failure(outcome, K.EXECUTOR_CALLBACK_FAILED)
+        if failure is not None and failure.kind == K.DEADLINE_EXCEEDED:
+            self._fail(failure)
+            return
+        wire = outcome.wire or {}
+        output: Any = None
+        if failure is not None:
+            error: ResultError | None = failure
+        elif wire["tag"] == "ok":
+            error, output = None, prune_secrets(wire["value"])
+        elif wire["tag"] == "error":
+            error = ResultError(K.EXECUTOR_FAILED, prune_secrets(wire["reason"]))
+        elif wire["tag"] == "invalid_output":
+            error = ResultError(K.INVALID_EXECUTOR_OUTPUT, wire["message"])
+        else:
+            error = ResultError(K.INVALID_EXECUTOR_RESULT, wire.get("message", wire["tag"]))
+        obs = _observation(plan, step.id, self.steps_executed, output, error)
+        self.observations.append(obs)
+        observation = obs.to_builtins()
+        self._event("observation", observation)
+        args = {
+            "target": self.spec.planner.target,
+            "plan": plan.to_builtins(),
+            "step_id": step.id,
+            "observation": observation,
+            "context": self.spec.context,
+        }
+        self._callback(self.spec.planner, "review", args, self._on_review)
+
+    # -- planner: review -----------------------------------------------------------------
+
+    def _on_review(self, outcome: CallbackOutcome) -> None:
+        failure = self._callback_failure(outcome, K.PLANNER_CALLBACK_FAILED)
+        if failure is not None:
+            self._fail(failure)
+            return
+        plan = self.plan
+        assert plan is not None
+        wire = outcome.wire or {}
+        tag = wire["tag"]
+        if tag == "continue":
+            if self.cursor + 1 < len(plan.steps):
+                self.cursor += 1
+                self._next_step()
+                return
+            last = self.observations[-1]
+            if last.status == "ok":
+                self._finish("completed", result=last.output)
+            else:
+                assert isinstance(last.error, ResultError)
+                self._fail(ResultError(K.STEP_FAILED, last.error.to_builtins()))
+        elif tag == "replan":
+            self._replan(plan, wire["plan"])
+        elif tag == "complete":
+            self._finish("completed", result=prune_secrets(wire["value"]))
+        elif tag in ("fail", "error"):
+            self._fail(ResultError(K.PLANNER_FAILED, prune_secrets(wire["reason"])))
+        elif tag == "invalid_output" and wire.get("of") == "replan":
+            self._fail(ResultError(K.INVALID_REPLAN, wire["message"]))
+        elif tag == "invalid_output" and wire.get("of") == "complete":
+            self._fail(ResultError(K.INVALID_PLANNER_RESULT, wire["message"]))
+        else:
+            self._fail(ResultError(K.INVALID_PLANNER_DECISION, wire.get("message", tag)))
+
+    def _replan(self, current: Plan, data: Any) -> None:
+        if self.replans >= self.options.max_replans:
+            self._fail(ResultError(K.MAX_REPLANS_EXCEEDED, limit=self.options.max_replans))
+            return
+        try:
+            new = from_mapping(data)
+            check_replacement_plan(current, new, self.options.max_plan_bytes)
+        except PlanError as exc:
+            self._fail(ResultError(K.INVALID_REPLAN, _plan_reason(exc)))
+            return
+        self.replans += 1
+        self.plan = new
+        self.cursor = 0
+        self._event("replan", {"plan": new.to_builtins()})
+        self._next_step()
+
+    # -- endings -------------------------------------------------------------------------
+
+    def _cancel(self, reason: Any) -> bool:
+        if self.ended:
+            return False
+        self._kill_task()
+        self._finish("cancelled", error=ResultError(K.CANCELLED, clean_reason(reason)))
+        return True
+
+    def _abandon(self, detail: str | None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self._kill_task()
+        self.record.finish(None)
+        self.record.stream.close(ExitReason.owner_down(detail))
+        log.info("planning_run_abandoned", reason="owner_down")
+        self.exit(ExitReason.owner_down(detail))
+
+    def _fail(self, error: ResultError) -> None:
+        self._finish("failed", error=error)
+
+    def _finish(
+        self,
+        status: str,
+        result: Any = None,
+        error: ResultError | None = None,
+        stop: bool = True,
+    ) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        elapsed = int((time.monotonic() - self.started) * 1000)
+        res = PlanningResult(
+            status=status,  # type: ignore[arg-type]
+            plan=self.plan,
+            steps_executed=self.steps_executed,
+            replans=self.replans,
+            duration_ms=elapsed,
+            observations=tuple(self.observations),
+            result=result,
+            error=error,
+            metadata=self.options.result_metadata,
+        )
+        try:
+            encode_result(res)
+        except Exception as exc:
+            log.error("planning_result_invalid", error=type(exc).__name__)
+            res = PlanningResult(
+                status="failed",
+                plan=None,
+                steps_executed=self.steps_executed,
+                replans=self.replans,
+                duration_ms=elapsed,
+                observations=(),
+                result=None,
+                error=ResultError(K.INTERNAL_RESULT_VALIDATION_FAILED),
+                metadata={},
+            )
+        terminal: dict[str, Any] = {"status": res.status}
+        terminal["error"] = None if res.error is None else res.error.to_builtins()
+        self._event("terminal", terminal)
+        self.record.finish(res)
+        self.record.stream.close()
+        if stop:
+            self.exit(ExitReason.normal())
+
+    def _event(self, kind: Any, data: dict[str, Any]) -> None:
+        self.event_seq += 1
+        event = PlanningEvent(seq=self.event_seq, kind=kind, data=data)
+        try:
+            self.record.stream.publish(event)
+        except Exception as exc:  # a closed stream or a failing subscriber never stops a run
+            log.debug("planning_event_dropped", kind=kind, error=type(exc).__name__)
+
+
+def _observation(
+    plan: Plan, step_id: str, attempt: int, output: Any, error: ResultError | None
+) -> Observation:
+    if error is None:
+        return Observation(plan.id, plan.revision, step_id, attempt, "ok", output=output)
+    return Observation(plan.id, plan.revision, step_id, attempt, "error", error=error)
+
+
+def _plan_reason(exc: PlanError) -> dict[str, Any]:
+    reason: dict[str, Any] = {"kind": exc.kind, "message": exc.message}
+    if exc.details:
+        reason["details"] = exc.details
+    return reason
+
+
+__all__ = [
+    "DEFAULT_CANCEL_REASON",
+    "CancelRun",
+    "OwnerGone",
+    "PlanningRun",
+    "RunRecord",
+    "RunSpec",
+    "clean_reason",
+    "event_size",
+]
