@@ -1,0 +1,507 @@
+"""One-shot runs: one bounded, synchronous model invocation with an exact tool list.
+
+`run(...)` sends the instruction and prompt, executes the calls the model asks for
+(sequentially in response order by default, or in parallel), feeds the results back and
+stops at the first answer without calls. Every bound is required and positive. The run
+lives in an ephemeral session that is deleted before `run` returns — also after
+cancellation, a model or tool exception, or a limit. The result (text, tool results in
+response order, metadata) is always returned; `result.error` says why it stopped early.
+
+`probe(model)` checks that a model can make a tool call: one non-streaming request forcing
+a call of the inert `phloem_ping` tool with a fixed marker. Only exactly that call passes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from enum import StrEnum
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+import msgspec
+import structlog
+
+from phloem.models.openai import OpenAIModel
+from phloem.protocols.content import (
+    Content,
+    FunctionCall,
+    FunctionDeclaration,
+    FunctionResponse,
+    GenerateConfig,
+    ModelRequest,
+    ModelResponse,
+    Part,
+    Usage,
+)
+from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.model import Model, ModelError, ModelErrorKind
+from phloem.protocols.openai_chat import INVALID_ARGUMENTS_KEY
+
+log = structlog.get_logger(__name__)
+
+ToolExecution = Literal["sequential", "parallel"]
+MAX_PARALLEL_TOOLS: Final = 16
+"""Worker threads for parallel tool execution (fewer when a response has fewer calls)."""
+MAX_EPHEMERAL_SESSIONS: Final = 4096
+"""Concurrent one-shot runs per session store; one more is refused with `invalid_argument`."""
+PROBE_TOOL: Final = "phloem_ping"
+PROBE_MARKER: Final = "phloem-probe-7f3a"
+DEFAULT_PROBE_MAX_OUTPUT_TOKENS: Final = 64
+
+
+class OneShotCode(StrEnum):
+    """Why a one-shot run or probe did not succeed (the `kind` of `result.error`)."""
+
+    INVALID_ARGUMENT = "invalid_argument"
+    CANCELED = "canceled"
+    MODEL_PANIC = "model_panic"
+    TOOL_PANIC = "tool_panic"
+    OUTPUT_TRUNCATED = "output_truncated"
+    TEXT_TRUNCATED = "text_truncated"
+    MODEL_CALL_LIMIT = "model_call_limit"
+    TOOL_CALL_LIMIT = "tool_call_limit"
+    TOOL_CALLING_UNSUPPORTED = "tool_calling_unsupported"
+    NO_FINAL_RESPONSE = "no_final_response"
+    EXECUTION_FAILED = "execution_failed"
+    CLEANUP_FAILED = "cleanup_failed"
+
+
+@runtime_checkable
+class OneShotTool(Protocol):
+    """A tool: its declaration, and `call(args)` returning a JSON-compatible value (a dict
+    is sent as is; anything else as `{"result": value}`). Same shape as `LlmAgent` tools."""
+
+    @property
+    def declaration(self) -> FunctionDeclaration: ...
+
+    def call(self, args: dict[str, Any]) -> Any: ...
+
+
+class FunctionTool:
+    """A plain function as a one-shot tool, called with the arguments as keywords."""
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        description: str = "",
+        parameters: dict[str, Any] | None = None,
+    ) -> None:
+        self.fn = fn
+        self.declaration = FunctionDeclaration(
+            name=name, description=description, parameters=parameters
+        )
+
+    def call(self, args: dict[str, Any]) -> Any:
+        return self.fn(**args)
+
+
+class OneShotMetadata(msgspec.Struct, frozen=True):
+    model_calls: int = 0
+    tool_calls: int = 0
+    usage: Usage = msgspec.field(default_factory=Usage)
+
+
+class OneShotResult(msgspec.Struct, frozen=True):
+    """What a run produced — also when it failed (`error` is then set)."""
+
+    text: str = ""
+    tool_results: tuple[FunctionResponse, ...] = ()
+    metadata: OneShotMetadata = msgspec.field(default_factory=OneShotMetadata)
+    error: ErrorValue | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def raise_for_error(self) -> OneShotResult:
+        """Return self, or raise the error as a `PhloemError`."""
+        if self.error is not None:
+            raise PhloemError.from_value(self.error)
+        return self
+
+
+class EphemeralSessions:
+    """Bounded in-memory store of the sessions of running one-shot calls."""
+
+    def __init__(self, limit: int = MAX_EPHEMERAL_SESSIONS) -> None:
+        if not 1 <= limit <= 1_000_000:
+            raise ValueError("limit must be between 1 and 1000000")
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._sessions: dict[str, list[Content]] = {}
+        self._ids = itertools.count(1)
+
+    def create(self) -> str:
+        with self._lock:
+            if len(self._sessions) >= self.limit:
+                raise PhloemError(
+                    OneShotCode.INVALID_ARGUMENT.value,
+                    f"too many concurrent one-shot runs (limit {self.limit})",
+                )
+            session_id = f"oneshot-{next(self._ids)}"
+            self._sessions[session_id] = []
+            return session_id
+
+    def append(self, session_id: str, content: Content) -> None:
+        with self._lock:
+            self._sessions[session_id].append(content)
+
+    def contents(self, session_id: str) -> tuple[Content, ...]:
+        with self._lock:
+            return tuple(self._sessions[session_id])
+
+    def delete(self, session_id: str) -> None:
+        with self._lock:
+            del self._sessions[session_id]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+
+DEFAULT_SESSIONS: Final = EphemeralSessions()
+
+
+class _Stop(Exception):
+    """Ends a run with a code; the result so far is kept."""
+
+    def __init__(self, code: OneShotCode, message: str, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.error = ErrorValue(kind=code.value, message=message, details=details)
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _Stop(OneShotCode.INVALID_ARGUMENT, f"{name} must be a positive integer")
+
+
+def _bounded_text(text: str, limit: int) -> tuple[str, bool]:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text, False
+    return data[:limit].decode("utf-8", errors="ignore"), True
+
+
+class _Run:
+    def __init__(
+        self,
+        model: Model,
+        tools: dict[str, OneShotTool],
+        max_returned_text_bytes: int,
+        tool_execution: ToolExecution,
+        cancel: threading.Event | None,
+        recover_arguments: bool,
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.max_text = max_returned_text_bytes
+        self.parallel = tool_execution == "parallel"
+        self.cancel = cancel
+        self.recover = recover_arguments
+        self.text = ""
+        self.tool_results: list[FunctionResponse] = []
+        self.model_calls = 0
+        self.tool_calls = 0
+        self.usage = Usage()
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise _Stop(OneShotCode.CANCELED, "the one-shot run was cancelled")
+
+    def call_model(self, request: ModelRequest) -> ModelResponse:
+        self.check_cancel()
+        self.model_calls += 1
+        try:
+            if self.recover and isinstance(self.model, OpenAIModel):
+                response = self.model.generate(request, recover_arguments=True)
+            else:
+                response = self.model.generate(request)
+        except ModelError as exc:
+            code = (
+                OneShotCode.TOOL_CALLING_UNSUPPORTED
+                if exc.kind == ModelErrorKind.UNSUPPORTED_TOOL_CALL
+                else OneShotCode.EXECUTION_FAILED
+            )
+            raise _Stop(
+                code, f"model call failed: {exc.kind}: {exc.message}", {"model_error": exc.kind}
+            ) from None
+        except Exception as exc:
+            log.warning("oneshot_model_panic", error_type=type(exc).__name__)
+            raise _Stop(OneShotCode.MODEL_PANIC, f"the model raised {type(exc).__name__}") from None
+        if response.usage is not None:
+            self.usage = self.usage + response.usage
+        self.check_cancel()
+        return response
+
+    def set_text(self, text: str) -> bool:
+        self.text, truncated = _bounded_text(text, self.max_text)
+        return truncated
+
+    def run_tool(self, call: FunctionCall) -> tuple[Part, FunctionResponse | None]:
+        """Run one call; returns the part for the model and the completed tool result."""
+        if INVALID_ARGUMENTS_KEY in call.args:
+            reason = str(call.args[INVALID_ARGUMENTS_KEY])
+            answer = {"error": "invalid tool arguments", "reason": reason}
+            return Part.from_function_response(call.name, answer, id=call.id), None
+        tool = self.tools.get(call.name)
+        if tool is None:
+            answer = {"error": f"unknown tool {call.name!r}"}
+            return Part.from_function_response(call.name, answer, id=call.id), None
+        self.check_cancel()
+        try:
+            value = tool.call(dict(call.args))
+        except Exception as exc:
+            log.warning("oneshot_tool_panic", tool=call.name, error_type=type(exc).__name__)
+            raise _Stop(
+                OneShotCode.TOOL_PANIC, f"tool {call.name!r} raised {type(exc).__name__}"
+            ) from None
+        result = value if isinstance(value, dict) else {"result": value}
+        try:
+            msgspec.json.encode(result)
+        except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+            raise _Stop(
+                OneShotCode.EXECUTION_FAILED, f"tool {call.name!r} returned a non-JSON value"
+            ) from None
+        response = FunctionResponse(name=call.name, response=result, id=call.id)
+        return Part(function_response=response), response
+
+    def run_tools(self, calls: Sequence[FunctionCall]) -> list[Part]:
+        if not self.parallel or len(calls) == 1:
+            outcomes = [self.run_tool(c) for c in calls]
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(calls), MAX_PARALLEL_TOOLS)) as pool:
+                futures = [pool.submit(self.run_tool, c) for c in calls]
+                outcomes = []
+                first_stop: _Stop | None = None
+                for future in futures:  # response order, whatever the finishing order
+                    try:
+                        outcomes.append(future.result())
+                    except _Stop as stop:
+                        first_stop = first_stop or stop
+                if first_stop is not None:
+                    self.record(outcomes)
+                    raise first_stop
+        self.record(outcomes)
+        return [part for part, _ in outcomes]
+
+    def record(self, outcomes: list[tuple[Part, FunctionResponse | None]]) -> None:
+        for _, result in outcomes:
+            if result is not None:
+                self.tool_results.append(result)
+                self.tool_calls += 1
+
+    def result(self, error: ErrorValue | None) -> OneShotResult:
+        return OneShotResult(
+            text=self.text,
+            tool_results=tuple(self.tool_results),
+            metadata=OneShotMetadata(
+                model_calls=self.model_calls, tool_calls=self.tool_calls, usage=self.usage
+            ),
+            error=error,
+        )
+
+
+def _wants_recovery(model: Model) -> bool:
+    """The OpenAI Chat adapter can hand back unparsable arguments as marked calls, so the
+    model is told and may retry, instead of the whole response failing."""
+    return isinstance(model, OpenAIModel) and model.protocol == "chat_completions"
+
+
+def run(
+    model: Model,
+    instruction: str,
+    prompt: str,
+    tools: Sequence[OneShotTool],
+    *,
+    max_output_tokens: int,
+    max_returned_text_bytes: int,
+    max_model_calls: int,
+    max_tool_calls_per_response: int,
+    tool_execution: ToolExecution = "sequential",
+    cancel: threading.Event | None = None,
+    sessions: EphemeralSessions = DEFAULT_SESSIONS,
+) -> OneShotResult:
+    """Run one bounded invocation; see the module docstring. Never raises for a failed
+    run: the result's `error` carries the code (`OneShotCode`)."""
+    state = _Run(model, {}, 1, "sequential", cancel, recover_arguments=False)
+    try:
+        if not callable(getattr(model, "generate", None)):
+            raise _Stop(OneShotCode.INVALID_ARGUMENT, "model must have a generate method")
+        if not isinstance(instruction, str) or not isinstance(prompt, str):
+            raise _Stop(OneShotCode.INVALID_ARGUMENT, "instruction and prompt must be strings")
+        if not prompt:
+            raise _Stop(OneShotCode.INVALID_ARGUMENT, "prompt must not be empty")
+        _positive("max_output_tokens", max_output_tokens)
+        _positive("max_returned_text_bytes", max_returned_text_bytes)
+        _positive("max_model_calls", max_model_calls)
+        _positive("max_tool_calls_per_response", max_tool_calls_per_response)
+        if tool_execution not in ("sequential", "parallel"):
+            raise _Stop(
+                OneShotCode.INVALID_ARGUMENT, "tool_execution must be sequential or parallel"
+            )
+        by_name: dict[str, OneShotTool] = {}
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, OneShotTool):
+                raise _Stop(
+                    OneShotCode.INVALID_ARGUMENT,
+                    f"tools[{i}] must have a declaration and call(args)",
+                )
+            if tool.declaration.name in by_name:
+                raise _Stop(
+                    OneShotCode.INVALID_ARGUMENT,
+                    f"tools has two tools named {tool.declaration.name!r}",
+                )
+            by_name[tool.declaration.name] = tool
+    except _Stop as stop:
+        return state.result(stop.error)
+    state = _Run(
+        model,
+        by_name,
+        max_returned_text_bytes,
+        tool_execution,
+        cancel,
+        recover_arguments=_wants_recovery(model),
+    )
+    declarations = tuple(t.declaration for t in by_name.values())
+    config = GenerateConfig(max_output_tokens=max_output_tokens)
+    try:
+        session_id = sessions.create()
+    except PhloemError as exc:
+        return state.result(ErrorValue(kind=exc.kind, message=exc.message))
+    error: ErrorValue | None = None
+    try:
+        sessions.append(session_id, Content.user(prompt))
+        error = _loop(
+            state,
+            sessions,
+            session_id,
+            instruction,
+            declarations,
+            config,
+            max_model_calls,
+            max_tool_calls_per_response,
+        )
+    finally:
+        try:
+            sessions.delete(session_id)
+        except Exception as exc:
+            log.error("oneshot_cleanup_failed", error_type=type(exc).__name__)
+            if error is None:
+                error = ErrorValue(
+                    kind=OneShotCode.CLEANUP_FAILED.value,
+                    message=f"deleting the ephemeral session failed: {type(exc).__name__}",
+                )
+    return state.result(error)
+
+
+def _loop(
+    state: _Run,
+    sessions: EphemeralSessions,
+    session_id: str,
+    instruction: str,
+    declarations: tuple[FunctionDeclaration, ...],
+    config: GenerateConfig,
+    max_model_calls: int,
+    max_tool_calls_per_response: int,
+) -> ErrorValue | None:
+    try:
+        for _ in range(max_model_calls):
+            request = ModelRequest(
+                contents=sessions.contents(session_id),
+                system_instruction=instruction or None,
+                tools=declarations,
+                config=config,
+            )
+            response = state.call_model(request)
+            calls = response.function_calls
+            truncated = state.set_text(response.text)
+            if response.finish_reason == "MAX_TOKENS":
+                raise _Stop(OneShotCode.OUTPUT_TRUNCATED, "the model's output was truncated")
+            if not calls:
+                if response.content is None or not response.content.parts:
+                    raise _Stop(
+                        OneShotCode.NO_FINAL_RESPONSE, "the model returned no final response"
+                    )
+                if truncated:
+                    raise _Stop(
+                        OneShotCode.TEXT_TRUNCATED,
+                        f"final text exceeded max_returned_text_bytes "
+                        f"({state.max_text} bytes) and was cut",
+                    )
+                return None
+            if len(calls) > max_tool_calls_per_response:
+                raise _Stop(
+                    OneShotCode.TOOL_CALL_LIMIT,
+                    f"the model asked for {len(calls)} tool calls; "
+                    f"max_tool_calls_per_response is {max_tool_calls_per_response}",
+                )
+            sessions.append(session_id, response.content or Content(role="model"))
+            answers = state.run_tools(calls)
+            sessions.append(session_id, Content(role="user", parts=tuple(answers)))
+        raise _Stop(
+            OneShotCode.MODEL_CALL_LIMIT,
+            f"the model was still calling tools after max_model_calls ({max_model_calls})",
+        )
+    except _Stop as stop:
+        return stop.error
+
+
+def probe(
+    model: Model,
+    max_output_tokens: int = DEFAULT_PROBE_MAX_OUTPUT_TOKENS,
+    *,
+    cancel: threading.Event | None = None,
+) -> OneShotResult:
+    """Check tool calling with one forced call of the inert ping tool; see the module
+    docstring. No session is created and no tool runs."""
+    state = _Run(model, {}, 1 << 20, "sequential", cancel, recover_arguments=False)
+    try:
+        if not callable(getattr(model, "generate", None)):
+            raise _Stop(OneShotCode.INVALID_ARGUMENT, "model must have a generate method")
+        _positive("max_output_tokens", max_output_tokens)
+        request = ModelRequest(
+            contents=(
+                Content.user(
+                    f"Call the {PROBE_TOOL} tool exactly once with marker "
+                    f'"{PROBE_MARKER}". Do not answer with text.'
+                ),
+            ),
+            system_instruction="You are checking that tool calling works.",
+            tools=(
+                FunctionDeclaration(
+                    name=PROBE_TOOL,
+                    description="Inert connectivity check; does nothing.",
+                    parameters={
+                        "type": "object",
+                        "properties": {"marker": {"type": "string", "enum": [PROBE_MARKER]}},
+                        "required": ["marker"],
+                        "additionalProperties": False,
+                    },
+                ),
+            ),
+            config=GenerateConfig(max_output_tokens=max_output_tokens, forced_function=PROBE_TOOL),
+        )
+        response = state.call_model(request)
+        state.set_text(response.text)
+        calls = response.function_calls
+        if response.finish_reason == "MAX_TOKENS":
+            raise _Stop(OneShotCode.OUTPUT_TRUNCATED, "the probe answer was truncated")
+        if not calls and not response.text:
+            raise _Stop(OneShotCode.NO_FINAL_RESPONSE, "the model returned nothing")
+        if len(calls) != 1:
+            raise _Stop(
+                OneShotCode.TOOL_CALLING_UNSUPPORTED,
+                f"expected exactly one {PROBE_TOOL} call, got {len(calls)} calls",
+            )
+        call = calls[0]
+        if call.name != PROBE_TOOL or call.args != {"marker": PROBE_MARKER}:
+            raise _Stop(
+                OneShotCode.TOOL_CALLING_UNSUPPORTED,
+                f"the model's call did not match the {PROBE_TOOL} contract",
+            )
+    except _Stop as stop:
+        return state.result(stop.error)
+    return state.result(None)
