@@ -61,7 +61,7 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
     children: list[NodeSnapshot] = []
     strategy = None
     if isinstance(handle, SupervisorRef) and handle.is_alive() and depth < MAX_SNAPSHOT_DEPTH:
-        strategy = handle.spec.strategy.value
+        strategy = str(handle.spec.strategy)
         for child in handle._sup.children_view():
             info = _child_info(child)
             if info.ref is not None:
