@@ -1,0 +1,45 @@
+"""Agent tools: the tool contract and registry, and the coding tools.
+
+The seven coding tools (read, write, edit, bash, grep, find, ls) follow plasmid's
+contracts: exact JSON input schemas, failures as values with a stable `error` code,
+workspace confinement, a per-session read ledger, output limiting and a session budget.
+
+    from phloem.tools import ToolContext, Workspace
+    from phloem.tools.grep import GrepTool
+    ctx = ToolContext(workspace=Workspace("/path/to/repo"), session="s1")
+    GrepTool().run({"pattern": "TODO"}, ctx)
+"""
+
+from phloem.tools.contract import (
+    Tool,
+    ToolContext,
+    ToolWarning,
+    is_failure,
+    object_schema,
+    validate_arguments,
+)
+from phloem.tools.diff import unified_diff
+from phloem.tools.errors import ERROR_CODES, ToolFailure
+from phloem.tools.ignorerules import PathGlob, RuleSet, split_glob_list
+from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report
+from phloem.tools.workspace import Touch, Workspace
+
+__all__ = [
+    "ERROR_CODES",
+    "OutputBudget",
+    "OutputPolicy",
+    "PathGlob",
+    "Report",
+    "RuleSet",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "ToolWarning",
+    "Touch",
+    "Workspace",
+    "is_failure",
+    "object_schema",
+    "split_glob_list",
+    "unified_diff",
+    "validate_arguments",
+]

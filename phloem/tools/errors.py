@@ -1,0 +1,48 @@
+"""`ToolFailure`: how a tool stops with a stable error code.
+
+Inside a tool, failures are raised as `ToolFailure(code, message)`; `Tool.run` turns them
+into the failure value `{"error": code, "message": message, ...details}`, so callers never
+see an exception for an expected failure. Codes are stable snake_case strings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ERROR_CODES = frozenset(
+    {
+        "arguments",
+        "cancelled",
+        "outside_root",
+        "missing",
+        "directory",
+        "not_regular",
+        "binary",
+        "too_large",
+        "never_read",
+        "stale",
+        "empty_old_text",
+        "no_op_edit",
+        "no_match",
+        "ambiguous_match",
+        "budget_exhausted",
+        "io",
+        "unknown_tool",
+        "spawn_failed",
+    }
+)
+"""Every `error` code a built-in tool can return."""
+
+
+class ToolFailure(Exception):
+    """An expected tool failure with a stable `code` and a human message."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.details = details
+
+    def to_value(self) -> dict[str, Any]:
+        """The failure value a tool returns: `{"error", "message", ...details}`."""
+        return {"error": self.code, "message": self.message, **self.details}

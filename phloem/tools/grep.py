@@ -1,0 +1,234 @@
+"""The `grep` tool: search workspace files for a regex or a literal, line by line.
+
+Files are walked honouring gitignore, skipping hidden and VCS directories; the matches
+come sorted by path then line. Files over 10 MiB and binary files (NUL in the first
+8000 bytes) are skipped and counted, as are matching lines over 1 MiB. Patterns use
+Python's `re` syntax (close to RE2 for ordinary patterns); a match never spans lines.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
+from phloem.tools.errors import ToolFailure
+from phloem.tools.ignorerules import PathGlob, split_glob_list
+from phloem.tools.outputlimit import OutputPolicy
+from phloem.tools.walk import Entry, WalkFilter, WalkResult, walk
+
+MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
+MAX_GREP_LINE_BYTES = 1024 * 1024
+DEFAULT_MAX_RESULTS = 200
+MAX_RESULTS_LIMIT = 10_000
+MAX_CONTEXT_LINES = 100
+MAX_PATTERN_CHARS = 4096
+NUL_SCAN_BYTES = 8000
+
+
+class _Searcher:
+    """Finds matching lines of one decoded file."""
+
+    def __init__(self, regex: re.Pattern[str], context: int, line_policy: OutputPolicy) -> None:
+        self.regex = regex
+        self.context = context
+        self.line_policy = line_policy
+        self.skipped_long_lines = 0
+
+    def _show(self, line: str) -> str:
+        line = line.removesuffix("\r")
+        if self.line_policy.max_line_bytes and len(line) > self.line_policy.max_line_bytes // 4:
+            line, _ = self.line_policy.apply(line)
+        return line
+
+    def _context(self, text: str, start: int, end: int, before: bool) -> list[str] | None:
+        """Up to `context` whole lines before `start` or after `end` (None when none)."""
+        lines: list[str] = []
+        if before:
+            cursor = start
+            while len(lines) < self.context and cursor > 0:
+                previous = text.rfind("\n", 0, cursor - 1) + 1
+                lines.append(self._show(text[previous : cursor - 1]))
+                cursor = previous
+            lines.reverse()
+        else:
+            cursor = end
+            while len(lines) < self.context and cursor < len(text):
+                following = text.find("\n", cursor)
+                stop = len(text) if following < 0 else following
+                lines.append(self._show(text[cursor:stop]))
+                cursor = stop + 1
+        return lines or None
+
+    def search(self, path: str, text: str, room: int) -> list[JSON]:
+        found: list[JSON] = []
+        position = 0
+        line_number = 1
+        counted_to = 0
+        regex = self.regex
+        while len(found) < room:
+            hit = regex.search(text, position)
+            if hit is None or (hit.start() == len(text) and (not text or text[-1] == "\n")):
+                break
+            start = text.rfind("\n", 0, hit.start()) + 1
+            newline = text.find("\n", hit.start())
+            end = len(text) if newline < 0 else newline
+            line = text[start:end]
+            after_line = end + 1
+            if hit.end() > end and regex.search(line) is None:
+                position = after_line
+                if position > len(text):
+                    break
+                continue
+            line_number += text.count("\n", counted_to, start)
+            counted_to = start
+            if len(line.encode()) > MAX_GREP_LINE_BYTES:
+                self.skipped_long_lines += 1
+            else:
+                found.append(
+                    {
+                        "path": path,
+                        "line": line_number,
+                        "text": self._show(line),
+                        "before": self._context(text, start, after_line, True)
+                        if self.context
+                        else None,
+                        "after": self._context(text, start, after_line, False)
+                        if self.context
+                        else None,
+                    }
+                )
+            position = after_line
+            if position > len(text):
+                break
+        return found
+
+
+class GrepTool(Tool):
+    name = "grep"
+    description = (
+        "Search file contents in the workspace for a regular expression (or a literal "
+        "string). Honours .gitignore and skips hidden, VCS, binary and very large files. "
+        "Returns matching lines sorted by path and line, with optional context lines."
+    )
+    input_schema = object_schema(
+        {
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_PATTERN_CHARS,
+                "description": "Regular expression, or literal text when `literal` is set.",
+            },
+            "path": {
+                "type": "string",
+                "default": ".",
+                "description": "Workspace-relative file or directory to search.",
+            },
+            "glob": {
+                "type": "string",
+                "description": "Only files matching these gitignore-style globs "
+                "(comma-separated, `!` excludes).",
+            },
+            "literal": {"type": "boolean", "default": False},
+            "case_insensitive": {"type": "boolean", "default": False},
+            "context_lines": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_CONTEXT_LINES,
+                "default": 0,
+            },
+            "max_results": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_RESULTS_LIMIT,
+                "default": DEFAULT_MAX_RESULTS,
+            },
+        },
+        ["pattern"],
+    )
+    read_only = True
+
+    def call(self, args: JSON, ctx: ToolContext) -> JSON:
+        source = re.escape(args["pattern"]) if args["literal"] else args["pattern"]
+        flags = re.MULTILINE | (re.IGNORECASE if args["case_insensitive"] else 0)
+        try:
+            regex = re.compile(source, flags)
+        except re.error as exc:
+            raise ToolFailure(
+                "arguments", f"pattern is not a valid regular expression: {exc}"
+            ) from None
+        glob = PathGlob(split_glob_list(args["glob"])) if args.get("glob") else None
+        if glob is not None and glob.errors:
+            raise ToolFailure("arguments", f"glob is malformed: {glob.errors[0].text}")
+        resolved = ctx.workspace.resolve(args["path"])
+        walked = WalkResult()
+        if resolved.absolute.is_dir():
+            flt = WalkFilter(respect_gitignore=True, yield_dirs=False)
+            root = str(ctx.workspace.root)
+            entries = walk(root, resolved.relative, flt, walked, ctx.cancel, None)
+            files = [entry for entry in entries if entry.type == "file"]
+        else:
+            files = [Entry(resolved.relative, "file", 0, str(resolved.absolute))]
+        if glob is not None:
+            base = "" if resolved.relative == "." else resolved.relative + "/"
+            files = [f for f in files if glob.matches(f.path.removeprefix(base))]
+        files.sort(key=lambda entry: entry.path)
+        searcher = _Searcher(regex, args["context_lines"], ctx.policy)
+        cap = args["max_results"]
+        matches: list[JSON] = []
+        skipped_binary = skipped_large = 0
+        truncated = walked.truncated
+        for index, entry in enumerate(files):
+            if index % 64 == 0:
+                ctx.check_cancelled()
+            text = _load(entry.absolute)
+            if text is None:
+                skipped_large += 1
+                continue
+            if isinstance(text, bytes):
+                skipped_binary += 1
+                continue
+            found = searcher.search(entry.path, text, cap - len(matches) + 1)
+            matches.extend(found)
+            if len(matches) > cap:
+                del matches[cap:]
+                truncated = True
+                break
+        paths: list[str] = []
+        for match in matches:
+            if not paths or paths[-1] != match["path"]:
+                paths.append(match["path"])
+        for path in paths:
+            ctx.touch("search", path)
+        result: dict[str, Any] = {
+            "matches": matches,
+            "match_count": len(matches),
+            "files": len(paths),
+            "truncated": truncated,
+            "skipped_binary": skipped_binary,
+            "skipped_too_large": skipped_large,
+            "skipped_long_lines": searcher.skipped_long_lines,
+        }
+        bounded = ctx.bound_list(result, "matches")
+        if bounded["truncated"] and len(bounded["matches"]) < len(matches):
+            kept = bounded["matches"]
+            bounded["match_count"] = len(kept)
+            bounded["files"] = len({match["path"] for match in kept})
+        return bounded
+
+
+def _load(path: str) -> str | bytes | None:
+    """Decoded text; the raw bytes for a binary file; None for a file over the limit."""
+    try:
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > MAX_GREP_FILE_BYTES:
+                return None
+            data = handle.read(MAX_GREP_FILE_BYTES + 1)
+    except OSError:
+        return ""
+    if len(data) > MAX_GREP_FILE_BYTES:
+        return None
+    if b"\x00" in data[:NUL_SCAN_BYTES]:
+        return data
+    return data.decode("utf-8", errors="replace")
