@@ -109,6 +109,7 @@ class Subscription:
         "_on_detach",
         "_pending",
         "_pending_bytes",
+        "closing",
         "detach_reason",
         "id",
         "in_flight_bytes",
@@ -142,6 +143,7 @@ class Subscription:
         self._pending: collections.deque[tuple[Any, int]] = collections.deque()
         self._pending_bytes = 0
         self.detach_reason: ExitReason | None = None
+        self.closing: ExitReason | None = None  # stream ended; detach once pending drains
 
     @property
     def attached(self) -> bool:
@@ -240,6 +242,7 @@ class CreditStream(Generic[T]):
                 max_pending_bytes=max_pending_bytes,
             )
             self._subs[sub.id] = sub
+            self._room.notify_all()
             return sub
 
     def receiver(
@@ -348,14 +351,22 @@ class CreditStream(Generic[T]):
         _run(post)
 
     def close(self, reason: ExitReason | None = None) -> None:
-        """Detach every subscriber with `reason` (default `normal`); refuse new items."""
+        """End the stream and refuse new items.
+
+        With a `normal` reason (the default) each subscriber first receives what is
+        still pending for it, as its credit allows, and is detached after the last
+        item; with any other reason every subscriber is detached at once.
+        """
         post: _Post = []
         with self._lock:
             if self._closed is not None:
                 return
             self._closed = reason or ExitReason.normal()
             for sub in list(self._subs.values()):
-                self._detach(sub, self._closed, post)
+                if self._closed.kind is ExitKind.NORMAL and sub._pending:
+                    sub.closing = self._closed
+                else:
+                    self._detach(sub, self._closed, post)
             self._room.notify_all()
         _run(post)
 
@@ -368,6 +379,18 @@ class CreditStream(Generic[T]):
     def subscriber_count(self) -> int:
         with self._lock:
             return len(self._subs)
+
+    def wait_for_subscribers(self, count: int = 1, timeout: float | None = None) -> bool:
+        """Wait until at least `count` subscribers are attached (or the stream closed);
+        False if `timeout` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while len(self._subs) < count and self._closed is None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._room.wait(remaining)
+            return len(self._subs) >= count
 
     def usage(self) -> CreditUsage:
         with self._lock:
@@ -433,6 +456,8 @@ class CreditStream(Generic[T]):
             sub._pending.popleft()
             sub._pending_bytes -= size
             self._deliver(sub, item, size, post)
+        if sub.closing is not None and not sub._pending:
+            self._detach(sub, sub.closing, post)
 
     def _detach(self, sub: Subscription, reason: ExitReason, post: _Post) -> None:
         if sub.detach_reason is not None:

@@ -369,3 +369,35 @@ def test_many_producers_never_exceed_any_consumers_window() -> None:
         t.join(25)
     assert violations == []
     assert counts == [per_producer * 3] * 3
+
+
+def test_wait_for_subscribers_returns_once_one_attaches_or_times_out() -> None:
+    stream: CreditStream[int] = CreditStream("s")
+    assert not stream.wait_for_subscribers(1, timeout=0.01)
+    t = threading.Thread(target=stream.receiver)
+    t.start()
+    assert stream.wait_for_subscribers(1, timeout=5)
+    t.join(5)
+
+
+def test_a_normal_close_delivers_what_is_pending_before_detaching() -> None:
+    stream: CreditStream[int] = CreditStream("s")
+    rx = stream.receiver(CreditWindow(2, 1000))
+    for i in range(5):
+        stream.publish(i)
+    stream.close()
+    assert rx.detach_reason is None  # still draining
+    assert list(rx) == [0, 1, 2, 3, 4]
+    assert rx.detach_reason == ExitReason.normal()
+
+
+def test_an_abnormal_close_detaches_at_once_dropping_what_is_pending() -> None:
+    stream: CreditStream[int] = CreditStream("s")
+    rx = stream.receiver(CreditWindow(2, 1000))
+    for i in range(5):
+        stream.publish(i)
+    stream.close(ExitReason.owner_down())
+    assert rx.recv(1) == 0 and rx.recv(1) == 1
+    with pytest.raises(PhloemError) as err:
+        rx.recv(1)
+    assert err.value.kind == "owner_down"

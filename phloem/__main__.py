@@ -1,0 +1,7 @@
+"""`python -m phloem` runs the `phloem` command."""
+
+import sys
+
+from phloem.cli import main
+
+sys.exit(main())

@@ -1,0 +1,67 @@
+"""The `echo` service: replies with what it was sent. For tests, examples and benchmarks.
+
+Requests are any msgpack value; the reply is the same value. Two structured requests do
+more: `{"sleep": seconds}` holds the call that long (at most `MAX_SLEEP_S`) without
+blocking the actor, and `{"stream": name, "count": n}` opens a topic bound to the caller
+and publishes `n` numbered events to it once a subscriber attaches or `wait_s` passes.
+They exercise timeouts, owner-bound streams and cancellation on disconnect.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from phloem.actors.services import DEFER, Call, ServiceActor, register_service, service_factory
+from phloem.protocols.errors import PhloemError
+from phloem.supervision.reasons import ExitReason
+
+MAX_SLEEP_S = 60.0
+MAX_STREAM_EVENTS = 100_000
+MAX_STREAM_WAIT_S = 30.0
+
+
+class EchoService(ServiceActor):
+    """Replies with the request; see the module docstring for `sleep` and `stream`."""
+
+    def handle(self, message: Any, call: Call) -> Any:
+        if isinstance(message, dict) and set(message) == {"sleep"}:
+            return self._sleep(message["sleep"], call)
+        if isinstance(message, dict) and "stream" in message and "count" in message:
+            return self._stream(message, call)
+        return message
+
+    def _sleep(self, seconds: Any, call: Call) -> Any:
+        if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_SLEEP_S:
+            raise PhloemError("bad_message", f"sleep must be between 0 and {MAX_SLEEP_S}")
+        timer = threading.Timer(float(seconds), call.reply, args=({"slept": seconds},))
+        timer.daemon = True
+        timer.start()
+        return DEFER
+
+    def _stream(self, message: dict[str, Any], call: Call) -> Any:
+        name, count = message["stream"], message["count"]
+        wait_s = message.get("wait_s", 5.0)
+        if not isinstance(name, str) or not isinstance(count, int):
+            raise PhloemError("bad_message", "stream must be a string and count an int")
+        if not 0 <= count <= MAX_STREAM_EVENTS:
+            raise PhloemError("bad_message", f"count must be between 0 and {MAX_STREAM_EVENTS}")
+        if not isinstance(wait_s, int | float) or not 0 <= wait_s <= MAX_STREAM_WAIT_S:
+            raise PhloemError("bad_message", f"wait_s must be between 0 and {MAX_STREAM_WAIT_S}")
+        topic = self.open_topic(f"echo/{name}", owner=call.owner)
+
+        def produce() -> None:
+            topic.stream.wait_for_subscribers(1, wait_s)
+            try:
+                for i in range(count):
+                    topic.send({"n": i}, timeout=MAX_STREAM_WAIT_S)
+            except PhloemError as err:
+                topic.close(ExitReason.timeout(err.message) if err.kind == "timeout" else None)
+                return
+            topic.close()
+
+        threading.Thread(target=produce, name=f"echo-stream-{name}", daemon=True).start()
+        return {"stream": topic.name}
+
+
+register_service("echo", service_factory(EchoService))

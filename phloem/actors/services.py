@@ -1,0 +1,283 @@
+"""Services: the named actors that clients talk to, and how features add their own.
+
+A *service* is an actor started by the tree under the root supervisor and reachable by
+its name as an actor path (`client.ask("echo", ...)`, `phloem send echo '{...}'`).
+Features (planning, agents, providers, ...) add themselves in three steps:
+
+1. Write a `ServiceActor` subclass. Set `request_type` to the msgspec type (usually a
+   tagged union of frozen structs) of the requests it accepts, and implement
+   `handle(message, call)`. `call.owner` is the calling client's `Owner` (one per socket
+   connection, one per `tree.client()`): bind refs to it with `self.ctx.refs.create(...)`
+   (phloem.supervision.refs) and they are cancelled when that client goes away. Return
+   the reply (a msgspec struct or plain data), raise `PhloemError(kind, message)` for an
+   error value, or return `DEFER` and later call `call.reply(value)` / `call.fail(err)`
+   from any thread (the daemon answers `timeout` if the deadline passes first).
+
+2. Register it at import time of your module:
+
+       register_service("planning", service_factory(PlanningService))
+
+   or with your own factory `(ServiceContext) -> ChildSpec | None` (None: disabled by
+   config), and add your module to `SERVICE_MODULES` below. The factory receives the
+   loaded `Config` (`ctx.config`) plus the tree's `OwnerRegistry` and `StreamHub`.
+
+3. Publish events on a named topic: `topic = self.open_topic(f"planning/{ref}",
+   owner=call.owner)` before replying with the ref; clients read them with
+   `client.subscribe(f"planning/{ref}", window)`, under credit. Close it with
+   `topic.close(reason)` when the work ends.
+
+Requests that fail to decode against `request_type` come back to the sender as
+`bad_message`; the service never sees them and keeps running.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import msgspec
+import structlog
+
+from phloem.actors.streams import StreamHub, Topic
+from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.supervision.actor import Actor
+from phloem.supervision.reasons import redact
+from phloem.supervision.refs import Owner, OwnerRegistry
+from phloem.supervision.spec import ChildSpec
+
+if TYPE_CHECKING:
+    from phloem.config import Config
+
+log = structlog.get_logger("phloem.services")
+
+# Modules that register services when imported; appended to by feature modules' owners.
+SERVICE_MODULES: list[str] = [
+    "phloem.actors.echo",
+]
+
+MAX_SERVICE_NAME_CHARS = 64
+
+
+class _Deferred:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DEFER"
+
+
+DEFER: Final = _Deferred()
+"""Return this from `handle` to reply later with `call.reply` / `call.fail`."""
+
+_encoder = msgspec.msgpack.Encoder()
+
+# An outcome delivered to the transport: (True, msgpack bytes) or (False, ErrorValue).
+Outcome = tuple[bool, bytes | ErrorValue]
+Respond = Callable[[Outcome], None]
+
+
+class Call:
+    """One request to a service: who asked, what, and a reply that can be sent once."""
+
+    __slots__ = ("_done", "_lock", "_on_done", "_respond", "message", "owner")
+
+    def __init__(self, owner: Owner, message: Any, respond: Respond) -> None:
+        self.owner = owner
+        self.message = message
+        self._respond = respond
+        self._lock = threading.Lock()
+        self._done = False
+        self._on_done: Callable[[Call], None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def reply(self, value: Any = None) -> bool:
+        """Send the reply (encoded as msgpack); False if the call was already answered."""
+        try:
+            body = _encoder.encode(value)
+        except (TypeError, msgspec.EncodeError) as exc:
+            return self.fail(PhloemError("actor_error", f"reply is not encodable: {exc}"))
+        return self._finish((True, body))
+
+    def fail(self, error: PhloemError | ErrorValue) -> bool:
+        """Send an error value; False if the call was already answered."""
+        value = error.to_value() if isinstance(error, PhloemError) else error
+        return self._finish((False, value))
+
+    def _finish(self, outcome: Outcome) -> bool:
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+            on_done, self._on_done = self._on_done, None
+        try:
+            self._respond(outcome)
+        except Exception:
+            log.exception("call_respond_failed")
+        if on_done is not None:
+            on_done(self)
+        return True
+
+    def __repr__(self) -> str:
+        state = "done" if self._done else "open"
+        return f"<Call {type(self.message).__name__} from {self.owner.id} {state}>"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceContext:
+    """What a service factory and a service actor get from the tree."""
+
+    name: str
+    config: Config
+    refs: OwnerRegistry
+    streams: StreamHub
+
+
+class ServiceActor(Actor):
+    """Base of service actors: decoded requests arrive as `Call`s, replies go back once.
+
+    Subclasses set `request_type` and implement `handle`. Messages that are not `Call`s
+    (timers, internal tells) go to `on_other`.
+    """
+
+    request_type: ClassVar[Any] = None  # msgspec type of requests; None: any msgpack value
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self._topics: dict[str, Topic] = {}
+
+    def handle(self, message: Any, call: Call) -> Any:
+        """Answer one request (see the module docstring). The default refuses it."""
+        raise PhloemError("unsupported", f"service {self.ctx.name!r} accepts no requests")
+
+    def on_other(self, message: Any) -> Any:
+        """Messages that are not client calls; the default ignores them."""
+        return None
+
+    def on_receive(self, message: Any) -> Any:
+        if not isinstance(message, Call):
+            return self.on_other(message)
+        if message.done:  # timed out while waiting in the inbox
+            return None
+        try:
+            result = self.handle(message.message, message)
+        except PhloemError as err:
+            message.fail(err)
+        except Exception as exc:
+            log.warning("service_handler_failed", service=self.ctx.name, error=type(exc).__name__)
+            message.fail(PhloemError("actor_error", f"{type(exc).__name__}: {redact(str(exc))}"))
+        else:
+            if result is not DEFER:
+                message.reply(result)
+        return None
+
+    # -- topics --------------------------------------------------------------------------
+
+    def open_topic(self, name: str, *, owner: Owner | None = None) -> Topic:
+        """Open a topic in the tree's hub, counted in this actor's `credit_in_use`."""
+        topic = self.ctx.streams.open(name, owner=owner)
+        self._topics = {n: t for n, t in self._topics.items() if not t.closed}
+        self._topics[name] = topic
+        return topic
+
+    def credit_in_use(self) -> int:
+        return sum(t.credit_in_use() for t in list(self._topics.values()) if not t.closed)
+
+    def on_stop(self) -> None:
+        for topic in list(self._topics.values()):
+            topic.close()
+
+
+# --- registry ---------------------------------------------------------------------------
+
+ServiceFactory = Callable[[ServiceContext], ChildSpec | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    name: str
+    factory: ServiceFactory
+
+
+_registry: dict[str, Service] = {}
+_registry_lock = threading.Lock()
+
+
+def _check_name(name: str) -> None:
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > MAX_SERVICE_NAME_CHARS
+        or "/" in name
+        or not name.isprintable()
+    ):
+        raise ValueError(f"name must be 1 to {MAX_SERVICE_NAME_CHARS} printable chars, no '/'")
+
+
+def register_service(name: str, factory: ServiceFactory, *, replace: bool = False) -> None:
+    """Register a service factory under `name` (its actor path and child id)."""
+    _check_name(name)
+    if not callable(factory):
+        raise TypeError("factory must be callable")
+    with _registry_lock:
+        existing = _registry.get(name)
+        if existing is not None and existing.factory is not factory and not replace:
+            raise ValueError(f"service {name!r} is already registered")
+        _registry[name] = Service(name, factory)
+
+
+def service_factory(
+    actor_class: type[ServiceActor], *, shutdown: float = 5.0, restart: str = "permanent"
+) -> ServiceFactory:
+    """A factory starting `actor_class(ctx)` as a worker with the given restart/shutdown."""
+
+    def factory(ctx: ServiceContext) -> ChildSpec:
+        return ChildSpec(
+            id=ctx.name, start=(actor_class, (ctx,), {}), shutdown=shutdown, restart=restart
+        )
+
+    factory.__qualname__ = f"service_factory({actor_class.__name__})"
+    return factory
+
+
+def registered_services() -> list[Service]:
+    """Import `SERVICE_MODULES` and return every registered service, in order."""
+    for module in SERVICE_MODULES:
+        importlib.import_module(module)
+    with _registry_lock:
+        return list(_registry.values())
+
+
+def configured_services(config: Config) -> list[Service]:
+    """The services a tree with `config` starts: built-ins minus `disabled`, plus `extra`."""
+    from phloem.config import load_component
+
+    services = [s for s in registered_services() if s.name not in config.services.disabled]
+    known = {s.name for s in registered_services()} | set(config.services.extra)
+    unknown = sorted(set(config.services.disabled) - known)
+    if unknown:
+        raise PhloemError(
+            "config_invalid", f"services.disabled: unknown service {', '.join(unknown)}"
+        )
+    for name, path in config.services.extra.items():
+        if name in config.services.disabled:
+            continue
+        _check_name(name)
+        target = load_component(path, what=f"service {name!r}")
+        if isinstance(target, type) and issubclass(target, ServiceActor):
+            factory = service_factory(target)
+        elif callable(target):
+            factory = target
+        else:
+            raise PhloemError(
+                "config_invalid",
+                f"services.extra.{name}: {path!r} is neither a ServiceActor nor a factory",
+            )
+        services = [s for s in services if s.name != name]
+        services.append(Service(name, factory))
+    return services

@@ -1,0 +1,559 @@
+"""`phloem.Client`: talk to a phloem daemon over its Unix socket, or to an embedded tree.
+
+    with phloem.Client.connect() as client:        # default socket path from the config
+        client.ask("echo", {"hello": 1})            # -> {"hello": 1}
+        client.status().uptime_s
+        for event in client.subscribe("echo/x", CreditWindow(16, 1 << 20)): ...
+
+`tree.client()` returns the same class over an in-process transport. Each client is its
+own owner: refs and streams it opens are cancelled when it closes or its connection
+drops. One client may be used from several threads: requests are pipelined over the one
+connection, and whichever thread is waiting reads replies for everyone (no extra reader
+thread, so a round trip costs one wake-up per direction).
+
+`AsyncClient` offers every method as a coroutine (each runs in a worker thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import os
+import select
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from phloem.clientbase import ClientBase, EventStream, StreamSource
+from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.wire import (
+    DEFAULT_MAX_FRAME_BYTES,
+    NIL,
+    PROTOCOL_VERSION,
+    Ask,
+    Credit,
+    Event,
+    Fail,
+    FrameReader,
+    GetStatus,
+    GetTree,
+    Hello,
+    Ping,
+    Reply,
+    StopDaemon,
+    StreamEnd,
+    Subscribe,
+    Tell,
+    Unsubscribe,
+    Welcome,
+    decode_server,
+    encode_frame,
+)
+from phloem.supervision.credit import CreditWindow
+
+if TYPE_CHECKING:
+    from phloem.supervision.credit import CreditReceiver
+    from phloem.supervision.refs import Owner
+    from phloem.tree import Tree
+
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+REPLY_GRACE_S = 5.0  # how long past the daemon's own deadline a client waits for a reply
+RECV_BYTES = 256 * 1024
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+
+
+def no_daemon_error(path: Path | str) -> PhloemError:
+    return PhloemError(
+        "no_daemon",
+        f"no phloem daemon at {path} (start one with `phloem daemon --config ...`)",
+    )
+
+
+# --- socket transport -------------------------------------------------------------------
+
+
+class SocketTransport:
+    """A connection to a daemon. Thread-safe; reading is done by whichever caller waits."""
+
+    def __init__(self, sock: socket.socket, path: Path) -> None:
+        self._sock = sock
+        self.path = path
+        self._wlock = threading.Lock()
+        self._cond = threading.Condition()
+        self._reading = False
+        self._frames = FrameReader(DEFAULT_MAX_FRAME_BYTES)
+        self._ids = itertools.count(1)
+        self._waiting: set[int] = set()
+        self._results: dict[int, Reply | Fail] = {}
+        self._pending_subs: dict[int, RemoteStream] = {}
+        self._subs: dict[int, RemoteStream] = {}
+        self._error: PhloemError | None = None
+        self._closed = False
+        self.welcome: Welcome | None = None
+        self.request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
+
+    @classmethod
+    def connect(cls, path: Path, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> SocketTransport:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(str(path))
+            sock.settimeout(None)
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
+            sock.close()
+            raise no_daemon_error(path) from exc
+        except PermissionError as exc:
+            sock.close()
+            raise PhloemError("permission_denied", f"cannot connect to {path}: {exc}") from exc
+        except TimeoutError as exc:
+            sock.close()
+            raise PhloemError("timeout", f"connecting to {path} timed out") from exc
+        except OSError as exc:
+            sock.close()
+            raise PhloemError("connection_lost", f"cannot connect to {path}: {exc}") from exc
+        transport = cls(sock, path)
+        try:
+            transport._handshake(timeout)
+        except BaseException:
+            transport.close()
+            raise
+        return transport
+
+    def _handshake(self, timeout: float) -> None:
+        self._send(Hello(version=PROTOCOL_VERSION, client=f"phloem-python/{os.getpid()}"))
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._pump(lambda: self.welcome is not None, deadline)
+        assert self.welcome is not None
+        self._frames.max_frame_bytes = max(self.welcome.max_frame_bytes, 1024)
+        self.request_timeout_s = self.welcome.request_timeout_s
+
+    # -- io ------------------------------------------------------------------------------
+
+    def _send(self, message: Any) -> None:
+        frame = encode_frame(message)
+        with self._wlock:
+            if self._closed:
+                raise PhloemError("closed", "the client is closed")
+            try:
+                self._sock.sendall(frame)
+            except OSError as exc:
+                raise self._lost(f"send failed: {exc}") from exc
+
+    def _lost(self, why: str) -> PhloemError:
+        err = PhloemError("connection_lost", f"connection to {self.path} lost: {why}")
+        with self._cond:
+            if self._error is None:
+                self._error = err
+            self._cond.notify_all()
+            return self._error
+
+    def _read(self, timeout: float | None) -> list[bytes]:
+        """One read (waiting up to `timeout`); the complete frames it yields."""
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN)
+        ms = None if timeout is None else max(0, int(timeout * 1000) + 1)
+        if not poller.poll(ms):
+            return []
+        try:
+            data = self._sock.recv(RECV_BYTES)
+        except OSError as exc:
+            raise PhloemError("connection_lost", f"receive failed: {exc}") from exc
+        if not data:
+            raise PhloemError("connection_lost", f"the daemon at {self.path} closed the connection")
+        return self._frames.feed(data)
+
+    def _pump(self, done: Callable[[], bool], deadline: float | None) -> None:
+        """With `_cond` held: wait until `done()`, reading frames if nobody else is."""
+        while not done():
+            if self._error is not None:
+                raise self._error
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise PhloemError("timeout", "no reply from the daemon in time")
+            if self._reading:
+                self._cond.wait(remaining)
+                continue
+            self._reading = True
+            self._cond.release()
+            frames: list[bytes] = []
+            error: PhloemError | None = None
+            try:
+                frames = self._read(remaining)
+            except PhloemError as exc:
+                error = exc
+            finally:
+                self._cond.acquire()
+                self._reading = False
+            for frame in frames:
+                self._dispatch(frame)
+            if error is not None and self._error is None:
+                self._error = error
+            self._cond.notify_all()
+
+    def _dispatch(self, frame: bytes) -> None:
+        try:
+            message = decode_server(frame)
+        except PhloemError as err:
+            self._error = err
+            return
+        if isinstance(message, Reply | Fail):
+            rid = message.id
+            if rid is None:
+                assert isinstance(message, Fail)
+                self._error = PhloemError.from_value(message.error)
+                return
+            stream = self._pending_subs.pop(rid, None)
+            if stream is not None and isinstance(message, Reply):
+                sub_id = msgspec.msgpack.decode(message.body, type=int)
+                stream.sub = sub_id
+                self._subs[sub_id] = stream
+            if rid in self._waiting:
+                self._results[rid] = message
+        elif isinstance(message, Event):
+            stream = self._subs.get(message.sub)
+            if stream is not None:
+                stream._buffer.append(bytes(message.body))
+                if len(stream._buffer) > stream.window.messages:
+                    self._error = PhloemError(
+                        "bad_frame", "the daemon sent beyond the granted credit"
+                    )
+        elif isinstance(message, StreamEnd):
+            stream = self._subs.pop(message.sub, None)
+            if stream is not None:
+                stream._end = (message.kind, message.detail)
+        elif isinstance(message, Welcome):
+            self.welcome = message
+
+    # -- Transport -----------------------------------------------------------------------
+
+    def request(self, op: str, actor: str, body: bytes, timeout: float | None) -> bytes:
+        rid = next(self._ids)
+        wait: float | None
+        if op == "ask":
+            message: Any = Ask(rid, actor, msgspec.Raw(body), timeout)
+            wait = (timeout if timeout is not None else self.request_timeout_s) + REPLY_GRACE_S
+        elif op == "tell":
+            message = Tell(rid, actor, msgspec.Raw(body))
+            wait = self.request_timeout_s + REPLY_GRACE_S
+        else:
+            factory = {"status": GetStatus, "tree": GetTree, "stop": StopDaemon, "ping": Ping}
+            if op not in factory:
+                raise ValueError(f"unknown op {op!r}")
+            message = factory[op](rid)
+            wait = (timeout if timeout is not None else self.request_timeout_s) + REPLY_GRACE_S
+        return self._roundtrip(rid, message, wait)
+
+    def _roundtrip(self, rid: int, message: Any, wait: float | None) -> bytes:
+        with self._cond:
+            if self._error is not None:
+                raise self._error
+            self._waiting.add(rid)
+        try:
+            self._send(message)
+            deadline = None if wait is None else time.monotonic() + wait
+            with self._cond:
+                self._pump(lambda: rid in self._results, deadline)
+                result = self._results.pop(rid)
+        finally:
+            with self._cond:
+                self._waiting.discard(rid)
+                self._results.pop(rid, None)
+                self._pending_subs.pop(rid, None)
+        if isinstance(result, Fail):
+            raise PhloemError.from_value(result.error)
+        return bytes(result.body)
+
+    def subscribe(self, stream: str, window: CreditWindow) -> StreamSource:
+        rid = next(self._ids)
+        remote = RemoteStream(self, stream, window)
+        with self._cond:
+            self._pending_subs[rid] = remote
+        message = Subscribe(rid, stream, window.messages, window.bytes)
+        self._roundtrip(rid, message, self.request_timeout_s + REPLY_GRACE_S)
+        return remote
+
+    def wait_closed(self, timeout: float | None) -> bool:
+        """Wait until the daemon closes this connection (after `stop`); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            try:
+                self._pump(lambda: False, deadline)
+            except PhloemError as err:
+                return err.kind == "connection_lost"
+        return False
+
+    def close(self) -> None:
+        with self._wlock:
+            if self._closed:
+                return
+            self._closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        with self._cond:
+            if self._error is None:
+                self._error = PhloemError("closed", "the client is closed")
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class RemoteStream:
+    """A subscription over the socket: buffered events (at most the window) and acks."""
+
+    def __init__(self, transport: SocketTransport, name: str, window: CreditWindow) -> None:
+        self._t = transport
+        self.name = name
+        self.window = window
+        self.sub: int | None = None
+        self._buffer: deque[bytes] = deque()
+        self._end: tuple[str, str | None] | None = None
+        self._unacked_msgs = 0
+        self._unacked_bytes = 0
+        self._batch_msgs = max(1, window.messages // 2)
+        self._batch_bytes = max(1, window.bytes // 2)
+
+    def recv(self, timeout: float | None = None) -> bytes:
+        t = self._t
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with t._cond:
+            if not self._buffer:
+                self._flush()
+                try:
+                    t._pump(lambda: bool(self._buffer) or self._end is not None, deadline)
+                except PhloemError as err:
+                    if err.kind == "timeout":
+                        raise PhloemError("timeout", f"no event within {timeout} s") from err
+                    raise
+            if not self._buffer:
+                assert self._end is not None
+                kind, detail = self._end
+                if kind == "normal":
+                    raise PhloemError("closed", f"stream {self.name!r} ended")
+                raise PhloemError(kind, f"stream {self.name!r} ended: {detail or kind}")
+            item = self._buffer.popleft()
+            self._unacked_msgs += 1
+            self._unacked_bytes += len(item)
+            if self._unacked_msgs >= self._batch_msgs or self._unacked_bytes >= self._batch_bytes:
+                self._flush()
+            return item
+
+    def _flush(self) -> None:
+        if self._unacked_msgs and self.sub is not None and self._end is None:
+            msgs, nbytes = self._unacked_msgs, self._unacked_bytes
+            self._unacked_msgs = self._unacked_bytes = 0
+            self._t._send(Credit(self.sub, msgs, nbytes))
+
+    def close(self) -> None:
+        sub = self.sub
+        if sub is None or self._end is not None or self._t.closed:
+            return
+        with contextlib.suppress(PhloemError):
+            rid = next(self._t._ids)
+            self._t._roundtrip(rid, Unsubscribe(rid, sub), REPLY_GRACE_S)
+        with self._t._cond:
+            self._t._subs.pop(sub, None)
+            if self._end is None:
+                self._end = ("normal", "unsubscribed")
+
+
+# --- in-process transport ---------------------------------------------------------------
+
+
+class _Slot:
+    __slots__ = ("_event", "outcome")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.outcome: tuple[bool, bytes | ErrorValue] | None = None
+
+    def set(self, outcome: tuple[bool, bytes | ErrorValue]) -> None:
+        self.outcome = outcome
+        self._event.set()
+
+    def wait(self, timeout: float | None) -> tuple[bool, bytes | ErrorValue]:
+        if not self._event.wait(timeout) or self.outcome is None:
+            raise PhloemError("timeout", "no reply in time")
+        return self.outcome
+
+
+class LocalStream:
+    """An in-process subscription: a `CreditReceiver` over the topic's stream."""
+
+    def __init__(self, receiver: CreditReceiver[bytes], name: str) -> None:
+        self._rx = receiver
+        self.name = name
+
+    def recv(self, timeout: float | None = None) -> bytes:
+        try:
+            return self._rx.recv(timeout)
+        except PhloemError as err:
+            if err.kind == "timeout":
+                raise PhloemError("timeout", f"no event within {timeout} s") from err
+            raise
+
+    def close(self) -> None:
+        self._rx.close()
+
+
+class LocalTransport:
+    """Direct calls into a `Tree` in this process, with the socket path's semantics."""
+
+    def __init__(self, tree: Tree, owner: Owner) -> None:
+        self._tree = tree
+        self.owner = owner
+        self._closed = False
+        self._streams: list[LocalStream] = []
+        self._lock = threading.Lock()
+
+    def request(self, op: str, actor: str, body: bytes, timeout: float | None) -> bytes:
+        if self._closed:
+            raise PhloemError("closed", "the client is closed")
+        tree = self._tree
+        if op in ("ask", "tell"):
+            slot = _Slot()
+            tree.call(self.owner, actor, body, timeout, slot.set, tell=op == "tell")
+            ok, value = slot.wait(tree._timeout(timeout) + REPLY_GRACE_S)
+            if not ok:
+                assert isinstance(value, ErrorValue)
+                raise PhloemError.from_value(value)
+            assert isinstance(value, bytes)
+            return value
+        if op == "status":
+            return msgspec.msgpack.encode(tree.status())
+        if op == "tree":
+            return msgspec.msgpack.encode(tree.snapshot())
+        if op == "ping":
+            return bytes(NIL)
+        if op == "stop":
+            raise PhloemError("unsupported", "an embedded tree is stopped by its owner")
+        raise ValueError(f"unknown op {op!r}")
+
+    def subscribe(self, stream: str, window: CreditWindow) -> StreamSource:
+        if self._closed:
+            raise PhloemError("closed", "the client is closed")
+        topic = self._tree.streams.get(stream, self.owner)
+        local = LocalStream(topic.stream.receiver(window), stream)
+        with self._lock:
+            self._streams.append(local)
+        return local
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            streams, self._streams = self._streams, []
+        for s in streams:
+            s.close()
+        self._tree.owner_down(self.owner)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+# --- the public classes -----------------------------------------------------------------
+
+
+class Client(ClientBase):
+    """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
+
+    Feature methods (planning, agents, providers, ...) are mixins subclassing
+    `ClientBase`; add yours to this class's bases.
+    """
+
+    @classmethod
+    def connect(
+        cls, path: str | os.PathLike[str] | None = None, timeout: float = DEFAULT_CONNECT_TIMEOUT_S
+    ) -> Client:
+        """Connect to the daemon at `path` (default: the default config's socket path)."""
+        from phloem.config import default_socket_path
+
+        target = Path(path) if path is not None else default_socket_path()
+        return cls(SocketTransport.connect(target, timeout))
+
+    def stop_daemon(self) -> None:
+        """Ask the daemon to stop gracefully (it replies first, then stops)."""
+        self._transport.request("stop", "", b"", None)
+
+    def __enter__(self) -> Client:
+        return self
+
+
+class AsyncEventStream:
+    """`EventStream` for asyncio: `async for event in stream`."""
+
+    def __init__(self, stream: EventStream[Any]) -> None:
+        self._stream = stream
+
+    async def recv(self, timeout: float | None = None) -> Any:
+        return await asyncio.to_thread(self._stream.recv, timeout)
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        while True:
+            try:
+                yield await self.recv()
+            except PhloemError as err:
+                if err.kind == "closed":
+                    return
+                raise
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._stream.close)
+
+
+class AsyncClient:
+    """Every `Client` method as a coroutine (run in a worker thread), features included.
+
+    async with await AsyncClient.connect() as client:
+        await client.ask("echo", 1)
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.sync = client
+
+    @classmethod
+    async def connect(
+        cls, path: str | os.PathLike[str] | None = None, timeout: float = DEFAULT_CONNECT_TIMEOUT_S
+    ) -> AsyncClient:
+        return cls(await asyncio.to_thread(Client.connect, path, timeout))
+
+    async def subscribe(
+        self, stream: str, window: CreditWindow | None = None, *, event_type: Any = Any
+    ) -> AsyncEventStream:
+        sync_stream = await asyncio.to_thread(
+            functools.partial(self.sync.subscribe, stream, window, event_type=event_type)
+        )
+        return AsyncEventStream(sync_stream)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.sync, name)
+        if not callable(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(functools.partial(attr, *args, **kwargs))
+
+        call.__name__ = name
+        return call
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,366 @@
+"""Typed daemon configuration: TOML decoded with msgspec into frozen structs.
+
+Every field has a default, so an empty file (or no file) is a valid configuration.
+Unknown keys and bad values are errors that name the key path (`daemon.max_frame_bytes`)
+and, where it can be found, the line.
+
+Adding a section is a one-struct addition: define a `Section` subclass (here, or in your
+own module and import it here) and add one field to `Config`:
+
+    class PlanningConfig(Section):
+        planners: Components = {}
+        max_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 100
+
+    class Config(Section):
+        ...
+        planning: PlanningConfig = section(PlanningConfig)
+
+Registries of trusted code (`[components]`, `[planning.planners]`, ...) map a name to a
+`module:attribute` path (`Components`); they are resolved with `load_component` only at
+start, never from a request.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+
+from phloem.protocols.errors import PhloemError
+
+S = TypeVar("S", bound="Section")
+
+# --- named limits ------------------------------------------------------------------------
+
+SOCKET_PATH_MAX_BYTES = 107  # sun_path is 108 bytes including the terminating NUL
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+MAX_FRAME_BYTES_RANGE = (1024, 64 * 1024 * 1024)
+DEFAULT_MAX_CONNECTIONS = 128
+MAX_CONNECTIONS_RANGE = (1, 10_000)
+DEFAULT_MAX_INFLIGHT = 64
+MAX_INFLIGHT_RANGE = (1, 10_000)
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+MAX_REQUEST_TIMEOUT_S = 86_400.0
+DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
+DEFAULT_FRAME_TIMEOUT_S = 10.0
+DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+DEFAULT_MAX_OUTBOX_BYTES = 64 * 1024 * 1024
+MAX_OUTBOX_BYTES_RANGE = (64 * 1024, 1024 * 1024 * 1024)
+CONFIG_FILE_MAX_BYTES = 1024 * 1024
+COMPONENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
+
+ComponentPath = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=COMPONENT_PATTERN,
+        description="a trusted `module:attribute` path",
+    ),
+]
+Components = dict[str, ComponentPath]
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_REQUEST_TIMEOUT_S)]
+
+
+class Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Base of every config section: keyword-only, unknown keys rejected."""
+
+
+def section(cls: type[S]) -> S:
+    """A field default for a nested section: the section with all its defaults."""
+    return msgspec.field(default_factory=cls)
+
+
+class DaemonConfig(Section):
+    """`[daemon]`: the socket server."""
+
+    # Empty: $XDG_RUNTIME_DIR/phloem/phloem.sock, else ./.phloem/phloem.sock.
+    socket: str = ""
+    # Peer uids allowed besides the daemon's own. Non-empty makes the socket reachable by
+    # other users (dir 0711, socket 0666); SO_PEERCRED then decides.
+    allowed_uids: list[Annotated[int, msgspec.Meta(ge=0, le=2**32 - 2)]] = []
+    max_frame_bytes: Annotated[
+        int, msgspec.Meta(ge=MAX_FRAME_BYTES_RANGE[0], le=MAX_FRAME_BYTES_RANGE[1])
+    ] = DEFAULT_MAX_FRAME_BYTES
+    max_connections: Annotated[
+        int, msgspec.Meta(ge=MAX_CONNECTIONS_RANGE[0], le=MAX_CONNECTIONS_RANGE[1])
+    ] = DEFAULT_MAX_CONNECTIONS
+    max_inflight_per_connection: Annotated[
+        int, msgspec.Meta(ge=MAX_INFLIGHT_RANGE[0], le=MAX_INFLIGHT_RANGE[1])
+    ] = DEFAULT_MAX_INFLIGHT
+    max_outbox_bytes: Annotated[
+        int, msgspec.Meta(ge=MAX_OUTBOX_BYTES_RANGE[0], le=MAX_OUTBOX_BYTES_RANGE[1])
+    ] = DEFAULT_MAX_OUTBOX_BYTES
+    request_timeout_s: Seconds = DEFAULT_REQUEST_TIMEOUT_S
+    max_request_timeout_s: Seconds = 3_600.0
+    handshake_timeout_s: Seconds = DEFAULT_HANDSHAKE_TIMEOUT_S
+    frame_timeout_s: Seconds = DEFAULT_FRAME_TIMEOUT_S
+    shutdown_timeout_s: Seconds = DEFAULT_SHUTDOWN_TIMEOUT_S
+
+    def socket_path(self) -> Path:
+        """The socket path this config resolves to."""
+        return Path(self.socket) if self.socket else default_socket_path()
+
+
+class SupervisionConfig(Section):
+    """`[supervision]`: the root supervisor and owner-bound refs."""
+
+    strategy: Literal["one_for_one", "one_for_all", "rest_for_one"] = "one_for_one"
+    intensity: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 3
+    period_s: Seconds = 5.0
+    max_refs_per_owner: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
+    max_streams: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
+
+
+class LoggingConfig(Section):
+    """`[logging]`: structlog output of the daemon (to stderr)."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["json", "console"] = "json"
+
+
+class ServicesConfig(Section):
+    """`[services]`: the service actors started under the root supervisor.
+
+    Built-in services (e.g. `echo`) start unless listed in `disabled`; `extra` adds
+    services from trusted code: name → `module:attribute` of a service factory
+    (`(ServiceContext) -> ChildSpec`) or a `ServiceActor` subclass.
+    """
+
+    disabled: list[str] = []
+    extra: Components = {}
+
+
+class Config(Section):
+    """The whole daemon configuration."""
+
+    daemon: DaemonConfig = section(DaemonConfig)
+    supervision: SupervisionConfig = section(SupervisionConfig)
+    logging: LoggingConfig = section(LoggingConfig)
+    services: ServicesConfig = section(ServicesConfig)
+    # Trusted components by name (`module:attribute`), loaded at start.
+    components: Components = {}
+
+    def __post_init__(self) -> None:
+        path = self.daemon.socket_path()
+        if len(os.fsencode(str(path))) > SOCKET_PATH_MAX_BYTES:
+            raise ValueError(
+                f"daemon.socket: path {str(path)!r} is longer than {SOCKET_PATH_MAX_BYTES} bytes"
+            )
+        if self.daemon.max_request_timeout_s < self.daemon.request_timeout_s:
+            raise ValueError("daemon.max_request_timeout_s must be >= daemon.request_timeout_s")
+
+
+def default_socket_path() -> Path:
+    """`$XDG_RUNTIME_DIR/phloem/phloem.sock`, else `./.phloem/phloem.sock`."""
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime_dir:
+        return Path(runtime_dir) / "phloem" / "phloem.sock"
+    return Path.cwd() / ".phloem" / "phloem.sock"
+
+
+# --- loading ----------------------------------------------------------------------------
+
+_AT_PATH = re.compile(r" - at `\$((?:\.[^`\[]+|\[[^\]`]*\])*)`$")
+_COMPONENT_RE = re.compile(COMPONENT_PATTERN)
+
+
+def _key_path(msg: str) -> tuple[str, str]:
+    """Split msgspec's `... - at `$.a.b`` into ("a.b", "...")."""
+    match = _AT_PATH.search(msg)
+    if not match:
+        return "", msg
+    path = match.group(1).lstrip(".")
+    return path, msg[: match.start()]
+
+
+def _find_line(text: str, path: str) -> int | None:
+    """Best-effort line number of the key at dotted `path` in TOML `text`."""
+    parts = [p for p in re.split(r"\.|\[\d+\]", path) if p]
+    if not parts:
+        return None
+    lines = text.splitlines()
+
+    def header_line(names: list[str]) -> int | None:
+        want = "[" + ".".join(names) + "]"
+        for lineno, line in enumerate(lines, 1):
+            if line.split("#")[0].strip() == want:
+                return lineno
+        return None
+
+    for cut in range(len(parts) - 1, -1, -1):
+        table, key = parts[:cut], parts[cut]
+        start = header_line(table) if table else 0
+        if start is None:
+            continue
+        key_re = re.compile(rf"^\s*(\"?){re.escape(key)}\1\s*=")
+        for lineno in range(start + 1, len(lines) + 1):
+            line = lines[lineno - 1]
+            if line.strip().startswith("["):
+                break
+            if key_re.match(line):
+                return lineno
+        found = header_line(parts[: cut + 1])
+        if found is not None:
+            return found
+    return None
+
+
+def _unknown_field_path(msg: str, path: str) -> str:
+    m = re.match(r"Object contains unknown field `([^`]+)`", msg)
+    if m:
+        return f"{path}.{m.group(1)}" if path else m.group(1)
+    return path
+
+
+def config_error(msg: str, text: str = "", source: str = "") -> PhloemError:
+    """A `config_invalid` error naming the key path (and line when known)."""
+    path, detail = _key_path(msg)
+    path = _unknown_field_path(detail, path)
+    if "matching regex" in detail:
+        detail = "expected a `module:attribute` path"
+    if detail.startswith("Object contains unknown field"):
+        detail = "unknown key"
+    detail = detail[:1].lower() + detail[1:]
+    line = _find_line(text, path) if text and path else None
+    where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
+    key = f"{path}: " if path and not detail.startswith(path) else ""
+    return PhloemError("config_invalid", f"{where}{key}{detail}", {"path": path, "line": line})
+
+
+def parse_config(text: str, source: str = "<config>") -> Config:
+    """Decode TOML text into a `Config`; raise `PhloemError('config_invalid')`."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PhloemError("config_invalid", f"{source}: {exc}") from exc
+    try:
+        return msgspec.convert(data, Config)
+    except msgspec.ValidationError as exc:
+        msg = str(exc)
+        path, _ = _key_path(msg)
+        if path.endswith("[...]"):
+            key = _bad_component_key(data, path[: -len("[...]")])
+            if key is not None:
+                msg = msg.replace(f"`${'.' + path}`", f"`$.{path[:-5]}.{key}`")
+        raise config_error(msg, text, source) from exc
+
+
+def _bad_component_key(data: Any, path: str) -> str | None:
+    """The first key of the registry at dotted `path` whose value is not `module:attr`."""
+    node = data
+    for part in path.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(value, str) or not _COMPONENT_RE.match(value):
+                return str(key)
+    return None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load a TOML file (None: all defaults)."""
+    if path is None:
+        return Config()
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > CONFIG_FILE_MAX_BYTES:
+            raise PhloemError("config_invalid", f"{p}: larger than {CONFIG_FILE_MAX_BYTES} bytes")
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PhloemError("config_invalid", f"cannot read {p}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise PhloemError("config_invalid", f"{p}: not UTF-8 text") from exc
+    return parse_config(text, str(p))
+
+
+def load_component(path: str, *, what: str = "component") -> Any:
+    """Import a trusted `module:attribute` named in the configuration."""
+    module_name, _, attr = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PhloemError("config_invalid", f"cannot load {what} {path!r}: {exc}") from exc
+    return obj
+
+
+# --- display ----------------------------------------------------------------------------
+
+SECRET_KEY_PATTERN = re.compile(
+    r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|cookie|credential|"
+    r"private[_-]?key)"
+)
+MASK = "********"
+
+
+def mask_secrets(obj: Any) -> Any:
+    """A copy of builtins `obj` with values under credential-shaped keys masked."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            if isinstance(key, str) and SECRET_KEY_PATTERN.search(key) and value not in ("", None):
+                out[key] = MASK if not isinstance(value, dict | list) else mask_all(value)
+            else:
+                out[key] = mask_secrets(value)
+        return out
+    if isinstance(obj, list):
+        return [mask_secrets(v) for v in obj]
+    return obj
+
+
+def mask_all(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: mask_all(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [mask_all(v) for v in obj]
+    return MASK
+
+
+def resolved(config: Config) -> dict[str, Any]:
+    """The config as builtins with defaults filled in, the socket resolved, secrets masked."""
+    data: dict[str, Any] = msgspec.to_builtins(config)
+    data["daemon"]["socket"] = str(config.daemon.socket_path())
+    masked: dict[str, Any] = mask_secrets(data)
+    return masked
+
+
+def to_toml(data: Any, prefix: str = "") -> str:
+    """Render resolved builtins as TOML (for `phloem config check`)."""
+    scalars: list[str] = []
+    tables: list[str] = []
+    for key, value in data.items():
+        name = _toml_key(key)
+        if isinstance(value, dict):
+            full = f"{prefix}.{name}" if prefix else name
+            body = to_toml(value, full).strip("\n")
+            tables.append(f"\n\n[{full}]" + (f"\n{body}" if body else ""))
+        else:
+            scalars.append(f"{name} = {_toml_value(value)}")
+    return ("\n".join(scalars) + "".join(tables)).strip("\n") + "\n"
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else msgspec.json.encode(key).decode()
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return msgspec.json.encode(value).decode()
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        inner = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + inner + " }" if inner else "{}"
+    return msgspec.json.encode(value).decode()

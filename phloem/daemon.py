@@ -1,0 +1,634 @@
+"""The phloem daemon: config → tree → Unix socket server → clean stop on a signal.
+
+`run(config)` runs in the foreground until SIGTERM/SIGINT, a client's `stop`, or the
+root supervisor giving up. The socket lives in a directory of mode 0700 and has mode
+0600 (with `daemon.allowed_uids` set: 0711 and 0666, and the peer's uid, read with
+SO_PEERCRED, decides). A stale socket left by a crashed daemon is replaced; a live one
+is refused. Logs are JSON lines on stderr (structlog); `daemon_ready` marks the moment the
+socket accepts connections.
+
+Each connection is an `Owner`: one reader thread decodes frames and routes them through
+the tree; replies and stream events are written straight to the socket when it has room
+and otherwise queued (bounded by `max_outbox_bytes`) for a writer thread. A bad frame
+gets one error frame and closes that connection only. When a connection ends, everything
+its owner held is cancelled (`owner_down`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import logging
+import os
+import select
+import selectors
+import signal
+import socket
+import stat
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+import msgspec
+import structlog
+
+import phloem
+from phloem.config import Config, LoggingConfig, load_config
+from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.wire import (
+    HEADER_BYTES,
+    NIL,
+    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+    Ask,
+    Credit,
+    ErrorKind,
+    Event,
+    Fail,
+    FrameReader,
+    GetStatus,
+    GetTree,
+    Hello,
+    Ping,
+    Reply,
+    StopDaemon,
+    StreamEnd,
+    Subscribe,
+    Tell,
+    Unsubscribe,
+    Welcome,
+    decode_client,
+    encode_frame,
+)
+from phloem.supervision.credit import CreditStream, CreditWindow, Subscription
+from phloem.supervision.reasons import ExitReason
+from phloem.supervision.refs import Owner
+from phloem.tree import Tree
+
+log = structlog.get_logger("phloem.daemon")
+
+RECV_BYTES = 256 * 1024
+LISTEN_BACKLOG = 128
+CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing connection may take to flush its last frames
+_PEERCRED = struct.Struct("3i")
+
+
+def configure_logging(cfg: LoggingConfig, stream: TextIO | None = None) -> None:
+    """structlog to `stream` (stderr): JSON lines, or console for humans."""
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if cfg.format == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, cfg.level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+# --- socket file handling ---------------------------------------------------------------
+
+
+def prepare_socket_path(path: Path, shared: bool) -> None:
+    """Create the socket's directory (0700, or 0711 when other uids are allowed) and
+    clear a stale socket; refuse a live one or a non-socket file."""
+    parent = path.parent
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = parent.stat()
+    if st.st_uid == os.getuid():
+        os.chmod(parent, 0o711 if shared else 0o700)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise PhloemError("socket_in_use", f"{path} exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(2.0)
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        path.unlink(missing_ok=True)
+        log.warning("stale_socket_removed", socket=str(path))
+        return
+    except OSError as exc:
+        raise PhloemError("socket_in_use", f"cannot probe {path}: {exc}") from exc
+    finally:
+        probe.close()
+    raise PhloemError(
+        "daemon_running", f"a phloem daemon is already running at {path}; stop it first"
+    )
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end (SO_PEERCRED)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    pid, uid, gid = _PEERCRED.unpack(raw)
+    return pid, uid, gid
+
+
+# --- one connection ---------------------------------------------------------------------
+
+
+class _Closed(Exception):
+    def __init__(self, partial: bool) -> None:
+        super().__init__("peer closed the connection")
+        self.partial = partial
+
+
+class Connection:
+    """One client connection: an owner, a reader thread and a bounded outbox."""
+
+    def __init__(self, server: Server, sock: socket.socket, peer: tuple[int, int, int]) -> None:
+        self.server = server
+        self.sock = sock
+        self.peer_pid, self.peer_uid, _ = peer
+        self.owner = Owner.connection(f"pid={self.peer_pid} uid={self.peer_uid}")
+        cfg = server.config.daemon
+        self.max_frame_bytes = cfg.max_frame_bytes
+        self._frames = FrameReader(cfg.max_frame_bytes)
+        self._ready: deque[bytes] = deque()
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
+        # outbox
+        self._wcond = threading.Condition()
+        self._outbox: deque[bytes] = deque()
+        self._outbox_bytes = 0
+        self._writing = False
+        self._writer: threading.Thread | None = None
+        self._dead = False
+        # requests and streams
+        self._lock = threading.Lock()
+        self._inflight = 0
+        self._subs: dict[int, tuple[CreditStream[bytes], Subscription]] = {}
+        self._sub_ids = itertools.count(1)
+        self.thread = threading.Thread(
+            target=self._run, name=f"phloem-conn-{self.peer_pid}", daemon=True
+        )
+
+    # -- writing -------------------------------------------------------------------------
+
+    def send_frame(self, frame: bytes) -> bool:
+        """Write now if the socket has room, else queue for the writer; False if dead."""
+        with self._wcond:
+            if self._dead:
+                return False
+            if not self._outbox and not self._writing:
+                try:
+                    n = self.sock.send(frame, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    n = 0
+                except OSError:
+                    self._kill_locked()
+                    return False
+                if n == len(frame):
+                    return True
+                frame = frame[n:]
+            if self._outbox_bytes + len(frame) > self.server.config.daemon.max_outbox_bytes:
+                log.warning("connection_outbox_full", owner=self.owner.id)
+                self._kill_locked()
+                return False
+            self._outbox.append(frame)
+            self._outbox_bytes += len(frame)
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_loop, name="phloem-conn-writer", daemon=True
+                )
+                self._writer.start()
+            self._wcond.notify_all()
+            return True
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._wcond:
+                while not self._outbox and not self._dead:
+                    self._wcond.wait()
+                if self._dead:
+                    return
+                chunk = self._outbox.popleft()
+                self._outbox_bytes -= len(chunk)
+                self._writing = True
+            try:
+                self.sock.sendall(chunk)
+            except OSError:
+                with self._wcond:
+                    self._kill_locked()
+                return
+            with self._wcond:
+                self._writing = False
+                self._wcond.notify_all()
+
+    def _kill_locked(self) -> None:
+        self._dead = True
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self._wcond.notify_all()
+
+    def _flush(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._wcond:
+            while (self._outbox or self._writing) and not self._dead:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._wcond.wait(remaining)
+
+    def shutdown(self) -> None:
+        """Make the reader thread end (server stop)."""
+        with self._wcond:
+            self._kill_locked()
+
+    def _fail(self, kind: str, message: str, rid: int | None = None) -> None:
+        self.send_frame(encode_frame(Fail(rid, ErrorValue(kind=kind, message=message))))
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _next_frame(self, deadline: float | None) -> bytes:
+        while not self._ready:
+            if deadline is None and self._frames.partial:
+                deadline = time.monotonic() + self.server.config.daemon.frame_timeout_s
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise PhloemError(ErrorKind.TIMEOUT, "incomplete frame: peer stopped sending")
+            ms = None if remaining is None else int(remaining * 1000) + 1
+            if not self._poll.poll(ms):
+                continue
+            try:
+                data = self.sock.recv(RECV_BYTES)
+            except OSError as exc:
+                raise _Closed(self._frames.partial) from exc
+            if not data:
+                raise _Closed(self._frames.partial)
+            self._ready.extend(self._frames.feed(data))
+        return self._ready.popleft()
+
+    def _run(self) -> None:
+        try:
+            self._serve()
+        except _Closed as closed:
+            if closed.partial:
+                self._fail(ErrorKind.BAD_FRAME, "truncated frame: connection closed mid-frame")
+        except PhloemError as err:
+            self._fail(err.kind, err.message)
+        except Exception:
+            log.exception("connection_failed", owner=self.owner.id)
+            self._fail("internal", "the daemon failed to serve this connection")
+        finally:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        with self._lock:
+            subs = list(self._subs.values())
+            self._subs.clear()
+        for stream, sub in subs:
+            stream.unsubscribe(sub, ExitReason.owner_down())
+        self.server.tree.owner_down(self.owner)
+        self._flush(CLOSE_FLUSH_TIMEOUT_S)
+        with self._wcond:
+            self._kill_locked()
+        self.sock.close()
+        self.server._forget(self)
+        log.debug("connection_closed", owner=self.owner.id)
+
+    def _serve(self) -> None:
+        cfg = self.server.config.daemon
+        try:
+            first = self._next_frame(time.monotonic() + cfg.handshake_timeout_s)
+        except PhloemError as err:
+            if err.kind == ErrorKind.TIMEOUT:
+                raise PhloemError(ErrorKind.TIMEOUT, "no hello within handshake_timeout_s") from err
+            raise
+        hello = decode_client(first)
+        if not isinstance(hello, Hello):
+            raise PhloemError(ErrorKind.BAD_FRAME, "the first frame must be a hello")
+        if hello.version not in SUPPORTED_VERSIONS:
+            raise PhloemError(
+                ErrorKind.UNSUPPORTED_VERSION,
+                f"protocol version {hello.version} is not supported "
+                f"(supported: {sorted(SUPPORTED_VERSIONS)})",
+            )
+        self.send_frame(
+            encode_frame(
+                Welcome(
+                    version=PROTOCOL_VERSION,
+                    server=f"phloem/{phloem.__version__}",
+                    pid=os.getpid(),
+                    max_frame_bytes=cfg.max_frame_bytes,
+                    request_timeout_s=cfg.request_timeout_s,
+                )
+            )
+        )
+        while True:
+            message = decode_client(self._next_frame(None))
+            self._handle(message)
+
+    def _handle(self, message: Any) -> None:
+        tree = self.server.tree
+        if isinstance(message, Ask | Tell):
+            if not self._admit(message.id):
+                return
+            timeout = message.timeout if isinstance(message, Ask) else None
+            tree.call(
+                self.owner,
+                message.actor,
+                bytes(message.body),
+                timeout,
+                self._responder(message.id),
+                tell=isinstance(message, Tell),
+            )
+        elif isinstance(message, Credit):
+            with self._lock:
+                entry = self._subs.get(message.sub)
+            if entry is not None:  # unknown: the stream already ended; acks are late
+                if message.messages < 0 or message.bytes < 0:
+                    raise PhloemError(ErrorKind.BAD_FRAME, "credit must be >= 0")
+                entry[0].ack(entry[1], message.messages, message.bytes)
+        elif isinstance(message, GetStatus):
+            self._reply(message.id, tree.status())
+        elif isinstance(message, GetTree):
+            self._reply(message.id, tree.snapshot())
+        elif isinstance(message, Subscribe):
+            self._subscribe(message)
+        elif isinstance(message, Unsubscribe):
+            with self._lock:
+                entry = self._subs.get(message.sub)
+            if entry is not None:
+                entry[0].unsubscribe(entry[1])
+            self.send_frame(encode_frame(Reply(message.id, NIL)))
+        elif isinstance(message, Ping):
+            self.send_frame(encode_frame(Reply(message.id, NIL)))
+        elif isinstance(message, StopDaemon):
+            self.send_frame(encode_frame(Reply(message.id, NIL)))
+            log.info("stop_requested", owner=self.owner.id, peer_pid=self.peer_pid)
+            self.server.request_stop()
+        elif isinstance(message, Hello):
+            raise PhloemError(ErrorKind.BAD_FRAME, "hello sent twice")
+
+    def _admit(self, rid: int) -> bool:
+        with self._lock:
+            if self._inflight >= self.server.config.daemon.max_inflight_per_connection:
+                limit = self.server.config.daemon.max_inflight_per_connection
+                self._fail(ErrorKind.BACKPRESSURE, f"{limit} requests in flight", rid)
+                return False
+            self._inflight += 1
+            return True
+
+    def _responder(self, rid: int) -> Any:
+        def respond(outcome: tuple[bool, bytes | ErrorValue]) -> None:
+            ok, value = outcome
+            if ok:
+                assert isinstance(value, bytes)
+                frame = encode_frame(Reply(rid, msgspec.Raw(value)))
+                if len(frame) - HEADER_BYTES > self.max_frame_bytes:
+                    frame = encode_frame(
+                        Fail(
+                            rid,
+                            ErrorValue(
+                                kind=ErrorKind.FRAME_TOO_LARGE,
+                                message=f"reply of {len(frame)} bytes exceeds max_frame_bytes",
+                            ),
+                        )
+                    )
+            else:
+                assert isinstance(value, ErrorValue)
+                frame = encode_frame(Fail(rid, value))
+            with self._lock:
+                self._inflight -= 1
+            self.send_frame(frame)
+
+        return respond
+
+    def _reply(self, rid: int, value: Any) -> None:
+        self._responder_direct(rid, msgspec.msgpack.encode(value))
+
+    def _responder_direct(self, rid: int, body: bytes) -> None:
+        with self._lock:
+            self._inflight += 1
+        self._responder(rid)((True, body))
+
+    def _subscribe(self, message: Subscribe) -> None:
+        try:
+            window = CreditWindow(message.window_messages, message.window_bytes)
+        except (TypeError, ValueError) as exc:
+            self._fail(ErrorKind.BAD_MESSAGE, f"window {exc}", message.id)
+            return
+        try:
+            topic = self.server.tree.streams.get(message.stream, self.owner)
+        except PhloemError as err:
+            self._fail(err.kind, err.message, message.id)
+            return
+        sub_id = next(self._sub_ids)
+        self.send_frame(
+            encode_frame(Reply(message.id, msgspec.Raw(msgspec.msgpack.encode(sub_id))))
+        )
+
+        def deliver(data: bytes) -> None:
+            frame = encode_frame(Event(sub_id, msgspec.Raw(data)))
+            if len(frame) - HEADER_BYTES > self.max_frame_bytes:
+                raise PhloemError(ErrorKind.FRAME_TOO_LARGE, "event exceeds max_frame_bytes")
+            self.send_frame(frame)
+
+        def on_detach(reason: ExitReason) -> None:
+            with self._lock:
+                self._subs.pop(sub_id, None)
+            detail = reason.detail or reason.message
+            self.send_frame(encode_frame(StreamEnd(sub_id, reason.kind.value, detail)))
+
+        stream = topic.stream
+        try:
+            sub = stream.subscribe(window, deliver, on_detach)
+        except PhloemError as err:
+            self.send_frame(encode_frame(StreamEnd(sub_id, err.kind, err.message)))
+            return
+        with self._lock:
+            if sub.attached:
+                self._subs[sub_id] = (stream, sub)
+
+
+# --- the server -------------------------------------------------------------------------
+
+
+class Server:
+    """Accepts connections on the socket and serves them from a `Tree`."""
+
+    def __init__(self, config: Config, tree: Tree, path: Path) -> None:
+        self.config = config
+        self.tree = tree
+        self.path = path
+        self._conns: set[Connection] = set()
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._stop = threading.Event()
+        self._listener: socket.socket | None = None
+        self._inode: int | None = None
+        tree.connections = self.connection_count
+        tree.socket_path = str(path)
+
+    def connection_count(self) -> int:
+        with self._lock:
+            return len(self._conns)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def bind(self) -> None:
+        shared = bool(self.config.daemon.allowed_uids)
+        prepare_socket_path(self.path, shared)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            listener.bind(str(self.path))
+        except OSError as exc:
+            listener.close()
+            if exc.errno == errno.EADDRINUSE:
+                raise PhloemError(
+                    "daemon_running", f"a phloem daemon is already running at {self.path}"
+                ) from exc
+            raise PhloemError("socket_error", f"cannot bind {self.path}: {exc}") from exc
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o666 if shared else 0o600)
+        self._inode = self.path.stat().st_ino
+        listener.listen(LISTEN_BACKLOG)
+        listener.setblocking(False)
+        self._listener = listener
+
+    def serve(self) -> None:
+        """Accept until `request_stop` (or the tree stops)."""
+        assert self._listener is not None
+        self.tree.root.add_exit_callback(lambda reason: self.request_stop())
+        sel = selectors.DefaultSelector()
+        sel.register(self._listener, selectors.EVENT_READ)
+        sel.register(self._wake_r, selectors.EVENT_READ)
+        try:
+            while not self._stop.is_set():
+                for key, _ in sel.select():
+                    if key.fileobj is self._wake_r:
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(4096)
+                    else:
+                        self._accept()
+        finally:
+            sel.close()
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("accept_failed", error=str(exc))
+                return
+            sock.setblocking(True)
+            try:
+                peer = peer_credentials(sock)
+            except OSError:
+                sock.close()
+                continue
+            allowed = peer[1] == os.getuid() or peer[1] in self.config.daemon.allowed_uids
+            if not allowed:
+                log.warning("peer_refused", peer_uid=peer[1], peer_pid=peer[0])
+                _refuse(sock, ErrorKind.PERMISSION_DENIED, f"uid {peer[1]} is not allowed")
+                continue
+            with self._lock:
+                full = len(self._conns) >= self.config.daemon.max_connections
+                if not full:
+                    conn = Connection(self, sock, peer)
+                    self._conns.add(conn)
+            if full:
+                limit = self.config.daemon.max_connections
+                _refuse(sock, ErrorKind.TOO_MANY_CONNECTIONS, f"max_connections ({limit}) reached")
+                continue
+            conn.thread.start()
+
+    def _forget(self, conn: Connection) -> None:
+        with self._lock:
+            self._conns.discard(conn)
+
+    def close(self) -> None:
+        """Stop listening, remove the socket file, end every connection."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        with contextlib.suppress(OSError):
+            if self._inode is not None and self.path.stat().st_ino == self._inode:
+                self.path.unlink()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            conn.shutdown()
+        deadline = time.monotonic() + self.config.daemon.shutdown_timeout_s
+        for conn in conns:
+            conn.thread.join(max(0.0, deadline - time.monotonic()))
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def _refuse(sock: socket.socket, kind: str, message: str) -> None:
+    with contextlib.suppress(OSError):
+        sock.settimeout(1.0)
+        sock.sendall(encode_frame(Fail(None, ErrorValue(kind=kind, message=message))))
+        sock.shutdown(socket.SHUT_WR)
+    sock.close()
+
+
+# --- main -------------------------------------------------------------------------------
+
+
+def run(config: Config | str | os.PathLike[str] | None = None) -> int:
+    """Run the daemon in the foreground; the process exit code."""
+    cfg = config if isinstance(config, Config) else load_config(config)
+    configure_logging(cfg.logging)
+    path = cfg.daemon.socket_path()
+    prepare_socket_path(path, bool(cfg.daemon.allowed_uids))  # refuse a live daemon early
+    tree = Tree.start(cfg)
+    server = Server(cfg, tree, path)
+    try:
+        server.bind()
+    except PhloemError:
+        tree.stop()
+        raise
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal_received", signal=signal.Signals(signum).name)
+        server.request_stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    log.info(
+        "daemon_ready",
+        socket=str(path),
+        pid=os.getpid(),
+        version=phloem.__version__,
+        services=tree.services,
+    )
+    try:
+        server.serve()
+    finally:
+        root_failed = not tree.root.is_alive()
+        server.close()
+        reason = tree.stop(cfg.daemon.shutdown_timeout_s)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log.info("daemon_stopped", reason=str(reason))
+    return 1 if root_failed else 0

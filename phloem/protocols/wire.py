@@ -1,0 +1,281 @@
+"""The client wire protocol: length-prefixed msgpack frames of tagged msgspec structs.
+
+A frame is a 4-byte big-endian length followed by that many bytes of msgpack: one
+message of `ClientMessage` (client → daemon) or `ServerMessage` (daemon → client), told
+apart by the tag field `t`. Payloads addressed to actors (`Ask.body`, `Reply.body`,
+`Event.body`) are nested msgpack kept raw (`msgspec.Raw`), so the daemon decodes them
+only once, against the receiving service's own request type.
+
+Conversation:
+1. The client sends `Hello(version)`; the daemon answers `Welcome` or
+   `Fail(unsupported_version)` and closes.
+2. Requests carry a client-chosen `id`; each gets exactly one `Reply` or `Fail` with that
+   id. Requests may be pipelined; replies come in completion order.
+3. `Subscribe` opens a stream under credit (`window_messages`, `window_bytes`); events
+   arrive as `Event(sub, body)`; the client returns credit with `Credit(sub, messages,
+   bytes)`; the end comes as `StreamEnd(sub, kind, detail)`.
+
+A frame that cannot be decoded, or longer than the maximum frame size, gets one
+`Fail(id=None, ...)` (`bad_frame`, `frame_too_large`) and closes that connection only.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import Any
+
+import msgspec
+
+from phloem.protocols.errors import ErrorValue, PhloemError
+
+PROTOCOL_VERSION = 1
+SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION})
+HEADER = struct.Struct(">I")
+HEADER_BYTES = HEADER.size
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+MAX_FRAME_BYTES_LIMIT = 64 * 1024 * 1024
+MAX_ACTOR_PATH_CHARS = 512
+MAX_STREAM_NAME_CHARS = 512
+MAX_REQUEST_ID = 2**63 - 1
+
+
+class ErrorKind(enum.StrEnum):
+    """Stable kinds of errors that the daemon and clients report."""
+
+    BAD_FRAME = "bad_frame"
+    FRAME_TOO_LARGE = "frame_too_large"
+    UNSUPPORTED_VERSION = "unsupported_version"
+    BAD_MESSAGE = "bad_message"  # a payload that fails to decode against the target's type
+    UNKNOWN_ACTOR = "unknown_actor"
+    UNKNOWN_STREAM = "unknown_stream"
+    NOT_OWNER = "not_owner"
+    INVALID_REF = "invalid_ref"
+    BACKPRESSURE = "backpressure"
+    TIMEOUT = "timeout"
+    NOPROC = "noproc"  # the target stopped before replying
+    ACTOR_ERROR = "actor_error"  # the handler raised something that is not a PhloemError
+    PERMISSION_DENIED = "permission_denied"
+    TOO_MANY_CONNECTIONS = "too_many_connections"
+    SHUTTING_DOWN = "shutting_down"
+    CONNECTION_LOST = "connection_lost"
+    NO_DAEMON = "no_daemon"
+    DUPLICATE_ID = "duplicate_id"
+    UNSUPPORTED = "unsupported"
+
+
+class _Msg(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=True):
+    pass
+
+
+# --- client → daemon --------------------------------------------------------------------
+
+RequestId = int
+
+
+class Hello(_Msg, tag="hello", frozen=True):
+    version: int
+    client: str = ""
+
+
+class Ask(_Msg, tag="ask", frozen=True):
+    """Ask an actor (by path) and wait for its reply; `timeout` in seconds."""
+
+    id: RequestId
+    actor: str
+    body: msgspec.Raw
+    timeout: float | None = None
+
+
+class Tell(_Msg, tag="tell", frozen=True):
+    """Queue a message for an actor; the reply is an empty `Reply` once it is queued."""
+
+    id: RequestId
+    actor: str
+    body: msgspec.Raw
+
+
+class GetStatus(_Msg, tag="status", frozen=True):
+    id: RequestId
+
+
+class GetTree(_Msg, tag="tree", frozen=True):
+    id: RequestId
+
+
+class Subscribe(_Msg, tag="subscribe", frozen=True):
+    id: RequestId
+    stream: str
+    window_messages: int
+    window_bytes: int
+
+
+class Credit(_Msg, tag="credit", frozen=True):
+    """Return credit for a subscription (no reply)."""
+
+    sub: int
+    messages: int
+    bytes: int
+
+
+class Unsubscribe(_Msg, tag="unsubscribe", frozen=True):
+    id: RequestId
+    sub: int
+
+
+class StopDaemon(_Msg, tag="stop", frozen=True):
+    id: RequestId
+
+
+class Ping(_Msg, tag="ping", frozen=True):
+    id: RequestId
+
+
+ClientMessage = (
+    Hello | Ask | Tell | GetStatus | GetTree | Subscribe | Credit | Unsubscribe | StopDaemon | Ping
+)
+
+# --- daemon → client --------------------------------------------------------------------
+
+
+class Welcome(_Msg, tag="welcome", frozen=True):
+    version: int
+    server: str
+    pid: int
+    max_frame_bytes: int
+    request_timeout_s: float = 30.0
+
+
+class Reply(_Msg, tag="reply", frozen=True):
+    id: RequestId
+    body: msgspec.Raw
+
+
+class Fail(_Msg, tag="fail", frozen=True):
+    """An error for request `id`, or for the connection itself when `id` is None."""
+
+    id: RequestId | None
+    error: ErrorValue
+
+
+class Event(_Msg, tag="event", frozen=True):
+    sub: int
+    body: msgspec.Raw
+
+
+class StreamEnd(_Msg, tag="end", frozen=True):
+    """A subscription ended: `kind` is an exit kind (`normal`, `backpressure`, ...)."""
+
+    sub: int
+    kind: str
+    detail: str | None = None
+
+
+ServerMessage = Welcome | Reply | Fail | Event | StreamEnd
+
+# --- framing ----------------------------------------------------------------------------
+
+_encoder = msgspec.msgpack.Encoder()
+client_decoder = msgspec.msgpack.Decoder(ClientMessage)
+server_decoder = msgspec.msgpack.Decoder(ServerMessage)
+
+NIL = msgspec.Raw(b"\xc0")  # msgpack nil: the body of an empty reply
+
+
+def encode_body(value: Any) -> msgspec.Raw:
+    """Encode an actor payload as raw msgpack for an `Ask`/`Reply`/`Event` body."""
+    return msgspec.Raw(_encoder.encode(value))
+
+
+def encode_frame(message: _Msg) -> bytes:
+    """Header + msgpack of one message."""
+    body = _encoder.encode(message)
+    return HEADER.pack(len(body)) + body
+
+
+def error_frame(kind: str, message: str, request_id: RequestId | None = None) -> bytes:
+    return encode_frame(Fail(request_id, ErrorValue(kind=kind, message=message)))
+
+
+def check_max_frame_bytes(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("max_frame_bytes must be an int")
+    if not 1 <= value <= MAX_FRAME_BYTES_LIMIT:
+        raise ValueError(f"max_frame_bytes must be between 1 and {MAX_FRAME_BYTES_LIMIT}")
+    return value
+
+
+class FrameReader:
+    """Splits a byte stream into frame bodies; refuses frames over `max_frame_bytes`.
+
+    Keeps at most one frame's bytes plus one read's worth buffered.
+    """
+
+    __slots__ = ("_buf", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = check_max_frame_bytes(max_frame_bytes)
+        self._buf = bytearray()
+
+    @property
+    def partial(self) -> bool:
+        """True while a frame has started but not completed."""
+        return bool(self._buf)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add received bytes; the complete frame bodies now available."""
+        self._buf += data
+        frames: list[bytes] = []
+        while len(self._buf) >= HEADER_BYTES:
+            (length,) = HEADER.unpack_from(self._buf)
+            if length > self.max_frame_bytes:
+                raise PhloemError(
+                    ErrorKind.FRAME_TOO_LARGE,
+                    f"frame of {length} bytes exceeds max_frame_bytes {self.max_frame_bytes}",
+                )
+            end = HEADER_BYTES + length
+            if len(self._buf) < end:
+                break
+            frames.append(bytes(self._buf[HEADER_BYTES:end]))
+            del self._buf[:end]
+        return frames
+
+
+def decode_client(frame: bytes) -> Any:
+    """Decode a client frame body; `PhloemError(bad_frame)` with msgspec's reason."""
+    try:
+        return client_decoder.decode(frame)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise PhloemError(ErrorKind.BAD_FRAME, f"undecodable frame: {exc}") from exc
+
+
+def decode_server(frame: bytes) -> Any:
+    try:
+        return server_decoder.decode(frame)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise PhloemError(ErrorKind.BAD_FRAME, f"undecodable frame from daemon: {exc}") from exc
+
+
+# --- replies with a fixed shape -----------------------------------------------------------
+
+
+class DaemonStatus(msgspec.Struct, frozen=True):
+    """The one-screen summary behind `phloem status` (and `Client.status()`)."""
+
+    version: str
+    pid: int
+    started_at: float
+    uptime_s: float
+    state: str
+    services: list[str]
+    actors: int
+    processes: int
+    supervisors: int
+    restarts: int
+    rss_bytes: int
+    children_rss_bytes: int
+    threads: int
+    connections: int
+    refs: int
+    streams: int
+    socket: str | None = None

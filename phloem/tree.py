@@ -1,0 +1,461 @@
+"""`Tree`: phloem's supervision tree with its services, embedded or inside the daemon.
+
+`Tree.start(config)` loads the configuration, starts the root supervisor with every
+configured service (see `phloem.actors.services`) and returns a handle that routes
+requests: `tree.client()` gives an in-process `Client` (its own owner) with the same API
+as a socket client, and the daemon calls the same routing (`call`, `subscribe`, `status`,
+`snapshot`, `owner_down`) for each connection.
+
+Routing: an actor path is a slash-separated list of child ids from the root (`echo`,
+`agents/run-1`); a leading root name is allowed. Service actors receive a `Call` with the
+caller's owner and a reply-once handle; other actors get the decoded message through a
+plain ask. Every call has a deadline; when it passes the caller gets `timeout`, and if
+the target stops first the caller gets `noproc`. Nothing waits without a bound.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import psutil
+import structlog
+
+import phloem
+from phloem.actors.services import Call, Outcome, Respond, ServiceActor, ServiceContext
+from phloem.actors.services import configured_services as _configured_services
+from phloem.actors.streams import StreamHub
+from phloem.config import Config, load_config
+from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, DaemonStatus
+from phloem.supervision.actor import ActorHandle
+from phloem.supervision.credit import CreditWindow, Subscription
+from phloem.supervision.handle import ChildHandle
+from phloem.supervision.reasons import ExitReason, redact
+from phloem.supervision.refs import Owner, OwnerRegistry
+from phloem.supervision.snapshot import TreeSnapshot, tree_snapshot
+from phloem.supervision.spec import SupervisorSpec
+from phloem.supervision.supervisor import Supervisor, SupervisorRef
+
+if TYPE_CHECKING:
+    from phloem.client import Client
+
+log = structlog.get_logger("phloem.tree")
+
+MAX_PLAIN_ASKS = 256  # concurrent asks to non-service actors (each holds a worker thread)
+PLAIN_ASK_WORKERS = 16
+MAX_PATH_DEPTH = 16
+
+_NIL = b"\xc0"
+_decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
+_any_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
+_encoder = msgspec.msgpack.Encoder()
+
+
+def _decoder_for(request_type: Any) -> msgspec.msgpack.Decoder[Any]:
+    decoder = _decoders.get(request_type)
+    if decoder is None:
+        decoder = _decoders[request_type] = msgspec.msgpack.Decoder(request_type)
+    return decoder
+
+
+def _error(kind: str, message: str) -> Outcome:
+    return (False, ErrorValue(kind=kind, message=message))
+
+
+class _Deadlines:
+    """One thread that fails calls whose deadline passed. Bounded: completed calls are
+    compacted away once they outnumber the open ones."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Call]] = []
+        self._seq = itertools.count()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="phloem-deadlines", daemon=True)
+        self._thread.start()
+
+    def add(self, deadline: float, call: Call) -> None:
+        with self._cond:
+            if len(self._heap) > 1024 and len(self._heap) > 4 * self._open():
+                self._heap = [e for e in self._heap if not e[2].done]
+                heapq.heapify(self._heap)
+            first = not self._heap or deadline < self._heap[0][0]
+            heapq.heappush(self._heap, (deadline, next(self._seq), call))
+            if first:
+                self._cond.notify()
+
+    def _open(self) -> int:
+        return sum(1 for e in self._heap if not e[2].done)
+
+    def _run(self) -> None:
+        while True:
+            expired: list[Call] = []
+            with self._cond:
+                while not self._stopped:
+                    now = time.monotonic()
+                    while self._heap and (self._heap[0][2].done or self._heap[0][0] <= now):
+                        _, _, call = heapq.heappop(self._heap)
+                        if not call.done:
+                            expired.append(call)
+                    if expired:
+                        break
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+                if self._stopped and not expired:
+                    return
+            for call in expired:
+                call.fail(PhloemError("timeout", "no reply before the deadline"))
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+
+class Tree:
+    """A running phloem tree: root supervisor, services, refs and streams."""
+
+    def __init__(
+        self,
+        config: Config,
+        root: SupervisorRef,
+        refs: OwnerRegistry,
+        streams: StreamHub,
+        services: list[str],
+    ) -> None:
+        self.config = config
+        self.root = root
+        self.refs = refs
+        self.streams = streams
+        self.services = services
+        self.started_at = time.time()
+        self._deadlines = _Deadlines()
+        self._pending_lock = threading.Lock()
+        self._pending: dict[str, set[Call]] = {}
+        self._plain_asks = threading.BoundedSemaphore(MAX_PLAIN_ASKS)
+        self._executor = ThreadPoolExecutor(PLAIN_ASK_WORKERS, thread_name_prefix="phloem-ask")
+        self._stopped = threading.Event()
+        self.connections: Callable[[], int] = lambda: 0
+        self.socket_path: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls, config: str | os.PathLike[str] | Config | None = None, *, name: str = "phloem"
+    ) -> Tree:
+        """Start a tree from a TOML path, a `Config`, or None for the defaults."""
+        cfg = config if isinstance(config, Config) else load_config(config)
+        refs = OwnerRegistry(cfg.supervision.max_refs_per_owner)
+        streams = StreamHub(cfg.supervision.max_streams)
+        specs = []
+        names = []
+        for service in _configured_services(cfg):
+            ctx = ServiceContext(service.name, cfg, refs, streams)
+            spec = service.factory(ctx)
+            if spec is None:
+                continue
+            if spec.id != service.name:
+                raise PhloemError(
+                    "config_invalid",
+                    f"service {service.name!r}: its child spec id is {spec.id!r}",
+                )
+            specs.append(spec)
+            names.append(service.name)
+        sup = cfg.supervision
+        root = Supervisor.start(
+            SupervisorSpec(sup.strategy, sup.intensity, sup.period_s), specs, name=name
+        )
+        tree = cls(cfg, root, refs, streams, names)
+        root.add_exit_callback(tree._on_root_exit)
+        log.info("tree_started", services=names)
+        return tree
+
+    def _on_root_exit(self, reason: ExitReason) -> None:
+        if not self._stopped.is_set():
+            log.error("root_supervisor_exited", reason=str(reason))
+        self._stopped.set()
+
+    @property
+    def alive(self) -> bool:
+        return not self._stopped.is_set() and self.root.is_alive()
+
+    def wait_stopped(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
+
+    def stop(self, timeout: float | None = None) -> ExitReason:
+        """Stop every service in reverse start order, close streams, fail open calls."""
+        self._stopped.set()
+        self.streams.close_all(ExitReason.shutdown())
+        reason = self.root.stop(timeout)
+        with self._pending_lock:
+            pending = [c for calls in self._pending.values() for c in calls]
+        for call in pending:
+            call.fail(PhloemError("shutting_down", "the tree is stopping"))
+        self._deadlines.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        log.info("tree_stopped", reason=str(reason))
+        return reason
+
+    def __enter__(self) -> Tree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- clients -------------------------------------------------------------------------
+
+    def client(self, label: str = "") -> Client:
+        """An in-process client: the same API as `phloem.Client`, its own owner."""
+        from phloem.client import Client, LocalTransport
+
+        return Client(LocalTransport(self, Owner.client(label or "tree.client")))
+
+    def owner_down(self, owner: Owner) -> None:
+        """Cancel everything `owner` held: its refs and its topics."""
+        n = self.refs.owner_down(owner)
+        m = self.streams.owner_down(owner)
+        if n or m:
+            log.info("owner_down", owner=owner.id, refs=n, streams=m)
+
+    # -- routing -------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> ActorHandle:
+        """The running actor at `path` (`unknown_actor` if none)."""
+        if not isinstance(path, str) or not path or len(path) > MAX_ACTOR_PATH_CHARS:
+            raise PhloemError("unknown_actor", "actor path must be a non-empty string")
+        parts = path.strip("/").split("/")
+        if parts and parts[0] == self.root.name and len(parts) > 1:
+            parts = parts[1:]
+        if len(parts) > MAX_PATH_DEPTH:
+            raise PhloemError("unknown_actor", f"no actor at {path[:80]!r}")
+        node: ChildHandle = self.root
+        for part in parts:
+            if not isinstance(node, SupervisorRef) or not node.is_alive():
+                raise PhloemError("unknown_actor", f"no actor at {path[:80]!r}")
+            found = None
+            for info in node.which_children():
+                if info.id == part and info.ref is not None:
+                    found = info.ref
+                    break
+            if found is None:
+                raise PhloemError("unknown_actor", f"no actor at {path[:80]!r}")
+            node = found
+        if isinstance(node, SupervisorRef) or not isinstance(node, ActorHandle):
+            raise PhloemError("unknown_actor", f"{path[:80]!r} is not an actor that takes messages")
+        if not node.is_alive():
+            raise PhloemError("unknown_actor", f"actor {path[:80]!r} is not running")
+        return node
+
+    def call(
+        self,
+        owner: Owner,
+        path: str,
+        body: bytes,
+        timeout: float | None,
+        respond: Respond,
+        *,
+        tell: bool = False,
+    ) -> None:
+        """Route one request; `respond` is called exactly once with the outcome."""
+        if self._stopped.is_set():
+            respond(_error("shutting_down", "the tree is stopping"))
+            return
+        try:
+            handle = self.resolve(path)
+        except PhloemError as err:
+            respond((False, err.to_value()))
+            return
+        actor = handle.actor
+        if isinstance(actor, ServiceActor):
+            self._call_service(
+                handle, type(actor).request_type, owner, body, timeout, respond, tell
+            )
+        else:
+            self._call_plain(handle, body, timeout, respond, tell)
+
+    def _timeout(self, timeout: float | None) -> float:
+        d = self.config.daemon
+        if timeout is None:
+            return d.request_timeout_s
+        if math.isnan(timeout) or timeout <= 0:
+            return 0.0
+        return min(timeout, d.max_request_timeout_s)
+
+    def _call_service(
+        self,
+        handle: ActorHandle,
+        request_type: Any,
+        owner: Owner,
+        body: bytes,
+        timeout: float | None,
+        respond: Respond,
+        tell: bool,
+    ) -> None:
+        try:
+            message = (
+                _any_decoder.decode(body)
+                if request_type is None
+                else _decoder_for(request_type).decode(body)
+            )
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            respond(_error("bad_message", f"{handle.name}: {exc}"))
+            return
+        if tell:
+            call = Call(owner, message, _log_tell_outcome)
+        else:
+            call = Call(owner, message, respond)
+            seconds = self._timeout(timeout)
+            if seconds <= 0:
+                respond(_error("timeout", "timeout must be > 0"))
+                return
+            self._track(handle, call)
+            self._deadlines.add(time.monotonic() + seconds, call)
+        try:
+            handle.tell(call)
+        except PhloemError as err:
+            if tell:
+                respond((False, err.to_value()))
+            else:
+                call.fail(err)
+            return
+        if tell:
+            respond((True, _NIL))
+
+    def _track(self, handle: ActorHandle, call: Call) -> None:
+        key = handle.handle_id
+        with self._pending_lock:
+            calls = self._pending.get(key)
+            if calls is None:
+                calls = self._pending[key] = set()
+                handle.add_exit_callback(lambda reason: self._target_exited(key, reason))
+            calls.add(call)
+
+        def untrack(done: Call) -> None:
+            with self._pending_lock:
+                s = self._pending.get(key)
+                if s is not None:
+                    s.discard(done)
+
+        call._on_done = untrack
+
+    def _target_exited(self, key: str, reason: ExitReason) -> None:
+        with self._pending_lock:
+            calls = self._pending.pop(key, set())
+        for call in list(calls):
+            call.fail(PhloemError("noproc", f"the actor stopped before replying ({reason})"))
+
+    def _call_plain(
+        self,
+        handle: ActorHandle,
+        body: bytes,
+        timeout: float | None,
+        respond: Respond,
+        tell: bool,
+    ) -> None:
+        try:
+            message = handle.decode(_any_decoder.decode(body))
+        except msgspec.DecodeError as exc:
+            respond(_error("bad_message", str(exc)))
+            return
+        except PhloemError as err:
+            respond((False, err.to_value()))
+            return
+        if tell:
+            try:
+                handle.tell(message)
+            except PhloemError as err:
+                respond((False, err.to_value()))
+                return
+            respond((True, _NIL))
+            return
+        if not self._plain_asks.acquire(blocking=False):
+            respond(_error("backpressure", f"{MAX_PLAIN_ASKS} asks to plain actors in flight"))
+            return
+        seconds = self._timeout(timeout)
+
+        def run() -> None:
+            try:
+                result = handle.ask(message, timeout=seconds)
+                respond((True, _encoder.encode(result)))
+            except PhloemError as err:
+                respond((False, err.to_value()))
+            except (TypeError, msgspec.EncodeError) as exc:
+                respond(_error("actor_error", f"reply is not encodable: {exc}"))
+            except Exception as exc:
+                respond(_error("actor_error", f"{type(exc).__name__}: {redact(str(exc))}"))
+            finally:
+                self._plain_asks.release()
+
+        try:
+            self._executor.submit(run)
+        except RuntimeError:
+            self._plain_asks.release()
+            respond(_error("shutting_down", "the tree is stopping"))
+
+    # -- streams -------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        owner: Owner,
+        stream: str,
+        window: CreditWindow,
+        deliver: Callable[[bytes], None],
+        on_detach: Callable[[ExitReason], None],
+    ) -> Subscription:
+        topic = self.streams.get(stream, owner)
+        return topic.stream.subscribe(window, deliver, on_detach)
+
+    # -- readings ------------------------------------------------------------------------
+
+    def snapshot(self) -> TreeSnapshot:
+        """`tree_snapshot()` of this tree's root."""
+        return tree_snapshot([self.root])
+
+    def status(self) -> DaemonStatus:
+        snap = self.snapshot()
+        children_rss = 0
+        for child in psutil.Process().children(recursive=True):
+            try:
+                children_rss += child.memory_info().rss
+            except psutil.Error:
+                continue
+        state = "running" if self.alive else "stopped"
+        return DaemonStatus(
+            version=phloem.__version__,
+            pid=os.getpid(),
+            started_at=self.started_at,
+            uptime_s=round(time.time() - self.started_at, 3),
+            state=state,
+            services=list(self.services),
+            actors=snap.actors,
+            processes=snap.processes,
+            supervisors=snap.supervisors,
+            restarts=snap.restarts,
+            rss_bytes=snap.rss_bytes,
+            children_rss_bytes=children_rss,
+            threads=snap.threads,
+            connections=self.connections(),
+            refs=self.refs.count(),
+            streams=len(self.streams),
+            socket=self.socket_path,
+        )
+
+
+def _log_tell_outcome(outcome: Outcome) -> None:
+    ok, value = outcome
+    if not ok and isinstance(value, ErrorValue):
+        log.info("tell_failed", kind=value.kind, message=value.message)
+
+
+def resolve_config(config: str | Path | Config | None) -> Config:
+    return config if isinstance(config, Config) else load_config(config)

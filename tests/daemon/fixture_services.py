@@ -1,0 +1,76 @@
+"""Services used by the daemon and tree tests, loaded through `[services.extra]`."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import msgspec
+
+from phloem.actors.services import Call, ServiceActor, ServiceContext
+from phloem.supervision.actor import Actor
+from phloem.supervision.reasons import ExitReason
+from phloem.supervision.spec import ChildSpec
+
+
+class Hold(msgspec.Struct, frozen=True, tag="hold"):
+    """Start 'work' bound to the caller; the reply is its ref."""
+
+    label: str
+
+
+class Peek(msgspec.Struct, frozen=True, tag="peek"):
+    ref: str
+
+
+class Cancelled(msgspec.Struct, frozen=True, tag="cancelled"):
+    """How many holds were cancelled, and with which reasons."""
+
+
+class Crash(msgspec.Struct, frozen=True, tag="crash"):
+    pass
+
+
+Request = Hold | Peek | Cancelled | Crash
+
+_cancelled: list[str] = []
+_cancelled_lock = threading.Lock()
+
+
+class HolderService(ServiceActor):
+    """Binds 'work' to the calling owner; cancellation is recorded (process-wide)."""
+
+    request_type = Request
+
+    def handle(self, message: Any, call: Call) -> Any:
+        if isinstance(message, Hold):
+            label = message.label
+
+            def on_cancel(reason: ExitReason) -> None:
+                with _cancelled_lock:
+                    _cancelled.append(f"{label}:{reason.kind.value}")
+
+            return self.ctx.refs.create(call.owner, label, on_cancel).text
+        if isinstance(message, Peek):
+            return self.ctx.refs.resolve(message.ref, call.owner)
+        if isinstance(message, Cancelled):
+            with _cancelled_lock:
+                return list(_cancelled)
+        raise RuntimeError("crash requested with api_key=sk-abcdefghijklmnopqrstuvwxyz")
+
+
+class Counter(Actor):
+    """A plain (non-service) actor: asks get the running total."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, int):
+            self.total += message
+        return self.total
+
+
+def counter_factory(ctx: ServiceContext) -> ChildSpec:
+    return ChildSpec(id=ctx.name, start=Counter)

@@ -1,0 +1,186 @@
+"""The embedded tree and its in-process client: routing, owners, streams, snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import msgspec
+import pytest
+
+import phloem
+from phloem.config import parse_config
+from phloem.protocols.errors import PhloemError
+from phloem.supervision.credit import CreditWindow
+from phloem.supervision.snapshot import tree_snapshot
+from phloem.tree import Tree
+from tests.daemon.conftest import FIXTURE_CONFIG
+from tests.daemon.fixture_services import Cancelled, Crash, Hold, Peek
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def tree() -> Iterator[Tree]:
+    with phloem.Tree.start(parse_config(FIXTURE_CONFIG)) as t:
+        yield t
+
+
+def test_a_tree_started_with_defaults_runs_the_echo_service() -> None:
+    with phloem.Tree.start() as tree, tree.client() as client:
+        assert client.ask("echo", {"hello": [1, 2]}) == {"hello": [1, 2]}
+        assert tree.services == ["echo"]
+    assert not tree.alive
+
+
+def test_the_embedded_client_decodes_replies_into_the_requested_type(tree: Tree) -> None:
+    class Point(msgspec.Struct):
+        x: int
+        y: int
+
+    with tree.client() as client:
+        assert client.ask("echo", Point(1, 2), reply_type=Point) == Point(1, 2)
+        with pytest.raises(PhloemError) as err:
+            client.ask("echo", "text", reply_type=Point)
+        assert err.value.kind == "bad_message"
+
+
+def test_an_unknown_actor_path_is_unknown_actor(tree: Tree) -> None:
+    with tree.client() as client:
+        for path in ["nope", "echo/deeper", "", "phloem", "x" * 600]:
+            with pytest.raises(PhloemError) as err:
+                client.ask(path, 1)
+            assert err.value.kind == "unknown_actor", path
+        assert client.ask("phloem/echo", 5) == 5  # a leading root name is allowed
+
+
+def test_a_message_that_fails_to_decode_is_an_error_and_the_service_lives_on(tree: Tree) -> None:
+    with tree.client() as client:
+        with pytest.raises(PhloemError) as err:
+            client.ask("holder", {"type": "bogus"})
+        assert err.value.kind == "bad_message"
+        assert "holder" in err.value.message
+        with pytest.raises(PhloemError) as err:
+            client.ask("holder", {"type": "hold", "label": 42})
+        assert err.value.kind == "bad_message"
+        assert "$.label" in err.value.message
+        ref = client.ask("holder", Hold("ok"))
+        assert client.ask("holder", Peek(ref)) == "ok"
+
+
+def test_a_handler_exception_is_an_actor_error_with_secrets_redacted(tree: Tree) -> None:
+    with tree.client() as client:
+        with pytest.raises(PhloemError) as err:
+            client.ask("holder", Crash())
+        assert err.value.kind == "actor_error"
+        assert "sk-abc" not in err.value.message and "RuntimeError" in err.value.message
+        assert client.ask("holder", Cancelled()) is not None
+
+
+def test_refs_are_bound_to_the_client_that_created_them(tree: Tree) -> None:
+    with tree.client("alice") as alice, tree.client("bob") as bob:
+        ref = alice.ask("holder", Hold("alice-work"))
+        assert ref.startswith("ref_")
+        with pytest.raises(PhloemError) as err:
+            bob.ask("holder", Peek(ref))
+        assert err.value.kind == "not_owner"
+        with pytest.raises(PhloemError) as err:
+            alice.ask("holder", Peek("ref_nothex"))
+        assert err.value.kind == "invalid_ref"
+        assert alice.ask("holder", Peek(ref)) == "alice-work"
+
+
+def test_closing_a_client_cancels_what_it_owned(tree: Tree) -> None:
+    observer = tree.client("observer")
+    leaver = tree.client("leaver")
+    leaver.ask("holder", Hold("embedded-leaver"))
+    assert tree.refs.count() == 1
+    leaver.close()
+    assert "embedded-leaver:owner_down" in observer.ask("holder", Cancelled())
+    assert tree.refs.count() == 0
+    with pytest.raises(PhloemError) as err:
+        leaver.ask("echo", 1)
+    assert err.value.kind == "closed"
+
+
+def test_an_ask_past_its_timeout_is_a_timeout_error(tree: Tree) -> None:
+    with tree.client() as client:
+        with pytest.raises(PhloemError) as err:
+            client.ask("echo", {"sleep": 5}, timeout=0.05)
+        assert err.value.kind == "timeout"
+        assert client.ask("echo", "still serving") == "still serving"
+
+
+def test_a_plain_actor_in_the_tree_is_reachable_by_path(tree: Tree) -> None:
+    with tree.client() as client:
+        assert client.ask("counter", 2) == 2
+        client.tell("counter", 3)
+        assert client.ask("counter", 0) == 5
+
+
+def test_a_subscription_receives_every_event_under_a_small_window(tree: Tree) -> None:
+    with tree.client() as client:
+        reply = client.ask("echo", {"stream": "embedded", "count": 50})
+        with client.subscribe(reply["stream"], CreditWindow(3, 1024)) as events:
+            assert [e["n"] for e in events] == list(range(50))
+
+
+def test_another_client_cannot_subscribe_to_an_owned_stream(tree: Tree) -> None:
+    with tree.client() as alice, tree.client() as bob:
+        reply = alice.ask("echo", {"stream": "private", "count": 1, "wait_s": 1})
+        with pytest.raises(PhloemError) as err:
+            bob.subscribe(reply["stream"])
+        assert err.value.kind == "not_owner"
+        with pytest.raises(PhloemError) as err:
+            bob.subscribe("echo/none")
+        assert err.value.kind == "unknown_stream"
+
+
+def test_the_client_tree_is_the_tree_snapshot_of_the_root(tree: Tree) -> None:
+    with tree.client() as client:
+        via_client = msgspec.to_builtins(client.tree())
+    direct = msgspec.to_builtins(tree_snapshot([tree.root]))
+    for snap in (via_client, direct):
+        for volatile in ("taken_at", "rss_bytes", "threads"):
+            snap.pop(volatile)
+    assert via_client == direct
+    assert [c["id"] for c in direct["roots"][0]["children"]] == ["echo", "holder", "counter"]
+
+
+def test_status_counts_services_refs_and_streams(tree: Tree) -> None:
+    with tree.client() as client:
+        client.ask("holder", Hold("counted"))
+        status = client.status()
+    assert status.services == ["echo", "holder", "counter"]
+    assert status.actors == 3 and status.supervisors == 1
+    assert status.refs == 1 and status.state == "running"
+
+
+def test_the_async_client_offers_the_same_api() -> None:
+    async def main(tree: Tree) -> list[object]:
+        client = phloem.AsyncClient(tree.client())
+        async with client:
+            reply = await client.ask("echo", {"stream": "async", "count": 3})
+            stream = await client.subscribe(reply["stream"], CreditWindow(1, 1024))
+            events = [e async for e in stream]
+            return [await client.ask("echo", 7), events]
+
+    with phloem.Tree.start() as tree:
+        assert asyncio.run(main(tree)) == [7, [{"n": 0}, {"n": 1}, {"n": 2}]]
+
+
+def test_a_stopped_tree_answers_shutting_down() -> None:
+    tree = phloem.Tree.start()
+    client = tree.client()
+    tree.stop()
+    with pytest.raises(PhloemError) as err:
+        client.ask("echo", 1)
+    assert err.value.kind == "shutting_down"
+
+
+def test_disabling_an_unknown_service_is_a_config_error() -> None:
+    with pytest.raises(PhloemError) as err:
+        Tree.start(parse_config('[services]\ndisabled = ["nope"]\n'))
+    assert err.value.kind == "config_invalid"
+    with Tree.start(parse_config('[services]\ndisabled = ["echo"]\n')) as tree:
+        assert tree.services == []
