@@ -1,0 +1,265 @@
+"""`phloem model list`, `phloem model probe NAME` and `phloem ask NAME PROMPT`.
+
+These run in the CLI process (no daemon needed): they read `[providers.NAME]` from the
+config file (`--config`, else `$PHLOEM_CONFIG`, else `conf/phloem.toml`), or take an ad-hoc
+provider from `--protocol --base-url --model [--api-key-env VAR]`. Exit 0 on success, 1
+with the error kind on stderr otherwise; `--json` prints the result or the error.
+
+`add_cli(commands)` plugs them into the main `phloem` command; `python -m phloem.models.cli`
+runs them on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+import msgspec
+import structlog
+
+from phloem.models import oneshot
+from phloem.models.providers import (
+    PROTOCOLS,
+    ProviderConfig,
+    api_key_for,
+    build_model,
+    load_providers,
+)
+from phloem.protocols.errors import PhloemError
+
+DEFAULT_CONFIG = "conf/phloem.toml"
+DEFAULT_ASK_MAX_OUTPUT_TOKENS = 1024
+DEFAULT_ASK_MAX_TEXT_BYTES = 64 * 1024
+
+
+class Context(Protocol):
+    """The part of the main CLI's command context these handlers use."""
+
+    args: argparse.Namespace
+    json: bool
+    out: TextIO
+    err: TextIO
+
+    def emit(self, value: Any, text: str | None = None) -> None: ...
+
+
+class CommandsLike(Protocol):
+    def add(
+        self, name: str, help: str, handler: Callable[[Any], int]
+    ) -> argparse.ArgumentParser: ...
+
+    def group(self, name: str, help: str) -> CommandsLike: ...
+
+
+def add_cli(commands: CommandsLike) -> None:
+    """Register `model list`, `model probe` and `ask` on the `phloem` command."""
+    model = commands.group("model", "configured model providers")
+    model.add("list", "list the configured providers (keys are never shown)", cmd_list)
+    probe = model.add("probe", "check that a provider can make a tool call", cmd_probe)
+    probe.add_argument("name", nargs="?", metavar="NAME", help="configured provider name")
+    _adhoc_options(probe)
+    probe.add_argument(
+        "--max-output-tokens", type=int, default=oneshot.DEFAULT_PROBE_MAX_OUTPUT_TOKENS
+    )
+    ask = commands.add("ask", "one-shot prompt to a provider (no tools)", cmd_ask)
+    ask.add_argument("name", nargs="?", metavar="NAME", help="configured provider name")
+    ask.add_argument("prompt", metavar="PROMPT")
+    _adhoc_options(ask)
+    ask.add_argument("--instruction", default="", help="system instruction")
+    ask.add_argument("--max-output-tokens", type=int, default=DEFAULT_ASK_MAX_OUTPUT_TOKENS)
+    ask.add_argument("--max-text-bytes", type=int, default=DEFAULT_ASK_MAX_TEXT_BYTES)
+
+
+def _adhoc_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("ad-hoc provider (instead of NAME)")
+    group.add_argument("--protocol", choices=PROTOCOLS)
+    group.add_argument("--base-url", metavar="URL")
+    group.add_argument("--model", metavar="MODEL")
+    group.add_argument("--api-key-env", metavar="VAR", help="environment variable with the key")
+    group.add_argument(
+        "--chat-token-limit",
+        choices=("max_tokens", "max_completion_tokens"),
+        help="openai-chat only (default max_completion_tokens)",
+    )
+
+
+def _config_path(args: argparse.Namespace) -> Path:
+    return Path(getattr(args, "config", None) or os.environ.get("PHLOEM_CONFIG") or DEFAULT_CONFIG)
+
+
+def _providers(args: argparse.Namespace) -> dict[str, ProviderConfig]:
+    path = _config_path(args)
+    if not path.exists() and not getattr(args, "config", None):
+        return {}
+    return load_providers(path)
+
+
+def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
+    """The provider a command names, or the ad-hoc one its options describe."""
+    adhoc = args.protocol or args.model or args.base_url or args.api_key_env
+    if args.name and adhoc:
+        raise PhloemError("invalid_argument", "give NAME or ad-hoc --protocol options, not both")
+    if not args.name:
+        if not (args.protocol and args.model):
+            raise PhloemError("invalid_argument", "give a provider NAME, or --protocol and --model")
+        limit = args.chat_token_limit
+        if args.protocol == "openai-chat" and limit is None:
+            limit = "max_completion_tokens"
+        try:
+            config = msgspec.convert(
+                {
+                    "protocol": args.protocol,
+                    "model": args.model,
+                    "base_url": args.base_url or "",
+                    "api_key_env": args.api_key_env,
+                    "chat_token_limit": limit,
+                },
+                ProviderConfig,
+            )
+        except msgspec.ValidationError as exc:
+            raise PhloemError("invalid_config", f"ad-hoc provider: {exc}") from None
+        return "(ad-hoc)", config
+    providers = _providers(args)
+    if args.name not in providers:
+        raise PhloemError(
+            "unknown_provider", f"no provider named {args.name!r} in {_config_path(args)}"
+        )
+    return args.name, providers[args.name]
+
+
+def cmd_list(ctx: Context) -> int:
+    providers = _providers(ctx.args)
+    rows = []
+    for name, cfg in providers.items():
+        try:
+            key_state = "set" if api_key_for(cfg) else "none"
+        except PhloemError:
+            key_state = "missing"
+        rows.append(
+            {
+                "name": name,
+                "protocol": cfg.protocol,
+                "model": cfg.model,
+                "base_url": cfg.resolved_base_url(),
+                "api_key_env": cfg.api_key_env,
+                "api_key": key_state,
+            }
+        )
+    lines = [
+        f"{r['name']:<16} {r['protocol']:<17} {r['model']:<28} {r['base_url']}"
+        f"  key: {r['api_key_env'] or '-'} ({r['api_key']})"
+        for r in rows
+    ]
+    ctx.emit({"providers": rows}, text="\n".join(lines) if lines else "no providers configured")
+    return 0
+
+
+def _finish(ctx: Context, result: oneshot.OneShotResult, text: str) -> int:
+    if ctx.json:
+        ctx.emit(result)
+    if result.error is not None:
+        ctx.err.write(f"phloem: {result.error.message} [{result.error.kind}]\n")
+        ctx.err.flush()
+        return 1
+    if not ctx.json:
+        ctx.emit(None, text=text)
+    return 0
+
+
+def cmd_probe(ctx: Context) -> int:
+    name, config = resolve_provider(ctx.args)
+    model = build_model(config)
+    try:
+        result = oneshot.probe(model, ctx.args.max_output_tokens)
+    finally:
+        model.close()
+    return _finish(ctx, result, f"{name}: tool calling works ({config.protocol} {config.model})")
+
+
+def cmd_ask(ctx: Context) -> int:
+    _, config = resolve_provider(ctx.args)
+    model = build_model(config)
+    try:
+        result = oneshot.run(
+            model,
+            ctx.args.instruction,
+            ctx.args.prompt,
+            (),
+            max_output_tokens=ctx.args.max_output_tokens,
+            max_returned_text_bytes=ctx.args.max_text_bytes,
+            max_model_calls=1,
+            max_tool_calls_per_response=1,
+        )
+    finally:
+        model.close()
+    return _finish(ctx, result, result.text)
+
+
+# -- standalone entry point (python -m phloem.models.cli) ---------------------------
+
+
+class _Commands:
+    def __init__(self, sub: Any) -> None:
+        self._sub = sub
+
+    def add(self, name: str, help: str, handler: Callable[[Any], int]) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = self._sub.add_parser(name, help=help)
+        parser.add_argument("--config", metavar="FILE", help="phloem TOML config file")
+        parser.add_argument("--json", action="store_true", help="JSON output")
+        parser.set_defaults(handler=handler)
+        return parser
+
+    def group(self, name: str, help: str) -> _Commands:
+        parser = self._sub.add_parser(name, help=help)
+        return _Commands(parser.add_subparsers(dest=f"{name}_command", required=True))
+
+
+class _Context:
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        self.args = args
+        self.json = bool(args.json)
+        self.out = out
+        self.err = err
+
+    def emit(self, value: Any, text: str | None = None) -> None:
+        if self.json or text is None:
+            self.out.write(msgspec.json.encode(value).decode() + "\n")
+        else:
+            self.out.write(text.rstrip("\n") + "\n")
+        self.out.flush()
+
+
+def _quiet_logging() -> None:
+    """Only warnings, to stderr, so stdout stays clean for `--json`."""
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _quiet_logging()
+    parser = argparse.ArgumentParser(prog="phloem")
+    add_cli(_Commands(parser.add_subparsers(dest="command", required=True)))
+    args = parser.parse_args(argv)
+    ctx = _Context(args, sys.stdout, sys.stderr)
+    try:
+        return int(args.handler(ctx))
+    except PhloemError as exc:
+        if ctx.json:
+            ctx.emit({"error": {"kind": exc.kind, "message": exc.message}})
+        sys.stderr.write(f"phloem: {exc.message} [{exc.kind}]\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Model providers declared by name in the configuration (`[providers.NAME]`).
+
+```toml
+[providers.flash]
+protocol = "gemini"                    # gemini | openai-chat | openai-responses
+model = "gemini-3.1-flash-lite"
+api_key_env = "PHLOEM_GEMINI_API_KEY"  # the key itself never goes in the file
+
+[providers.local]
+protocol = "openai-chat"
+model = "qwen3:8b"
+base_url = "http://127.0.0.1:11434/v1"
+chat_token_limit = "max_tokens"
+```
+
+`build_model(config)` reads the key from the named environment variable at that moment;
+nothing else is taken from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+
+from phloem.models.gemini import GeminiModel
+from phloem.models.http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_RETRY_AFTER,
+    DEFAULT_TIMEOUT,
+    MAX_MAX_RESPONSE_BYTES,
+    MAX_MAX_RETRIES,
+    MAX_MAX_RETRY_AFTER,
+    MAX_TIMEOUT,
+)
+from phloem.models.openai import OpenAIModel
+from phloem.protocols import gemini as gemini_wire
+from phloem.protocols.model import ModelError, ModelErrorKind, validation_path
+
+ProviderProtocol = Literal["gemini", "openai-chat", "openai-responses"]
+PROTOCOLS: Final = ("gemini", "openai-chat", "openai-responses")
+DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
+ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+PROVIDER_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_CONFIG_BYTES: Final = 1024 * 1024
+
+
+class ProviderConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One `[providers.NAME]` table."""
+
+    protocol: ProviderProtocol
+    model: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    base_url: str = ""
+    """Empty: the provider's public endpoint."""
+    api_key_env: Annotated[str, msgspec.Meta(pattern=ENV_NAME_PATTERN)] | None = None
+    """Name of the environment variable holding the API key; unset/None sends no key."""
+    max_response_bytes: Annotated[int, msgspec.Meta(ge=1, le=MAX_MAX_RESPONSE_BYTES)] = (
+        DEFAULT_MAX_RESPONSE_BYTES
+    )
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_MAX_RETRIES)] = DEFAULT_MAX_RETRIES
+    max_retry_after_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_MAX_RETRY_AFTER)] = (
+        DEFAULT_MAX_RETRY_AFTER
+    )
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT)] = DEFAULT_TIMEOUT
+    chat_token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol == "openai-chat" and self.chat_token_limit is None:
+            raise ValueError("chat_token_limit is required for openai-chat")
+        if self.protocol != "openai-chat" and self.chat_token_limit is not None:
+            raise ValueError("chat_token_limit applies only to openai-chat")
+
+    def resolved_base_url(self) -> str:
+        if self.base_url:
+            return self.base_url
+        return (
+            gemini_wire.DEFAULT_BASE_URL if self.protocol == "gemini" else DEFAULT_OPENAI_BASE_URL
+        )
+
+
+def _invalid(message: str) -> ModelError:
+    return ModelError(ModelErrorKind.INVALID_CONFIG, message)
+
+
+def decode_providers(table: Any, source: str = "providers") -> dict[str, ProviderConfig]:
+    """Decode the `providers` table (name → settings); errors name `providers.NAME.field`."""
+    if not isinstance(table, dict):
+        raise _invalid(f"{source} must be a table")
+    out: dict[str, ProviderConfig] = {}
+    for name, value in table.items():
+        if not PROVIDER_NAME_RE.match(str(name)):
+            raise _invalid(f"{source}.{name}: provider names are 1-64 letters, digits, . _ -")
+        try:
+            out[name] = msgspec.convert(value, ProviderConfig)
+        except msgspec.ValidationError as exc:
+            path = validation_path(exc).removeprefix("$").lstrip(".")
+            detail = str(exc).split(" - at ")[0]
+            if detail.startswith("Object contains unknown field"):
+                field = detail.split("`")[1]
+                raise _invalid(f"{source}.{name}.{field}: unknown key") from None
+            where = f"{source}.{name}" + (f".{path}" if path else "")
+            raise _invalid(f"{where}: {detail[:1].lower() + detail[1:]}") from None
+    return out
+
+
+def load_providers(path: str | os.PathLike[str]) -> dict[str, ProviderConfig]:
+    """The providers declared in a TOML config file (other sections are ignored here)."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise _invalid(f"{p}: larger than {MAX_CONFIG_BYTES} bytes")
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _invalid(f"cannot read {p}: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise _invalid(f"{p}: {exc}") from None
+    return decode_providers(data.get("providers", {}))
+
+
+def api_key_for(config: ProviderConfig, environ: Mapping[str, str] | None = None) -> str:
+    """The key from the configured environment variable ('' when none is configured)."""
+    if not config.api_key_env:
+        return ""
+    env = os.environ if environ is None else environ
+    key = env.get(config.api_key_env, "")
+    if not key:
+        raise _invalid(f"environment variable {config.api_key_env} (api_key_env) is not set")
+    return key
+
+
+def build_model(
+    config: ProviderConfig, environ: Mapping[str, str] | None = None
+) -> GeminiModel | OpenAIModel:
+    """A ready model for a provider config, with its key read from the environment."""
+    key = api_key_for(config, environ)
+    base_url = config.resolved_base_url()
+    if config.protocol == "gemini":
+        return GeminiModel(
+            config.model,
+            key,
+            base_url=base_url,
+            max_response_bytes=config.max_response_bytes,
+            max_retries=config.max_retries,
+            max_retry_after=config.max_retry_after_s,
+            timeout=config.timeout_s,
+        )
+    return OpenAIModel(
+        "chat_completions" if config.protocol == "openai-chat" else "responses",
+        config.model,
+        base_url,
+        key,
+        max_response_bytes=config.max_response_bytes,
+        max_retries=config.max_retries,
+        max_retry_after=config.max_retry_after_s,
+        timeout=config.timeout_s,
+        chat_token_limit=config.chat_token_limit,
+    )

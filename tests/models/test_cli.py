@@ -1,0 +1,225 @@
+"""Provider configuration and the `model list` / `model probe` / `ask` commands, run as
+real subprocesses against the loopback fake provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from phloem.models.gemini import GeminiModel
+from phloem.models.oneshot import PROBE_MARKER, PROBE_TOOL
+from phloem.models.openai import OpenAIModel
+from phloem.models.providers import build_model, decode_providers, load_providers
+from phloem.protocols.model import ModelError
+
+from .fake_provider import (
+    FakeProvider,
+    Reply,
+    chat_calls,
+    chat_tool_call,
+    gemini_call,
+    gemini_text,
+    responses_text,
+)
+
+pytestmark = pytest.mark.timeout(30)
+KEY = "sk-cli-secret-999"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as provider:
+        yield provider
+
+
+def phloem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PHLOEM_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "phloem.models.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=25,
+        env=full_env,
+        check=False,
+    )
+
+
+def write_config(tmp_path: Path, base_url: str) -> Path:
+    path = tmp_path / "phloem.toml"
+    path.write_text(
+        f"""
+[daemon]
+socket = ""
+
+[providers.local]
+protocol = "openai-chat"
+model = "qwen3:8b"
+base_url = "{base_url}/v1"
+api_key_env = "LOCAL_KEY"
+chat_token_limit = "max_tokens"
+
+[providers.flash]
+protocol = "gemini"
+model = "gemini-test"
+base_url = "{base_url}"
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+# -- configuration ------------------------------------------------------------------
+
+
+def test_providers_decode_with_defaults_and_build_models(tmp_path: Path) -> None:
+    providers = load_providers(write_config(tmp_path, "http://127.0.0.1:1"))
+    assert set(providers) == {"local", "flash"}
+    local = build_model(providers["local"], {"LOCAL_KEY": KEY})
+    assert isinstance(local, OpenAIModel) and local.protocol == "chat_completions"
+    flash = build_model(providers["flash"], {})
+    assert isinstance(flash, GeminiModel)
+
+
+def test_missing_key_variable_is_an_invalid_config_naming_the_variable(tmp_path: Path) -> None:
+    providers = load_providers(write_config(tmp_path, "http://127.0.0.1:1"))
+    with pytest.raises(ModelError) as info:
+        build_model(providers["local"], {})
+    assert info.value.kind == "invalid_config"
+    assert info.value.message == "environment variable LOCAL_KEY (api_key_env) is not set"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            {"x": {"protocol": "gemini", "model": "m", "api_key": "sk"}},
+            "providers.x.api_key: unknown key",
+        ),
+        ({"x": {"protocol": "grpc", "model": "m"}}, "providers.x.protocol"),
+        (
+            {"x": {"protocol": "openai-chat", "model": "m"}},
+            "chat_token_limit is required for openai-chat",
+        ),
+        ({"x": {"protocol": "gemini", "model": "m", "max_retries": 11}}, "providers.x.max_retries"),
+        (
+            {"x": {"protocol": "gemini", "model": "m", "api_key_env": "BAD-NAME"}},
+            "providers.x.api_key_env",
+        ),
+        ({"bad name": {"protocol": "gemini", "model": "m"}}, "provider names"),
+    ],
+)
+def test_provider_config_errors_name_the_key(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ModelError) as info:
+        decode_providers(table)
+    assert info.value.kind == "invalid_config"
+    assert message in info.value.message
+
+
+# -- CLI ----------------------------------------------------------------------------
+
+
+def test_model_list_shows_providers_but_never_keys(fake: FakeProvider, tmp_path: Path) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    done = phloem("model", "list", "--config", str(config), "--json", env={"LOCAL_KEY": KEY})
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["providers"]
+    assert [(r["name"], r["protocol"], r["api_key"]) for r in rows] == [
+        ("local", "openai-chat", "set"),
+        ("flash", "gemini", "none"),
+    ]
+    assert KEY not in done.stdout + done.stderr
+
+
+def test_probe_a_configured_provider_over_http(fake: FakeProvider, tmp_path: Path) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    args = json.dumps({"marker": PROBE_MARKER})
+    fake.add(chat_calls(chat_tool_call(PROBE_TOOL, args)))
+    done = phloem("model", "probe", "local", "--config", str(config), env={"LOCAL_KEY": KEY})
+    assert done.returncode == 0, done.stderr
+    assert "tool calling works" in done.stdout
+    sent = fake.requests[0]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.json["max_tokens"] == 64
+
+
+def test_probe_failure_exits_1_with_the_kind(fake: FakeProvider) -> None:
+    fake.add(gemini_text("I would rather talk"))
+    done = phloem(
+        "model", "probe", "--protocol", "gemini", "--base-url", fake.base_url, "--model", "g"
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("[tool_calling_unsupported]")
+
+
+def test_adhoc_ask_prints_the_answer(fake: FakeProvider) -> None:
+    fake.add(responses_text("Paris."))
+    done = phloem(
+        "ask",
+        "--protocol",
+        "openai-responses",
+        "--base-url",
+        fake.base_url + "/v1",
+        "--model",
+        "gpt-x",
+        "--api-key-env",
+        "ADHOC_KEY",
+        "capital of France?",
+        env={"ADHOC_KEY": KEY},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Paris.\n"
+    body = fake.requests[0].json
+    assert body["input"][0]["content"][0]["text"] == "capital of France?"
+    assert fake.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_ask_json_reports_errors_without_leaking_the_key(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    fake.add(Reply(status=401, body=f'{{"error": {{"message": "bad key {KEY}"}}}}'.encode()))
+    done = phloem("ask", "local", "hi", "--config", str(config), "--json", env={"LOCAL_KEY": KEY})
+    assert done.returncode == 1
+    result = json.loads(done.stdout)
+    assert result["error"]["kind"] == "execution_failed"
+    assert result["metadata"]["model_calls"] == 1
+    assert KEY not in done.stdout + done.stderr
+
+
+def test_usage_errors_are_reported_by_kind(fake: FakeProvider, tmp_path: Path) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    unknown = phloem("ask", "nope", "hi", "--config", str(config))
+    assert unknown.returncode == 1 and "[unknown_provider]" in unknown.stderr
+    both = phloem("ask", "local", "hi", "--config", str(config), "--model", "x")
+    assert both.returncode == 1 and "[invalid_argument]" in both.stderr
+    fake.add(Reply(status=400))
+    gemini = phloem("ask", "flash", "hi", "--config", str(config))
+    assert gemini.returncode == 1 and "[execution_failed]" in gemini.stderr
+
+
+def test_gemini_probe_sends_the_forced_ping(fake: FakeProvider) -> None:
+    fake.add(gemini_call(PROBE_TOOL, {"marker": PROBE_MARKER}))
+    done = phloem(
+        "model",
+        "probe",
+        "--protocol",
+        "gemini",
+        "--base-url",
+        fake.base_url,
+        "--model",
+        "g",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["metadata"]["model_calls"] == 1
+    assert fake.requests[0].json["toolConfig"] == {
+        "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [PROBE_TOOL]}
+    }
