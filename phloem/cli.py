@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from phloem.client import Client
 
 # Modules defining `add_cli(commands)`: appended to by feature modules' owners.
-FEATURE_CLI_MODULES: list[str] = []
+FEATURE_CLI_MODULES: list[str] = [
+    "phloem.models.cli",
+]
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -38,11 +38,13 @@ def fake() -> Iterator[FakeProvider]:
         yield provider
 
 
-def phloem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def phloem(
+    *args: str, env: dict[str, str] | None = None, module: str = "phloem.models.cli"
+) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PHLOEM_")}
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "phloem.models.cli", *args],
+        [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
         timeout=25,
@@ -223,3 +225,24 @@ def test_gemini_probe_sends_the_forced_ping(fake: FakeProvider) -> None:
     assert fake.requests[0].json["toolConfig"] == {
         "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [PROBE_TOOL]}
     }
+
+
+def test_the_main_phloem_command_carries_probe_and_ask(fake: FakeProvider, tmp_path: Path) -> None:
+    config = write_config(tmp_path, fake.base_url)
+    args = json.dumps({"marker": PROBE_MARKER})
+    fake.add(chat_calls(chat_tool_call(PROBE_TOOL, args)), responses_text("pong"))
+    env = {"LOCAL_KEY": KEY}
+    probe = phloem("model", "probe", "local", "--config", str(config), env=env, module="phloem")
+    assert probe.returncode == 0, probe.stderr
+    ask = phloem(
+        "ask",
+        "--protocol",
+        "openai-responses",
+        "--base-url",
+        fake.base_url,
+        "--model",
+        "m",
+        "ping?",
+        module="phloem",
+    )
+    assert (ask.returncode, ask.stdout) == (0, "pong\n"), ask.stderr
