@@ -1,0 +1,276 @@
+"""The fork server ("zygote") that starts every process child, and the daemon's client of it.
+
+The daemon is threaded, and forking a threaded process is unsafe (locks held by other
+threads stay held in the child). So process children are forked from a small,
+single-threaded server process instead, spawned once, lazily (and again if it dies).
+Its serving loop and the child side live in `_bootstrap`.
+
+Speed: a fork costs time in proportion to the forking process's memory, so the server
+imports only what a child needs. Importing `phloem.supervision._bootstrap` normally runs
+the `phloem` and `phloem.supervision` package initialisers (actors, supervisors, ...);
+the server's launcher registers those packages with *deferred* initialisers instead: a
+package's `__init__` runs the first time one of its own attributes is looked up (for
+example when a child imports `phloem.supervision.Supervisor`), never in the server
+itself. Modules named in `PHLOEM_FORKSERVER_PRELOAD` (comma-separated) or passed to
+`configure` are imported by the server so that children start with them loaded — worth
+it for callback modules and `dill` (closures), at the price of a slower fork.
+
+Wire protocol, over one Unix stream socketpair, 4-byte big-endian length + msgpack:
+daemon → server `Spawn` (the child's status pipe and channel fds attached by
+SCM_RIGHTS); server → daemon `Started(id, pid)`, `SpawnFailed(id, error)`,
+`Exited(pid, status, cpu_seconds)`. When the daemon goes away (end-of-file on the
+socket) the server kills every child's process group and exits; children die with it
+(PR_SET_PDEATHSIG). In the daemon one reader thread per server dispatches messages to
+the process handles.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgspec
+import structlog
+
+from phloem.supervision._bootstrap import (
+    EXIT_GRACE_S,
+    MAX_CONTROL_FRAME_BYTES,
+    MAX_PAYLOAD_BYTES,
+    Exited,
+    FromServer,
+    Spawn,
+    SpawnFailed,
+    Started,
+    frame,
+    pop_frames,
+    proc_table,
+)
+
+__all__ = [
+    "MAX_PAYLOAD_BYTES",
+    "ForkServer",
+    "ForkServerLost",
+    "Spawn",
+    "configure",
+    "get_server",
+    "proc_table",
+    "server_pid",
+    "shutdown_server",
+]
+
+log = structlog.get_logger("phloem.supervision.forkserver")
+
+PRELOAD_ENV = "PHLOEM_FORKSERVER_PRELOAD"
+DEFAULT_PRELOAD = ("phloem.supervision._bootstrap", "phloem.supervision.channel")
+"""Always imported by the fork server (see the module docstring for adding more)."""
+
+# Run by the server's interpreter (`python -c`): defer the package initialisers, then serve.
+_LAUNCHER = """
+import importlib.util, sys
+def _deferred(name):
+    spec = importlib.util.find_spec(name)
+    mod = importlib.util.module_from_spec(spec)
+    def __getattr__(attr):
+        mod.__dict__.pop("__getattr__", None)
+        spec.loader.exec_module(mod)
+        return getattr(mod, attr)
+    mod.__getattr__ = __getattr__
+    sys.modules[name] = mod
+    return mod
+_top = _deferred("phloem")
+for _sub in ("protocols", "supervision"):
+    setattr(_top, _sub, _deferred("phloem." + _sub))
+from phloem.supervision._bootstrap import serve_main
+serve_main(sys.argv[1:])
+"""
+
+
+# --- the daemon side --------------------------------------------------------------------
+
+
+class ServerChild(Protocol):
+    """What the client needs of a process handle (implemented by `ProcessHandle`)."""
+
+    def _on_started(self, pid: int) -> None: ...
+    def _on_spawn_failed(self, error: str) -> None: ...
+    def _on_exited(self, status: int, cpu_seconds: float) -> None: ...
+    def _on_server_lost(self) -> None: ...
+
+
+class ForkServerLost(Exception):
+    """The fork server is gone (a fresh one is started on the next request)."""
+
+
+class ForkServer:
+    """The daemon's connection to one fork server process, with its reader thread."""
+
+    def __init__(self, preload: Sequence[str]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        cmd = [sys.executable, "-c", _LAUNCHER, "--fd", str(theirs.fileno())]
+        cmd += ["--preload", ",".join(preload)]
+        try:
+            self._proc = subprocess.Popen(
+                cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True
+            )
+        finally:
+            theirs.close()
+        self.pid = self._proc.pid
+        self.owner_pid = os.getpid()
+        self._sock = ours
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, ServerChild] = {}
+        self._by_pid: dict[int, ServerChild] = {}
+        self._alive = True
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"phloem-forkserver-{self.pid}", daemon=True
+        )
+        self._reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def tracked_pids(self) -> set[int]:
+        with self._lock:
+            return set(self._by_pid)
+
+    def spawn(self, child: ServerChild, request: Spawn, fds: Sequence[int]) -> None:
+        """Ask for a fork; the outcome reaches `child` through its `_on_*` methods."""
+        with self._lock:
+            if not self._alive:
+                raise ForkServerLost("fork server is not running")
+            spawn_id = next(self._ids)
+            self._pending[spawn_id] = child
+        data = frame(msgspec.structs.replace(request, id=spawn_id, nfds=len(fds)))
+        try:
+            with self._send_lock:
+                sent = socket.send_fds(self._sock, [data], list(fds))
+                if sent < len(data):
+                    self._sock.sendall(data[sent:])
+        except OSError as exc:
+            with self._lock:
+                self._pending.pop(spawn_id, None)
+            self._alive = False
+            raise ForkServerLost(f"fork server is gone: {exc}") from None
+
+    def _read_loop(self) -> None:
+        decoder = msgspec.msgpack.Decoder(FromServer)
+        buf = bytearray()
+        try:
+            while True:
+                data = self._sock.recv(1 << 16)
+                if not data:
+                    break
+                buf += data
+                for body in pop_frames(buf, MAX_CONTROL_FRAME_BYTES):
+                    self._dispatch(decoder.decode(body))
+        except Exception:
+            log.exception("forkserver_reader_failed", forkserver=self.pid)
+        finally:
+            self._lost()
+
+    def _dispatch(self, msg: Started | SpawnFailed | Exited) -> None:
+        match msg:
+            case Started(id=spawn_id, pid=pid):
+                with self._lock:
+                    child = self._pending.pop(spawn_id, None)
+                    if child is not None:
+                        self._by_pid[pid] = child
+                if child is not None:
+                    child._on_started(pid)
+            case SpawnFailed(id=spawn_id, error=error):
+                with self._lock:
+                    child = self._pending.pop(spawn_id, None)
+                if child is not None:
+                    child._on_spawn_failed(error)
+            case Exited(pid=pid, status=status, cpu_seconds=cpu):
+                with self._lock:
+                    child = self._by_pid.pop(pid, None)
+                if child is not None:
+                    child._on_exited(status, cpu)
+
+    def _lost(self) -> None:
+        with self._lock:
+            self._alive = False
+            children = [*self._pending.values(), *self._by_pid.values()]
+            self._pending.clear()
+            self._by_pid.clear()
+        if children:
+            log.warning("forkserver_lost", forkserver=self.pid, children=len(children))
+        for child in children:
+            try:
+                child._on_server_lost()
+            except Exception:
+                log.exception("forkserver_lost_child_failed")
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        try:
+            self._proc.wait(EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def close(self, timeout: float = EXIT_GRACE_S + 1.0) -> None:
+        """Stop the server: it kills its children (reported as killed) and exits."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout)
+
+
+_server: ForkServer | None = None
+_server_lock = threading.Lock()
+_preload: tuple[str, ...] = ()
+
+
+def configure(preload: Sequence[str]) -> None:
+    """Extra modules for the fork server to import (effective when it next starts)."""
+    global _preload
+    _preload = tuple(preload)
+
+
+def get_server() -> ForkServer:
+    """The running fork server, started (or restarted after it died) on demand."""
+    global _server
+    with _server_lock:
+        server = _server
+        if server is None or not server.alive or server.owner_pid != os.getpid():
+            extra = [m for m in os.environ.get(PRELOAD_ENV, "").split(",") if m.strip()]
+            preload = dict.fromkeys([*DEFAULT_PRELOAD, *_preload, *extra])
+            server = _server = ForkServer(list(preload))
+        return server
+
+
+def server_pid() -> int | None:
+    """Pid of the current fork server, if one is running."""
+    server = _server
+    return server.pid if server is not None and server.alive else None
+
+
+def shutdown_server() -> None:
+    """Stop the fork server (and so every process child); the next start makes a new one."""
+    global _server
+    with _server_lock:
+        server, _server = _server, None
+    if server is not None and server.owner_pid == os.getpid():
+        server.close()
+
+
+def _forget_server_in_child() -> None:
+    global _server, _server_lock
+    _server = None
+    _server_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_server_in_child)
+atexit.register(shutdown_server)

@@ -1,0 +1,94 @@
+"""Targets run inside process children by the process tests.
+
+Kept to the standard library (plus the channel) so a child imports it in milliseconds:
+children unpickle these functions by reference and import this module fresh.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from typing import Any
+
+from phloem.supervision._bootstrap import CHANNEL_FD
+from phloem.supervision.channel import Channel, ChannelClosed, ChannelError
+
+SECRET_MESSAGE = "upstream said api_key=sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ012345 is invalid"
+
+
+def echo(ch: Channel) -> None:
+    """Reply with whatever arrives until the daemon closes the channel."""
+    try:
+        while True:
+            ch.send(ch.recv())
+    except ChannelClosed:
+        return
+
+
+def serve(ch: Channel) -> None:
+    """A small command server for tests: each request names an `op`."""
+    while True:
+        try:
+            req: dict[str, Any] = ch.recv()
+        except ChannelClosed:
+            return
+        op = req["op"]
+        if op == "nofile":
+            ch.send(list(resource.getrlimit(resource.RLIMIT_NOFILE)))
+        elif op == "env":
+            ch.send(os.environ.get(req["name"]))
+        elif op == "send_big":
+            try:
+                ch.send(b"x" * req["size"])
+            except ChannelError as exc:
+                ch.send({"error": exc.kind, "message": exc.message})
+        elif op == "raw":
+            os.write(CHANNEL_FD, req["data"])
+        elif op == "alloc":
+            try:
+                block = bytearray(req["size"])
+                ch.send(len(block))
+            except MemoryError:
+                ch.send("MemoryError")
+        elif op == "ignore_sigterm":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            ch.send("armed")
+        elif op == "spawn_tree":
+            script = "sleep 300 & setsid sleep 300 & echo $!; wait"
+            proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE)
+            assert proc.stdout is not None
+            ch.send({"bash": proc.pid, "line": proc.stdout.readline().decode().strip()})
+        elif op == "exit":
+            os._exit(req["code"])
+        elif op == "raise":
+            raise RuntimeError(req["message"])
+        else:
+            ch.send({"error": "unknown op"})
+
+
+def raise_secret() -> None:
+    raise ValueError(SECRET_MESSAGE)
+
+
+def run_forever() -> None:
+    threading.Event().wait()
+
+
+def allocate(size: int) -> None:
+    block = bytearray(size)
+    block[-1] = 1
+
+
+def burn_cpu() -> None:
+    x = 0
+    while True:
+        x += 1
+
+
+def sleep_then_exit(seconds: float, code: int) -> None:
+    time.sleep(seconds)
+    raise SystemExit(code)

@@ -1,0 +1,124 @@
+"""Resource caps of process children: heap (RLIMIT_AS and the RSS watchdog), files, CPU."""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+
+import pytest
+
+from phloem.supervision import process
+from phloem.supervision._bootstrap import MARKER_ENV
+from phloem.supervision.handle import ChildStartError
+from phloem.supervision.process import start_process
+from phloem.supervision.reasons import ExitKind, ExitReason
+from phloem.supervision.spec import Limits, ProcessTarget
+from phloem.supervision.watchdog import WATCHDOG_INTERVAL_RANGE, RssWatchdog
+from tests.supervision import process_targets as targets
+
+pytestmark = pytest.mark.timeout(30)
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+
+def test_a_child_allocating_past_its_heap_cap_ends_heap_exceeded_and_a_sibling_lives_on() -> None:
+    sibling = start_process(ProcessTarget(targets.echo, pass_channel=True), name="sibling")
+    try:
+        greedy = start_process(
+            ProcessTarget(targets.allocate, (1024 * MiB,)),
+            name="greedy",
+            limits=Limits(max_memory_bytes=64 * MiB),
+        )
+        assert greedy.wait(10) == ExitReason.heap_exceeded("MemoryError")
+        assert sibling.is_alive()
+        assert sibling.request("still here", timeout=5) == "still here"
+    finally:
+        sibling.stop(0)
+
+
+def test_a_child_under_its_heap_cap_can_allocate_what_it_is_allowed() -> None:
+    h = start_process(
+        ProcessTarget(targets.serve, pass_channel=True),
+        name="modest",
+        limits=Limits(max_memory_bytes=256 * MiB),
+    )
+    try:
+        assert h.request({"op": "alloc", "size": 8 * MiB}, timeout=5) == 8 * MiB
+        assert h.request({"op": "alloc", "size": 512 * MiB}, timeout=5) == "MemoryError"
+    finally:
+        h.stop(0)
+
+
+def test_resident_memory_over_the_cap_is_killed_by_the_watchdog_as_heap_exceeded() -> None:
+    h = start_process(
+        ProcessTarget(targets.run_forever), name="resident", limits=Limits(max_memory_bytes=GiB)
+    )
+    assert process._watchdog.running
+    # Tighten the watch to one byte: the next reading is over the cap.
+    process._watchdog.watch(h.pid, 1, h._on_rss_exceeded)
+    reason = h.wait(10)
+    assert reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED
+    assert (reason.detail or "").startswith("rss ")
+
+
+def test_the_watchdog_thread_runs_only_while_something_is_watched() -> None:
+    dog = RssWatchdog(interval=0.01)
+    fired = threading.Event()
+    readings: list[int] = []
+
+    def on_exceeded(rss: int) -> None:
+        readings.append(rss)
+        fired.set()
+
+    assert dog.watch(os.getpid(), 1, on_exceeded)
+    assert fired.wait(5)
+    assert readings[0] > 1
+    assert dog.watching == 0
+    assert not dog.watch(2**22 + 12345, 1, on_exceeded)  # no such pid
+
+
+def test_watchdog_interval_is_validated() -> None:
+    lo, hi = WATCHDOG_INTERVAL_RANGE
+    assert RssWatchdog(interval=lo).interval == lo
+    assert RssWatchdog(interval=hi).interval == hi
+    for bad in (lo / 2, hi * 2):
+        with pytest.raises(ValueError, match=rf"^interval must be between {lo} and {hi}$"):
+            RssWatchdog(interval=bad)
+    with pytest.raises(TypeError, match=r"^interval must be a number$"):
+        RssWatchdog(interval="1")  # type: ignore[arg-type]
+
+
+def test_the_open_files_limit_is_applied_in_the_child() -> None:
+    h = start_process(
+        ProcessTarget(targets.serve, pass_channel=True),
+        name="files",
+        limits=Limits(max_open_files=32),
+    )
+    try:
+        assert h.request({"op": "nofile"}, timeout=5) == [32, 32]
+        assert h.request({"op": "env", "name": MARKER_ENV}, timeout=5) == h.handle_id
+    finally:
+        h.stop(0)
+
+
+def test_an_open_files_limit_above_the_hard_limit_is_a_start_error() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard >= 1_048_576:
+        pytest.skip("the hard limit is at the top of the accepted range")
+    with pytest.raises(ChildStartError) as info:
+        start_process(
+            ProcessTarget(targets.run_forever),
+            name="files",
+            limits=Limits(max_open_files=hard + 1),
+        )
+    assert info.value.reason.error_type == "ValueError"
+    assert f"exceeds the hard limit {hard}" in (info.value.reason.message or "")
+
+
+def test_a_child_over_its_cpu_limit_ends_with_a_cpu_timeout() -> None:
+    h = start_process(
+        ProcessTarget(targets.burn_cpu), name="spinner", limits=Limits(max_cpu_seconds=1)
+    )
+    assert h.wait(20) == ExitReason.timeout("cpu")

@@ -1,0 +1,134 @@
+"""Nothing left behind: grandchildren, a dying fork server, and 1,000 start/stop cycles."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+import pytest
+
+from phloem.supervision import forkserver
+from phloem.supervision._bootstrap import proc_table
+from phloem.supervision.process import ProcessHandle, start_process
+from phloem.supervision.reasons import ExitReason
+from phloem.supervision.spec import Command, ProcessTarget
+from tests.supervision import process_targets as targets
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll a condition on processes we do not parent (there is nothing to wait on)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def descendants(pid: int) -> list[int]:
+    table = proc_table()
+    out, stack = [], [pid]
+    while stack:
+        parent = stack.pop()
+        kids = [p for p, (ppid, _, zombie) in table.items() if ppid == parent and not zombie]
+        out += kids
+        stack += kids
+    return out
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def sleepers_of(h: ProcessHandle, count: int) -> list[int]:
+    """Wait until `h` has `count` `sleep` descendants; their pids."""
+    found: list[int] = []
+
+    def ready() -> bool:
+        found[:] = [p for p in descendants(h.pid) if _name(p) == "sleep"]
+        return len(found) >= count
+
+    wait_until(ready)
+    return found
+
+
+def _name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except psutil.NoSuchProcess:
+        return ""
+
+
+@pytest.mark.timeout(30)
+def test_stopping_a_command_leaves_no_grandchildren_even_setsid_ones() -> None:
+    h = start_process(Command(["bash", "-c", "sleep 300 & setsid sleep 300 & wait"]), name="tree")
+    sleepers = sleepers_of(h, 2)
+    assert any(os.getsid(p) == p for p in sleepers)  # one left the session and group
+    assert h.stop(5) == ExitReason.shutdown()
+    assert all(gone(p) for p in sleepers)
+
+
+@pytest.mark.timeout(30)
+def test_killing_a_target_with_a_process_tree_leaves_nothing_behind() -> None:
+    h = start_process(ProcessTarget(targets.serve, pass_channel=True), name="tree")
+    info = h.request({"op": "spawn_tree"}, timeout=10)
+    sleepers = sleepers_of(h, 2)
+    assert int(info["line"]) in sleepers
+    assert h.stop(0) == ExitReason.killed()
+    assert all(gone(p) for p in [info["bash"], *sleepers])
+
+
+@pytest.mark.timeout(30)
+def test_grandchildren_of_a_child_killed_from_outside_are_cleaned_up() -> None:
+    h = start_process(Command(["bash", "-c", "sleep 300 & setsid sleep 300 & wait"]), name="tree")
+    sleepers = sleepers_of(h, 2)
+    os.kill(h.pid, signal.SIGKILL)
+    assert h.wait(10) == ExitReason.killed("signal 9")
+    assert all(gone(p) for p in sleepers)
+
+
+@pytest.mark.timeout(30)
+def test_a_dead_fork_server_is_survived_and_its_children_are_reported_killed() -> None:
+    h = start_process(ProcessTarget(targets.run_forever), name="orphan")
+    old = forkserver.server_pid()
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    assert h.wait(10) == ExitReason.killed("fork server died")
+    assert gone(h.pid)
+    fresh = start_process(ProcessTarget(targets.echo, pass_channel=True), name="fresh")
+    try:
+        assert forkserver.server_pid() not in (None, old)
+        assert fresh.request("hello", timeout=5) == "hello"
+    finally:
+        fresh.stop(0)
+
+
+def _counts() -> tuple[int, int, int, int]:
+    me = psutil.Process()
+    server = forkserver.server_pid()
+    server_children = len(psutil.Process(server).children()) if server else 0
+    return (
+        len(os.listdir("/proc/self/fd")),
+        threading.active_count(),
+        len(me.children()),
+        server_children,
+    )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.slow
+def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None:
+    target = ProcessTarget(os.getpid)
+    start_process(target, name="warmup").stop(0)
+    before = _counts()
+    for i in range(1_000):
+        h = start_process(target, name=f"cycle-{i}")
+        reason = h.stop(0)
+        assert reason in (ExitReason.killed(), ExitReason.shutdown(), ExitReason.normal())
+    wait_until(lambda: _counts() == before, timeout=10)
+    assert _counts() == before
