@@ -32,7 +32,6 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from phloem.models.providers import ProviderConfig
-from phloem.actors.agents.settings import AgentsConfig
 from phloem.protocols.errors import PhloemError
 
 S = TypeVar("S", bound="Section")
@@ -147,8 +146,6 @@ class Config(Section):
     components: Components = {}
     # Model providers by name (`[providers.NAME]`, see phloem.models.providers).
     providers: dict[str, ProviderConfig] = {}
-    # Agents and planner agents by name (`[agents]`, see phloem.actors.agents.settings).
-    agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
 
     def __post_init__(self) -> None:
         path = self.daemon.socket_path()
