@@ -53,6 +53,8 @@ __all__ = [
     "MAX_PLAN_DOCUMENT_BYTES",
     "RESULT_SCHEMA_VERSION",
     "SCHEMA_VERSION",
+    "AwaitPlanning",
+    "CancelPlanning",
     "Complete",
     "Continue",
     "Error",
@@ -60,15 +62,20 @@ __all__ = [
     "Fail",
     "Observation",
     "Ok",
+    "OpenPlanningEvents",
     "Plan",
     "PlanError",
     "PlannerDecision",
     "PlannerOutcome",
+    "PlanningCancelled",
     "PlanningErrorKind",
     "PlanningOptions",
+    "PlanningRequest",
     "PlanningResult",
+    "PlanningStarted",
     "Replan",
     "ResultError",
+    "StartPlanning",
     "Step",
     "canonical_json",
     "check_initial_plan",
@@ -914,3 +921,53 @@ def encode_result(result: PlanningResult) -> bytes:
     """Canonical JSON of a result, after checking it is consistent."""
     check_result(result)
     return canonical_json(result.to_builtins())
+
+
+# --- service requests (client ↔ the `planning` service) -----------------------------------
+
+
+class OpenPlanningEvents(msgspec.Struct, frozen=True, tag="open_events"):
+    """Open an owner-bound event topic for a run about to start; the reply is its name."""
+
+
+class StartPlanning(msgspec.Struct, frozen=True, tag="start"):
+    """Start a run. Adapters are configured names or `{name, target, config}` mappings.
+
+    `events` names a topic from `OpenPlanningEvents` that receives the run's events.
+    """
+
+    planner: Any
+    executor: Any
+    goal: Any = None
+    context: Any = None
+    options: dict[str, Any] | None = None
+    events: str | None = None
+
+
+class AwaitPlanning(msgspec.Struct, frozen=True, tag="await"):
+    """Wait up to `timeout_s` (None: until it ends) for the run's result."""
+
+    ref: Any
+    timeout_s: float | None = None
+
+
+class CancelPlanning(msgspec.Struct, frozen=True, tag="cancel"):
+    """Cancel the run; its result becomes `cancelled` with the (redacted) `reason`."""
+
+    ref: Any
+    reason: Any = "user_cancelled"
+
+
+PlanningRequest: TypeAlias = OpenPlanningEvents | StartPlanning | AwaitPlanning | CancelPlanning
+
+
+class PlanningStarted(msgspec.Struct, frozen=True):
+    """The reply to `StartPlanning`: the run's opaque, owner-bound ref."""
+
+    ref: str
+
+
+class PlanningCancelled(msgspec.Struct, frozen=True):
+    """The reply to `CancelPlanning`: False if the run had already ended."""
+
+    cancelled: bool

@@ -81,6 +81,8 @@ class RunRecord:
     done: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    _callbacks: list[Callable[[RunRecord], None]] = field(default_factory=list)
+
     def finish(self, result: PlanningResult | None) -> bool:
         """Store the terminal result (None: abandoned); False if the run already ended."""
         with self._lock:
@@ -89,7 +91,26 @@ class RunRecord:
             self.result = result
             self.abandoned = result is None
             self.done.set()
-            return True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception:
+                log.exception("planning_done_callback_failed")
+        return True
+
+    def add_done_callback(self, callback: Callable[[RunRecord], None]) -> None:
+        """Call `callback(record)` once the run ended (at once if it already has)."""
+        with self._lock:
+            if not self.done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def remove_done_callback(self, callback: Callable[[RunRecord], None]) -> None:
+        with self._lock:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,6 +98,7 @@ class PlanningRuntime:
         runner: CallbackRunner | None = None,
         max_active_runs: int = DEFAULT_MAX_ACTIVE_RUNS,
         name: str = "planning",
+        supervisor: SupervisorRef | None = None,
     ) -> None:
         if isinstance(max_active_runs, bool) or not isinstance(max_active_runs, int):
             raise TypeError("max_active_runs must be an int")
@@ -113,10 +114,9 @@ class PlanningRuntime:
         self._lock = threading.Lock()
         self._active = 0
         self._ids = itertools.count(1)
-        self.supervisor: SupervisorRef = Supervisor.start(
-            SupervisorSpec(strategy=Strategy.SIMPLE_ONE_FOR_ONE, intensity=0),
-            [ChildSpec("planning-run", PlanningRun, restart="temporary", shutdown=10.0)],
-            name=name,
+        self._own_supervisor = supervisor is None
+        self.supervisor: SupervisorRef = supervisor or Supervisor.start(
+            runs_supervisor_spec(), [run_child_spec()], name=name
         )
 
     # -- starting ------------------------------------------------------------------------
@@ -156,7 +156,7 @@ class PlanningRuntime:
         """Start a run for `owner`; its ref. `events` subscribes before the first event."""
         spec = self.prepare(planner, executor, goal, context, options)
         with self._lock:
-            if self.supervisor is None or not self.supervisor.is_alive():
+            if not self.supervisor.is_alive():
                 raise PhloemError("planning_unavailable", "the planning runtime is stopped")
             if self._active >= self.max_active_runs:
                 raise PhloemError(
@@ -205,7 +205,9 @@ class PlanningRuntime:
 
     # -- owner operations ----------------------------------------------------------------
 
-    def _record(self, owner: Owner, ref: Any) -> RunRecord:
+    def record(self, owner: Owner, ref: Any) -> RunRecord:
+        """The run behind `ref`, for its owner only (`invalid_planning_ref` /
+        `not_planning_owner` otherwise)."""
         if isinstance(ref, OwnedRef):
             ref = ref.text
         record = self.refs.resolve(ref, owner, "planning")
@@ -214,24 +216,28 @@ class PlanningRuntime:
 
     def await_result(self, owner: Owner, ref: Any, timeout: float | None = None) -> PlanningResult:
         """Wait for the run's result (`planning_await_timeout` if it is still running)."""
-        wait = _check_timeout(timeout)
-        record = self._record(owner, ref)
+        wait = check_timeout(timeout)
+        record = self.record(owner, ref)
         if not record.done.wait(wait):
             raise PhloemError(
                 "planning_await_timeout", f"planning run still running after {timeout} s"
             )
+        return self.take_result(owner, ref, record)
+
+    def take_result(self, owner: Owner, ref: Any, record: RunRecord) -> PlanningResult:
+        """The ended run's result; its ref is forgotten (an await consumes it)."""
         result = record.result
         if result is None:  # abandoned: only possible when this owner went down
             raise PhloemError("not_planning_owner", "planning ref is not held by this owner")
         try:
-            self.refs.release(ref if isinstance(ref, str) else str(ref), owner, "planning")
+            self.refs.release(str(ref), owner, "planning")
         except PhloemError:
             pass  # a concurrent await of the same owner already released it
         return result
 
     def cancel(self, owner: Owner, ref: Any, reason: Any = DEFAULT_CANCEL_REASON) -> bool:
         """Cancel the run: kill its active worker; it ends `cancelled`. False if it had ended."""
-        record = self._record(owner, ref)
+        record = self.record(owner, ref)
         if record.done.is_set():
             return False
         handle = record.handle
@@ -255,12 +261,12 @@ class PlanningRuntime:
         window: CreditWindow | None = None,
     ) -> Subscription:
         """Stream the run's future events to `deliver`, under `window` credit."""
-        record = self._record(owner, ref)
+        record = self.record(owner, ref)
         window = window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
         return record.stream.subscribe(window, deliver, on_detach)
 
     def ack(self, owner: Owner, ref: Any, sub: Subscription, messages: int = 1) -> None:
-        record = self._record(owner, ref)
+        record = self.record(owner, ref)
         record.stream.ack(sub, messages)
 
     def run(
@@ -299,9 +305,19 @@ class PlanningRuntime:
     # -- stopping ------------------------------------------------------------------------
 
     def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop every run (each ends `cancelled` with reason `shutdown`) and the supervisor."""
-        if self.supervisor.is_alive():
+        """Stop every run (each ends `cancelled` with reason `shutdown`) and the supervisor
+        (when the runtime started its own)."""
+        if self._own_supervisor and self.supervisor.is_alive():
             self.supervisor.stop(timeout)
+
+
+def runs_supervisor_spec() -> SupervisorSpec:
+    """The runs supervisor: simple_one_for_one over temporary `PlanningRun` children."""
+    return SupervisorSpec(strategy=Strategy.SIMPLE_ONE_FOR_ONE, intensity=0)
+
+
+def run_child_spec() -> ChildSpec:
+    return ChildSpec("planning-run", PlanningRun, restart="temporary", shutdown=10.0)
 
 
 def preload_callback_modules(modules: list[str]) -> None:
@@ -318,7 +334,7 @@ def preload_callback_modules(modules: list[str]) -> None:
         os.environ[forkserver.PRELOAD_ENV] = ",".join(wanted)
 
 
-def _check_timeout(timeout: float | None) -> float | None:
+def check_timeout(timeout: float | None) -> float | None:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
