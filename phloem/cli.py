@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 # Modules defining `add_cli(commands)`: appended to by feature modules' owners.
 FEATURE_CLI_MODULES: list[str] = [
     "phloem.models.cli",
+    "phloem.planning_cli",
 ]
 
 EXIT_OK = 0

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from phloem.clientbase import ClientBase, EventStream, StreamSource
+from phloem.planning_client import PlanningMethods
 from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -467,7 +468,7 @@ class LocalTransport:
 # --- the public classes -----------------------------------------------------------------
 
 
-class Client(ClientBase):
+class Client(PlanningMethods, ClientBase):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
 
     Feature methods (planning, agents, providers, ...) are mixins subclassing

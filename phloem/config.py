@@ -135,6 +135,15 @@ class ServicesConfig(Section):
     extra: Components = {}
 
 
+class PlanningConfig(Section):
+    """`[planning]`: trusted planner and executor adapters by name (`module:attribute`),
+    loaded when the planning service starts, and the limit on concurrent runs."""
+
+    planners: Components = {}
+    executors: Components = {}
+    max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1024
+
+
 class Config(Section):
     """The whole daemon configuration."""
 
@@ -146,6 +155,8 @@ class Config(Section):
     components: Components = {}
     # Model providers by name (`[providers.NAME]`, see phloem.models.providers).
     providers: dict[str, ProviderConfig] = {}
+    # Planning adapters (`[planning.planners]`, `[planning.executors]`).
+    planning: PlanningConfig = section(PlanningConfig)
 
     def __post_init__(self) -> None:
         path = self.daemon.socket_path()

@@ -56,6 +56,7 @@ log = structlog.get_logger("phloem.services")
 # Modules that register services when imported; appended to by feature modules' owners.
 SERVICE_MODULES: list[str] = [
     "phloem.actors.echo",
+    "phloem.actors.planning.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64

@@ -1,0 +1,206 @@
+"""`phloem plan ...`: run, start and validate planning runs from the command line.
+
+    phloem plan run --planner NAME --executor NAME --goal JSON [--context JSON]
+                    [--option k=v ...] [--json]
+    phloem plan start ...same arguments...     (prints the ref, then reads commands)
+    phloem plan validate FILE                  (checks a plan document; exit 1 if invalid)
+
+`plan run` prints each progress event as it happens and then the result (`--json`: one
+JSON object per line, the last one the result). Its exit code is 0 when the run
+completed, 1 otherwise.
+
+A planning ref belongs to the connection that started the run, and the run ends when that
+connection closes — so await and cancel happen inside `plan start`: it prints the ref,
+then reads lines from stdin: `await [TIMEOUT_S]` prints the result (or
+`planning_await_timeout`), `cancel [REASON]` cancels the run; at end of input it waits
+for the result and prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from phloem.protocols.errors import PhloemError
+from phloem.protocols.plan import (
+    PlanError,
+    PlanningResult,
+    decode,
+    encode,
+    encode_result,
+)
+
+if TYPE_CHECKING:
+    from phloem.actors.planning.events import PlanningEvent
+    from phloem.cli import CommandContext, Commands
+
+# Largest plan file `plan validate` reads.
+MAX_PLAN_FILE_BYTES = 16 * 1024 * 1024
+
+
+def add_cli(commands: Commands) -> None:
+    plan = commands.group("plan", "run explicit, versioned plans through the planning runtime")
+    run = plan.add("run", "run a plan to its end, printing progress and the result", _cmd_run)
+    _run_arguments(run)
+    start = plan.add(
+        "start", "start a run, print its ref, then await/cancel from stdin", _cmd_start
+    )
+    _run_arguments(start)
+    validate = plan.add("validate", "check a plan document against the plan schema", _cmd_validate)
+    validate.add_argument("file", help="plan JSON file ('-' for stdin)")
+
+
+def _run_arguments(parser: Any) -> None:
+    parser.add_argument("--planner", required=True, help="configured planner name")
+    parser.add_argument("--executor", required=True, help="configured executor name")
+    parser.add_argument("--goal", required=True, help="the goal, as JSON")
+    parser.add_argument("--context", default="{}", help="the context, as JSON (default {})")
+    parser.add_argument("--planner-target", default=None, help="JSON target passed to the planner")
+    parser.add_argument(
+        "--executor-target", default=None, help="JSON target passed to the executor"
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a planning option, e.g. max_steps=8 (V is JSON; repeatable)",
+    )
+
+
+def _json_arg(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PhloemError("usage", f"--{name} must be JSON: {exc}") from None
+
+
+def _request(args: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    options: dict[str, Any] = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PhloemError("usage", f"--option must be K=V, not {item!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    planner: Any = args.planner
+    if args.planner_target is not None:
+        planner = {"name": args.planner, "target": _json_arg("planner-target", args.planner_target)}
+    executor: Any = args.executor
+    if args.executor_target is not None:
+        executor = {
+            "name": args.executor,
+            "target": _json_arg("executor-target", args.executor_target),
+        }
+    goal = _json_arg("goal", args.goal)
+    context = _json_arg("context", args.context)
+    return planner, executor, goal, context, options
+
+
+def render_event(event: PlanningEvent) -> str:
+    """One human-readable line for a progress event."""
+    data = event.data
+    if event.kind in ("plan_accepted", "replan"):
+        plan = data["plan"]
+        steps = ", ".join(s["id"] for s in plan["steps"])
+        return f"{event.kind}: {plan['id']} revision {plan['revision']} [{steps}]"
+    if event.kind == "step_started":
+        return f"step {data['step_id']} (attempt {data['attempt']}, revision {data['revision']})"
+    if event.kind == "observation":
+        if data["status"] == "ok":
+            text = json.dumps(data["output"], sort_keys=True)
+            return f"  ok {data['step_id']}: {text[:160]}{'…' if len(text) > 160 else ''}"
+        return f"  error {data['step_id']}: {json.dumps(data['error'], sort_keys=True)}"
+    error = data.get("error")
+    suffix = f" ({error['kind']})" if error else ""
+    return f"{data['status']}{suffix}"
+
+
+def render_result(result: PlanningResult) -> str:
+    lines = [
+        f"status: {result.status}",
+        f"steps executed: {result.steps_executed}, replans: {result.replans}, "
+        f"duration: {result.duration_ms} ms",
+    ]
+    if result.error is not None:
+        lines.append(f"error: {json.dumps(result.error.to_builtins(), sort_keys=True)}")
+    else:
+        lines.append(f"result: {json.dumps(result.result, sort_keys=True)}")
+    return "\n".join(lines)
+
+
+def _emit_result(ctx: CommandContext, result: PlanningResult) -> int:
+    if ctx.json:
+        ctx.out.write(encode_result(result).decode() + "\n")
+        ctx.out.flush()
+    else:
+        ctx.emit(None, text=render_result(result))
+    return 0 if result.status == "completed" else 1
+
+
+def _cmd_run(ctx: CommandContext) -> int:
+    planner, executor, goal, context, options = _request(ctx.args)
+
+    def on_event(event: PlanningEvent) -> None:
+        if ctx.json:
+            ctx.emit({"event": event.kind, "seq": event.seq, "data": event.data})
+        else:
+            ctx.emit(None, text=render_event(event))
+
+    with ctx.client() as client:
+        result = client.run_planning(  # type: ignore[attr-defined]
+            planner, executor, goal, context, options, on_event=on_event
+        )
+    return _emit_result(ctx, result)
+
+
+def _cmd_start(ctx: CommandContext) -> int:
+    planner, executor, goal, context, options = _request(ctx.args)
+    with ctx.client() as client:
+        ref = client.start_planning(planner, executor, goal, context, options)  # type: ignore[attr-defined]
+        ctx.emit({"ref": ref}, text=ref)
+        for line in sys.stdin:
+            command, _, rest = line.strip().partition(" ")
+            try:
+                if command == "await":
+                    timeout = float(rest) if rest.strip() else None
+                    return _emit_result(ctx, client.await_planning(ref, timeout))  # type: ignore[attr-defined]
+                if command == "cancel":
+                    reason = rest.strip() or "user_cancelled"
+                    cancelled = client.cancel_planning(ref, reason)  # type: ignore[attr-defined]
+                    ctx.emit({"cancelled": cancelled}, text=f"cancelled: {cancelled}")
+                elif command:
+                    ctx.err.write(f"unknown command {command!r}: use 'await [S]' or 'cancel [R]'\n")
+            except PhloemError as err:
+                if err.kind != "planning_await_timeout":
+                    raise
+                ctx.emit({"kind": err.kind, "message": err.message}, text=str(err))
+        return _emit_result(ctx, client.await_planning(ref))  # type: ignore[attr-defined]
+
+
+def _cmd_validate(ctx: CommandContext) -> int:
+    path = ctx.args.file
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_PLAN_FILE_BYTES + 1)
+    else:
+        with Path(path).open("rb") as fh:
+            data = fh.read(MAX_PLAN_FILE_BYTES + 1)
+    try:
+        plan = decode(data)
+    except PlanError as err:
+        ctx.emit(
+            {"valid": False, "kind": err.kind, "message": err.message, "details": err.details},
+            text=f"invalid: {err.kind}: {err.message}",
+        )
+        return 1
+    canonical = encode(plan)
+    ctx.emit(
+        {"valid": True, "id": plan.id, "revision": plan.revision, "bytes": len(canonical)},
+        text=f"valid: plan {plan.id!r} revision {plan.revision}, {len(plan.steps)} steps, "
+        f"{len(canonical)} bytes of canonical JSON",
+    )
+    return 0

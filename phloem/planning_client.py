@@ -1,0 +1,158 @@
+"""Planning methods of `phloem.Client` (daemon socket and `tree.client()` alike).
+
+Each client is its own owner: a ref from `start_planning` works only on the client that
+made it (`not_planning_owner` elsewhere), and closing the client kills the active
+callback worker of every run it still owned and ends them. `AsyncClient` exposes the same
+methods as coroutines.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from phloem.actors.planning.events import (
+    DEFAULT_EVENT_WINDOW_BYTES,
+    DEFAULT_EVENT_WINDOW_MESSAGES,
+    PlanningEvent,
+)
+from phloem.clientbase import ClientBase, EventStream
+from phloem.protocols.errors import PhloemError
+from phloem.protocols.plan import (
+    DEFAULT_OPTIONS,
+    AwaitPlanning,
+    CancelPlanning,
+    OpenPlanningEvents,
+    PlanningCancelled,
+    PlanningOptions,
+    PlanningResult,
+    PlanningStarted,
+    StartPlanning,
+    decode_result,
+)
+from phloem.supervision.credit import CreditWindow
+
+PLANNING_SERVICE = "planning/service"
+# An await without a timeout waits in slices of this many seconds, so no single request
+# outlives the daemon's request timeout.
+AWAIT_SLICE_S = 20.0
+# Added to an await's own timeout for the request carrying it.
+REQUEST_SLACK_S = 5.0
+
+Options = Mapping[str, Any] | PlanningOptions | None
+
+
+def _options(options: Options) -> dict[str, Any] | None:
+    if options is None:
+        return None
+    if isinstance(options, PlanningOptions):
+        return {
+            f: getattr(options, f)
+            for f in options.__struct_fields__
+            if getattr(options, f) != getattr(DEFAULT_OPTIONS, f)
+        }
+    return dict(options)
+
+
+class PlanningMethods(ClientBase):
+    """`run_planning`, `start_planning`, `await_planning`, `cancel_planning`."""
+
+    def start_planning(
+        self,
+        planner: Any,
+        executor: Any,
+        goal: Any = None,
+        context: Any = None,
+        options: Options = None,
+        *,
+        events: EventStream[Any] | None = None,
+    ) -> str:
+        """Start a run; its opaque, owner-bound ref. Configuration errors raise
+        `PhloemError` (`invalid_planning_adapter`, `invalid_planning_options`, ...).
+
+        Pass `events=client.open_planning_events()` to receive every event of the run.
+        """
+        request = StartPlanning(
+            planner=planner,
+            executor=executor,
+            goal=goal,
+            context=context,
+            options=_options(options),
+            events=events.name if events is not None else None,
+        )
+        started = self.ask(PLANNING_SERVICE, request, reply_type=PlanningStarted)
+        return started.ref
+
+    def open_planning_events(
+        self, window: CreditWindow | None = None
+    ) -> EventStream[PlanningEvent]:
+        """A stream for the next `start_planning(events=...)`: subscribed before it starts,
+        so no event is missed. Ends after the run's `terminal` event."""
+        name = self.ask(PLANNING_SERVICE, OpenPlanningEvents(), reply_type=str)
+        window = window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
+        return self.subscribe(name, window, event_type=PlanningEvent)
+
+    def await_planning(self, ref: str, timeout: float | None = None) -> PlanningResult:
+        """The run's result; `planning_await_timeout` if it is still running after
+        `timeout` seconds (None: wait until it ends). A result is handed out once."""
+        if timeout is not None:
+            return self._await_once(ref, timeout)
+        while True:
+            try:
+                return self._await_once(ref, AWAIT_SLICE_S)
+            except PhloemError as err:
+                if err.kind != "planning_await_timeout":
+                    raise
+
+    def _await_once(self, ref: str, timeout: float) -> PlanningResult:
+        text = self.ask(
+            PLANNING_SERVICE,
+            AwaitPlanning(ref=ref, timeout_s=timeout),
+            reply_type=str,
+            timeout=timeout + REQUEST_SLACK_S,
+        )
+        return decode_result(text)
+
+    def cancel_planning(self, ref: str, reason: Any = "user_cancelled") -> bool:
+        """Cancel the run (its active worker is killed); False if it had already ended."""
+        reply = self.ask(
+            PLANNING_SERVICE, CancelPlanning(ref=ref, reason=reason), reply_type=PlanningCancelled
+        )
+        return reply.cancelled
+
+    def run_planning(
+        self,
+        planner: Any,
+        executor: Any,
+        goal: Any = None,
+        context: Any = None,
+        options: Options = None,
+        *,
+        on_event: Callable[[PlanningEvent], None] | None = None,
+    ) -> PlanningResult:
+        """Start a run and wait for its result; `on_event(event)` sees its progress."""
+        if on_event is None:
+            ref = self.start_planning(planner, executor, goal, context, options)
+            return self.await_planning(ref)
+        stream = self.open_planning_events()
+        failure: list[BaseException] = []
+
+        def pump() -> None:
+            try:
+                for event in stream:
+                    on_event(event)
+            except BaseException as exc:
+                failure.append(exc)
+
+        reader = threading.Thread(target=pump, name="planning-events", daemon=True)
+        reader.start()
+        try:
+            ref = self.start_planning(planner, executor, goal, context, options, events=stream)
+            result = self.await_planning(ref)
+            reader.join(REQUEST_SLACK_S)
+        finally:
+            stream.close()
+        if failure and not isinstance(failure[0], PhloemError):
+            raise failure[0]
+        return result

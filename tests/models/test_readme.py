@@ -1,0 +1,16 @@
+"""The README's model-provider example runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_model_providers_readme_example_runs() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Model providers\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "README.md#model-providers", "exec"), {})
