@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from phloem.actors.agents.api import AgentClientMethods
 from phloem.clientbase import ClientBase, EventStream, StreamSource
 from phloem.planning_client import PlanningMethods
 from phloem.protocols.errors import ErrorValue, PhloemError
@@ -468,7 +469,7 @@ class LocalTransport:
 # --- the public classes -----------------------------------------------------------------
 
 
-class Client(PlanningMethods, ClientBase):
+class Client(AgentClientMethods, PlanningMethods, ClientBase):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
 
     Feature methods (planning, agents, providers, ...) are mixins subclassing

@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
+from phloem.actors.agents.settings import AgentsConfig
 from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import PhloemError
 
@@ -157,6 +158,8 @@ class Config(Section):
     providers: dict[str, ProviderConfig] = {}
     # Planning adapters (`[planning.planners]`, `[planning.executors]`).
     planning: PlanningConfig = section(PlanningConfig)
+    # Agents and planner agents by name (`[agents]`, see phloem.actors.agents.settings).
+    agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
 
     def __post_init__(self) -> None:
         path = self.daemon.socket_path()

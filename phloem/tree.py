@@ -31,6 +31,7 @@ import psutil
 import structlog
 
 import phloem
+from phloem.actors.agents.api import AgentTreeMethods
 from phloem.actors.services import Call, Outcome, Respond, ServiceActor, ServiceContext
 from phloem.actors.services import configured_services as _configured_services
 from phloem.actors.streams import StreamHub
@@ -121,7 +122,7 @@ class _Deadlines:
             self._cond.notify()
 
 
-class Tree:
+class Tree(AgentTreeMethods):
     """A running phloem tree: root supervisor, services, refs and streams."""
 
     def __init__(

@@ -57,6 +57,7 @@ log = structlog.get_logger("phloem.services")
 SERVICE_MODULES: list[str] = [
     "phloem.actors.echo",
     "phloem.actors.planning.service",
+    "phloem.actors.agent_service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64

@@ -24,6 +24,7 @@ from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.protocols.content import Content
+from phloem.protocols.errors import PhloemError
 from phloem.supervision.spec import Limits
 
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
@@ -84,14 +85,17 @@ class FunctionAgent(Agent):
             return
         kwargs = {k: ctx.state[k] for k in self.input_keys}
         try:
-            value = self.fn(**kwargs)
+            if self.isolate:
+                from phloem.actors.agents.isolated import call_isolated
+
+                value = call_isolated(self, kwargs, ctx)
+            else:
+                value = self.fn(**kwargs)
+        except PhloemError as exc:
+            yield self.error_event(ctx, exc.kind, exc.message)
+            return
         except Exception as exc:
-            kind = getattr(exc, "kind", None)
-            yield self.error_event(
-                ctx,
-                kind if isinstance(kind, str) else "agent_error",
-                f"{self.name}: {type(exc).__name__}: {exc}",
-            )
+            yield self.error_event(ctx, "agent_error", f"{self.name}: {type(exc).__name__}: {exc}")
             return
         yield from self._result_events(ctx, value)
 

@@ -53,7 +53,7 @@ from phloem.protocols.plan import (
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
-from phloem.supervision.supervisor import SupervisorRef
+from phloem.supervision.supervisor import SupervisorRef, root_supervisors
 
 log = structlog.get_logger("phloem.planning")
 
@@ -61,6 +61,8 @@ SERVICE_PATH = "planning/service"
 # Topics opened with OpenPlanningEvents and not yet used by a StartPlanning.
 MAX_PENDING_EVENT_TOPICS = 1024
 # The run → topic forwarding window: the topic applies each client's own credit.
+# Bound on the walk that finds the runs supervisor at the first request.
+MAX_SUPERVISORS_SEARCHED = 10_000
 FORWARD_WINDOW = CreditWindow(65_536, 1024 * 1024 * 1024)
 
 
@@ -92,12 +94,27 @@ class PlanningService(ServiceActor):
         return self.runtime
 
     def _runs_supervisor(self) -> SupervisorRef:
-        handle = self._phloem_handle
-        parent = getattr(handle, "_parent", None)
-        if isinstance(parent, SupervisorRef):
-            for info in parent.which_children():
-                if info.id == "runs" and isinstance(info.ref, SupervisorRef):
-                    return info.ref
+        """The `runs` sibling of this service: found by walking the running supervisors
+        (public `which_children`) to the one that holds this service's handle."""
+        me = self._phloem_handle
+        stack: list[SupervisorRef] = list(root_supervisors())
+        visited = 0
+        while stack and visited < MAX_SUPERVISORS_SEARCHED:
+            sup = stack.pop()
+            visited += 1
+            try:
+                children = sup.which_children()
+            except PhloemError:
+                continue
+            if any(info.ref is me for info in children):
+                for info in children:
+                    if info.id == "runs" and isinstance(info.ref, SupervisorRef):
+                        return info.ref
+            stack.extend(
+                info.ref
+                for info in children
+                if isinstance(info.ref, SupervisorRef) and info.id != "runs"
+            )
         raise PhloemError("planning_unavailable", "the planning runs supervisor is not running")
 
     def handle(self, message: Any, call: Call) -> Any:

@@ -1,0 +1,254 @@
+"""The `agents` service: list, plan, run and cancel agents by name.
+
+Requests (msgspec, tagged): `ListAgents`, `PlanAgent(name, state)`,
+`StartAgentRun(name, input, state)` and `CancelAgentRun(ref)`. A started run answers
+`AgentRunStarted(ref, stream)`: the ref is bound to the calling client (another client
+gets `not_owner`; when the client goes away the run is cancelled) and the stream
+`agents/<ref>` carries `AgentRunEvent`s as they happen and one final `AgentRunEnd`
+with the whole `AgentRun`, under the subscriber's credit.
+
+Each run has its own supervisor (a temporary child of this service's `agents.runs`
+supervisor) holding the run's driver actor and, next to it, one temporary actor per
+sub-agent invocation. At most `max_concurrent_runs` runs are live; beyond that a start
+is refused with `backpressure`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.context import CancelToken
+from phloem.actors.agents.events import Event
+from phloem.actors.agents.planner_agent import PlannerAgent
+from phloem.actors.agents.protocol import (
+    AgentInfo,
+    AgentPlan,
+    AgentRequest,
+    AgentRunEnd,
+    AgentRunEvent,
+    AgentRunStarted,
+    CancelAgentRun,
+    ListAgents,
+    PlanAgent,
+    StartAgentRun,
+)
+from phloem.actors.agents.registry import AgentRegistry, build_registry, planned_groups
+from phloem.actors.agents.runner import run_agent
+from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.actors.services import Call, ServiceActor, register_service, service_factory
+from phloem.actors.streams import Topic
+from phloem.protocols.errors import PhloemError
+from phloem.supervision import (
+    Actor,
+    ChildSpec,
+    ExitReason,
+    Supervisor,
+    SupervisorRef,
+    SupervisorSpec,
+)
+from phloem.supervision.refs import Owner, RefKind
+
+log = structlog.get_logger("phloem.agents")
+
+SERVICE_NAME = "agents"
+RUN_REF_KIND = RefKind(
+    "agent_run",
+    prefix="agentrun_",
+    invalid_error="invalid_ref",
+    not_owner_error="not_owner",
+)
+STREAM_SEND_TIMEOUT_S = 60.0  # a subscriber that grants no credit this long cancels the run
+MAX_AGENT_INPUT_CHARS = 100_000
+
+
+def info_of(agent: Agent) -> AgentInfo:
+    if isinstance(agent, PlannerAgent):
+        return AgentInfo(
+            agent.name,
+            "planner",
+            agent.description,
+            [a.name for a in agent.sub_agents],
+            agent.max_iterations,
+        )
+    return AgentInfo(agent.name, type(agent).__name__, agent.description)
+
+
+# --- runs -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    id: str
+    ref: str
+    agent: Agent
+    token: CancelToken
+    executor: SupervisedExecutor
+    topic: Topic | None
+
+
+class _Finished:
+    __slots__ = ("run_id",)
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+
+class _Register:
+    __slots__ = ("agent", "replace")
+
+    def __init__(self, agent: Agent, replace: bool) -> None:
+        self.agent = agent
+        self.replace = replace
+
+
+def register_message(agent: Agent, replace: bool = False) -> Any:
+    """The in-process message that registers `agent` with the service (Tree only)."""
+    return _Register(agent, replace)
+
+
+class AgentRunDriver(Actor):
+    """Drives one run: waits for the subscriber, runs the agent, streams, ends the topic."""
+
+    max_inbox = 4
+
+    def __init__(self, run: _Run, request: StartAgentRun) -> None:
+        super().__init__()
+        self.run = run
+        self.request = request
+
+    def on_receive(self, message: Any) -> Any:
+        if message != "go":
+            return None
+        run, topic = self.run, self.run.topic
+        assert topic is not None
+        topic.stream.wait_for_subscribers(1, self.request.subscribe_wait_s)
+
+        def forward(event: Event) -> None:
+            if run.token.cancelled:
+                return
+            try:
+                topic.send(AgentRunEvent(event), timeout=STREAM_SEND_TIMEOUT_S)
+            except PhloemError as exc:
+                run.token.cancel(f"event stream failed: {exc.kind}")
+
+        result = run_agent(
+            run.agent,
+            input=self.request.input,
+            state=self.request.state,
+            executor=run.executor,
+            cancel=run.token,
+            on_event=forward,
+        )
+        try:
+            topic.send(AgentRunEnd(result), timeout=STREAM_SEND_TIMEOUT_S)
+        except PhloemError as exc:
+            log.warning("agent_run_end_undelivered", run=run.id, kind=exc.kind)
+        topic.close()
+        self.exit(ExitReason.normal())
+        return None
+
+
+class AgentService(ServiceActor):
+    """The `agents` service (see the module docstring)."""
+
+    request_type = AgentRequest
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        cfg = ctx.config.agents
+        from phloem.config import load_component
+
+        self.registry: AgentRegistry = build_registry(
+            cfg, lambda path: load_component(path, what="agent")
+        )
+        self.max_runs: int = cfg.max_concurrent_runs
+        self.runs: dict[str, _Run] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._sup: SupervisorRef | None = None
+        ctx.refs.define_kind(RUN_REF_KIND)  # idempotent across restarts of this service
+
+    def on_start(self) -> None:
+        self._sup = Supervisor.start(
+            SupervisorSpec(strategy="one_for_one", intensity=0), [], name="agents.runs"
+        )
+
+    def on_stop(self) -> None:
+        for run in list(self.runs.values()):
+            run.token.cancel("service stopping")
+        if self._sup is not None:
+            self._sup.stop(timeout=10.0)
+        super().on_stop()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def handle(self, message: Any, call: Call) -> Any:
+        if isinstance(message, ListAgents):
+            return [info_of(a) for a in self.registry.all()]
+        if isinstance(message, PlanAgent):
+            agent = self.registry.get(message.name)
+            return AgentPlan(agent.name, planned_groups(agent, message.state))
+        if isinstance(message, StartAgentRun):
+            return self._start(message, call.owner)
+        if isinstance(message, CancelAgentRun):
+            run = self.ctx.refs.resolve(message.ref, call.owner, RUN_REF_KIND.name)
+            assert isinstance(run, _Run)
+            run.token.cancel("cancelled by its owner")
+            return {"cancelled": message.ref}
+        raise PhloemError("bad_message", f"unexpected request {type(message).__name__}")
+
+    def on_other(self, message: Any) -> Any:
+        if isinstance(message, _Finished):
+            run = self.runs.pop(message.run_id, None)
+            if run is not None:
+                self.ctx.refs.discard(run.ref)
+                run.executor.close()
+            return None
+        if isinstance(message, _Register):
+            return self.registry.add(message.agent, replace=message.replace).name
+        return None
+
+    def _start(self, request: StartAgentRun, owner: Owner) -> AgentRunStarted:
+        agent = self.registry.get(request.name)
+        if request.input is not None and len(request.input) > MAX_AGENT_INPUT_CHARS:
+            raise PhloemError("bad_message", f"input must be at most {MAX_AGENT_INPUT_CHARS} chars")
+        if not 0 <= request.subscribe_wait_s <= 60:
+            raise PhloemError("bad_message", "subscribe_wait_s must be between 0 and 60")
+        if len(self.runs) >= self.max_runs:
+            raise PhloemError(
+                "backpressure", f"{len(self.runs)} agent runs live; max_concurrent_runs reached"
+            )
+        assert self._sup is not None
+        run_id = f"{agent.name}-{next(self._ids)}"
+        token = CancelToken()
+        executor = SupervisedExecutor(run_id, parent=self._sup)
+        run = _Run(run_id, "", agent, token, executor, None)
+        ref = self.ctx.refs.create(
+            owner, run, lambda reason: token.cancel(str(reason)), RUN_REF_KIND.name
+        )
+        run.ref = ref.text
+        run.topic = self.open_topic(f"agents/{ref.text}", owner=owner)
+        me = self.actor_ref
+        try:
+            driver = executor.supervisor.start_child(
+                ChildSpec("driver", (AgentRunDriver, (run, request), {}), restart="temporary")
+            )
+        except Exception:
+            self.ctx.refs.discard(run.ref)
+            run.topic.close()
+            executor.close()
+            raise
+        driver.add_exit_callback(lambda reason: me.tell(_Finished(run_id)))
+        self.runs[run_id] = run
+        driver.tell("go")  # type: ignore[attr-defined]
+        log.info("agent_run_started", run=run_id, agent=agent.name)
+        return AgentRunStarted(run.ref, run.topic.name)
+
+
+register_service(SERVICE_NAME, service_factory(AgentService, shutdown=15.0))

@@ -1,0 +1,140 @@
+"""Agent methods of `phloem.Client` and `phloem.Tree`.
+
+`AgentClientMethods` is a `ClientBase` mixin: `list_agents`, `plan_agent`,
+`start_agent_run`, `cancel_agent_run` and `run_agent` (start, follow the event stream
+under credit, return the `AgentRun`). `AgentTreeMethods` adds `register_agent(agent)`
+and `run_agent(name_or_agent, ...)` to an embedded tree; agents registered in code live
+only in that process (a daemon's agents come from its config).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.events import Event
+from phloem.actors.agents.protocol import (
+    AgentInfo,
+    AgentPlan,
+    AgentRunEnd,
+    AgentRunEvent,
+    AgentRunStarted,
+    AgentStreamItem,
+    CancelAgentRun,
+    ListAgents,
+    PlanAgent,
+    StartAgentRun,
+)
+from phloem.actors.agents.runner import AgentRun
+from phloem.clientbase import ClientBase
+from phloem.supervision.credit import CreditWindow
+
+if TYPE_CHECKING:
+    from phloem.supervision.actor import ActorHandle
+
+SERVICE = "agents"
+DEFAULT_EVENT_WINDOW = CreditWindow(64, 4 * 1024 * 1024)
+DEFAULT_RUN_TIMEOUT_S = 3_600.0  # waiting for the next stream item; a run that is silent
+# longer than this is abandoned by the client (the daemon keeps its own limits)
+
+
+class AgentClientMethods(ClientBase):
+    def list_agents(self, *, timeout: float | None = None) -> list[AgentInfo]:
+        result: list[AgentInfo] = self.ask(
+            SERVICE, ListAgents(), timeout=timeout, reply_type=list[AgentInfo]
+        )
+        return result
+
+    def plan_agent(
+        self, name: str, state: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> list[list[str]]:
+        """The groups `name` would run first given `state` (GOAP and fixed planners)."""
+        plan = self.ask(
+            SERVICE, PlanAgent(name, dict(state or {})), timeout=timeout, reply_type=AgentPlan
+        )
+        return plan.groups
+
+    def start_agent_run(
+        self,
+        name: str,
+        *,
+        input: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> AgentRunStarted:
+        """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`."""
+        started: AgentRunStarted = self.ask(
+            SERVICE,
+            StartAgentRun(name, input, dict(state or {})),
+            timeout=timeout,
+            reply_type=AgentRunStarted,
+        )
+        return started
+
+    def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
+        self.ask(SERVICE, CancelAgentRun(ref), timeout=timeout)
+
+    def run_agent(
+        self,
+        name: str,
+        *,
+        input: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        window: CreditWindow | None = None,
+        timeout: float = DEFAULT_RUN_TIMEOUT_S,
+    ) -> AgentRun:
+        """Run agent `name` to its end; `on_event` sees each event as it arrives."""
+        if not isinstance(name, str):
+            raise TypeError("name must be a str (register Agent objects on an embedded tree)")
+        started = self.start_agent_run(name, input=input, state=state)
+        stream = self.subscribe(
+            started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
+        )
+        with stream:
+            while True:
+                item = stream.recv(timeout)
+                if isinstance(item, AgentRunEvent):
+                    if on_event is not None:
+                        on_event(item.event)
+                elif isinstance(item, AgentRunEnd):
+                    return item.run
+
+
+class _TreeLike(Protocol):
+    def resolve(self, path: str) -> ActorHandle: ...
+
+    def client(self, label: str = "") -> Any: ...
+
+
+class AgentTreeMethods:
+    """Methods of an embedded `Tree` (mixed into `phloem.Tree`)."""
+
+    def register_agent(self: _TreeLike, agent: Agent, *, replace: bool = False) -> str:
+        """Make `agent` runnable by name in this tree; returns its name."""
+        from phloem.actors.agent_service import register_message
+
+        if not isinstance(agent, Agent):
+            raise TypeError("agent must be an Agent")
+        name: str = self.resolve(SERVICE).ask(register_message(agent, replace))
+        return name
+
+    def run_agent(
+        self: _TreeLike,
+        agent: str | Agent,
+        *,
+        input: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> AgentRun:
+        """Run an agent (registered name, or an `Agent`, registered first) to its end."""
+        if isinstance(agent, Agent):
+            AgentTreeMethods.register_agent(self, agent)
+            agent = agent.name
+        client = self.client("run_agent")
+        try:
+            run: AgentRun = client.run_agent(agent, input=input, state=state, on_event=on_event)
+            return run
+        finally:
+            client.close()

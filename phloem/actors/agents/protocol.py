@@ -1,0 +1,66 @@
+"""Messages of the `agents` service, shared by the service and the client methods.
+
+Requests are a tagged union (`AgentRequest`); a run's stream carries `AgentStreamItem`s:
+`AgentRunEvent` for every event as it happens, then one `AgentRunEnd` with the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from phloem.actors.agents.events import Event
+from phloem.actors.agents.runner import AgentRun
+
+
+class ListAgents(msgspec.Struct, frozen=True, tag="list"):
+    pass
+
+
+class PlanAgent(msgspec.Struct, frozen=True, tag="plan"):
+    name: str
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class StartAgentRun(msgspec.Struct, frozen=True, tag="run"):
+    name: str
+    input: str | None = None
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+    subscribe_wait_s: float = 5.0
+
+
+class CancelAgentRun(msgspec.Struct, frozen=True, tag="cancel"):
+    ref: str
+
+
+AgentRequest = ListAgents | PlanAgent | StartAgentRun | CancelAgentRun
+
+
+class AgentInfo(msgspec.Struct, frozen=True):
+    name: str
+    kind: str
+    description: str
+    sub_agents: list[str] = []
+    max_iterations: int | None = None
+
+
+class AgentPlan(msgspec.Struct, frozen=True):
+    name: str
+    groups: list[list[str]]
+
+
+class AgentRunStarted(msgspec.Struct, frozen=True):
+    ref: str
+    stream: str
+
+
+class AgentRunEvent(msgspec.Struct, frozen=True, tag="event"):
+    event: Event
+
+
+class AgentRunEnd(msgspec.Struct, frozen=True, tag="end"):
+    run: AgentRun
+
+
+AgentStreamItem = AgentRunEvent | AgentRunEnd

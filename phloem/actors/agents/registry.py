@@ -1,0 +1,191 @@
+"""`AgentRegistry`: agents by name, built from the `[agents]` config or registered in code.
+
+Configured agents are trusted code named in the daemon config — FunctionAgents as
+`module:attribute` callables, other agents as `module:attribute` of an `Agent` (or a
+zero-argument factory returning one), and PlannerAgents assembled from those by name
+with one of the built-in planners. Requests only ever name a registered agent; nothing
+from a request is imported.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.function_agent import FunctionAgent
+from phloem.actors.agents.goap import GoalOrientedPlanner, ReplanPolicy
+from phloem.actors.agents.goap_search import AStarSearch, DfsSearch
+from phloem.actors.agents.loop import LoopPlanner
+from phloem.actors.agents.metadata import AgentMetadata
+from phloem.actors.agents.p2p import P2PPlanner
+from phloem.actors.agents.parallel import ParallelPlanner
+from phloem.actors.agents.planner_agent import PlannerAgent
+from phloem.actors.agents.planning import Planner
+from phloem.actors.agents.sequential import SequentialPlanner
+from phloem.protocols.errors import PhloemError
+from phloem.supervision.spec import Limits
+
+MAX_AGENTS = 10_000
+
+
+class AgentRegistry:
+    """Thread-safe name → agent map with at most `MAX_AGENTS` entries."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._agents: dict[str, Agent] = {}
+
+    def add(self, agent: Agent, *, replace: bool = False) -> Agent:
+        if not isinstance(agent, Agent):
+            raise TypeError("agent must be an Agent")
+        with self._lock:
+            existing = self._agents.get(agent.name)
+            if existing is not None and existing is not agent and not replace:
+                raise PhloemError("agent_exists", f"an agent named {agent.name!r} is registered")
+            if existing is None and len(self._agents) >= MAX_AGENTS:
+                raise PhloemError("limit_exceeded", f"MAX_AGENTS ({MAX_AGENTS}) reached")
+            self._agents[agent.name] = agent
+        return agent
+
+    def get(self, name: str) -> Agent:
+        with self._lock:
+            agent = self._agents.get(name)
+        if agent is None:
+            raise PhloemError("unknown_agent", f"no agent named {name[:80]!r}")
+        return agent
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._agents)
+
+    def all(self) -> list[Agent]:
+        with self._lock:
+            return [self._agents[n] for n in sorted(self._agents)]
+
+
+def _invalid(message: str) -> PhloemError:
+    return PhloemError("config_invalid", message)
+
+
+def build_registry(cfg: Any, load: Callable[[str], Any]) -> AgentRegistry:
+    """Agents from an `[agents]` config section; `load` resolves `module:attribute`."""
+    registry = AgentRegistry()
+    for name, fc in cfg.functions.items():
+        where = f"agents.functions.{name}"
+        fn = load(fc.fn)
+        if not callable(fn):
+            raise _invalid(f"{where}: {fc.fn!r} is not callable")
+        limits = Limits(max_memory_bytes=fc.max_memory_bytes) if fc.max_memory_bytes else None
+        try:
+            registry.add(
+                FunctionAgent(
+                    name,
+                    fc.description,
+                    fn,
+                    fc.input_keys,
+                    fc.output_key,
+                    fc.isolate,
+                    limits=limits,
+                    timeout_s=fc.timeout_s,
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            raise _invalid(f"{where}: {exc}") from None
+    for name, path in cfg.components.items():
+        obj = load(path)
+        agent = obj if isinstance(obj, Agent) else (obj() if callable(obj) else None)
+        if not isinstance(agent, Agent) or agent.name != name:
+            raise _invalid(f"agents.components.{name}: {path!r} must be an Agent named {name!r}")
+        registry.add(agent)
+    pending = dict(cfg.planners)
+    while pending:
+        ready = [n for n, pc in pending.items() if all(s not in pending for s in pc.sub_agents)]
+        if not ready:
+            raise _invalid(
+                "agents.planners: sub_agents form a cycle: " + ", ".join(sorted(pending))
+            )
+        for name in ready:
+            pc = pending.pop(name)
+            subs = []
+            for sub in pc.sub_agents:
+                try:
+                    subs.append(registry.get(sub))
+                except PhloemError:
+                    raise _invalid(f"agents.planners.{name}: unknown sub-agent {sub!r}") from None
+            try:
+                factory = planner_factory(name, pc, subs)
+                registry.add(
+                    PlannerAgent(
+                        name,
+                        pc.description,
+                        factory,
+                        subs,
+                        pc.max_iterations,
+                        on_agent_error=pc.on_agent_error,
+                    )
+                )
+            except (TypeError, ValueError) as exc:
+                raise _invalid(f"agents.planners.{name}: {exc}") from None
+    return registry
+
+
+def contracts_for(name: str, pc: Any, subs: list[Agent]) -> list[AgentMetadata]:
+    """Contracts of a goal-oriented or P2P planner: explicit ones, else FunctionAgent keys."""
+    out = []
+    explicit: Mapping[str, Any] = pc.contracts
+    for agent in subs:
+        c = explicit.get(agent.name)
+        if c is not None:
+            out.append(AgentMetadata(agent.name, c.input_keys, c.output_key))
+        elif isinstance(agent, FunctionAgent) and agent.output_key:
+            out.append(AgentMetadata(agent.name, agent.input_keys, agent.output_key))
+        else:
+            raise _invalid(f"agents.planners.{name}: no contract for sub-agent {agent.name!r}")
+    return out
+
+
+def planner_factory(name: str, pc: Any, subs: list[Agent]) -> Callable[[], Planner]:
+    kind = pc.planner
+    if kind == "sequential":
+        return SequentialPlanner
+    if kind == "parallel":
+        return ParallelPlanner
+    if kind == "loop":
+        cycles = pc.max_cycles
+        return lambda: LoopPlanner(cycles)
+    meta = contracts_for(name, pc, subs)
+    if kind == "p2p":
+        cap = pc.max_invocations
+        return lambda: P2PPlanner(meta, cap)
+    if kind == "goal_oriented":
+        if not pc.goal:
+            raise _invalid(f"agents.planners.{name}: goal_oriented needs a goal")
+        search = AStarSearch() if pc.search == "astar" else DfsSearch()
+        policy = {
+            "ignore": ReplanPolicy.ignore(),
+            "fail_stop": ReplanPolicy.fail_stop(),
+        }.get(pc.replan) or ReplanPolicy.replan(pc.max_replans)
+        goal, fresh = pc.goal, pc.fresh_outputs
+        GoalOrientedPlanner(goal, meta, search, policy, fresh_outputs=fresh)  # validate now
+        return lambda: GoalOrientedPlanner(goal, meta, search, policy, fresh_outputs=fresh)
+    raise _invalid(f"agents.planners.{name}: unknown planner {kind!r}")
+
+
+def planned_groups(agent: Agent, state: Mapping[str, Any]) -> list[list[str]]:
+    """What `agent` would run first, without running anything (`phloem agent plan`)."""
+    if not isinstance(agent, PlannerAgent):
+        return [[agent.name]]
+    planner = agent.new_planner()
+    names = [a.name for a in agent.sub_agents]
+    if isinstance(planner, GoalOrientedPlanner):
+        return planner.groups(state)
+    if isinstance(planner, SequentialPlanner | LoopPlanner):
+        return [[n] for n in names]
+    if isinstance(planner, ParallelPlanner):
+        return [names] if names else []
+    raise PhloemError(
+        "plan_unavailable",
+        f"agent {agent.name!r} decides as it goes ({type(planner).__name__}); no plan ahead",
+    )

@@ -1,0 +1,76 @@
+"""The `[agents]` configuration section (decoded by `phloem.config`).
+
+    [agents.functions.fetchFilings]
+    fn = "phloem.actors.examples.supplier_risk:fetch_filings"
+    description = "Collects the latest filings"
+    input_keys = ["company"]
+    output_key = "filings"
+
+    [agents.planners.supplierBrief]
+    planner = "goal_oriented"          # sequential | parallel | loop | goal_oriented | p2p
+    sub_agents = ["fetchFilings", "fetchNews", "analyzeFinancials", "assessRisk", "writeBrief"]
+    goal = "brief"
+    replan = "replan"                  # ignore | fail_stop | replan
+    max_replans = 2
+    max_iterations = 12
+
+Goal-oriented and P2P planners take their contracts from the FunctionAgents' input and
+output keys unless `[agents.planners.NAME.contracts.AGENT]` gives them. Other agents
+(`LlmAgent`s with their models, custom `Agent`s) come from `[agents.components]`:
+name = `module:attribute` of an `Agent` or a zero-argument factory returning one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+_COMPONENT = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
+_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+
+ComponentPath = Annotated[str, msgspec.Meta(pattern=_COMPONENT)]
+AgentName = Annotated[str, msgspec.Meta(pattern=_NAME)]
+Key = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class FunctionAgentConfig(_Section, kw_only=True):
+    fn: ComponentPath
+    description: str = ""
+    input_keys: list[Key] = []
+    output_key: Key | None = None
+    isolate: bool = False
+    max_memory_bytes: Annotated[int, msgspec.Meta(ge=16 * 1024 * 1024)] | None = None
+    timeout_s: Annotated[float, msgspec.Meta(ge=0.1, le=86_400)] = 300.0
+
+
+class ContractConfig(_Section, kw_only=True):
+    input_keys: list[Key] = []
+    output_key: Key
+
+
+class PlannerAgentConfig(_Section, kw_only=True):
+    planner: Literal["sequential", "parallel", "loop", "goal_oriented", "p2p"]
+    sub_agents: list[AgentName]
+    description: str = ""
+    max_iterations: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 100
+    on_agent_error: Literal["stop", "continue"] = "stop"
+    max_cycles: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] = 1
+    goal: str = ""
+    search: Literal["dfs", "astar"] = "dfs"
+    replan: Literal["ignore", "fail_stop", "replan"] = "ignore"
+    max_replans: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+    fresh_outputs: bool = True
+    max_invocations: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10
+    contracts: dict[AgentName, ContractConfig] = {}
+
+
+class AgentsConfig(_Section, kw_only=True):
+    functions: dict[AgentName, FunctionAgentConfig] = {}
+    planners: dict[AgentName, PlannerAgentConfig] = {}
+    components: dict[AgentName, ComponentPath] = {}
+    max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64

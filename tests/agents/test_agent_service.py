@@ -1,0 +1,168 @@
+"""The `agents` service through an embedded Tree and its clients."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from phloem import PhloemError, Tree
+from phloem.actors.agents import Agent, Event, InvocationContext, PlannerAgent, SequentialPlanner
+from phloem.config import Config
+
+pytestmark = pytest.mark.timeout(30)
+
+EXAMPLE = "phloem.actors.examples.supplier_risk"
+FUNCTIONS = {
+    "fetchFilings": ("fetch_filings", ["company"], "filings"),
+    "fetchNews": ("fetch_news", ["company"], "news"),
+    "analyzeFinancials": ("analyze_financials", ["filings"], "financials"),
+    "assessRisk": ("assess_risk", ["financials", "news"], "risk"),
+    "writeBrief": ("write_brief", ["company", "risk"], "brief"),
+}
+
+
+def config(**agents: Any) -> Config:
+    data = {
+        "services": {"disabled": ["echo"]},
+        "agents": {
+            "functions": {
+                name: {"fn": f"{EXAMPLE}:{fn}", "input_keys": keys, "output_key": out}
+                for name, (fn, keys, out) in FUNCTIONS.items()
+            },
+            "planners": {
+                "supplierBrief": {
+                    "planner": "goal_oriented",
+                    "description": "Builds a supplier risk brief",
+                    "sub_agents": list(FUNCTIONS),
+                    "goal": "brief",
+                    "replan": "replan",
+                    "max_replans": 2,
+                    "max_iterations": 12,
+                },
+                "chain": {"planner": "sequential", "sub_agents": ["fetchNews", "fetchFilings"]},
+            },
+            **agents,
+        },
+    }
+    return msgspec.convert(data, Config)
+
+
+@pytest.fixture
+def tree() -> Iterator[Tree]:
+    t = Tree.start(config(), name="agents-test")
+    try:
+        yield t
+    finally:
+        t.stop()
+
+
+def test_the_supplier_brief_runs_through_the_tree(tree: Tree) -> None:
+    seen: list[Event] = []
+    run = tree.run_agent(
+        "supplierBrief", state={"company": "ACME Components"}, on_event=seen.append
+    )
+    assert run.outcome.status == "done", run.outcome.message
+    assert "Risk level: HIGH" in run.state["brief"]
+    assert [e.id for e in seen] == [e.id for e in run.events]
+    groups = [list(d.agents) for d in run.outcome.decisions if d.action == "run_agents"]
+    assert groups == [
+        ["fetchFilings", "fetchNews"],
+        ["analyzeFinancials"],
+        ["assessRisk"],
+        ["writeBrief"],
+    ]
+
+
+def test_list_and_plan_through_a_client(tree: Tree) -> None:
+    with tree.client() as client:
+        names = {a.name: a for a in client.list_agents()}
+        assert names["supplierBrief"].kind == "planner"
+        assert names["supplierBrief"].max_iterations == 12
+        assert client.plan_agent("supplierBrief", {"company": "x"}) == [
+            ["fetchFilings", "fetchNews"],
+            ["analyzeFinancials"],
+            ["assessRisk"],
+            ["writeBrief"],
+        ]
+        assert client.plan_agent("chain") == [["fetchNews"], ["fetchFilings"]]
+        with pytest.raises(PhloemError) as info:
+            client.plan_agent("supplierBrief", {})
+        assert info.value.kind == "plan_error"
+        with pytest.raises(PhloemError) as unknown:
+            client.run_agent("nobody")
+        assert unknown.value.kind == "unknown_agent"
+
+
+def test_an_unknown_company_ends_with_agent_failed(tree: Tree) -> None:
+    run = tree.run_agent("supplierBrief", state={"company": "Nobody Inc"})
+    assert run.outcome.status == "agent_failed"
+    assert "no filings for 'Nobody Inc'" in run.outcome.message
+
+
+class Waiter(Agent):
+    def __init__(self, name: str, started: threading.Event) -> None:
+        super().__init__(name, "waits until cancelled")
+        self.started = started
+        self.stopped = threading.Event()
+        self.reason: str | None = None
+
+    def run(self, ctx: InvocationContext) -> Iterator[Event]:
+        yield Event.from_text(self.name, "waiting")
+        self.started.set()
+        ctx.cancel.wait(timeout=20)
+        self.reason = ctx.cancel.reason
+        self.stopped.set()
+        yield Event.from_text(self.name, "stopped waiting")
+
+
+def test_a_running_planner_agent_is_cancelled_by_its_owner_ref_only(tree: Tree) -> None:
+    started = threading.Event()
+    tree.register_agent(PlannerAgent("waiting", "", SequentialPlanner, [Waiter("w", started)]))
+    owner, other = tree.client("owner"), tree.client("other")
+    try:
+        run = owner.start_agent_run("waiting")
+        stream = owner.subscribe(run.stream)
+        assert started.wait(timeout=10)
+        with pytest.raises(PhloemError) as info:
+            other.cancel_agent_run(run.ref)
+        assert info.value.kind == "not_owner"
+        with pytest.raises(PhloemError) as bad:
+            owner.cancel_agent_run("agentrun_nothex")
+        assert bad.value.kind == "invalid_ref"
+        owner.cancel_agent_run(run.ref)
+        items = list(stream)
+        end = msgspec.convert(items[-1], dict)
+        assert end["type"] == "end"
+        assert end["run"]["outcome"]["status"] == "cancelled"
+    finally:
+        owner.close()
+        other.close()
+
+
+def test_closing_the_owner_cancels_its_runs(tree: Tree) -> None:
+    started = threading.Event()
+    waiter = Waiter("w2", started)
+    tree.register_agent(PlannerAgent("orphan", "", SequentialPlanner, [waiter]))
+    client = tree.client("leaving")
+    started_run = client.start_agent_run("orphan")
+    client.subscribe(started_run.stream)
+    assert started.wait(timeout=10)
+    client.close()
+    assert waiter.stopped.wait(timeout=10)
+    assert waiter.reason is not None and "owner_down" in waiter.reason
+
+
+def test_registering_an_agent_object_and_running_it(tree: Tree) -> None:
+    class Hello(Agent):
+        def run(self, ctx: InvocationContext) -> Iterator[Event]:
+            yield Event.from_text(
+                self.name, f"hello {ctx.user_content.text if ctx.user_content else ''}"
+            )
+
+    run = tree.run_agent(Hello("hello", "greets"), input="world")
+    assert run.outcome.status == "done"
+    assert run.events[-1].text == "hello world"

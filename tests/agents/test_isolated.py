@@ -1,0 +1,57 @@
+"""FunctionAgent(isolate=True): the call runs in a capped process child."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from phloem.actors.agents import (
+    FunctionAgent,
+    InvocationContext,
+    PlannerAgent,
+    SequentialPlanner,
+    run_agent,
+)
+from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.supervision import Limits
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def whoami(company: str) -> dict[str, Any]:
+    return {"company": company, "pid": os.getpid()}
+
+
+def hog() -> int:
+    blocks = [bytearray(16 * 1024 * 1024) for _ in range(64)]  # 1 GiB, over the cap
+    return len(blocks)
+
+
+def test_an_isolated_function_runs_in_another_process_under_the_run_supervisor() -> None:
+    agent = FunctionAgent("who", "", whoami, ["company"], "out", isolate=True)
+    with SupervisedExecutor("isolated") as executor:
+        run = run_agent(
+            PlannerAgent("p", "", SequentialPlanner, [agent]),
+            state={"company": "ACME"},
+            executor=executor,
+        )
+    assert run.outcome.status == "done", run.outcome.message
+    assert run.state["out"]["company"] == "ACME"
+    assert run.state["out"]["pid"] != os.getpid()
+
+
+def test_an_isolated_function_over_its_memory_cap_ends_with_an_error_event() -> None:
+    agent = FunctionAgent(
+        "hog",
+        "",
+        hog,
+        output_key="out",
+        isolate=True,
+        limits=Limits(max_memory_bytes=256 * 1024 * 1024),
+    )
+    [event] = list(agent.run(InvocationContext()))
+    assert event.error is not None
+    assert event.error.kind == "agent_heap_exceeded"
+    assert event.error.message.startswith("hog: process child ended: heap_exceeded")
