@@ -152,26 +152,24 @@ def _cmd_run(ctx: CommandContext) -> int:
             ctx.emit(None, text=render_event(event))
 
     with ctx.client() as client:
-        result = client.run_planning(  # type: ignore[attr-defined]
-            planner, executor, goal, context, options, on_event=on_event
-        )
+        result = client.run_planning(planner, executor, goal, context, options, on_event=on_event)
     return _emit_result(ctx, result)
 
 
 def _cmd_start(ctx: CommandContext) -> int:
     planner, executor, goal, context, options = _request(ctx.args)
     with ctx.client() as client:
-        ref = client.start_planning(planner, executor, goal, context, options)  # type: ignore[attr-defined]
+        ref = client.start_planning(planner, executor, goal, context, options)
         ctx.emit({"ref": ref}, text=ref)
         for line in sys.stdin:
             command, _, rest = line.strip().partition(" ")
             try:
                 if command == "await":
                     timeout = float(rest) if rest.strip() else None
-                    return _emit_result(ctx, client.await_planning(ref, timeout))  # type: ignore[attr-defined]
+                    return _emit_result(ctx, client.await_planning(ref, timeout))
                 if command == "cancel":
                     reason = rest.strip() or "user_cancelled"
-                    cancelled = client.cancel_planning(ref, reason)  # type: ignore[attr-defined]
+                    cancelled = client.cancel_planning(ref, reason)
                     ctx.emit({"cancelled": cancelled}, text=f"cancelled: {cancelled}")
                 elif command:
                     ctx.err.write(f"unknown command {command!r}: use 'await [S]' or 'cancel [R]'\n")
@@ -179,7 +177,7 @@ def _cmd_start(ctx: CommandContext) -> int:
                 if err.kind != "planning_await_timeout":
                     raise
                 ctx.emit({"kind": err.kind, "message": err.message}, text=str(err))
-        return _emit_result(ctx, client.await_planning(ref))  # type: ignore[attr-defined]
+        return _emit_result(ctx, client.await_planning(ref))
 
 
 def _cmd_validate(ctx: CommandContext) -> int:

@@ -58,6 +58,18 @@ def _options(options: Options) -> dict[str, Any] | None:
 class PlanningMethods(ClientBase):
     """`run_planning`, `start_planning`, `await_planning`, `cancel_planning`."""
 
+    def _planning_ask(self, message: Any, reply_type: Any, timeout: float | None = None) -> Any:
+        try:
+            return self.ask(PLANNING_SERVICE, message, reply_type=reply_type, timeout=timeout)
+        except PhloemError as err:
+            if err.kind == "unknown_actor":
+                raise PhloemError(
+                    "planning_unavailable",
+                    "the daemon runs no planning service: configure [planning.planners] "
+                    "and [planning.executors]",
+                ) from None
+            raise
+
     def start_planning(
         self,
         planner: Any,
@@ -81,7 +93,7 @@ class PlanningMethods(ClientBase):
             options=_options(options),
             events=events.name if events is not None else None,
         )
-        started = self.ask(PLANNING_SERVICE, request, reply_type=PlanningStarted)
+        started: PlanningStarted = self._planning_ask(request, PlanningStarted)
         return started.ref
 
     def open_planning_events(
@@ -89,7 +101,7 @@ class PlanningMethods(ClientBase):
     ) -> EventStream[PlanningEvent]:
         """A stream for the next `start_planning(events=...)`: subscribed before it starts,
         so no event is missed. Ends after the run's `terminal` event."""
-        name = self.ask(PLANNING_SERVICE, OpenPlanningEvents(), reply_type=str)
+        name = self._planning_ask(OpenPlanningEvents(), str)
         window = window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
         return self.subscribe(name, window, event_type=PlanningEvent)
 
@@ -106,18 +118,15 @@ class PlanningMethods(ClientBase):
                     raise
 
     def _await_once(self, ref: str, timeout: float) -> PlanningResult:
-        text = self.ask(
-            PLANNING_SERVICE,
-            AwaitPlanning(ref=ref, timeout_s=timeout),
-            reply_type=str,
-            timeout=timeout + REQUEST_SLACK_S,
+        text = self._planning_ask(
+            AwaitPlanning(ref=ref, timeout_s=timeout), str, timeout + REQUEST_SLACK_S
         )
         return decode_result(text)
 
     def cancel_planning(self, ref: str, reason: Any = "user_cancelled") -> bool:
         """Cancel the run (its active worker is killed); False if it had already ended."""
-        reply = self.ask(
-            PLANNING_SERVICE, CancelPlanning(ref=ref, reason=reason), reply_type=PlanningCancelled
+        reply: PlanningCancelled = self._planning_ask(
+            CancelPlanning(ref=ref, reason=reason), PlanningCancelled
         )
         return reply.cancelled
 

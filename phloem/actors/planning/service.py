@@ -15,7 +15,8 @@ before the run starts and miss nothing. Awaits never block the service: they are
 answered when the run ends or their timeout passes.
 
 Adapters come from `[planning.planners]` / `[planning.executors]` of the config and are
-loaded when the service starts: a bad entry stops the daemon from starting.
+loaded when the service starts: a bad entry stops the daemon from starting. With none
+configured the service is not started (clients then get `planning_unavailable`).
 """
 
 from __future__ import annotations
@@ -214,8 +215,14 @@ def _forward_to(topic: Topic) -> Any:
     return (FORWARD_WINDOW, deliver, on_detach)
 
 
-def planning_service(ctx: ServiceContext) -> ChildSpec:
-    """The `planning` subtree: runs supervisor, then the service (rest_for_one)."""
+def planning_service(ctx: ServiceContext) -> ChildSpec | None:
+    """The `planning` subtree: runs supervisor, then the service (rest_for_one).
+
+    None (not started) when the config names no planner and no executor.
+    """
+    cfg = getattr(ctx.config, "planning", None)
+    if not (getattr(cfg, "planners", None) or getattr(cfg, "executors", None)):
+        return None
     runs = ChildSpec(
         "runs", SupervisorChild(runs_supervisor_spec(), [run_child_spec()]), restart="permanent"
     )
