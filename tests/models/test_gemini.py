@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -17,10 +18,11 @@ from phloem.protocols.content import (
     ThinkingConfig,
     Usage,
 )
-from phloem.protocols.model import ModelError
+from phloem.protocols.model import ModelError, ResponseTooLarge
 
 from .fake_provider import (
     FakeProvider,
+    Reply,
     gemini_call,
     gemini_parts,
     gemini_text,
@@ -264,3 +266,38 @@ def test_invalid_model_names_are_refused_before_any_request() -> None:
         assert info.value.kind == "invalid_config"
         assert info.value.details == {"field": "model"}
     assert GeminiModel("models/gemini-x", "k").model == "gemini-x"
+
+
+def test_rate_limit_then_success_is_retried_for_gemini_too(fake: FakeProvider) -> None:
+    waits: list[float] = []
+    fake.add(Reply(status=429, headers={"retry-after": "1"}), gemini_text("ok"))
+    model = model_for(fake, sleep=waits.append)
+    assert model.generate(ModelRequest(contents=(Content.user("hi"),))).text == "ok"
+    assert waits == [1.0]
+
+
+def test_gzipped_stream_is_decoded_and_bounded(fake: FakeProvider) -> None:
+    events = [gemini_parts([{"text": "x" * 100}], finish=None) for _ in range(50)]
+    small = sse_reply(events[:2])
+    big = sse_reply(events)
+    fake.add(
+        Reply(body=small.body, headers=small.headers, gzip=True),
+        Reply(body=big.body, headers=big.headers, gzip=True),
+    )
+    model = model_for(fake, max_response_bytes=len(small.body) + 10)
+    request = ModelRequest(contents=(Content.user("hi"),))
+    assert list(model.stream(request))[-1].text == "x" * 200
+    stream = model.stream(request)
+    with pytest.raises(ResponseTooLarge):
+        for _ in stream:
+            pass
+    assert len(fake.requests) == 2  # a stream that already started is never retried
+
+
+def test_sse_events_split_across_lines_and_comments_are_parsed(fake: FakeProvider) -> None:
+    first = json.dumps(gemini_parts([{"text": "a"}], finish=None))
+    second = json.dumps(gemini_parts([{"text": "b"}]))
+    body = f": keep-alive\n\ndata: {first}\n\ndata: {second}\r\n\r\n".encode()
+    fake.add(Reply(body=body, headers={"content-type": "text/event-stream"}))
+    chunks = list(model_for(fake).stream(ModelRequest(contents=(Content.user("hi"),))))
+    assert [c.text for c in chunks] == ["a", "b", "ab"]
