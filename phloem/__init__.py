@@ -31,8 +31,19 @@ from phloem.actors.agents import (
     SupervisorPlanner,
 )
 from phloem.client import AsyncClient, Client
+from phloem.models.gemini import GeminiModel
+from phloem.models.openai import OpenAIModel
+from phloem.models.request_planners import BuiltInPlanner, PlanReActPlanner
 from phloem.models.scripted import ScriptedModel
-from phloem.protocols.content import Content, ModelRequest, ModelResponse, Part
+from phloem.protocols.content import (
+    Content,
+    FunctionDeclaration,
+    GenerateConfig,
+    ModelRequest,
+    ModelResponse,
+    Part,
+    ThinkingConfig,
+)
 from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.model import Model, ModelError
 from phloem.supervision.credit import CreditWindow
@@ -44,6 +55,7 @@ __all__ = [
     "AgentMetadata",
     "AgentRun",
     "AsyncClient",
+    "BuiltInPlanner",
     "Client",
     "Content",
     "CreditWindow",
@@ -54,7 +66,10 @@ __all__ = [
     "Event",
     "EventActions",
     "FunctionAgent",
+    "FunctionDeclaration",
     "FunctionResult",
+    "GeminiModel",
+    "GenerateConfig",
     "GoalOrientedPlanner",
     "InMemorySessionService",
     "LlmAgent",
@@ -64,11 +79,13 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "NoOp",
+    "OpenAIModel",
     "OutcomeStatus",
     "P2PPlanner",
     "ParallelPlanner",
     "Part",
     "PhloemError",
+    "PlanReActPlanner",
     "Planner",
     "PlannerAgent",
     "PlannerOutcome",
@@ -79,6 +96,7 @@ __all__ = [
     "SequentialPlanner",
     "Session",
     "SupervisorPlanner",
+    "ThinkingConfig",
     "Tree",
 ]
 __version__ = "0.1.0"
