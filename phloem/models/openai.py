@@ -111,7 +111,7 @@ class OpenAIModel:
             chat_token_limit=chat_token_limit,
         )
         config.validate()
-        self.protocol: OpenAIProtocol = protocol
+        self._protocol: OpenAIProtocol = protocol
         self.model = config.model
         self.base_url = check_base_url(base_url)
         self._api_key = api_key
@@ -141,6 +141,11 @@ class OpenAIModel:
             timeout=config.timeout,
             chat_token_limit=config.chat_token_limit,  # type: ignore[arg-type]
         )
+
+    @property
+    def protocol(self) -> OpenAIProtocol:
+        """Fixed at construction: phloem never switches or infers the protocol."""
+        return self._protocol
 
     def __repr__(self) -> str:
         return f"<OpenAIModel {self.protocol} {self.model!r} at {self.base_url}>"

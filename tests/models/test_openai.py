@@ -515,3 +515,11 @@ def test_chat_token_limit_is_refused_for_responses() -> None:
 def test_retry_bounds_are_accepted_at_their_edges() -> None:
     for retries in (0, 10):
         OpenAIModel("responses", "m", "https://h/v1", max_retries=retries).close()
+
+
+def test_protocol_is_fixed_at_construction() -> None:
+    model = OpenAIModel("responses", "m", "https://h/v1")
+    with pytest.raises(AttributeError):
+        model.protocol = "chat_completions"  # type: ignore[misc]
+    assert model.protocol == "responses"
+    model.close()
