@@ -478,6 +478,7 @@ class Server:
         self._stop = threading.Event()
         self._listener: socket.socket | None = None
         self._inode: int | None = None
+        self.stop_signal: int | None = None
         tree.connections = self.connection_count
         tree.socket_path = str(path)
 
@@ -486,6 +487,7 @@ class Server:
             return len(self._conns)
 
     def request_stop(self) -> None:
+        """Ask the accept loop to end (safe from a signal handler: no locks, no logs)."""
         self._stop.set()
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
@@ -611,7 +613,9 @@ def run(config: Config | str | os.PathLike[str] | None = None) -> int:
         raise
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal_received", signal=signal.Signals(signum).name)
+        # Runs between two bytecodes of the main thread, which may hold a lock (a log
+        # write, say): only set state and wake the accept loop, never log or lock here.
+        server.stop_signal = signum
         server.request_stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -625,6 +629,8 @@ def run(config: Config | str | os.PathLike[str] | None = None) -> int:
     try:
         server.serve()
     finally:
+        if server.stop_signal is not None:
+            log.info("signal_received", signal=signal.Signals(server.stop_signal).name)
         root_failed = not tree.root.is_alive()
         server.close()
         reason = tree.stop(cfg.daemon.shutdown_timeout_s)

@@ -3,7 +3,9 @@
 Requests are any msgpack value; the reply is the same value. Two structured requests do
 more: `{"sleep": seconds}` holds the call that long (at most `MAX_SLEEP_S`) without
 blocking the actor, and `{"stream": name, "count": n}` opens a topic bound to the caller
-and publishes `n` numbered events to it once a subscriber attaches or `wait_s` passes.
+and publishes `n` numbered events to it once a subscriber attaches or `wait_s` passes
+(waiting for credit, or with `"mode": "publish"` never waiting, so that a consumer that
+does not keep up is detached with `backpressure`).
 They exercise timeouts, owner-bound streams and cancellation on disconnect.
 """
 
@@ -42,6 +44,7 @@ class EchoService(ServiceActor):
     def _stream(self, message: dict[str, Any], call: Call) -> Any:
         name, count = message["stream"], message["count"]
         wait_s = message.get("wait_s", 5.0)
+        blocking = message.get("mode", "send") != "publish"
         if not isinstance(name, str) or not isinstance(count, int):
             raise PhloemError("bad_message", "stream must be a string and count an int")
         if not 0 <= count <= MAX_STREAM_EVENTS:
@@ -54,7 +57,10 @@ class EchoService(ServiceActor):
             topic.stream.wait_for_subscribers(1, wait_s)
             try:
                 for i in range(count):
-                    topic.send({"n": i}, timeout=MAX_STREAM_WAIT_S)
+                    if blocking:
+                        topic.send({"n": i}, timeout=MAX_STREAM_WAIT_S)
+                    else:
+                        topic.publish({"n": i})
             except PhloemError as err:
                 topic.close(ExitReason.timeout(err.message) if err.kind == "timeout" else None)
                 return

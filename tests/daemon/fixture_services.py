@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.services import Call, ServiceActor, ServiceContext
+from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext
 from phloem.supervision.actor import Actor
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec
@@ -24,7 +24,9 @@ class Peek(msgspec.Struct, frozen=True, tag="peek"):
 
 
 class Cancelled(msgspec.Struct, frozen=True, tag="cancelled"):
-    """How many holds were cancelled, and with which reasons."""
+    """The cancelled holds (`label:reason`); with `wait_for`, reply once that one is in."""
+
+    wait_for: str | None = None
 
 
 class Crash(msgspec.Struct, frozen=True, tag="crash"):
@@ -35,6 +37,17 @@ Request = Hold | Peek | Cancelled | Crash
 
 _cancelled: list[str] = []
 _cancelled_lock = threading.Lock()
+_waiters: list[tuple[str, Call]] = []
+
+
+def _record(entry: str) -> None:
+    with _cancelled_lock:
+        _cancelled.append(entry)
+        ready = [c for w, c in _waiters if w == entry]
+        _waiters[:] = [(w, c) for w, c in _waiters if w != entry]
+        snapshot = list(_cancelled)
+    for call in ready:
+        call.reply(snapshot)
 
 
 class HolderService(ServiceActor):
@@ -47,15 +60,17 @@ class HolderService(ServiceActor):
             label = message.label
 
             def on_cancel(reason: ExitReason) -> None:
-                with _cancelled_lock:
-                    _cancelled.append(f"{label}:{reason.kind.value}")
+                _record(f"{label}:{reason.kind.value}")
 
             return self.ctx.refs.create(call.owner, label, on_cancel).text
         if isinstance(message, Peek):
             return self.ctx.refs.resolve(message.ref, call.owner)
         if isinstance(message, Cancelled):
             with _cancelled_lock:
-                return list(_cancelled)
+                if message.wait_for is None or message.wait_for in _cancelled:
+                    return list(_cancelled)
+                _waiters.append((message.wait_for, call))
+                return DEFER
         raise RuntimeError("crash requested with api_key=sk-abcdefghijklmnopqrstuvwxyz")
 
 
