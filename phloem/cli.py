@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 # Modules defining `add_cli(commands)`: appended to by feature modules' owners.
 FEATURE_CLI_MODULES: list[str] = [
+    "phloem.agents_cli",
     "phloem.models.cli",
     "phloem.planning_cli",
 ]

@@ -1,0 +1,96 @@
+"""`phloem agent list | plan | run`: agents of a running daemon.
+
+    phloem agent list
+    phloem agent plan supplierBrief --state company="ACME Components"
+    phloem agent run supplierBrief --state company="ACME Components" [--input TEXT] [--json]
+
+`--state KEY=VALUE` may repeat; a VALUE that parses as JSON is used as such (numbers,
+objects, lists, true/false), anything else is a string. `run` prints each event as it
+arrives, then the outcome; it exits 0 for `done` and `done_with_result`, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from phloem.actors.agents.events import Event, describe
+
+if TYPE_CHECKING:
+    from phloem.cli import CommandContext, Commands
+
+MAX_STATE_ARGS = 256
+
+
+def add_cli(commands: Commands) -> None:
+    group = commands.group("agent", "list, plan and run the daemon's agents")
+    group.add("list", "list the configured agents", _list)
+    plan = group.add("plan", "show the groups an agent would run, without running", _plan)
+    plan.add_argument("name")
+    _state_arg(plan)
+    run = group.add("run", "run an agent, printing events as they arrive", _run)
+    run.add_argument("name")
+    run.add_argument("--input", metavar="TEXT", help="the user message")
+    _state_arg(run)
+
+
+def _state_arg(parser: Any) -> None:
+    parser.add_argument(
+        "--state", metavar="KEY=VALUE", action="append", default=[], help="initial state"
+    )
+
+
+def parse_state(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` pairs as a state mapping (VALUE as JSON when it parses)."""
+    from phloem.cli import UsageError
+
+    if len(items) > MAX_STATE_ARGS:
+        raise UsageError(f"--state may be given at most {MAX_STATE_ARGS} times")
+    state: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--state must look like KEY=VALUE (got {item!r})")
+        try:
+            state[key] = json.loads(raw)
+        except ValueError:
+            state[key] = raw
+    return state
+
+
+def _list(ctx: CommandContext) -> int:
+    with ctx.client() as client:
+        agents = client.list_agents()
+    lines = []
+    for a in agents:
+        subs = f" [{', '.join(a.sub_agents)}]" if a.sub_agents else ""
+        lines.append(f"{a.name:<24} {a.kind:<14} {a.description}{subs}")
+    ctx.emit(agents, text="\n".join(lines) or "(no agents)")
+    return 0
+
+
+def _plan(ctx: CommandContext) -> int:
+    state = parse_state(ctx.args.state)
+    with ctx.client() as client:
+        groups = client.plan_agent(ctx.args.name, state)
+    text = "\n".join(f"{i}. {', '.join(g)}" for i, g in enumerate(groups, 1))
+    ctx.emit({"name": ctx.args.name, "groups": groups}, text=text or "(nothing to run)")
+    return 0
+
+
+def _run(ctx: CommandContext) -> int:
+    state = parse_state(ctx.args.state)
+
+    def show(event: Event) -> None:
+        ctx.emit(event, text=describe(event))
+
+    with ctx.client() as client:
+        run = client.run_agent(ctx.args.name, input=ctx.args.input, state=state, on_event=show)
+    outcome = run.outcome
+    summary = f"outcome: {outcome.status} ({outcome.message}); iterations {outcome.iterations}"
+    if outcome.replans:
+        summary += f", replans {outcome.replans}"
+    if outcome.model_calls:
+        summary += f", model calls {outcome.model_calls}"
+    ctx.emit(outcome, text=summary)
+    return 0 if outcome.ok else 1
