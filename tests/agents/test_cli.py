@@ -82,3 +82,12 @@ def test_state_arguments_parse_json_values_or_fall_back_to_strings() -> None:
 
 def test_the_example_config_file_exists_for_the_readme() -> None:
     assert Path(EXAMPLE_CONFIG).is_file()
+
+
+def test_the_default_config_declares_the_same_supplier_example() -> None:
+    from phloem.config import load_config
+
+    main = load_config(ROOT / "conf" / "phloem.toml").agents
+    example = load_config(EXAMPLE_CONFIG).agents
+    assert main.functions == example.functions
+    assert main.planners == example.planners
