@@ -89,3 +89,17 @@ def test_a_missing_template_key_is_an_error_event() -> None:
     agent = LlmAgent("f", "", ScriptedModel([]), "about {company}")
     [event] = list(agent.run(InvocationContext()))
     assert event.error is not None and event.error.kind == "missing_state_key"
+
+
+def test_a_plan_react_request_planner_shapes_requests_and_answers() -> None:
+    from phloem.models.request_planners import PlanReActPlanner
+
+    answer = "/*PLANNING*/ look it up /*FINAL_ANSWER*/ ACME is fine."
+    model = ScriptedModel([answer])
+    agent = LlmAgent("f", "", model, "Be careful.", output_key="out", planner=PlanReActPlanner())
+    [event] = list(agent.run(InvocationContext()))
+    [request] = model.requests
+    assert request.system_instruction is not None
+    assert request.system_instruction.startswith("Be careful.")
+    assert "/*FINAL_ANSWER*/" in request.system_instruction
+    assert event.actions.state_delta == {"out": "ACME is fine."}

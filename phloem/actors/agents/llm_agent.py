@@ -7,6 +7,9 @@ executed, their responses added, and the model is called again — at most
 `max_tool_rounds` times. The final text is yielded as an event and written to
 `output_key`. A failed model call ends the agent with a `model_failed` error event.
 
+A request planner (`BuiltInPlanner`, `PlanReActPlanner` from
+`phloem.models.request_planners`) shapes each request and answer when given.
+
 Tools are plain callables (their name, docstring and annotated parameters become the
 declaration) or any object with `declaration` and `call(args) -> dict`.
 """
@@ -23,6 +26,7 @@ from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.templating import render
+from phloem.models.request_planners import RequestPlanner
 from phloem.protocols.content import (
     Content,
     FunctionCall,
@@ -107,6 +111,7 @@ class LlmAgent(Agent):
         output_key: str | None = None,
         *,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        planner: RequestPlanner | None = None,
     ) -> None:
         super().__init__(name, description)
         if not callable(getattr(model, "generate", None)):
@@ -124,6 +129,9 @@ class LlmAgent(Agent):
             raise ValueError("tools must have unique names")
         self.output_key = output_key
         self.max_tool_rounds = max_tool_rounds
+        if planner is not None and not isinstance(planner, RequestPlanner):
+            raise TypeError("planner must be a RequestPlanner (BuiltInPlanner, PlanReActPlanner)")
+        self.planner = planner
 
     def history(self, ctx: InvocationContext) -> list[Content]:
         contents: list[Content] = []
@@ -149,8 +157,12 @@ class LlmAgent(Agent):
             request = ModelRequest(
                 contents=tuple(contents), system_instruction=system, tools=declarations
             )
+            if self.planner is not None:
+                request = self.planner.build_request(request)
             try:
                 response = self.model.generate(request)
+                if self.planner is not None:
+                    response = self.planner.process_response(response)
             except Exception as exc:
                 yield self.error_event(ctx, "model_failed", f"{self.name}: {exc}")
                 return
