@@ -246,19 +246,24 @@ def _quiet_logging() -> None:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    _quiet_logging()
+def run(argv: Sequence[str], out: TextIO, err: TextIO) -> int:
+    """Parse `argv` and run one command, writing to `out` / `err`; returns the exit code."""
     parser = argparse.ArgumentParser(prog="phloem")
     add_cli(_Commands(parser.add_subparsers(dest="command", required=True)))
     args = parser.parse_args(argv)
-    ctx = _Context(args, sys.stdout, sys.stderr)
+    ctx = _Context(args, out, err)
     try:
         return int(args.handler(ctx))
     except PhloemError as exc:
         if ctx.json:
             ctx.emit({"error": {"kind": exc.kind, "message": exc.message}})
-        sys.stderr.write(f"phloem: {exc.message} [{exc.kind}]\n")
+        err.write(f"phloem: {exc.message} [{exc.kind}]\n")
         return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _quiet_logging()
+    return run(sys.argv[1:] if argv is None else argv, sys.stdout, sys.stderr)
 
 
 if __name__ == "__main__":

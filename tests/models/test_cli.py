@@ -3,6 +3,7 @@ real subprocesses against the loopback fake provider."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from phloem.models import cli
 from phloem.models.gemini import GeminiModel
 from phloem.models.oneshot import PROBE_MARKER, PROBE_TOOL
 from phloem.models.openai import OpenAIModel
@@ -51,6 +53,13 @@ def phloem(
         env=full_env,
         check=False,
     )
+
+
+def in_process(*args: str) -> tuple[int, str, str]:
+    """Run a command in this process (for the cases that need no subprocess)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(list(args), out, err)
+    return code, out.getvalue(), err.getvalue()
 
 
 def write_config(tmp_path: Path, base_url: str) -> Path:
@@ -127,16 +136,23 @@ def test_provider_config_errors_name_the_key(table: dict[str, object], message: 
 # -- CLI ----------------------------------------------------------------------------
 
 
-def test_model_list_shows_providers_but_never_keys(fake: FakeProvider, tmp_path: Path) -> None:
+def test_model_list_shows_providers_but_never_keys(
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCAL_KEY", KEY)
     config = write_config(tmp_path, fake.base_url)
-    done = phloem("model", "list", "--config", str(config), "--json", env={"LOCAL_KEY": KEY})
-    assert done.returncode == 0, done.stderr
-    rows = json.loads(done.stdout)["providers"]
+    code, out, err = in_process("model", "list", "--config", str(config), "--json")
+    assert code == 0, err
+    rows = json.loads(out)["providers"]
     assert [(r["name"], r["protocol"], r["api_key"]) for r in rows] == [
         ("local", "openai-chat", "set"),
         ("flash", "gemini", "none"),
     ]
-    assert KEY not in done.stdout + done.stderr
+    assert KEY not in out + err
+    monkeypatch.delenv("LOCAL_KEY")
+    code, out, _ = in_process("model", "list", "--config", str(config))
+    assert code == 0
+    assert "key: LOCAL_KEY (missing)" in out.splitlines()[0]
 
 
 def test_probe_a_configured_provider_over_http(fake: FakeProvider, tmp_path: Path) -> None:
@@ -184,32 +200,39 @@ def test_adhoc_ask_prints_the_answer(fake: FakeProvider) -> None:
 
 
 def test_ask_json_reports_errors_without_leaking_the_key(
-    fake: FakeProvider, tmp_path: Path
+    fake: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("LOCAL_KEY", KEY)
     config = write_config(tmp_path, fake.base_url)
     fake.add(Reply(status=401, body=f'{{"error": {{"message": "bad key {KEY}"}}}}'.encode()))
-    done = phloem("ask", "local", "hi", "--config", str(config), "--json", env={"LOCAL_KEY": KEY})
-    assert done.returncode == 1
-    result = json.loads(done.stdout)
+    code, out, err = in_process("ask", "local", "hi", "--config", str(config), "--json")
+    assert code == 1
+    result = json.loads(out)
     assert result["error"]["kind"] == "execution_failed"
     assert result["metadata"]["model_calls"] == 1
-    assert KEY not in done.stdout + done.stderr
+    assert KEY not in out + err
 
 
 def test_usage_errors_are_reported_by_kind(fake: FakeProvider, tmp_path: Path) -> None:
     config = write_config(tmp_path, fake.base_url)
-    unknown = phloem("ask", "nope", "hi", "--config", str(config))
-    assert unknown.returncode == 1 and "[unknown_provider]" in unknown.stderr
-    both = phloem("ask", "local", "hi", "--config", str(config), "--model", "x")
-    assert both.returncode == 1 and "[invalid_argument]" in both.stderr
+    code, _, err = in_process("ask", "nope", "hi", "--config", str(config))
+    assert code == 1 and "[unknown_provider]" in err
+    code, _, err = in_process("ask", "local", "hi", "--config", str(config), "--model", "x")
+    assert code == 1 and "[invalid_argument]" in err
+    code, _, err = in_process("ask", "hi")
+    assert (
+        code == 1
+        and err == "phloem: give a provider NAME, or --protocol and --model [invalid_argument]\n"
+    )
     fake.add(Reply(status=400))
-    gemini = phloem("ask", "flash", "hi", "--config", str(config))
-    assert gemini.returncode == 1 and "[execution_failed]" in gemini.stderr
+    code, out, err = in_process("ask", "flash", "hi", "--config", str(config), "--json")
+    assert code == 1 and "[execution_failed]" in err
+    assert json.loads(out)["error"]["kind"] == "execution_failed"
 
 
 def test_gemini_probe_sends_the_forced_ping(fake: FakeProvider) -> None:
     fake.add(gemini_call(PROBE_TOOL, {"marker": PROBE_MARKER}))
-    done = phloem(
+    code, out, err = in_process(
         "model",
         "probe",
         "--protocol",
@@ -220,8 +243,8 @@ def test_gemini_probe_sends_the_forced_ping(fake: FakeProvider) -> None:
         "g",
         "--json",
     )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["metadata"]["model_calls"] == 1
+    assert code == 0, err
+    assert json.loads(out)["metadata"]["model_calls"] == 1
     assert fake.requests[0].json["toolConfig"] == {
         "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [PROBE_TOOL]}
     }
