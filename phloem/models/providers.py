@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +42,7 @@ from phloem.models.http import (
 )
 from phloem.models.openai import OpenAIModel
 from phloem.protocols import gemini as gemini_wire
+from phloem.protocols.errors import PhloemError
 from phloem.protocols.model import ModelError, ModelErrorKind, validation_path
 
 ProviderProtocol = Literal["gemini", "openai-chat", "openai-responses"]
@@ -161,3 +163,44 @@ def build_model(
         timeout=config.timeout_s,
         chat_token_limit=config.chat_token_limit,
     )
+
+
+class ProviderRegistry:
+    """Models for configured providers by name, built on first use and shared (models are
+    thread-safe). Unknown names are `unknown_provider`; only configured names resolve."""
+
+    def __init__(
+        self,
+        providers: Mapping[str, ProviderConfig],
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._configs = dict(providers)
+        self._environ = environ
+        self._models: dict[str, GeminiModel | OpenAIModel] = {}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return sorted(self._configs)
+
+    def config(self, name: str) -> ProviderConfig:
+        try:
+            return self._configs[name]
+        except KeyError:
+            raise PhloemError(
+                "unknown_provider", f"no provider named {name!r} is configured"
+            ) from None
+
+    def get(self, name: str) -> GeminiModel | OpenAIModel:
+        config = self.config(name)
+        with self._lock:
+            model = self._models.get(name)
+            if model is None:
+                model = build_model(config, self._environ)
+                self._models[name] = model
+            return model
+
+    def close(self) -> None:
+        with self._lock:
+            models, self._models = list(self._models.values()), {}
+        for model in models:
+            model.close()

@@ -17,7 +17,13 @@ from phloem.models import cli
 from phloem.models.gemini import GeminiModel
 from phloem.models.oneshot import PROBE_MARKER, PROBE_TOOL
 from phloem.models.openai import OpenAIModel
-from phloem.models.providers import build_model, decode_providers, load_providers
+from phloem.models.providers import (
+    ProviderRegistry,
+    build_model,
+    decode_providers,
+    load_providers,
+)
+from phloem.protocols.errors import PhloemError
 from phloem.protocols.model import ModelError
 
 from .fake_provider import (
@@ -269,3 +275,17 @@ def test_the_main_phloem_command_carries_probe_and_ask(fake: FakeProvider, tmp_p
         module="phloem",
     )
     assert (ask.returncode, ask.stdout) == (0, "pong\n"), ask.stderr
+
+
+def test_provider_registry_builds_each_model_once_and_knows_only_configured_names(
+    tmp_path: Path,
+) -> None:
+    registry = ProviderRegistry(
+        load_providers(write_config(tmp_path, "http://127.0.0.1:1")), {"LOCAL_KEY": KEY}
+    )
+    assert registry.names() == ["flash", "local"]
+    assert registry.get("local") is registry.get("local")
+    with pytest.raises(PhloemError) as info:
+        registry.get("os:system")
+    assert info.value.kind == "unknown_provider"
+    registry.close()
