@@ -168,6 +168,7 @@ class AgentService(ServiceActor):
             cfg, lambda path: load_component(path, what="agent")
         )
         self.max_runs: int = cfg.max_concurrent_runs
+        self.invocation_timeout_s: float = cfg.invocation_timeout_s
         self.runs: dict[str, _Run] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -227,7 +228,9 @@ class AgentService(ServiceActor):
         assert self._sup is not None
         run_id = f"{agent.name}-{next(self._ids)}"
         token = CancelToken()
-        executor = SupervisedExecutor(run_id, parent=self._sup)
+        executor = SupervisedExecutor(
+            run_id, parent=self._sup, invocation_timeout_s=self.invocation_timeout_s
+        )
         run = _Run(run_id, "", agent, token, executor, None)
         ref = self.ctx.refs.create(
             owner, run, lambda reason: token.cancel(str(reason)), RUN_REF_KIND.name

@@ -121,3 +121,29 @@ def test_cancelling_a_running_group_ends_the_run_promptly_with_cancelled() -> No
     assert "user asked" in run.outcome.message
     assert release.wait(timeout=5)
     executor.close()
+
+
+def test_an_invocation_still_running_after_its_timeout_is_killed_and_reported() -> None:
+    release = threading.Event()
+
+    class Stuck(Agent):
+        def run(self, ctx: InvocationContext) -> Iterator[Event]:
+            yield Event.from_text(self.name, "stuck")
+            release.wait(timeout=10)  # ignores the cancel token: only a kill ends the group
+
+    try:
+        with SupervisedExecutor("timeout", invocation_timeout_s=0.3) as executor:
+            run = run_agent(
+                PlannerAgent("p", "", ParallelPlanner, [Stuck("s", "")]), executor=executor
+            )
+        assert run.outcome.status == "agent_failed"
+        assert "agent_timeout" in run.outcome.message
+    finally:
+        release.set()
+
+
+def test_invocation_timeout_is_validated() -> None:
+    with pytest.raises(
+        ValueError, match=r"^invocation_timeout_s must be between 0.01 and 86400.0$"
+    ):
+        SupervisedExecutor(invocation_timeout_s=0)

@@ -74,3 +74,5 @@ class AgentsConfig(_Section, kw_only=True):
     planners: dict[AgentName, PlannerAgentConfig] = {}
     components: dict[AgentName, ComponentPath] = {}
     max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
+    # One sub-agent invocation running longer than this is killed (agent_timeout).
+    invocation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=86_400)] = 600.0

@@ -9,7 +9,9 @@ group with an error, never a hang. All agents of a group start before any is awa
 so they run concurrently.
 
 Cancellation (the run's `CancelToken`) wakes the group at once; running invocations
-are asked to stop, then killed after `DEFAULT_SHUTDOWN_S`.
+are asked to stop, then killed after `DEFAULT_SHUTDOWN_S`. A group whose agents are
+still running after `invocation_timeout_s` has them killed and reported as
+`agent_timeout`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -43,6 +46,8 @@ log = structlog.get_logger("phloem.agents")
 GROUP_QUEUE_LIMIT = 1_024  # events waiting between a group's agents and the planner loop
 DEFAULT_SHUTDOWN_S = 2.0  # grace for a cancelled invocation before it is killed
 PUT_POLL_S = 0.2  # how often a producer blocked on a full queue rechecks cancellation
+DEFAULT_INVOCATION_TIMEOUT_S = 600.0  # one sub-agent invocation; then it is killed
+INVOCATION_TIMEOUT_RANGE = (0.01, 86_400.0)
 
 
 class _Exit:
@@ -105,7 +110,21 @@ class AgentInvocation(Actor):
 class SupervisedExecutor:
     """Runs groups as temporary actors under one supervisor per run; `close()` stops it."""
 
-    def __init__(self, name: str = "agents", parent: SupervisorRef | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "agents",
+        parent: SupervisorRef | None = None,
+        *,
+        invocation_timeout_s: float = DEFAULT_INVOCATION_TIMEOUT_S,
+    ) -> None:
+        lo, hi = INVOCATION_TIMEOUT_RANGE
+        if isinstance(invocation_timeout_s, bool) or not isinstance(
+            invocation_timeout_s, int | float
+        ):
+            raise TypeError("invocation_timeout_s must be a number")
+        if not lo <= invocation_timeout_s <= hi:
+            raise ValueError(f"invocation_timeout_s must be between {lo} and {hi}")
+        self.invocation_timeout_s = float(invocation_timeout_s)
         self.name = name
         self.parent = parent
         self._lock = threading.Lock()
@@ -170,11 +189,26 @@ class SupervisedExecutor:
                 except Exception as exc:
                     handle.kill()
                     log.warning("agent_invocation_tell_failed", agent=name, error=str(exc))
+            deadline = time.monotonic() + self.invocation_timeout_s
             while pending:
                 if cancel.cancelled:
                     self._stop_all(handles)
                     return
-                item = sink.queue.get()
+                try:
+                    item = sink.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    for name in sorted(pending):
+                        handles[name].kill()
+                        yield AgentDone(
+                            name,
+                            ErrorValue(
+                                kind="agent_timeout",
+                                message=f"{name}: still running after invocation_timeout_s"
+                                f" ({self.invocation_timeout_s}s); killed",
+                            ),
+                        )
+                    pending.clear()
+                    return
                 if isinstance(item, AgentEvent):
                     yield item
                 elif isinstance(item, _Exit) and item.agent in pending:
