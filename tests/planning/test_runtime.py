@@ -136,6 +136,14 @@ def test_an_absolute_deadline_of_25_ms_ends_the_run_quickly(
     assert error_of(result) == {"kind": "deadline_exceeded", "limit": 25}
 
 
+def test_a_one_millisecond_deadline_still_ends_as_a_result(
+    runtime: PlanningRuntime, owner: Owner
+) -> None:
+    result = run(runtime, owner, scripted(), options={"timeout_ms": 1})
+    assert result.status == "failed"
+    assert error_of(result) == {"kind": "deadline_exceeded", "limit": 1}
+
+
 def test_a_callback_timeout_is_a_reviewable_step_failure(
     runtime: PlanningRuntime, owner: Owner
 ) -> None:

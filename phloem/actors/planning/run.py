@@ -114,6 +114,11 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class _Begin:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
 class _Done:
     seq: int
     outcome: CallbackOutcome
@@ -176,11 +181,20 @@ class PlanningRun(Actor):
     # -- lifecycle -----------------------------------------------------------------------
 
     def on_start(self) -> None:
+        # The first callback starts from the inbox, so that even a run that ends at once
+        # (deadline already passed) ends as a result, never as a failed start.
+        self.actor_ref.tell(_Begin())
+
+    def _begin(self) -> None:
         s = self.spec
         args = {"target": s.planner.target, "goal": s.goal, "context": s.context}
         self._callback(s.planner, "plan", args, self._on_plan)
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Begin):
+            if not self.ended:
+                self._begin()
+            return None
         if isinstance(message, _Done):
             if message.seq == self.seq and not self.ended:
                 self.task = None
