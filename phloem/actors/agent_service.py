@@ -7,6 +7,9 @@ gets `not_owner`; when the client goes away the run is cancelled) and the stream
 `agents/<ref>` carries `AgentRunEvent`s as they happen and one final `AgentRunEnd`
 with the whole `AgentRun`, under the subscriber's credit.
 
+Credential-shaped state keys (`api_key`, `password`, ... — token *counts* are kept) are
+pruned from every event and from the final state before they leave the service.
+
 Each run has its own supervisor (a temporary child of this service's `agents.runs`
 supervisor) holding the run's driver actor and, next to it, one temporary actor per
 sub-agent invocation. At most `max_concurrent_runs` runs are live; beyond that a start
@@ -20,6 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import structlog
 
 from phloem.actors.agents.agent import Agent
@@ -39,11 +43,12 @@ from phloem.actors.agents.protocol import (
     StartAgentRun,
 )
 from phloem.actors.agents.registry import AgentRegistry, build_registry, planned_groups
-from phloem.actors.agents.runner import run_agent
+from phloem.actors.agents.runner import AgentRun, run_agent
 from phloem.actors.agents.supervised import SupervisedExecutor
 from phloem.actors.services import Call, ServiceActor, register_service, service_factory
 from phloem.actors.streams import Topic
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.plan import prune_secrets
 from phloem.supervision import (
     Actor,
     ChildSpec,
@@ -107,6 +112,32 @@ class _Register:
         self.replace = replace
 
 
+def public_event(event: Event) -> Event:
+    """`event` as it may leave the daemon: credential-shaped state keys pruned."""
+    actions = event.actions
+    if not actions.state_delta:
+        return event
+    delta = prune_secrets(actions.state_delta)
+    if delta == actions.state_delta:
+        return event
+    return msgspec.structs.replace(
+        event, actions=msgspec.structs.replace(actions, state_delta=delta)
+    )
+
+
+def public_run(run: AgentRun) -> AgentRun:
+    """`run` as it may leave the daemon (events and final state pruned of secrets)."""
+    outcome = run.outcome
+    if outcome.final_event is not None:
+        outcome = msgspec.structs.replace(outcome, final_event=public_event(outcome.final_event))
+    return msgspec.structs.replace(
+        run,
+        outcome=outcome,
+        events=tuple(public_event(e) for e in run.events),
+        state=prune_secrets(run.state),
+    )
+
+
 def register_message(agent: Agent, replace: bool = False) -> Any:
     """The in-process message that registers `agent` with the service (Tree only)."""
     return _Register(agent, replace)
@@ -133,7 +164,7 @@ class AgentRunDriver(Actor):
             if run.token.cancelled:
                 return
             try:
-                topic.send(AgentRunEvent(event), timeout=STREAM_SEND_TIMEOUT_S)
+                topic.send(AgentRunEvent(public_event(event)), timeout=STREAM_SEND_TIMEOUT_S)
             except PhloemError as exc:
                 run.token.cancel(f"event stream failed: {exc.kind}")
 
@@ -146,7 +177,7 @@ class AgentRunDriver(Actor):
             on_event=forward,
         )
         try:
-            topic.send(AgentRunEnd(result), timeout=STREAM_SEND_TIMEOUT_S)
+            topic.send(AgentRunEnd(public_run(result)), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
             log.warning("agent_run_end_undelivered", run=run.id, kind=exc.kind)
         topic.close()

@@ -10,7 +10,14 @@ import msgspec
 import pytest
 
 from phloem import PhloemError, Tree
-from phloem.actors.agents import Agent, Event, InvocationContext, PlannerAgent, SequentialPlanner
+from phloem.actors.agents import (
+    Agent,
+    Event,
+    EventActions,
+    InvocationContext,
+    PlannerAgent,
+    SequentialPlanner,
+)
 from phloem.config import Config
 
 pytestmark = pytest.mark.timeout(30)
@@ -166,3 +173,31 @@ def test_registering_an_agent_object_and_running_it(tree: Tree) -> None:
     run = tree.run_agent(Hello("hello", "greets"), input="world")
     assert run.outcome.status == "done"
     assert run.events[-1].text == "hello world"
+
+
+def test_credential_shaped_state_never_leaves_the_service(tree: Tree) -> None:
+    class Leaky(Agent):
+        def run(self, ctx: InvocationContext) -> Iterator[Event]:
+            delta = {"api_key": "sk-live-secret", "result": {"password": "x", "total_tokens": 7}}
+            yield Event(author=self.name, actions=EventActions(state_delta=delta))
+
+    seen: list[Event] = []
+    run = tree.run_agent(Leaky("leaky", ""), on_event=seen.append)
+    assert run.state == {"result": {"total_tokens": 7}}
+    assert "sk-live-secret" not in repr(run) and "sk-live-secret" not in repr(seen)
+
+
+def test_a_run_streams_under_a_one_message_credit_window(tree: Tree) -> None:
+    from phloem.supervision.credit import CreditWindow
+
+    with tree.client("slow reader") as client:
+        seen: list[Event] = []
+        run = client.run_agent(
+            "supplierBrief",
+            state={"company": "Borealis Metals"},
+            on_event=seen.append,
+            window=CreditWindow(1, 1024 * 1024),
+        )
+    assert run.outcome.status == "done"
+    assert [e.id for e in seen] == [e.id for e in run.events]
+    assert "Risk level: LOW" in run.state["brief"]

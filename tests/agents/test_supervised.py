@@ -147,3 +147,24 @@ def test_invocation_timeout_is_validated() -> None:
         ValueError, match=r"^invocation_timeout_s must be between 0.01 and 86400.0$"
     ):
         SupervisedExecutor(invocation_timeout_s=0)
+
+
+def test_a_nested_planner_agent_runs_its_group_under_the_same_run_supervisor() -> None:
+    barrier, seen = threading.Barrier(2), []
+    inner = PlannerAgent(
+        "inner", "", ParallelPlanner, [Slow("a", barrier, seen), Slow("b", barrier, seen)]
+    )
+    tail = ScriptTail("tail")
+    outer = PlannerAgent("outer", "", SequentialPlanner, [inner, tail])
+    with SupervisedExecutor("nested") as executor:
+        run = run_agent(outer, executor=executor)
+    assert run.outcome.status == "done", run.outcome.message
+    assert [e.author for e in run.events][-3:] == ["inner", "tail", "outer"]
+    assert run.state == {"a": "done", "b": "done", "tail": 2}
+
+
+class ScriptTail(Agent):
+    """Counts the keys it sees (the nested planner's writes must be visible)."""
+
+    def run(self, ctx: InvocationContext) -> Iterator[Event]:
+        yield Event(author=self.name, actions=EventActions(state_delta={"tail": len(ctx.state)}))
