@@ -41,8 +41,6 @@ DEFAULT_INITIAL_BACKOFF: Final = 0.5
 DEFAULT_MAX_BACKOFF: Final = 8.0
 DEFAULT_MAX_RETRY_AFTER: Final = 30.0
 MAX_MAX_RETRY_AFTER: Final = 300.0
-READ_CHUNK: Final = 64 * 1024
-"""Raw bytes read per step; decompression output per step is capped by the remaining budget."""
 
 _CODE_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
 _EOL_RE: Final = re.compile(rb"\r\n|\r|\n")
@@ -153,6 +151,7 @@ class HttpTransport:
         self.provider = provider
         self.max_response_bytes = max_response_bytes
         self.retry = retry
+        self.timeout = timeout
         self._secrets = tuple(s for s in secrets if s)
         self._sleep = sleep
         self._owns_client = http is None
@@ -348,11 +347,20 @@ class HttpTransport:
         )
 
     def _iter_decoded(self, resp: httpx.Response, limit: int) -> Iterator[bytes]:
-        """Yield decompressed body bytes; raise ResponseTooLarge past `limit` bytes."""
+        """Yield decompressed body bytes; raise ResponseTooLarge past `limit` bytes, and
+        `timeout` when the whole body takes longer than `timeout` seconds (httpx's own
+        timeout bounds each read, so a server dripping bytes is stopped here)."""
         decoder = self._decoder(resp)
         total = 0
+        deadline = time.monotonic() + self.timeout
         try:
-            for raw in resp.iter_raw(READ_CHUNK):
+            # as the network delivers it: SSE events are never held back for a full buffer
+            for raw in resp.iter_raw():
+                if time.monotonic() > deadline:
+                    raise ModelError(
+                        ModelErrorKind.TIMEOUT,
+                        f"{self.provider} response took longer than {_fmt(self.timeout)} s",
+                    )
                 if decoder is None:
                     chunk = raw
                     total += len(chunk)

@@ -26,6 +26,11 @@ class Reply:
     gzip: bool = False
     delay: float = 0.0
     """Seconds the server stalls before answering (to provoke client timeouts)."""
+    drip: float = 0.0
+    """Seconds between 16-byte pieces of the body (a slow server)."""
+    gate: threading.Event | None = None
+    """When set, the server sends `body[:gate_after]`, then waits (up to 10 s) for it."""
+    gate_after: int = 0
 
 
 @dataclass
@@ -101,7 +106,23 @@ class FakeProvider:
                     self.send_header("content-encoding", "gzip")
                 self.send_header("content-length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if reply.gate is not None:
+                    self.wfile.write(payload[: reply.gate_after])
+                    self.wfile.flush()
+                    reply.gate.wait(10)
+                    self.wfile.write(payload[reply.gate_after :])
+                    return
+                if not reply.drip:
+                    self.wfile.write(payload)
+                    return
+                for start in range(0, len(payload), 16):
+                    if provider._stop.wait(reply.drip):
+                        return
+                    try:
+                        self.wfile.write(payload[start : start + 16])
+                        self.wfile.flush()
+                    except OSError:
+                        return
 
             do_GET = do_POST  # noqa: N815 - the name http.server dispatches to
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -301,3 +302,21 @@ def test_sse_events_split_across_lines_and_comments_are_parsed(fake: FakeProvide
     fake.add(Reply(body=body, headers={"content-type": "text/event-stream"}))
     chunks = list(model_for(fake).stream(ModelRequest(contents=(Content.user("hi"),))))
     assert [c.text for c in chunks] == ["a", "b", "ab"]
+
+
+def test_stream_chunks_arrive_before_the_stream_ends(fake: FakeProvider) -> None:
+    first = sse_reply([gemini_parts([{"text": "early"}], finish=None)])
+    rest = sse_reply([gemini_parts([{"text": " late"}])])
+    gate = threading.Event()
+    fake.add(
+        Reply(
+            body=first.body + rest.body,
+            headers=first.headers,
+            gate=gate,
+            gate_after=len(first.body),
+        )
+    )
+    stream = model_for(fake).stream(ModelRequest(contents=(Content.user("hi"),)))
+    assert next(stream).text == "early"  # would hang if the client buffered the body
+    gate.set()
+    assert [c.text for c in stream] == [" late", "early late"]

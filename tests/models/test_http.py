@@ -268,3 +268,12 @@ def test_body_limit_applies_to_error_bodies_too(fake: FakeProvider) -> None:
         chat(fake).generate(REQUEST)
     assert info.value.kind == "client_error"
     assert info.value.message == "openai chat_completions returned HTTP 400"
+
+
+def test_a_server_dripping_its_body_is_stopped_at_the_timeout(fake: FakeProvider) -> None:
+    reply = chat_text("slow " * 40)
+    fake.add(Reply(body=reply.body, headers=reply.headers, drip=0.05))
+    with pytest.raises(ModelError) as info:
+        chat(fake, timeout=0.3, max_retries=0).generate(REQUEST)
+    assert info.value.kind == "timeout"
+    assert info.value.message == "openai chat_completions response took longer than 0.3 s"
