@@ -201,3 +201,14 @@ def test_a_run_streams_under_a_one_message_credit_window(tree: Tree) -> None:
     assert run.outcome.status == "done"
     assert [e.id for e in seen] == [e.id for e in run.events]
     assert "Risk level: LOW" in run.state["brief"]
+
+
+def test_the_make_run_step_returns_the_brief(tree: Tree) -> None:
+    from phloem.actors.examples.supplier_risk import run_example
+
+    with tree.client("make run") as client:
+        brief = run_example(client)
+        assert brief.startswith("Supplier risk brief: ACME Components")
+        with pytest.raises(PhloemError) as info:
+            run_example(client, company="Nobody")
+        assert info.value.kind == "agent_failed"

@@ -105,3 +105,18 @@ def write_brief(company: str, risk: dict[str, Any]) -> str:
     }[risk["level"]]
     lines += ["", f"Recommendation: {action}"]
     return "\n".join(lines)
+
+
+def run_example(client: Any, company: str = "ACME Components") -> str:
+    """The `make run` step: run `supplierBrief` through the daemon; the brief text.
+
+    `client` is a `phloem.Client` (or `tree.client()`); raises `PhloemError` with the
+    outcome's status as its kind when the run does not end `done`.
+    """
+    from phloem.protocols.errors import PhloemError
+
+    run = client.run_agent("supplierBrief", state={"company": company})
+    if not run.outcome.ok:
+        raise PhloemError(run.outcome.status.value, run.outcome.message)
+    brief: str = run.state["brief"]
+    return brief
