@@ -198,7 +198,8 @@ def test_cli_plan_run_prints_progress_and_the_result(daemon: DaemonProc) -> None
     result = decode_result(json.dumps(lines[-1]))
     assert result.status == "completed" and result.steps_executed == 4
     readme = result.observations[-1].to_builtins()["output"]
-    assert readme["path"] == "README.md" and readme["lines"][0] == "# phloem"
+    assert readme["path"] == "README.md"
+    assert readme["content"].splitlines()[0].split("\t", 1)[1] == "# phloem"
 
 
 def test_cli_plan_run_replans_when_the_readme_is_missing(
