@@ -289,3 +289,11 @@ def test_provider_registry_builds_each_model_once_and_knows_only_configured_name
         registry.get("os:system")
     assert info.value.kind == "unknown_provider"
     registry.close()
+
+
+def test_the_shipped_config_declares_example_providers() -> None:
+    root = Path(__file__).resolve().parents[2]
+    providers = load_providers(root / "conf" / "phloem.toml")
+    assert providers["flash"].protocol == "gemini"
+    assert providers["flash"].api_key_env == "PHLOEM_GEMINI_API_KEY"
+    assert providers["local"].chat_token_limit == "max_tokens"
