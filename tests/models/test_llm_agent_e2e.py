@@ -11,6 +11,8 @@ import pytest
 from phloem.actors.agents import LlmAgent, run_agent
 from phloem.models.gemini import GeminiModel
 from phloem.models.openai import OpenAIModel
+from phloem.models.request_planners import BuiltInPlanner, PlanReActPlanner
+from phloem.protocols.content import ThinkingConfig
 
 from .fake_provider import (
     FakeProvider,
@@ -18,6 +20,7 @@ from .fake_provider import (
     chat_text,
     chat_tool_call,
     gemini_call,
+    gemini_parts,
     gemini_text,
     json_reply,
     responses_body,
@@ -112,3 +115,56 @@ def test_a_provider_failure_ends_the_agent_with_model_failed_and_no_key(
     assert error.message == "analyst: authentication: gemini returned HTTP 401"
     assert "sk-e2e-secret" not in repr(run.events)
     assert "rating" not in run.state
+
+
+def test_llm_agent_with_plan_react_planner_over_gemini(fake: FakeProvider) -> None:
+    fake.add(
+        json_reply(
+            gemini_parts(
+                [
+                    {"text": "/*PLANNING*/ 1. look up the rating"},
+                    {"functionCall": {"name": "lookup_rating", "args": {"company": "Acme"}}},
+                    {"text": "dropped: text after the call group"},
+                ]
+            )
+        ),
+        gemini_text("/*REASONING*/ BBB+ is investment grade /*FINAL_ANSWER*/ Low risk: BBB+."),
+    )
+    agent = LlmAgent(
+        "analyst",
+        "rates suppliers",
+        GeminiModel("gemini-test", "k", base_url=fake.base_url),
+        "Rate {company}.",
+        tools=[lookup_rating],
+        output_key="rating",
+        planner=PlanReActPlanner(),
+    )
+    run = run_agent(agent, input="How risky is Acme?", state={"company": "Acme"})
+    assert run.ok, run.outcome
+    assert run.state["rating"] == "Low risk: BBB+."
+    first, second = (r.json for r in fake.requests)
+    system = first["systemInstruction"]["parts"][0]["text"]
+    assert system.startswith("Rate Acme.\n\n") and "/*FINAL_ANSWER*/" in system
+    # the earlier planning thought is resent as plain text, the dropped text is gone
+    model_turn = second["contents"][-2]["parts"]
+    assert model_turn[0] == {"text": "1. look up the rating"}
+    assert [p.get("functionCall", {}).get("name") for p in model_turn[1:]] == ["lookup_rating"]
+
+
+def test_llm_agent_with_built_in_planner_sends_thinking_config(fake: FakeProvider) -> None:
+    fake.add(
+        json_reply(gemini_parts([{"text": "hmm", "thought": True}, {"text": "BBB+"}])),
+    )
+    agent = LlmAgent(
+        "analyst",
+        "rates suppliers",
+        GeminiModel("gemini-test", "k", base_url=fake.base_url),
+        "Rate {company}.",
+        output_key="rating",
+        planner=BuiltInPlanner(ThinkingConfig(include_thoughts=True, thinking_budget=512)),
+    )
+    run = run_agent(agent, input="?", state={"company": "Acme"})
+    assert run.ok, run.outcome
+    assert run.state["rating"] == "BBB+"
+    config = fake.requests[0].json["generationConfig"]
+    assert config["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 512}
