@@ -4,10 +4,9 @@ The seven coding tools (read, write, edit, bash, grep, find, ls) follow plasmid'
 contracts: exact JSON input schemas, failures as values with a stable `error` code,
 workspace confinement, a per-session read ledger, output limiting and a session budget.
 
-    from phloem.tools import ToolContext, Workspace
-    from phloem.tools.grep import GrepTool
+    from phloem.tools import default_registry, ToolContext, Workspace
     ctx = ToolContext(workspace=Workspace("/path/to/repo"), session="s1")
-    GrepTool().run({"pattern": "TODO"}, ctx)
+    default_registry().run("grep", {"pattern": "TODO"}, ctx)
 """
 
 from phloem.tools.contract import (
@@ -22,6 +21,7 @@ from phloem.tools.diff import unified_diff
 from phloem.tools.errors import ERROR_CODES, ToolFailure
 from phloem.tools.ignorerules import PathGlob, RuleSet, split_glob_list
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report
+from phloem.tools.registry import ToolRegistry, coding_tools, default_registry, run_tool
 from phloem.tools.workspace import Touch, Workspace
 
 __all__ = [
@@ -34,11 +34,15 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolFailure",
+    "ToolRegistry",
     "ToolWarning",
     "Touch",
     "Workspace",
+    "coding_tools",
+    "default_registry",
     "is_failure",
     "object_schema",
+    "run_tool",
     "split_glob_list",
     "unified_diff",
     "validate_arguments",

@@ -9,32 +9,26 @@ one hunk replacing the whole file (still a correct patch, just not a minimal one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 DEFAULT_CONTEXT = 3
 MAX_CONTEXT = 1_000
 MAX_EDIT_COST = 2_000
 """Largest edit distance (inserted + deleted lines) searched for before falling back."""
+
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+"""Characters str.splitlines also breaks at; texts holding any are split by hand."""
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 
 
 def split_lines(text: str) -> list[str]:
     """Lines split at "\\n" only, keeping terminators ("a\\nb" -> ["a\\n", "b"])."""
+    if not any(mark in text for mark in _OTHER_BREAKS):
+        return text.splitlines(keepends=True)
     lines = text.split("\n")
     out = [line + "\n" for line in lines[:-1]]
     if lines[-1]:
         out.append(lines[-1])
     return out
-
-
-@dataclass(frozen=True)
-class _Op:
-    """One step of the edit script: tag '=', '-' or '+', with old and new line indexes."""
-
-    tag: str
-    old: int
-    new: int
 
 
 def _myers(a: list[int], b: list[int], limit: int) -> list[tuple[int, int]] | None:
@@ -89,12 +83,31 @@ def _myers(a: list[int], b: list[int], limit: int) -> list[tuple[int, int]] | No
     return matches
 
 
-def _script(old: list[str], new: list[str], limit: int) -> list[_Op] | None:
-    """The full edit script (equal, delete, insert steps in order) or None past `limit`."""
+_STRIDE = 256
+"""Lines compared per slice while skipping the common head and tail (C-speed compares)."""
+
+Block = tuple[int, int, int, int]
+"""A change: old lines [o1, o2) are replaced by new lines [n1, n2)."""
+
+
+def _blocks(old: list[str], new: list[str], limit: int) -> list[Block] | None:
+    """The changes of a shortest edit script, in order, or None past `limit`."""
+    shortest = min(len(old), len(new))
     start = 0
-    while start < len(old) and start < len(new) and old[start] == new[start]:
+    while (
+        start + _STRIDE <= shortest and old[start : start + _STRIDE] == new[start : start + _STRIDE]
+    ):
+        start += _STRIDE
+    while start < shortest and old[start] == new[start]:
         start += 1
     end_old, end_new = len(old), len(new)
+    while (
+        end_old - _STRIDE >= start
+        and end_new - _STRIDE >= start
+        and old[end_old - _STRIDE : end_old] == new[end_new - _STRIDE : end_new]
+    ):
+        end_old -= _STRIDE
+        end_new -= _STRIDE
     while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
         end_old -= 1
         end_new -= 1
@@ -104,16 +117,13 @@ def _script(old: list[str], new: list[str], limit: int) -> list[_Op] | None:
     matches = _myers(a, b, limit)
     if matches is None:
         return None
-    ops = [_Op("=", i, i) for i in range(start)]
+    blocks: list[Block] = []
     x = y = 0
     for mx, my in [*matches, (len(a), len(b))]:
-        ops.extend(_Op("-", start + i, start + y) for i in range(x, mx))
-        ops.extend(_Op("+", start + x, start + j) for j in range(y, my))
-        if mx < len(a):
-            ops.append(_Op("=", start + mx, start + my))
+        if mx > x or my > y:
+            blocks.append((start + x, start + mx, start + y, start + my))
         x, y = mx + 1, my + 1
-    ops.extend(_Op("=", end_old + i, end_new + i) for i in range(len(old) - end_old))
-    return ops
+    return blocks
 
 
 def _emit(out: list[str], prefix: str, line: str) -> None:
@@ -130,18 +140,28 @@ def _header(old_start: int, old_count: int, new_start: int, new_count: int) -> s
     return f"@@ -{first_old},{old_count} +{first_new},{new_count} @@\n"
 
 
-def _render_hunk(out: list[str], ops: list[_Op], old: list[str], new: list[str]) -> None:
-    old_count = sum(1 for op in ops if op.tag != "+")
-    new_count = sum(1 for op in ops if op.tag != "-")
-    first = ops[0]
-    out.append(_header(first.old, old_count, first.new, new_count))
-    for op in ops:
-        if op.tag == "=":
-            _emit(out, " ", old[op.old])
-        elif op.tag == "-":
-            _emit(out, "-", old[op.old])
-        else:
-            _emit(out, "+", new[op.new])
+def _render_hunk(
+    out: list[str], blocks: list[Block], old: list[str], new: list[str], context: int
+) -> None:
+    first, last = blocks[0], blocks[-1]
+    before = min(context, first[0])
+    after = min(context, len(old) - last[1])
+    old_start, new_start = first[0] - before, first[2] - before
+    old_count = last[1] + after - old_start
+    new_count = last[3] + after - new_start
+    out.append(_header(old_start, old_count, new_start, new_count))
+    for line in old[old_start : first[0]]:
+        _emit(out, " ", line)
+    for index, (o1, o2, n1, n2) in enumerate(blocks):
+        if index:
+            for line in old[blocks[index - 1][1] : o1]:
+                _emit(out, " ", line)
+        for line in old[o1:o2]:
+            _emit(out, "-", line)
+        for line in new[n1:n2]:
+            _emit(out, "+", line)
+    for line in old[last[1] : last[1] + after]:
+        _emit(out, " ", line)
 
 
 def unified_diff(
@@ -160,20 +180,15 @@ def unified_diff(
         return ""
     old, new = split_lines(old_text), split_lines(new_text)
     out = [f"--- a/{path}\n", f"+++ b/{path}\n"]
-    ops = _script(old, new, max_cost)
-    if ops is None:
-        whole = [_Op("-", i, 0) for i in range(len(old))]
-        whole += [_Op("+", len(old), j) for j in range(len(new))]
-        _render_hunk(out, whole, old, new)
+    blocks = _blocks(old, new, max_cost)
+    if blocks is None:
+        _render_hunk(out, [(0, len(old), 0, len(new))], old, new, 0)
         return "".join(out)
-    changed = [i for i, op in enumerate(ops) if op.tag != "="]
-    groups: list[tuple[int, int]] = []
-    for index in changed:
-        low, high = max(index - context, 0), min(index + context, len(ops) - 1)
-        if groups and low <= groups[-1][1] + 1:
-            groups[-1] = (groups[-1][0], high)
-        else:
-            groups.append((low, high))
-    for low, high in groups:
-        _render_hunk(out, ops[low : high + 1], old, new)
+    hunk: list[Block] = []
+    for block in blocks:
+        if hunk and block[0] - hunk[-1][1] > 2 * context:
+            _render_hunk(out, hunk, old, new, context)
+            hunk = []
+        hunk.append(block)
+    _render_hunk(out, hunk, old, new, context)
     return "".join(out)

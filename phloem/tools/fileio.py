@@ -35,9 +35,9 @@ def is_binary(data: bytes) -> bool:
         return True
     if not text:
         return False
-    if text.isascii() and text.isprintable():
+    if _NON_PRINTABLE.search(text) is None:
         return False
-    odd = len(text) - len(_NON_PRINTABLE.sub("", text))
+    odd = sum(1 for _ in _NON_PRINTABLE.finditer(text))
     return odd * 10 > len(text) * 3
 
 

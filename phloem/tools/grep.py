@@ -221,12 +221,21 @@ class GrepTool(Tool):
 def _load(path: str) -> str | bytes | None:
     """Decoded text; the raw bytes for a binary file; None for a file over the limit."""
     try:
-        with open(path, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size > MAX_GREP_FILE_BYTES:
-                return None
-            data = handle.read(MAX_GREP_FILE_BYTES + 1)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return ""
+    try:
+        size = os.fstat(descriptor).st_size
+        if size > MAX_GREP_FILE_BYTES:
+            return None
+        data = os.read(descriptor, size + 1)
+        if len(data) > size:  # grew while we looked: read the rest, still bounded
+            rest = os.read(descriptor, MAX_GREP_FILE_BYTES + 1 - len(data))
+            data += rest
+    except OSError:
+        return ""
+    finally:
+        os.close(descriptor)
     if len(data) > MAX_GREP_FILE_BYTES:
         return None
     if b"\x00" in data[:NUL_SCAN_BYTES]:

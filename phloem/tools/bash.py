@@ -1,0 +1,254 @@
+"""The `bash` tool: run a shell command as a supervised process child.
+
+The command runs as `bash -c COMMAND` (or `sh -c` without bash) from the supervision
+core's fork server: its own process group, stdin at /dev/null, a few environment
+additions for non-interactive use. On timeout or cancellation the group gets SIGTERM,
+then SIGKILL after a 2 s grace, and every descendant is reaped (none is left behind).
+stdout and stderr go to private capture files; each is then limited by the output policy.
+
+bash is not a security boundary: the command sees the whole machine as the daemon's user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from phloem.supervision.handle import ChildStartError
+from phloem.supervision.process import ProcessHandle, start_process
+from phloem.supervision.reasons import ExitKind, ExitReason
+from phloem.supervision.spec import Command, Limits
+from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
+from phloem.tools.errors import ToolFailure
+from phloem.tools.outputlimit import Report, apply_with_grant, logical_lines, marker
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+KILL_GRACE_S = 2.0
+MAX_COMMAND_CHARS = 64 * 1024
+CAPTURE_KEEP_BYTES = 256 * 1024
+"""Bytes kept from each end of a stream for the output limiter (the rest is counted)."""
+MAX_CAPTURE_BYTES = 256 * 1024 * 1024
+"""A command that writes more than this to one stream is killed (`killed`, output_overflow)."""
+WATCH_INTERVAL_S = 0.05
+ENV_ADDITIONS = {
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "NO_COLOR": "1",
+}
+_EXIT_STATUS = re.compile(r"exit status (-?\d+)")
+_SIGNAL = re.compile(r"signal (\d+)")
+_REDIRECT = 'exec "$0" -c "$1" >"$2" 2>"$3"'
+
+
+def shell_path() -> str:
+    """bash when available, otherwise sh."""
+    return shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+def _read_stream(path: Path) -> tuple[str, int, int]:
+    """(text to limit, true byte count, true line count) of one capture file."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if size <= 2 * CAPTURE_KEEP_BYTES:
+            data = handle.read(size)
+            return data.decode(errors="replace"), len(data), logical_lines(data)
+        head = handle.read(CAPTURE_KEEP_BYTES)
+        lines = head.count(b"\n")
+        last = head[-1:]
+        while True:
+            chunk = handle.read(1 << 20)
+            if not chunk:
+                break
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+        lines += 0 if last == b"\n" else 1
+        handle.seek(size - CAPTURE_KEEP_BYTES)
+        tail = handle.read(CAPTURE_KEEP_BYTES)
+    return (head + tail).decode(errors="replace"), size, lines
+
+
+def _limit(ctx: ToolContext, path: Path) -> tuple[str, Report]:
+    text, size, lines = _read_stream(path)
+    if not text:
+        return "", Report()
+    grant = None
+    if ctx.budget is not None:
+        grant = ctx.budget.reserve(ctx.session, ctx.policy.max_bytes)
+    output = ""
+    try:
+        output, report = apply_with_grant(ctx.policy, text, grant)
+    finally:
+        if ctx.budget is not None and grant is not None:
+            ctx.budget.consume(ctx.session, grant, len(output.encode()))
+    if size != report.original_bytes and report.truncated:
+        old = marker(
+            report.reason,
+            report.kept_bytes,
+            report.original_bytes,
+            report.kept_lines,
+            report.original_lines,
+        )
+        new = marker(report.reason, report.kept_bytes, size, report.kept_lines, lines)
+        output = output.replace(old, new, 1)
+        report = Report(
+            truncated=True,
+            reason=report.reason,
+            original_bytes=size,
+            original_lines=lines,
+            kept_bytes=report.kept_bytes,
+            kept_lines=report.kept_lines,
+        )
+    return output, report
+
+
+class BashTool(Tool):
+    name = "bash"
+    description = (
+        "Run a shell command with `bash -c` in the workspace (or a subdirectory `dir`). "
+        "stdin is empty; the command runs in its own process group and is stopped "
+        "(SIGTERM, then SIGKILL after 2 s) when `timeout_ms` passes. Returns stdout, "
+        "stderr, exit_code (-1 when signalled) and the signal. Not a security boundary."
+    )
+    input_schema = object_schema(
+        {
+            "command": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_COMMAND_CHARS,
+                "description": "The shell command.",
+            },
+            "dir": {
+                "type": "string",
+                "default": ".",
+                "description": "Workspace-relative working directory.",
+            },
+            "timeout_ms": {
+                "type": "integer",
+                "minimum": 1,
+                "default": DEFAULT_TIMEOUT_MS,
+                "description": f"Timeout in milliseconds (capped at {MAX_TIMEOUT_MS}).",
+            },
+        },
+        ["command"],
+    )
+
+    def __init__(self, limits: Limits | None = None, kill_grace_s: float = KILL_GRACE_S) -> None:
+        if not 0 <= kill_grace_s <= 60:
+            raise ValueError("kill_grace_s must be >= 0 and <= 60")
+        self.limits = limits
+        self.kill_grace_s = kill_grace_s
+
+    def call(self, args: JSON, ctx: ToolContext) -> JSON:
+        resolved = ctx.workspace.resolve(args["dir"])
+        if not resolved.absolute.is_dir():
+            raise ToolFailure("arguments", f"dir must be a directory: {resolved.relative}")
+        timeout_s = min(args["timeout_ms"], MAX_TIMEOUT_MS) / 1000.0
+        with tempfile.TemporaryDirectory(prefix="phloem-bash-") as capture:
+            out_path, err_path = Path(capture, "stdout"), Path(capture, "stderr")
+            out_path.touch(0o600)
+            err_path.touch(0o600)
+            env = {**ENV_ADDITIONS, "PWD": str(resolved.absolute)}
+            shell = shell_path()
+            argv = [
+                "/bin/sh",
+                "-c",
+                _REDIRECT,
+                shell,
+                args["command"],
+                str(out_path),
+                str(err_path),
+            ]
+            command = Command(argv=argv, env=env, cwd=str(resolved.absolute))
+            try:
+                handle = start_process(command, name="bash", limits=self.limits)
+            except ChildStartError as exc:
+                raise ToolFailure("spawn_failed", f"cannot start {shell}: {exc}") from None
+            outcome = self._wait(handle, timeout_s, ctx, (out_path, err_path))
+            stdout, stdout_report = _limit(ctx, out_path)
+            stderr, stderr_report = _limit(ctx, err_path)
+        ctx.touch("bash", resolved.relative)
+        return {
+            **outcome,
+            "stdout": stdout,
+            "stderr": stderr,
+            "truncated": stdout_report.truncated or stderr_report.truncated,
+            "stdout_report": stdout_report.to_dict(),
+            "stderr_report": stderr_report.to_dict(),
+        }
+
+    def _wait(
+        self, handle: ProcessHandle, timeout_s: float, ctx: ToolContext, files: tuple[Path, Path]
+    ) -> JSON:
+        deadline = time.monotonic() + timeout_s
+        timed_out = cancelled = overflow = False
+        reason: ExitReason | None = None
+        while reason is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            reason = handle.wait(min(remaining, WATCH_INTERVAL_S))
+            if reason is not None:
+                break
+            if ctx.cancel.is_set():
+                cancelled = True
+                break
+            if any(_size(path) > MAX_CAPTURE_BYTES for path in files):
+                overflow = True
+                break
+        if reason is None:
+            reason = handle.stop(self.kill_grace_s)
+        killed = reason.kind == ExitKind.KILLED and (timed_out or cancelled or overflow)
+        exit_code, sig = _exit_of(reason, stopped=timed_out or cancelled or overflow)
+        if cancelled:
+            raise ToolFailure("cancelled", "the bash command was cancelled and stopped")
+        result: JSON = {
+            "exit_code": exit_code,
+            "signal": sig,
+            "timed_out": timed_out,
+            "killed": killed or overflow,
+        }
+        if overflow:
+            result["output_overflow"] = True
+        return result
+
+
+def _size(path: Path) -> int:
+    with contextlib.suppress(OSError):
+        return os.stat(path).st_size
+    return 0
+
+
+def _exit_of(reason: ExitReason, stopped: bool) -> tuple[int, str]:
+    """(exit code or -1, signal name or "") from the process child's exit reason."""
+    if reason.kind == ExitKind.NORMAL:
+        return 0, ""
+    detail = reason.detail or ""
+    found = _EXIT_STATUS.search(detail)
+    if reason.kind == ExitKind.EXCEPTION and found:
+        return int(found.group(1)), ""
+    numbered = _SIGNAL.search(detail)
+    if numbered:
+        return -1, _signal_name(int(numbered.group(1)))
+    if reason.kind == ExitKind.SHUTDOWN:
+        return -1, "SIGTERM"
+    if reason.kind == ExitKind.KILLED or stopped:
+        return -1, "SIGKILL"
+    return -1, ""
