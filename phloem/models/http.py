@@ -27,6 +27,7 @@ import msgspec
 import structlog
 
 from phloem.protocols.model import ModelError, ModelErrorKind, ResponseTooLarge
+from phloem.protocols.sse import SseDecoder
 
 log = structlog.get_logger(__name__)
 
@@ -43,7 +44,6 @@ DEFAULT_MAX_RETRY_AFTER: Final = 30.0
 MAX_MAX_RETRY_AFTER: Final = 300.0
 
 _CODE_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
-_EOL_RE: Final = re.compile(rb"\r\n|\r|\n")
 
 
 def check_range(name: str, value: float, low: float, high: float) -> None:
@@ -396,33 +396,12 @@ class HttpTransport:
         return b"".join(self._iter_decoded(resp, limit or self.max_response_bytes))
 
     def _sse_events(self, resp: httpx.Response) -> Iterator[Any]:
-        buffer = b""
-        data_lines: list[bytes] = []
+        decoder = SseDecoder()
         for chunk in self._iter_decoded(resp, self.max_response_bytes):
-            buffer += chunk
-            while True:
-                cut = _line_end(buffer)
-                if cut is None:
-                    break
-                line, buffer = buffer[: cut[0]], buffer[cut[1] :]
-                if not line:
-                    if data_lines:
-                        yield self._decode_event(b"\n".join(data_lines))
-                        data_lines = []
-                    continue
-                if line.startswith(b":"):
-                    continue
-                field, _, value = line.partition(b":")
-                if value.startswith(b" "):
-                    value = value[1:]
-                if field == b"data":
-                    data_lines.append(value)
-        if buffer.strip():
-            field, _, value = buffer.partition(b":")
-            if field == b"data":
-                data_lines.append(value.removeprefix(b" "))
-        if data_lines:
-            yield self._decode_event(b"\n".join(data_lines))
+            for data in decoder.feed(chunk):
+                yield self._decode_event(data)
+        for data in decoder.close():
+            yield self._decode_event(data)
 
     def _decode_event(self, data: bytes) -> Any:
         if data.strip() == b"[DONE]":
@@ -434,14 +413,3 @@ class HttpTransport:
                 ModelErrorKind.MALFORMED_RESPONSE,
                 f"{self.provider} sent a stream event that is not JSON",
             ) from exc
-
-
-def _line_end(buffer: bytes) -> tuple[int, int] | None:
-    """Position of the first line ending (CRLF, LF or CR) as (end of line, start of next);
-    None when no complete line is buffered yet."""
-    match = _EOL_RE.search(buffer)
-    if match is None:
-        return None
-    if match.group() == b"\r" and match.end() == len(buffer):
-        return None  # may be the first half of CRLF
-    return match.start(), match.end()
