@@ -6,7 +6,7 @@ If the README step fails (no such file) it *replans*: the next revision reads
 `pyproject.toml` instead.
 
 `ReadOnlyToolsExecutor` runs a declared read-only coding tool — `ls`, `find`, `grep`,
-`read` from `phloem.tools` (the registry's read-only view) — for each step's action
+`read` from `phloem.tools` — for each step's action
 ``{"tool": NAME, "args": {...}}``, in a workspace at the root of its request target
 (``{"root": "/path"}``, default: the daemon's working directory). The tools confine every
 path to that root, honour .gitignore and bound their output; a tool failure value
@@ -28,9 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from phloem.protocols.plan import Complete, Continue, Error, Ok, Plan, Replan, Step
-from phloem.tools import ToolContext, Workspace, default_registry
+from phloem.tools.contract import Tool, ToolContext
+from phloem.tools.find import FindTool
+from phloem.tools.grep import GrepTool
+from phloem.tools.ls import LsTool
+from phloem.tools.read import ReadTool
+from phloem.tools.workspace import Workspace
 
-READ_ONLY_TOOLS = frozenset({"ls", "find", "grep", "read"})
+READ_ONLY_TOOLS: dict[str, type[Tool]] = {
+    "ls": LsTool,
+    "find": FindTool,
+    "grep": GrepTool,
+    "read": ReadTool,
+}
 PROJECT_FILE = "pyproject.toml"
 
 
@@ -99,7 +109,7 @@ class ReadOnlyToolsExecutor:
         if not isinstance(tool, str) or tool not in READ_ONLY_TOOLS:
             return Error({"error": "unknown_tool", "tool": tool})
         ctx = ToolContext(workspace=Workspace(root), session=f"planning-{step.id}")
-        output = default_registry().read_only().run(tool, args, ctx)
+        output = READ_ONLY_TOOLS[tool]().run(args, ctx)
         if isinstance(output, dict) and "error" in output:
             return Error(output)
         return Ok(output)
