@@ -260,6 +260,7 @@ class Connection:
 
     def _next_frame(self, deadline: float | None) -> bytes:
         while not self._ready:
+            self._frames.check()
             if deadline is None and self._frames.partial:
                 deadline = time.monotonic() + self.server.config.daemon.frame_timeout_s
             remaining = None if deadline is None else deadline - time.monotonic()

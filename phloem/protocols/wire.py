@@ -211,11 +211,17 @@ class FrameReader:
     Keeps at most one frame's bytes plus one read's worth buffered.
     """
 
-    __slots__ = ("_buf", "max_frame_bytes")
+    __slots__ = ("_buf", "_error", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = check_max_frame_bytes(max_frame_bytes)
         self._buf = bytearray()
+        self._error: PhloemError | None = None
+
+    def check(self) -> None:
+        """Raise the pending `frame_too_large`, if any."""
+        if self._error is not None:
+            raise self._error
 
     @property
     def partial(self) -> bool:
@@ -223,16 +229,25 @@ class FrameReader:
         return bool(self._buf)
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; the complete frame bodies now available."""
+        """Add received bytes; the complete frame bodies now available.
+
+        A header announcing more than `max_frame_bytes` raises `frame_too_large`, after
+        the frames before it have been returned (the error is raised by the next call,
+        or by `check`).
+        """
+        self.check()
         self._buf += data
         frames: list[bytes] = []
         while len(self._buf) >= HEADER_BYTES:
             (length,) = HEADER.unpack_from(self._buf)
             if length > self.max_frame_bytes:
-                raise PhloemError(
+                self._error = PhloemError(
                     ErrorKind.FRAME_TOO_LARGE,
                     f"frame of {length} bytes exceeds max_frame_bytes {self.max_frame_bytes}",
                 )
+                if frames:
+                    return frames
+                self.check()
             end = HEADER_BYTES + length
             if len(self._buf) < end:
                 break

@@ -1,0 +1,213 @@
+"""Malformed frames: each gets an error frame, closes only its connection, and the daemon
+keeps serving everyone else. Also the timing limits (handshake, partial frame) and the
+per-connection in-flight limit, at their edges."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import phloem
+from phloem.protocols.wire import (
+    Ask,
+    Fail,
+    FrameReader,
+    Hello,
+    Reply,
+    Welcome,
+    decode_server,
+    encode_body,
+    encode_frame,
+)
+from tests.daemon.conftest import DaemonProc, short_tmpdir
+
+MAX_FRAME = 64 * 1024
+CONFIG = f"""
+[daemon]
+max_frame_bytes = {MAX_FRAME}
+handshake_timeout_s = 0.5
+frame_timeout_s = 0.5
+max_inflight_per_connection = 2
+"""
+ERROR_KINDS = {"bad_frame", "frame_too_large", "unsupported_version", "timeout"}
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(scope="module")
+def fuzz_daemon() -> Iterator[DaemonProc]:
+    d = short_tmpdir()
+    config = d / "fuzz.toml"
+    config.write_text(CONFIG)
+    daemon = DaemonProc(d / "fuzz.sock", config).wait_ready()
+    yield daemon
+    assert daemon.stop() == 0
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _connect(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(str(path))
+    return sock
+
+
+def _read_all(sock: socket.socket) -> list[object]:
+    """Every frame until the daemon closes the connection."""
+    reader = FrameReader(MAX_FRAME)
+    frames: list[bytes] = []
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            return [decode_server(f) for f in frames]
+        frames.extend(reader.feed(data))
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+_tags = st.sampled_from(["hello", "ask", "tell", "subscribe", "credit", "status", "nope", ""])
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(),
+    st.text(max_size=20),
+    st.binary(max_size=20),
+    st.lists(st.integers(-1000, 1000), max_size=3),
+)
+# Maps with a tag but fields of the wrong types (never a valid message: "id" is a string).
+_wrong_types = st.builds(
+    lambda tag, extra: msgspec.msgpack.encode({"t": tag, "id": "one", **extra}),
+    _tags,
+    st.dictionaries(st.sampled_from(["actor", "body", "sub", "version", "x"]), _values, max_size=3),
+)
+_fuzz = st.one_of(
+    st.tuples(st.just("random"), st.binary(min_size=1, max_size=300).map(_frame)),
+    st.tuples(st.just("wrong_types"), _wrong_types.map(_frame)),
+    st.tuples(
+        st.just("truncated"),
+        st.binary(min_size=2, max_size=300).map(lambda b: _frame(b)[: 4 + len(b) // 2]),
+    ),
+    st.tuples(
+        st.just("oversized"),
+        st.integers(MAX_FRAME + 1, 2**32 - 1).map(lambda n: struct.pack(">I", n) + b"\x00" * 8),
+    ),
+    st.tuples(st.just("raw_bytes"), st.binary(min_size=1, max_size=64)),
+)
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=_fuzz, with_hello=st.booleans())
+def test_every_malformed_frame_gets_an_error_and_the_daemon_keeps_serving(
+    fuzz_daemon: DaemonProc, case: tuple[str, bytes], with_hello: bool
+) -> None:
+    _, payload = case
+    sock = _connect(fuzz_daemon.socket)
+    try:
+        if with_hello:
+            sock.sendall(encode_frame(Hello(version=1)))
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)  # a frame left incomplete is then truncated
+        frames = _read_all(sock)
+    finally:
+        sock.close()
+    if with_hello:
+        assert isinstance(frames[0], Welcome)
+        frames = frames[1:]
+    assert len(frames) == 1, frames
+    (fail,) = frames
+    assert isinstance(fail, Fail) and fail.id is None
+    assert fail.error.kind in ERROR_KINDS, fail.error
+
+
+def test_the_daemon_survived_the_fuzzing_and_still_answers(fuzz_daemon: DaemonProc) -> None:
+    with phloem.Client.connect(fuzz_daemon.socket) as client:
+        assert client.ask("echo", "alive") == "alive"
+        assert client.status().connections == 1
+
+
+def _ask_of_size(total: int) -> bytes:
+    """An echo ask whose frame body is exactly `total` bytes."""
+    n = total - 64
+    while len(frame := encode_frame(Ask(1, "echo", encode_body(b"x" * n), 5))) - 4 < total:
+        n += 1
+    assert len(frame) - 4 == total
+    return frame
+
+
+def test_a_frame_of_exactly_max_frame_bytes_is_served_and_one_more_byte_is_refused(
+    fuzz_daemon: DaemonProc,
+) -> None:
+    sock = _connect(fuzz_daemon.socket)
+    sock.sendall(encode_frame(Hello(version=1)) + _ask_of_size(MAX_FRAME))
+    sock.shutdown(socket.SHUT_WR)
+    welcome, reply = _read_all(sock)
+    sock.close()
+    assert isinstance(welcome, Welcome)
+    assert isinstance(reply, Reply) and reply.id == 1
+    assert len(msgspec.msgpack.decode(reply.body)) > MAX_FRAME - 100
+
+    sock = _connect(fuzz_daemon.socket)
+    sock.sendall(encode_frame(Hello(version=1)) + _ask_of_size(MAX_FRAME + 1))
+    welcome, fail = _read_all(sock)
+    sock.close()
+    assert isinstance(welcome, Welcome)
+    assert isinstance(fail, Fail) and fail.id is None
+    assert fail.error.kind == "frame_too_large"
+    assert str(MAX_FRAME + 1) in fail.error.message
+
+
+def test_a_connection_that_never_says_hello_is_closed_after_the_handshake_timeout(
+    fuzz_daemon: DaemonProc,
+) -> None:
+    sock = _connect(fuzz_daemon.socket)
+    start = time.monotonic()
+    (fail,) = _read_all(sock)
+    assert isinstance(fail, Fail) and fail.error.kind == "timeout"
+    assert "hello" in fail.error.message
+    assert time.monotonic() - start < 5
+    sock.close()
+
+
+def test_a_frame_left_half_sent_times_out(fuzz_daemon: DaemonProc) -> None:
+    sock = _connect(fuzz_daemon.socket)
+    sock.sendall(encode_frame(Hello(version=1)) + struct.pack(">I", 100) + b"abc")
+    welcome, fail = _read_all(sock)
+    assert isinstance(welcome, Welcome)
+    assert isinstance(fail, Fail) and fail.error.kind == "timeout"
+    sock.close()
+
+
+def test_requests_beyond_the_in_flight_limit_get_backpressure(fuzz_daemon: DaemonProc) -> None:
+    sock = _connect(fuzz_daemon.socket)
+    sock.sendall(encode_frame(Hello(version=1)))
+    asks = [
+        encode_frame(Ask(id=i, actor="echo", body=encode_body({"sleep": 0.3}), timeout=5))
+        for i in (1, 2, 3)
+    ]
+    sock.sendall(b"".join(asks))
+    reader = FrameReader(MAX_FRAME)
+    frames: list[object] = []
+    while len(frames) < 4:
+        frames.extend(decode_server(f) for f in reader.feed(sock.recv(65536)))
+    sock.close()
+    fails = [f for f in frames if isinstance(f, Fail)]
+    replies = [f for f in frames if isinstance(f, Reply)]
+    assert [(f.id, f.error.kind) for f in fails] == [(3, "backpressure")]
+    assert sorted(r.id for r in replies) == [1, 2]
