@@ -45,6 +45,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.agents_cli",
     "phloem.models.cli",
     "phloem.planning_cli",
+    "phloem.tools.cli",
 ]
 
 EXIT_OK = 0

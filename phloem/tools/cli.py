@@ -4,8 +4,10 @@
     phloem tool schema NAME
     phloem tool run NAME JSON [--root DIR] [--session ID]
 
-`run` runs in this process against the workspace root (default: the current directory)
-and prints the result as JSON; it exits 1 when the tool returned a failure value.
+These run in the CLI process (no daemon needed). `run` works on the workspace root
+(default: the current directory) and prints the result as JSON; it exits 1 when the tool
+returned a failure value, 2 on usage errors. `add_cli(commands)` plugs them into the
+main `phloem` command; `python -m phloem.tools.cli tool ...` runs them on their own.
 """
 
 from __future__ import annotations
@@ -13,75 +15,125 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TextIO
 
 from phloem.tools.contract import is_failure
 from phloem.tools.registry import default_registry, run_tool
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-def add_cli(subparsers: Any) -> None:
-    """Register the `tool` command on an argparse subparsers object."""
-    tool = subparsers.add_parser("tool", help="list, describe and run the coding tools")
-    commands = tool.add_subparsers(dest="tool_command", required=True)
-    listing = commands.add_parser("list", help="list the tools")
-    listing.add_argument("--json", action="store_true", help="print JSON")
-    listing.set_defaults(func=_list)
-    schema = commands.add_parser("schema", help="print a tool's JSON input schema")
+
+class Context(Protocol):
+    """The part of the main CLI's command context these handlers use."""
+
+    args: argparse.Namespace
+    json: bool
+    out: TextIO
+    err: TextIO
+
+
+class CommandsLike(Protocol):
+    def add(
+        self, name: str, help: str, handler: Callable[[Any], int]
+    ) -> argparse.ArgumentParser: ...
+
+    def group(self, name: str, help: str) -> CommandsLike: ...
+
+
+def add_cli(commands: CommandsLike) -> None:
+    """Register `tool list`, `tool schema` and `tool run` on the `phloem` command."""
+    tool = commands.group("tool", "list, describe and run the coding tools")
+    tool.add("list", "list the coding tools", _list)
+    schema = tool.add("schema", "print a tool's JSON input schema", _schema)
     schema.add_argument("name")
-    schema.set_defaults(func=_schema)
-    run = commands.add_parser("run", help="run a tool with JSON arguments")
+    run = tool.add("run", "run a tool with JSON arguments in a workspace", _run)
     run.add_argument("name")
-    run.add_argument("arguments", help='JSON object, e.g. \'{"path": "README.md"}\'')
+    run.add_argument("arguments", help='a JSON object, e.g. \'{"path": "README.md"}\'')
     run.add_argument("--root", default=".", help="workspace root (default: .)")
     run.add_argument("--session", default="cli", help="session id for the read ledger")
-    run.set_defaults(func=_run)
 
 
-def _list(options: argparse.Namespace) -> int:
+def _print(ctx: Context, value: Any) -> None:
+    ctx.out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    ctx.out.flush()
+
+
+def _list(ctx: Context) -> int:
     tools = default_registry().tools()
-    if options.json:
-        print(json.dumps([tool.describe() for tool in tools], indent=2))
-        return 0
+    if ctx.json:
+        _print(ctx, [tool.describe() for tool in tools])
+        return EXIT_OK
     width = max(len(tool.name) for tool in tools)
     for tool in tools:
         summary = tool.description.split(". ")[0].rstrip(".")
-        flag = "read-only" if tool.read_only else "mutating "
-        print(f"{tool.name:<{width}}  {flag}  {summary}")
-    return 0
+        kind = "read-only" if tool.read_only else "mutating "
+        ctx.out.write(f"{tool.name:<{width}}  {kind}  {summary}\n")
+    return EXIT_OK
 
 
-def _schema(options: argparse.Namespace) -> int:
-    tool = default_registry().get(options.name)
+def _schema(ctx: Context) -> int:
+    tool = default_registry().get(ctx.args.name)
     if tool is None:
-        print(f"error: unknown tool {options.name}", file=sys.stderr)
-        return 2
-    print(json.dumps(tool.input_schema, indent=2))
-    return 0
+        ctx.err.write(f"error: unknown tool {ctx.args.name}\n")
+        return EXIT_USAGE
+    _print(ctx, tool.input_schema)
+    return EXIT_OK
 
 
-def _run(options: argparse.Namespace) -> int:
+def _run(ctx: Context) -> int:
     try:
-        arguments = json.loads(options.arguments)
+        arguments = json.loads(ctx.args.arguments)
     except json.JSONDecodeError as exc:
-        print(f"error: arguments are not valid JSON: {exc}", file=sys.stderr)
-        return 2
-    root = Path(options.root)
+        ctx.err.write(f"error: arguments are not valid JSON: {exc}\n")
+        return EXIT_USAGE
+    root = Path(ctx.args.root)
     if not root.is_dir():
-        print(f"error: root is not a directory: {root}", file=sys.stderr)
-        return 2
-    result = run_tool(options.name, arguments, root, session=options.session)
-    print(json.dumps(result, indent=2, ensure_ascii=False))
-    return 1 if is_failure(result) else 0
+        ctx.err.write(f"error: root is not a directory: {root}\n")
+        return EXIT_USAGE
+    result = run_tool(ctx.args.name, arguments, root, session=ctx.args.session)
+    _print(ctx, result)
+    return EXIT_FAILED if is_failure(result) else EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (`python -m phloem.tools.cli tool ...`) for use without phloem.cli."""
+class _Commands:
+    """A stand-alone `CommandsLike` over argparse, for running without `phloem.cli`."""
+
+    def __init__(self, subparsers: Any) -> None:
+        self._sub = subparsers
+
+    def add(self, name: str, help: str, handler: Callable[[Any], int]) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = self._sub.add_parser(name, help=help)
+        parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
+        parser.set_defaults(handler=handler)
+        return parser
+
+    def group(self, name: str, help: str) -> _Commands:
+        parser = self._sub.add_parser(name, help=help)
+        return _Commands(parser.add_subparsers(dest=f"{name}_command", required=True))
+
+
+class _Context:
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        self.args = args
+        self.json = bool(getattr(args, "json", False))
+        self.out = out
+        self.err = err
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """`python -m phloem.tools.cli tool ...` (same commands as `phloem tool ...`)."""
     parser = argparse.ArgumentParser(prog="phloem")
-    add_cli(parser.add_subparsers(dest="command", required=True))
-    options = parser.parse_args(argv)
-    code: int = options.func(options)
-    return code
+    add_cli(_Commands(parser.add_subparsers(dest="command", required=True)))
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    handler: Callable[[Any], int] = args.handler
+    return handler(_Context(args, out or sys.stdout, err or sys.stderr))
 
 
 if __name__ == "__main__":

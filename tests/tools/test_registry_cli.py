@@ -49,3 +49,16 @@ def test_the_cli_lists_describes_and_runs_tools(
     assert json.loads(capsys.readouterr().out)["error"] == "outside_root"
     assert main(["tool", "run", "read", "{bad", "--root", str(tmp_path)]) == 2
     assert main(["tool", "schema", "nope"]) == 2
+
+
+def test_the_phloem_command_has_the_tool_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from phloem.cli import main as phloem_main
+
+    (tmp_path / "a.txt").write_text("hello\n")
+    args = ["tool", "run", "grep", '{"pattern": "hel"}', "--root", str(tmp_path)]
+    assert phloem_main(args) == 0
+    assert json.loads(capsys.readouterr().out)["match_count"] == 1
+    assert phloem_main(["tool", "list", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 7
