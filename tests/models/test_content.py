@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from phloem.protocols.content import (
     Content,
@@ -17,6 +19,7 @@ from phloem.protocols.content import (
     decode_request,
     decode_response,
     encode_json,
+    fill_call_ids,
 )
 
 
@@ -150,3 +153,60 @@ def test_empty_response_has_empty_text_and_no_calls() -> None:
     assert response.text == ""
     assert response.function_calls == ()
     assert response.parts == ()
+
+
+call_ids = st.one_of(st.none(), st.sampled_from(["a", "b", "phloem-call-0", "phloem-call-1", ""]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.one_of(call_ids.map(lambda i: ("call", i)), st.just(("text", None))), max_size=8)
+)
+def test_fill_call_ids_gives_unique_ids_keeps_first_ones_and_is_deterministic(
+    spec: list[tuple[str, str | None]],
+) -> None:
+    parts = [
+        Part.from_function_call("f", id=i or None) if kind == "call" else Part.from_text("t")
+        for kind, i in spec
+    ]
+    filled = fill_call_ids(parts)
+    assert filled == fill_call_ids(parts)
+    assert [p.text for p in filled] == [p.text for p in parts]
+    ids = [p.function_call.id for p in filled if p.function_call]
+    assert all(ids) and len(set(ids)) == len(ids)
+    seen: set[str] = set()
+    for before, after in zip(parts, filled, strict=True):
+        if before.function_call and before.function_call.id and before.function_call.id not in seen:
+            assert after.function_call and after.function_call.id == before.function_call.id
+            seen.add(before.function_call.id)
+
+
+texts = st.text(max_size=20)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8,
+)
+parts_strategy = st.one_of(
+    texts.map(Part.from_text),
+    st.tuples(texts, st.none() | st.binary(max_size=8)).map(lambda t: Part.from_thought(*t)),
+    st.tuples(st.dictionaries(texts, json_values, max_size=3), st.none() | texts).map(
+        lambda t: Part.from_function_call("f", t[0], id=t[1])
+    ),
+    st.dictionaries(texts, json_values, max_size=3).map(
+        lambda r: Part.from_function_response("f", r)
+    ),
+    st.binary(max_size=16).map(lambda b: Part.from_bytes(b, "image/png")),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["user", "model"]), st.lists(parts_strategy, max_size=4)),
+        max_size=4,
+    )
+)
+def test_any_request_round_trips_through_json(turns: list[tuple[str, list[Part]]]) -> None:
+    request = ModelRequest(contents=tuple(Content(role=r, parts=tuple(p)) for r, p in turns))
+    assert decode_request(encode_json(request)) == request
