@@ -297,3 +297,19 @@ def test_cancelling_stops_the_run_with_cancelled() -> None:
     assert run.outcome.status == "cancelled"
     assert "user asked" in run.outcome.message
     assert "y" not in run.state
+
+
+def test_the_inline_executor_runs_a_group_sequentially_in_the_calling_thread() -> None:
+    from phloem.actors.agents import InlineExecutor
+
+    threads: list[str] = []
+
+    class Where(Agent):
+        def run(self, ctx: InvocationContext) -> Iterator[Event]:
+            threads.append(threading.current_thread().name)
+            yield Event(author=self.name)
+
+    pa = PlannerAgent("p", "", ParallelPlanner, [Where("a", ""), Where("b", "")])
+    run = run_agent(pa, executor=InlineExecutor())
+    assert authors(run) == ["a", "b", "p"]
+    assert threads == [threading.current_thread().name] * 2

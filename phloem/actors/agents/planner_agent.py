@@ -279,7 +279,12 @@ class _PlannerRun:
                     Event(author=item.agent, invocation_id=self.ctx.invocation_id, error=item.error)
                 )
         self.check_cancelled()
-        conflicts = {k: w for k, w in writers.items() if len(w) > 1}
+        order = {n: i for i, n in enumerate(action.names)}
+        conflicts = {
+            k: sorted(w, key=lambda n: order.get(n, len(order)))
+            for k, w in writers.items()
+            if len(w) > 1
+        }
         if conflicts:
             yield self.record(self.restore(start, conflicts))
             key, who = sorted(conflicts.items())[0]

@@ -54,7 +54,28 @@ def run_agent(
     cancel: CancelToken | None = None,
     on_event: Callable[[Event], None] | None = None,
 ) -> AgentRun:
-    """Run `agent` to its end and return the `AgentRun`."""
+    """Run `agent` to its end and return the `AgentRun`.
+
+    Without an `executor`, sub-agent invocations run as supervised actors under a
+    supervisor made for this run (`SupervisedExecutor`), stopped when the run ends; pass
+    `InlineExecutor()` to run groups sequentially in the calling thread instead.
+    """
+    if executor is None:
+        from phloem.actors.agents.supervised import SupervisedExecutor
+
+        with SupervisedExecutor(agent.name) as own:
+            return run_agent(
+                agent,
+                input=input,
+                state=state,
+                sessions=sessions,
+                session=session,
+                app=app,
+                user=user,
+                executor=own,
+                cancel=cancel,
+                on_event=on_event,
+            )
     sessions = sessions or InMemorySessionService()
     if session is None:
         session = sessions.create_session(app, user, state=state)
