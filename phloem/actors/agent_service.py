@@ -177,7 +177,8 @@ class AgentRunDriver(Actor):
             on_event=forward,
         )
         try:
-            topic.send(AgentRunEnd(public_run(result)), timeout=STREAM_SEND_TIMEOUT_S)
+            end = msgspec.structs.replace(public_run(result), events=())  # sent one by one
+            topic.send(AgentRunEnd(end), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
             log.warning("agent_run_end_undelivered", run=run.id, kind=exc.kind)
         topic.close()

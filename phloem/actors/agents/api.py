@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
+
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.protocol import (
@@ -28,6 +30,7 @@ from phloem.actors.agents.protocol import (
 )
 from phloem.actors.agents.runner import AgentRun
 from phloem.clientbase import ClientBase
+from phloem.protocols.errors import PhloemError
 from phloem.supervision.credit import CreditWindow
 
 if TYPE_CHECKING:
@@ -92,14 +95,25 @@ class AgentClientMethods(ClientBase):
         stream = self.subscribe(
             started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
         )
+        events: list[Event] = []
         with stream:
             while True:
-                item = stream.recv(timeout)
+                try:
+                    item = stream.recv(timeout)
+                except PhloemError as err:
+                    if err.kind != "closed":
+                        raise
+                    raise PhloemError(
+                        "run_incomplete",
+                        f"the event stream of run {started.ref} ended without its result",
+                    ) from None
                 if isinstance(item, AgentRunEvent):
+                    events.append(item.event)
                     if on_event is not None:
                         on_event(item.event)
                 elif isinstance(item, AgentRunEnd):
-                    return item.run
+                    # The end carries the outcome and state; events came one by one.
+                    return msgspec.structs.replace(item.run, events=tuple(events))
 
 
 class _TreeLike(Protocol):

@@ -1,7 +1,9 @@
 """Messages of the `agents` service, shared by the service and the client methods.
 
 Requests are a tagged union (`AgentRequest`); a run's stream carries `AgentStreamItem`s:
-`AgentRunEvent` for every event as it happens, then one `AgentRunEnd` with the run.
+`AgentRunEvent` for every event as it happens, then one `AgentRunEnd` with the run's
+outcome and final state (its `events` are empty: they were sent one by one; the client
+puts them back). A stream that ends without `AgentRunEnd` is `run_incomplete`.
 """
 
 from __future__ import annotations
