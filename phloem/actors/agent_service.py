@@ -158,31 +158,39 @@ class AgentRunDriver(Actor):
             return None
         run, topic = self.run, self.run.topic
         assert topic is not None
-        topic.stream.wait_for_subscribers(1, self.request.subscribe_wait_s)
+        failed: list[str] = []
 
         def forward(event: Event) -> None:
-            if run.token.cancelled:
+            if failed:
                 return
             try:
                 topic.send(AgentRunEvent(public_event(event)), timeout=STREAM_SEND_TIMEOUT_S)
             except PhloemError as exc:
+                failed.append(exc.kind)
                 run.token.cancel(f"event stream failed: {exc.kind}")
 
-        result = run_agent(
-            run.agent,
-            input=self.request.input,
-            state=self.request.state,
-            executor=run.executor,
-            cancel=run.token,
-            on_event=forward,
-        )
+        reason: ExitReason | None = None
         try:
-            end = msgspec.structs.replace(public_run(result), events=())  # sent one by one
-            topic.send(AgentRunEnd(end), timeout=STREAM_SEND_TIMEOUT_S)
+            topic.stream.wait_for_subscribers(1, self.request.subscribe_wait_s)
+            result = run_agent(
+                run.agent,
+                input=self.request.input,
+                state=self.request.state,
+                executor=run.executor,
+                cancel=run.token,
+                on_event=forward,
+            )
+            if not failed:
+                end = msgspec.structs.replace(public_run(result), events=())  # sent one by one
+                topic.send(AgentRunEnd(end), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
             log.warning("agent_run_end_undelivered", run=run.id, kind=exc.kind)
-        topic.close()
-        self.exit(ExitReason.normal())
+        except Exception as exc:
+            log.error("agent_run_driver_failed", run=run.id, error=type(exc).__name__)
+            reason = ExitReason.from_exception(exc)
+        finally:
+            topic.close(reason)
+        self.exit(reason or ExitReason.normal())
         return None
 
 
@@ -264,19 +272,22 @@ class AgentService(ServiceActor):
             run_id, parent=self._sup, invocation_timeout_s=self.invocation_timeout_s
         )
         run = _Run(run_id, "", agent, token, executor, None)
-        ref = self.ctx.refs.create(
-            owner, run, lambda reason: token.cancel(str(reason)), RUN_REF_KIND.name
-        )
-        run.ref = ref.text
-        run.topic = self.open_topic(f"agents/{ref.text}", owner=owner)
         me = self.actor_ref
+        ref = None
         try:
+            ref = self.ctx.refs.create(
+                owner, run, lambda reason: token.cancel(str(reason)), RUN_REF_KIND.name
+            )
+            run.ref = ref.text
+            run.topic = self.open_topic(f"agents/{ref.text}", owner=owner)
             driver = executor.supervisor.start_child(
                 ChildSpec("driver", (AgentRunDriver, (run, request), {}), restart="temporary")
             )
         except Exception:
-            self.ctx.refs.discard(run.ref)
-            run.topic.close()
+            if ref is not None:
+                self.ctx.refs.discard(ref.text)
+            if run.topic is not None:
+                run.topic.close()
             executor.close()
             raise
         driver.add_exit_callback(lambda reason: me.tell(_Finished(run_id)))
