@@ -313,3 +313,22 @@ def test_the_inline_executor_runs_a_group_sequentially_in_the_calling_thread() -
     run = run_agent(pa, executor=InlineExecutor())
     assert authors(run) == ["a", "b", "p"]
     assert threads == [threading.current_thread().name] * 2
+
+
+def test_mutating_a_nested_state_value_in_place_changes_nothing() -> None:
+    class Mutator(Agent):
+        def run(self, ctx: InvocationContext) -> Iterator[Event]:
+            ctx.state["doc"]["title"] = "hijacked"  # no event: must not reach state
+            yield Event(author=self.name)
+
+    class Reader(Agent):
+        def run(self, ctx: InvocationContext) -> Iterator[Event]:
+            yield Event(
+                author=self.name,
+                actions=EventActions(state_delta={"seen": ctx.state["doc"]["title"]}),
+            )
+
+    pa = PlannerAgent("p", "", ParallelPlanner, [Mutator("m", ""), Reader("r", "")])
+    run = run_agent(pa, state={"doc": {"title": "original"}})
+    assert run.state["doc"] == {"title": "original"}
+    assert run.state["seen"] == "original"

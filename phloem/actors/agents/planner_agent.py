@@ -19,6 +19,7 @@ event is always the outcome's `final_event` (its `planner_status` set).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -259,11 +260,17 @@ class _PlannerRun:
             )
         agents = [self.find(name) for name in action.names]
         start = dict(self.state)
-        sub_ctx = self.ctx.derive(state=start, events=tuple(self.events), executor=self.executor)
+        history = tuple(self.events)
+        # Each agent gets its own deep copy: mutating a nested value in place can neither
+        # reach a sibling nor bypass the events.
+        invocations = [
+            (a, self.ctx.derive(state=copy.deepcopy(start), events=history, executor=self.executor))
+            for a in agents
+        ]
         writers: dict[str, list[str]] = {}
         failed: dict[str, ErrorValue] = {}
         log.info("planner_group", agent=self.agent.name, group=list(action.names))
-        for item in self.executor.run_group([(a, sub_ctx) for a in agents], self.ctx.cancel):
+        for item in self.executor.run_group(invocations, self.ctx.cancel):
             if isinstance(item, AgentEvent):
                 event = item.event
                 for key in (*event.actions.state_delta, *event.actions.state_remove):
