@@ -176,11 +176,11 @@ def test_probe_a_configured_provider_over_http(fake: FakeProvider, tmp_path: Pat
 
 def test_probe_failure_exits_1_with_the_kind(fake: FakeProvider) -> None:
     fake.add(gemini_text("I would rather talk"))
-    done = phloem(
+    code, out, err = in_process(
         "model", "probe", "--protocol", "gemini", "--base-url", fake.base_url, "--model", "g"
     )
-    assert done.returncode == 1
-    assert done.stderr.strip().endswith("[tool_calling_unsupported]")
+    assert (code, out) == (1, "")
+    assert err.strip().endswith("[tool_calling_unsupported]")
 
 
 def test_adhoc_ask_prints_the_answer(fake: FakeProvider) -> None:

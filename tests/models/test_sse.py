@@ -36,7 +36,7 @@ payloads = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     events=st.lists(payloads, min_size=1, max_size=5),
     eol=st.sampled_from([b"\n", b"\r\n", b"\r"]),
