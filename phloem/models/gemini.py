@@ -16,6 +16,7 @@ from phloem.models.http import (
     DEFAULT_TIMEOUT,
     HttpTransport,
     RetryPolicy,
+    check_api_key,
     check_base_url,
 )
 from phloem.protocols import gemini as wire
@@ -54,8 +55,7 @@ class GeminiModel:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.model = check_model_name(model)
-        if not isinstance(api_key, str):
-            raise ModelError(ModelErrorKind.INVALID_CONFIG, "api_key must be a string")
+        check_api_key(api_key)
         self.base_url = check_base_url(base_url)
         self._api_key = api_key
         self._transport = HttpTransport(

@@ -82,6 +82,20 @@ def check_base_url(base_url: str) -> str:
     return base_url.rstrip("/")
 
 
+def check_api_key(api_key: object) -> str:
+    """An API key must be a string of visible ASCII (it travels in a header). The message
+    never repeats the key."""
+    if not isinstance(api_key, str):
+        raise ModelError(ModelErrorKind.INVALID_CONFIG, "api_key must be a string")
+    if api_key and not (api_key.isascii() and api_key.isprintable() and " " not in api_key):
+        raise ModelError(
+            ModelErrorKind.INVALID_CONFIG,
+            "api_key must be visible ASCII without spaces",
+            details={"field": "api_key"},
+        )
+    return api_key
+
+
 class RetryPolicy(msgspec.Struct, frozen=True):
     """How a provider retries: attempts after the first, backoff, and the longest
     `Retry-After` it will wait. `sleep` is replaceable so tests need not wait."""

@@ -21,6 +21,7 @@ from phloem.models.http import (
     DEFAULT_TIMEOUT,
     HttpTransport,
     RetryPolicy,
+    check_api_key,
     check_base_url,
 )
 from phloem.protocols import openai_chat, openai_responses
@@ -66,6 +67,7 @@ class OpenAIConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                 details={"field": "model"},
             )
         check_base_url(self.base_url)
+        check_api_key(self.api_key)
         if self.protocol == "chat_completions":
             if self.chat_token_limit not in CHAT_TOKEN_LIMITS:
                 raise ModelError(

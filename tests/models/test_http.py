@@ -277,3 +277,15 @@ def test_a_server_dripping_its_body_is_stopped_at_the_timeout(fake: FakeProvider
         chat(fake, timeout=0.3, max_retries=0).generate(REQUEST)
     assert info.value.kind == "timeout"
     assert info.value.message == "openai chat_completions response took longer than 0.3 s"
+
+
+@pytest.mark.parametrize("bad", ["sk-ключ", "sk key", "sk-\nInjected: 1", "sk\t"])
+def test_api_keys_that_cannot_travel_in_a_header_are_refused_without_echo(bad: str) -> None:
+    for build in (
+        lambda: GeminiModel("g", bad),
+        lambda: OpenAIModel("responses", "m", "https://h/v1", bad),
+    ):
+        with pytest.raises(ModelError) as info:
+            build()
+        assert info.value.kind == "invalid_config"
+        assert info.value.message == "api_key must be visible ASCII without spaces"
