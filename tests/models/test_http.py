@@ -289,3 +289,17 @@ def test_api_keys_that_cannot_travel_in_a_header_are_refused_without_echo(bad: s
             build()
         assert info.value.kind == "invalid_config"
         assert info.value.message == "api_key must be visible ASCII without spaces"
+
+
+def test_timeout_and_retry_after_caps_are_validated_at_their_edges() -> None:
+    for name, good, bad in (
+        ("timeout", (0.001, 600), (0, 600.5)),
+        ("max_retry_after", (0, 300), (-1, 301)),
+    ):
+        for value in good:
+            GeminiModel("g", **{name: value}).close()  # type: ignore[arg-type]
+        for value in bad:
+            with pytest.raises(ModelError) as info:
+                GeminiModel("g", **{name: value})  # type: ignore[arg-type]
+            assert info.value.kind == "invalid_config"
+            assert info.value.message.startswith(f"{name} must be between")

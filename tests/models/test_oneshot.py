@@ -401,3 +401,20 @@ def test_probe_reports_a_provider_failure_as_execution_failed(fake: FakeProvider
     result = probe(OpenAIModel("responses", "m", fake.base_url, "sk-x"))
     assert result.error is not None and result.error.kind == "execution_failed"
     assert result.error.details == {"model_error": "authentication"}
+
+
+def test_more_parallel_calls_than_workers_all_run_and_keep_their_order() -> None:
+    from phloem.models.oneshot import MAX_PARALLEL_TOOLS
+
+    n = MAX_PARALLEL_TOOLS + 1
+    model = ScriptedModel([calls(*[("add", {"a": i, "b": 0}) for i in range(n)]), "ok"])
+    result = go(model, [add_tool()], tool_execution="parallel", max_tool_calls_per_response=n)
+    assert result.ok
+    assert [r.response["result"] for r in result.tool_results] == list(range(n))
+
+
+def test_session_store_limit_is_validated() -> None:
+    for bad in (0, 1_000_001):
+        with pytest.raises(ValueError, match=r"^limit must be between 1 and 1000000$"):
+            EphemeralSessions(limit=bad)
+    assert EphemeralSessions(limit=1_000_000).limit == 1_000_000
