@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
-from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
+from phloem.tools.contract import JSON, Tool, ToolContext, ToolWarning, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, split_glob_list
 from phloem.tools.outputlimit import OutputPolicy
-from phloem.tools.walk import Entry, WalkFilter, WalkResult, walk
+from phloem.tools.walk import Entry, WalkFilter, WalkResult, WalkWarning, walk
 
 MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
 MAX_GREP_LINE_BYTES = 1024 * 1024
@@ -166,7 +167,7 @@ class GrepTool(Tool):
         if resolved.absolute.is_dir():
             flt = WalkFilter(respect_gitignore=True, yield_dirs=False)
             root = str(ctx.workspace.root)
-            entries = walk(root, resolved.relative, flt, walked, ctx.cancel, None)
+            entries = walk(root, resolved.relative, flt, walked, ctx.cancel, _warner(ctx))
             files = [entry for entry in entries if entry.type == "file"]
         else:
             files = [Entry(resolved.relative, "file", 0, str(resolved.absolute))]
@@ -216,6 +217,15 @@ class GrepTool(Tool):
             bounded["match_count"] = len(kept)
             bounded["files"] = len({match["path"] for match in kept})
         return bounded
+
+
+def _warner(ctx: ToolContext) -> Callable[[WalkWarning], None]:
+    """Pass walk warnings (a malformed .gitignore rule) on to the context."""
+
+    def warn(warning: WalkWarning) -> None:
+        ctx.warn(ToolWarning(warning.code, warning.path, warning.line, warning.message))
+
+    return warn
 
 
 def _load(path: str) -> str | bytes | None:

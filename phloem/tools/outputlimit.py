@@ -13,7 +13,9 @@ The marker reads `[phloem:truncated reason=R bytes=K/O lines=K/O]`.
 from __future__ import annotations
 
 import math
+import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 MARKER_PRODUCT = "phloem"
@@ -159,38 +161,60 @@ class _Line:
         return piece
 
 
-def _split_lines(data: bytes) -> list[tuple[bytes, bytes]]:
-    """(body, terminator) pairs; the terminator is b"\\n", b"\\r\\n" or b"" for the tail."""
-    out: list[tuple[bytes, bytes]] = []
-    start = 0
-    size = len(data)
-    while start < size:
-        newline = data.find(b"\n", start)
-        if newline < 0:
-            out.append((data[start:], b""))
-            break
-        body_end = newline - 1 if newline > start and data[newline - 1] == 0x0D else newline
-        out.append((data[start:body_end], data[body_end : newline + 1]))
-        start = newline + 1
-    return out
-
-
-def _prepare(policy: OutputPolicy, pairs: list[tuple[bytes, bytes]]) -> tuple[list[_Line], bool]:
-    lines: list[_Line] = []
-    elided = False
+def _make_line(start: int, body: bytes, term: bytes, policy: OutputPolicy) -> _Line:
+    """One line starting at byte `start`, with its body elided if over `max_line_bytes`."""
     limit = policy.max_line_bytes
-    for index, (body, term) in enumerate(pairs):
-        if limit <= 0 or len(body) <= limit:
-            lines.append(_Line(index, body + term))
-            continue
-        head_limit, tail_limit = split_limit(limit, policy.head_fraction)
-        head_end = safe_head_end(body, head_limit)
-        tail_start = max(safe_tail_start(body, tail_limit), head_end)
-        kept = body[:head_end] + body[tail_start:]
-        text = marker("line_length", len(kept), len(body), 1, 1).encode()
-        lines.append(_Line(index, kept + term, text, head_end))
-        elided = True
-    return lines, elided
+    if limit <= 0 or len(body) <= limit:
+        return _Line(start, body + term)
+    head_limit, tail_limit = split_limit(limit, policy.head_fraction)
+    head_end = safe_head_end(body, head_limit)
+    tail_start = max(safe_tail_start(body, tail_limit), head_end)
+    kept = body[:head_end] + body[tail_start:]
+    text = marker("line_length", len(kept), len(body), 1, 1).encode()
+    return _Line(start, kept + term, text, head_end)
+
+
+def _split(data: bytes, start: int, newline: int) -> tuple[bytes, bytes]:
+    """(body, terminator) of the line [start, newline]; newline < 0 for an unterminated one."""
+    if newline < 0:
+        return data[start:], b""
+    body_end = newline - 1 if newline > start and data[newline - 1] == 0x0D else newline
+    return data[start:body_end], data[body_end : newline + 1]
+
+
+def _forward(data: bytes, policy: OutputPolicy) -> Iterator[_Line]:
+    """Lines from the first on, built only as far as a caller reads."""
+    start = 0
+    while start < len(data):
+        newline = data.find(b"\n", start)
+        body, term = _split(data, start, newline)
+        yield _make_line(start, body, term, policy)
+        if newline < 0:
+            return
+        start = newline + 1
+
+
+def _backward(data: bytes, policy: OutputPolicy) -> Iterator[_Line]:
+    """Lines from the last back, built only as far as a caller reads."""
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        newline = end - 1 if data[end - 1] == 0x0A else -1
+        body, term = _split(data, start, newline)
+        yield _make_line(start, body, term, policy)
+        end = start
+
+
+def _long_lines(data: bytes, limit: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of every line body longer than `limit` bytes (CR before LF excluded)."""
+    if limit <= 0 or limit >= len(data):
+        return
+    for found in re.finditer(rb"(?m)^[^\n]{%d,}" % (limit + 1), data):
+        end = found.end()
+        if end < len(data) and data[end - 1] == 0x0D:
+            end -= 1
+        if end - found.start() > limit:
+            yield found.start(), end
 
 
 @dataclass
@@ -205,7 +229,7 @@ def _ids(*groups: list[_Selection]) -> set[int]:
 
 
 def _select(
-    lines: list[_Line],
+    lines: Iterator[_Line],
     byte_limit: int,
     line_limit: int,
     use_bytes: bool,
@@ -220,8 +244,7 @@ def _select(
         return []
     bytes_left = byte_limit
     picked: list[_Selection] = []
-    order = reversed(lines) if from_tail else iter(lines)
-    for line in order:
+    for line in lines:
         size = len(line.source)
         if use_lines and lines_left == 0 and line.index not in taken:
             break
@@ -263,10 +286,12 @@ def _render(selections: list[_Selection]) -> bytes:
 def apply_policy(policy: OutputPolicy, text: str) -> tuple[str, Report]:
     """Apply `policy` to `text` (see the module docstring for the rules)."""
     data = text.encode()
-    pairs = _split_lines(data)
-    lines, elided = _prepare(policy, pairs)
-    processed = sum(len(line.source) for line in lines)
-    original_bytes, original_lines = len(data), len(pairs)
+    original_bytes, original_lines = len(data), logical_lines(data)
+    processed = original_bytes
+    long_lines = list(_long_lines(data, policy.max_line_bytes))
+    for start, end in long_lines:
+        line = _make_line(start, data[start:end], b"", policy)
+        processed -= (end - start) - len(line.source)
     use_bytes, use_lines = policy.max_bytes > 0, policy.max_lines > 0
     reason = ""
     if use_bytes and processed > policy.max_bytes:
@@ -274,8 +299,15 @@ def apply_policy(policy: OutputPolicy, text: str) -> tuple[str, Report]:
     elif use_lines and original_lines > policy.max_lines:
         reason = "lines"
     if not reason:
-        output = b"".join(line.render(0, len(line.source)) for line in lines)
-        return output.decode(), Report(
+        pieces: list[bytes] = []
+        cursor = 0
+        for start, end in long_lines:
+            line = _make_line(start, data[start:end], b"", policy)
+            pieces += [data[cursor:start], line.render(0, len(line.source))]
+            cursor = end
+        pieces.append(data[cursor:])
+        elided = bool(long_lines)
+        return b"".join(pieces).decode(), Report(
             truncated=elided,
             reason="line_length" if elided else "",
             original_bytes=original_bytes,
@@ -286,13 +318,16 @@ def apply_policy(policy: OutputPolicy, text: str) -> tuple[str, Report]:
     fraction = policy.head_fraction
     head_bytes, tail_bytes = split_limit(policy.max_bytes, fraction)
     head_lines, tail_lines = split_limit(policy.max_lines, fraction)
-    head = _select(lines, head_bytes, head_lines, use_bytes, use_lines, [], False)
-    tail = _select(lines, tail_bytes, tail_lines, use_bytes, use_lines, [], True)
+    forward, backward = _forward(data, policy), _backward(data, policy)
+    head = _select(forward, head_bytes, head_lines, use_bytes, use_lines, [], False)
+    tail = _select(backward, tail_bytes, tail_lines, use_bytes, use_lines, [], True)
     # Give each side what the other left unused, so neither limit strands keepable source.
     head_limit = policy.max_bytes - _kept(tail) if use_bytes else 0
-    head = _select(lines, head_limit, policy.max_lines, use_bytes, use_lines, tail, False)
+    forward = _forward(data, policy)
+    head = _select(forward, head_limit, policy.max_lines, use_bytes, use_lines, tail, False)
     tail_limit = policy.max_bytes - _kept(head) if use_bytes else 0
-    tail = _select(lines, tail_limit, policy.max_lines, use_bytes, use_lines, head, True)
+    backward = _backward(data, policy)
+    tail = _select(backward, tail_limit, policy.max_lines, use_bytes, use_lines, head, True)
     kept_bytes = _kept(head) + _kept(tail)
     kept_lines = len(_ids(head, tail))
     out = bytearray()

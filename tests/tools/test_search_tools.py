@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from phloem.tools import ToolContext
+from phloem.tools import ToolContext, ToolWarning, Workspace
 from phloem.tools.find import FindTool
 from phloem.tools.grep import MAX_GREP_FILE_BYTES, MAX_GREP_LINE_BYTES, GrepTool
 from phloem.tools.ls import LsTool
@@ -120,3 +120,14 @@ def test_ls_lists_directories_first_with_sizes_and_utc_times(ctx: ToolContext, r
     assert [e["path"] for e in deep["entries"]] == ["a", ".h", "a/c.txt", "b.txt"]
     capped = LsTool().run({"max_depth": 2, "max_results": 2}, ctx)
     assert capped["truncated"] is True and len(capped["entries"]) == 2
+
+
+def test_grep_passes_malformed_gitignore_rules_on_as_warnings(root: Path) -> None:
+    seed(root, {".gitignore": "*.log\n[bad\n", "a.log": "x\n", "a.txt": "x\n"})
+    warnings: list[ToolWarning] = []
+    ctx = ToolContext(workspace=Workspace(root), on_warning=warnings.append)
+    result = GrepTool().run({"pattern": "x"}, ctx)
+    assert [m["path"] for m in result["matches"]] == ["a.txt"]
+    assert [(w.code, w.path, w.line) for w in warnings] == [
+        ("walk.invalid_ignore_pattern", ".gitignore", 2)
+    ]
