@@ -1,0 +1,95 @@
+"""Agents from the `[agents]` config: trusted names only, loud errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from phloem import PhloemError
+from phloem.actors.agents import FunctionAgent, PlannerAgent
+from phloem.actors.agents.registry import build_registry, planned_groups
+from phloem.actors.agents.settings import AgentsConfig
+from phloem.config import load_component
+
+pytestmark = pytest.mark.timeout(10)
+
+EX = "phloem.actors.examples.supplier_risk"
+
+
+def registry(**sections: Any) -> Any:
+    cfg = msgspec.convert(sections, AgentsConfig)
+    return build_registry(cfg, lambda path: load_component(path, what="agent"))
+
+
+FUNCS = {
+    "news": {"fn": f"{EX}:fetch_news", "input_keys": ["company"], "output_key": "news"},
+    "files": {"fn": f"{EX}:fetch_filings", "input_keys": ["company"], "output_key": "filings"},
+}
+
+
+def test_function_agents_and_planners_are_built_by_name() -> None:
+    reg = registry(
+        functions=FUNCS,
+        planners={
+            "both": {"planner": "parallel", "sub_agents": ["news", "files"]},
+            "outer": {"planner": "sequential", "sub_agents": ["both", "news"]},
+            "goal": {"planner": "goal_oriented", "sub_agents": ["news", "files"], "goal": "news"},
+            "loop": {"planner": "loop", "sub_agents": ["news"], "max_cycles": 2},
+            "peers": {"planner": "p2p", "sub_agents": ["news", "files"]},
+        },
+    )
+    assert reg.names() == ["both", "files", "goal", "loop", "news", "outer", "peers"]
+    assert isinstance(reg.get("news"), FunctionAgent)
+    outer = reg.get("outer")
+    assert isinstance(outer, PlannerAgent) and outer.sub_agents[0] is reg.get("both")
+    assert planned_groups(reg.get("both"), {}) == [["news", "files"]]
+    assert planned_groups(reg.get("goal"), {"company": "x"}) == [["news"]]
+    with pytest.raises(PhloemError) as info:
+        planned_groups(reg.get("peers"), {})
+    assert info.value.kind == "plan_unavailable"
+    with pytest.raises(PhloemError) as missing:
+        reg.get("nobody")
+    assert missing.value.kind == "unknown_agent"
+
+
+@pytest.mark.parametrize(
+    ("planners", "message"),
+    [
+        ({"p": {"planner": "sequential", "sub_agents": ["ghost"]}}, "unknown sub-agent 'ghost'"),
+        (
+            {
+                "a": {"planner": "sequential", "sub_agents": ["b"]},
+                "b": {"planner": "sequential", "sub_agents": ["a"]},
+            },
+            "sub_agents form a cycle",
+        ),
+        ({"p": {"planner": "goal_oriented", "sub_agents": ["news"]}}, "needs a goal"),
+        (
+            {"p": {"planner": "goal_oriented", "sub_agents": ["news", "x"], "goal": "news"}},
+            "no contract for sub-agent 'x'",
+        ),
+    ],
+)
+def test_bad_planner_declarations_are_config_errors(planners: Any, message: str) -> None:
+    functions = dict(FUNCS)
+    functions["x"] = {"fn": f"{EX}:write_brief"}
+    with pytest.raises(PhloemError, match=message) as info:
+        registry(functions=functions, planners=planners)
+    assert info.value.kind == "config_invalid"
+
+
+def test_a_function_path_that_does_not_load_is_a_config_error() -> None:
+    with pytest.raises(PhloemError) as info:
+        registry(functions={"f": {"fn": f"{EX}:nope"}})
+    assert info.value.kind == "config_invalid"
+
+
+def test_unknown_keys_and_bad_values_are_rejected_by_the_schema() -> None:
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"planners": {"p": {"planner": "magic", "sub_agents": []}}}, AgentsConfig)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"functions": {"f": {"fn": "os:system", "shell": True}}}, AgentsConfig)
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"max_concurrent_runs": 0}, AgentsConfig)
