@@ -269,7 +269,7 @@ class _PlannerRun:
         ]
         writers: dict[str, list[str]] = {}
         failed: dict[str, ErrorValue] = {}
-        log.info("planner_group", agent=self.agent.name, group=list(action.names))
+        log.debug("planner_group", agent=self.agent.name, group=list(action.names))
         for item in self.executor.run_group(invocations, self.ctx.cancel):
             if isinstance(item, AgentEvent):
                 event = item.event
