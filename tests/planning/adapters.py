@@ -132,6 +132,8 @@ class ScriptedExecutor:
                 _report(action["fifo"], str(os.getpid()))
             time.sleep(action.get("s", 30))
             return Ok("slept")
+        if op == "big":
+            return Ok("x" * int(action["n"]))
         if op == "hog":
             hog = [bytearray(64 * 1024 * 1024) for _ in range(64)]
             return Ok(len(hog))

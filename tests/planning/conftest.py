@@ -29,6 +29,8 @@ def adapters() -> AdapterRegistry:
 @pytest.fixture(scope="module")
 def runtime(adapters: AdapterRegistry) -> Iterator[PlanningRuntime]:
     rt = PlanningRuntime(adapters, name="planning-test")
+    # warm the fork server up, so that timing tests do not pay for its start
+    assert rt.run(Owner.client("warm-up"), "scripted", "scripted", 0).status == "completed"
     yield rt
     rt.stop()
 

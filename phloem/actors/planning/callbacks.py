@@ -2,9 +2,9 @@
 
 `CallbackRunner.start` returns at once with a `CallbackTask`; a small waiter thread starts
 the child (from the fork server, with the run's memory cap as `RLIMIT_AS`), waits for its
-single answer for at most the callback's timeout, makes sure the child and all its
-descendants are gone, and then calls `on_done(CallbackOutcome)` exactly once — unless the
-task was cancelled first, in which case the child is killed and nothing is reported.
+single answer (start and answer together within the callback's timeout), makes sure the
+child and all its descendants are gone, and then calls `on_done(CallbackOutcome)` exactly
+once — unless the task was cancelled first: then the child is killed, nothing reported.
 
 A `CallbackOutcome` is either the child's wire outcome (see `worker`) or a failure:
 `callback_timeout`, `callback_worker_down`, `callback_memory_exceeded` (the child hit its
@@ -14,6 +14,7 @@ memory cap) or `callback_exception`.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +24,7 @@ import structlog
 
 from phloem.actors.planning import worker
 from phloem.protocols.errors import PhloemError
+from phloem.supervision.handle import ChildStartError
 from phloem.supervision.reasons import ExitKind
 from phloem.supervision.spec import Limits, ProcessTarget
 
@@ -33,6 +35,9 @@ Failure = Literal[
 ]
 # How long a child that already answered gets to exit before it is killed.
 CHILD_EXIT_GRACE_S = 1.0
+# A callback's timeout covers its child's start too; start_process accepts this range.
+MIN_READY_TIMEOUT_S = 0.001
+MAX_READY_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,7 @@ class CallbackRunner:
     ) -> CallbackOutcome:
         from phloem.supervision.process import start_process
 
+        deadline = time.monotonic() + timeout_s
         with task._lock:
             if task.cancelled:
                 return CallbackOutcome(failure="callback_worker_down", detail="cancelled")
@@ -134,13 +140,18 @@ class CallbackRunner:
                     ProcessTarget(worker.callback_main, (request,), pass_channel=True),
                     name=name,
                     limits=Limits(max_memory_bytes=max_memory_bytes),
+                    ready_timeout=min(MAX_READY_TIMEOUT_S, max(MIN_READY_TIMEOUT_S, timeout_s)),
                 )
+            except ChildStartError as exc:
+                if exc.reason.kind is ExitKind.TIMEOUT:
+                    return CallbackOutcome(failure="callback_timeout", detail="start")
+                return CallbackOutcome(failure="callback_worker_down", detail=str(exc))
             except Exception as exc:
                 return CallbackOutcome(failure="callback_worker_down", detail=str(exc))
             task._handle = handle
             task.pid = handle.pid
         try:
-            data = handle.recv(timeout_s)
+            data = handle.recv(max(0.0, deadline - time.monotonic()))
         except PhloemError as exc:
             if exc.kind == "channel_timeout":
                 handle.kill()

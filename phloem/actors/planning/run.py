@@ -83,6 +83,9 @@ class RunRecord:
 
     _callbacks: list[Callable[[RunRecord], None]] = field(default_factory=list)
 
+    # Called once when the run ends, before `done` is set (the runtime frees its slot).
+    on_end: Callable[[], None] | None = None
+
     def finish(self, result: PlanningResult | None) -> bool:
         """Store the terminal result (None: abandoned); False if the run already ended."""
         with self._lock:
@@ -90,6 +93,8 @@ class RunRecord:
                 return False
             self.result = result
             self.abandoned = result is None
+            if self.on_end is not None:
+                self.on_end()
             self.done.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
@@ -267,7 +272,9 @@ class PlanningRun(Actor):
         """The error for a failed callback, or None if it answered. Deadline wins."""
         if outcome.failure is None:
             return None
-        if outcome.failure == "callback_timeout" and self.capped:
+        if (outcome.failure == "callback_timeout" and self.capped) or (
+            time.monotonic() >= self.deadline
+        ):
             return ResultError(K.DEADLINE_EXCEEDED, limit=self.options.timeout_ms)
         return ResultError(kind, outcome.failure)
 

@@ -165,6 +165,7 @@ class PlanningRuntime:
                     f"{self.max_active_runs}",
                 )
             self._active += 1
+        release = self._slot_releaser()
         try:
             stream: CreditStream[PlanningEvent] = CreditStream(
                 f"planning-events-{next(self._ids)}", size_of=event_size
@@ -173,20 +174,21 @@ class PlanningRuntime:
                 window, deliver, on_detach = events
                 stream.subscribe(window, deliver, on_detach)
             record = RunRecord(spec, stream)
+            record.on_end = release
             ref = self.refs.create(
                 owner, record, lambda reason: self._owner_gone(record, reason), "planning"
             )
         except BaseException:
-            self._release_slot()
+            release()
             raise
         try:
             handle = self.supervisor.start_child((record, self.runner))
         except PhloemError as exc:
             self.refs.discard(ref)
-            self._release_slot()
+            release()
             raise PhloemError("planning_unavailable", f"run could not start: {exc}") from None
         assert isinstance(handle, ActorHandle)
-        handle.add_exit_callback(lambda _reason: self._release_slot())
+        handle.add_exit_callback(lambda _reason: release())  # if it died without finishing
         with record._lock:
             record.handle = handle
             gone = record.owner_gone
@@ -197,6 +199,16 @@ class PlanningRuntime:
     def _release_slot(self) -> None:
         with self._lock:
             self._active -= 1
+
+    def _slot_releaser(self) -> Callable[[], None]:
+        """A callable that frees one run slot, the first time it is called."""
+        once = threading.Lock()
+
+        def release() -> None:
+            if once.acquire(blocking=False):
+                self._release_slot()
+
+        return release
 
     @property
     def active_runs(self) -> int:
