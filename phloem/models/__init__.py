@@ -1,5 +1,40 @@
-"""Model providers: the scripted test double, Gemini and OpenAI over HTTP, one-shot runs."""
+"""Model providers: Gemini REST and OpenAI (Chat Completions, Responses) over httpx, the
+scripted test double, providers by configured name, one-shot runs and the probe, and the
+request planners (BuiltIn, PlanReAct)."""
 
+from phloem.models.gemini import GeminiModel
+from phloem.models.oneshot import (
+    FunctionTool,
+    OneShotCode,
+    OneShotResult,
+    probe,
+    run,
+)
+from phloem.models.openai import OpenAIConfig, OpenAIModel
+from phloem.models.providers import (
+    ProviderConfig,
+    ProviderRegistry,
+    build_model,
+    load_providers,
+)
+from phloem.models.request_planners import BuiltInPlanner, PlanReActPlanner, RequestPlanner
 from phloem.models.scripted import ScriptedModel
 
-__all__ = ["ScriptedModel"]
+__all__ = [
+    "BuiltInPlanner",
+    "FunctionTool",
+    "GeminiModel",
+    "OneShotCode",
+    "OneShotResult",
+    "OpenAIConfig",
+    "OpenAIModel",
+    "PlanReActPlanner",
+    "ProviderConfig",
+    "ProviderRegistry",
+    "RequestPlanner",
+    "ScriptedModel",
+    "build_model",
+    "load_providers",
+    "probe",
+    "run",
+]
