@@ -113,3 +113,24 @@ class ReadOnlyToolsExecutor:
         if isinstance(output, dict) and "error" in output:
             return Error(output)
         return Ok(output)
+
+
+def run_workload(client: Any, root: str = ".", out: Any = None) -> bool:
+    """The `make run` workload: a repository report planned and run through `client`
+    (a `phloem.Client` connected to a daemon with the adapters above). Prints progress
+    and the result; True if the run completed."""
+    import sys
+
+    from phloem.planning_cli import render_event, render_result
+
+    stream = out or sys.stdout
+    result = client.run_planning(
+        "report",
+        {"name": "readonly_tools", "target": {"root": str(Path(root).resolve())}},
+        {"report": "repository"},
+        {"invocation_id": "make-run"},
+        {"max_steps": 8, "max_replans": 1, "timeout_ms": 60_000},
+        on_event=lambda event: print(render_event(event), file=stream, flush=True),
+    )
+    print(render_result(result), file=stream, flush=True)
+    return bool(result.status == "completed")
