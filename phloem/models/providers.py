@@ -39,6 +39,7 @@ from phloem.models.http import (
     MAX_MAX_RETRIES,
     MAX_MAX_RETRY_AFTER,
     MAX_TIMEOUT,
+    check_base_url,
 )
 from phloem.models.openai import OpenAIModel
 from phloem.protocols import gemini as gemini_wire
@@ -73,6 +74,11 @@ class ProviderConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     chat_token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
 
     def __post_init__(self) -> None:
+        if self.base_url:
+            try:
+                check_base_url(self.base_url)
+            except ModelError as exc:
+                raise ValueError(exc.message) from None
         if self.protocol == "openai-chat" and self.chat_token_limit is None:
             raise ValueError("chat_token_limit is required for openai-chat")
         if self.protocol != "openai-chat" and self.chat_token_limit is not None:

@@ -130,6 +130,10 @@ def test_missing_key_variable_is_an_invalid_config_naming_the_variable(tmp_path:
             "providers.x.api_key_env",
         ),
         ({"bad name": {"protocol": "gemini", "model": "m"}}, "provider names"),
+        (
+            {"x": {"protocol": "gemini", "model": "m", "base_url": "http://u:p@h/v1"}},
+            "providers.x: base_url must not contain userinfo",
+        ),
     ],
 )
 def test_provider_config_errors_name_the_key(table: dict[str, object], message: str) -> None:
