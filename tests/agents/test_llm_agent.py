@@ -103,3 +103,23 @@ def test_a_plan_react_request_planner_shapes_requests_and_answers() -> None:
     assert request.system_instruction.startswith("Be careful.")
     assert "/*FINAL_ANSWER*/" in request.system_instruction
     assert event.actions.state_delta == {"out": "ACME is fine."}
+
+
+def test_coding_tools_run_in_their_workspace(tmp_path: Any) -> None:
+    from phloem.tools.contract import ToolContext
+    from phloem.tools.read import ReadTool
+    from phloem.tools.workspace import Workspace
+
+    (tmp_path / "notes.txt").write_text("ACME ships on Fridays\n")
+    call = ModelResponse.from_parts([Part.from_function_call("read", {"path": "notes.txt"})])
+    model = ScriptedModel([call, "Fridays"])
+    ctx = ToolContext(workspace=Workspace(tmp_path))
+    agent = LlmAgent("f", "", model, tools=[ReadTool()], output_key="out", tool_context=ctx)
+    events = list(agent.run(InvocationContext()))
+    answers = events[1].content
+    assert answers is not None and answers.parts[0].function_response is not None
+    assert "ACME ships on Fridays" in str(answers.parts[0].function_response.response)
+    assert model.requests[0].tools[0].name == "read"
+    assert events[-1].actions.state_delta == {"out": "Fridays"}
+    with pytest.raises(TypeError, match="needs tool_context"):
+        LlmAgent("g", "", model, tools=[ReadTool()])

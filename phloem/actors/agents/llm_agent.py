@@ -11,7 +11,8 @@ A request planner (`BuiltInPlanner`, `PlanReActPlanner` from
 `phloem.models.request_planners`) shapes each request and answer when given.
 
 Tools are plain callables (their name, docstring and annotated parameters become the
-declaration) or any object with `declaration` and `call(args) -> dict`.
+declaration), `phloem.tools` tools (given a `tool_context` naming their workspace), or
+any object with `declaration` and `call(args) -> dict`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from phloem.protocols.content import (
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.model import Model
 from phloem.supervision.reasons import redact
+from phloem.tools.contract import Tool, ToolContext
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 MAX_TOOL_ROUNDS_RANGE = (1, 100)
@@ -92,7 +94,26 @@ class CallableTool:
         return value if isinstance(value, dict) else {"result": value}
 
 
-def as_tool(tool: Any) -> AgentTool:
+class ContractTool:
+    """A `phloem.tools` tool (read, write, edit, bash, grep, ...) bound to a context."""
+
+    def __init__(self, tool: Tool, ctx: ToolContext) -> None:
+        self.tool = tool
+        self.ctx = ctx
+        self.declaration = FunctionDeclaration(
+            name=tool.name, description=tool.description, parameters=dict(tool.input_schema)
+        )
+
+    def call(self, args: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.tool.run(args, self.ctx)
+        return result
+
+
+def as_tool(tool: Any, tool_context: ToolContext | None = None) -> AgentTool:
+    if isinstance(tool, Tool):
+        if tool_context is None:
+            raise TypeError(f"tool {tool.name!r} needs tool_context (its workspace)")
+        return ContractTool(tool, tool_context)
     if isinstance(tool, AgentTool):
         return tool
     if callable(tool):
@@ -112,6 +133,7 @@ class LlmAgent(Agent):
         *,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         planner: RequestPlanner | None = None,
+        tool_context: ToolContext | None = None,
     ) -> None:
         super().__init__(name, description)
         if not callable(getattr(model, "generate", None)):
@@ -123,7 +145,7 @@ class LlmAgent(Agent):
             raise ValueError(f"max_tool_rounds must be between {lo} and {hi}")
         self.model = model
         self.instruction = instruction
-        self.tools = tuple(as_tool(t) for t in tools)
+        self.tools = tuple(as_tool(t, tool_context) for t in tools)
         self._by_name = {t.declaration.name: t for t in self.tools}
         if len(self._by_name) != len(self.tools):
             raise ValueError("tools must have unique names")
