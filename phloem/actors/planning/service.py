@@ -35,6 +35,7 @@ from phloem.actors.planning.runtime import (
     DEFAULT_MAX_ACTIVE_RUNS,
     PlanningRuntime,
     check_timeout,
+    preload_callback_modules,
     run_child_spec,
     runs_supervisor_spec,
 )
@@ -83,6 +84,8 @@ class PlanningService(ServiceActor):
         executors = dict(getattr(cfg, "executors", {}) or {})
         self.adapters = AdapterRegistry.load(planners, executors)
         self.max_active_runs = int(getattr(cfg, "max_active_runs", DEFAULT_MAX_ACTIVE_RUNS))
+        # Before any process child exists, so that the fork server starts with them.
+        preload_callback_modules(self.adapters.modules())
 
     def _runtime(self) -> PlanningRuntime:
         if self.runtime is None:
