@@ -203,9 +203,11 @@ class AgentService(ServiceActor):
         super().__init__(ctx)
         cfg = ctx.config.agents
         from phloem.config import load_component
+        from phloem.models.providers import ProviderRegistry
 
+        self.providers = ProviderRegistry(ctx.config.providers)
         self.registry: AgentRegistry = build_registry(
-            cfg, lambda path: load_component(path, what="agent")
+            cfg, lambda path: load_component(path, what="agent"), self.providers.get
         )
         self.max_runs: int = cfg.max_concurrent_runs
         self.invocation_timeout_s: float = cfg.invocation_timeout_s
@@ -225,6 +227,7 @@ class AgentService(ServiceActor):
             run.token.cancel("service stopping")
         if self._sup is not None:
             self._sup.stop(timeout=10.0)
+        self.providers.close()
         super().on_stop()
 
     # -- requests --------------------------------------------------------------------------

@@ -93,3 +93,51 @@ def test_unknown_keys_and_bad_values_are_rejected_by_the_schema() -> None:
         msgspec.convert({"functions": {"f": {"fn": "os:system", "shell": True}}}, AgentsConfig)
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"max_concurrent_runs": 0}, AgentsConfig)
+
+
+def test_llm_agents_and_a_supervisor_use_configured_providers_lazily() -> None:
+    from phloem.actors.agents import run_agent
+    from phloem.models import ScriptedModel
+
+    model = ScriptedModel(["writer", "Once upon a time.", "DONE: written"])
+    asked: list[str] = []
+
+    def models(name: str) -> Any:
+        asked.append(name)
+        return model
+
+    cfg = msgspec.convert(
+        {
+            "llm": {
+                "writer": {"provider": "flash", "instruction": "Write.", "output_key": "story"}
+            },
+            "planners": {
+                "lead": {"planner": "supervisor", "provider": "flash", "sub_agents": ["writer"]}
+            },
+        },
+        AgentsConfig,
+    )
+    reg = build_registry(cfg, load_component, models)
+    assert asked == []  # nothing resolved before the first call
+    run = run_agent(reg.get("lead"), input="a story")
+    assert run.outcome.status == "done_with_result" and run.outcome.result == "written"
+    assert run.state["story"] == "Once upon a time."
+    assert asked == ["flash", "flash", "flash"]
+
+
+def test_an_unknown_provider_fails_the_call_not_the_start() -> None:
+    from phloem.actors.agents import run_agent
+
+    cfg = msgspec.convert(
+        {
+            "planners": {
+                "lead": {"planner": "supervisor", "provider": "nope", "sub_agents": ["w"]}
+            },
+            "llm": {"w": {"provider": "nope"}},
+        },
+        AgentsConfig,
+    )
+    reg = build_registry(cfg, load_component)
+    run = run_agent(reg.get("lead"))
+    assert run.outcome.status == "model_failed"
+    assert "no provider named 'nope'" in run.outcome.message

@@ -1,10 +1,10 @@
 """`AgentRegistry`: agents by name, built from the `[agents]` config or registered in code.
 
 Configured agents are trusted code named in the daemon config — FunctionAgents as
-`module:attribute` callables, other agents as `module:attribute` of an `Agent` (or a
-zero-argument factory returning one), and PlannerAgents assembled from those by name
-with one of the built-in planners. Requests only ever name a registered agent; nothing
-from a request is imported.
+`module:attribute` callables, LlmAgents on configured providers, other agents as
+`module:attribute` of an `Agent` (or a zero-argument factory returning one), and
+PlannerAgents assembled from those by name with one of the built-in planners. Requests
+only ever name a registered agent; nothing from a request is imported.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.function_agent import FunctionAgent
 from phloem.actors.agents.goap import GoalOrientedPlanner, ReplanPolicy
 from phloem.actors.agents.goap_search import AStarSearch, DfsSearch
+from phloem.actors.agents.llm_agent import LlmAgent
 from phloem.actors.agents.loop import LoopPlanner
 from phloem.actors.agents.metadata import AgentMetadata
 from phloem.actors.agents.p2p import P2PPlanner
@@ -24,7 +25,10 @@ from phloem.actors.agents.parallel import ParallelPlanner
 from phloem.actors.agents.planner_agent import PlannerAgent
 from phloem.actors.agents.planning import Planner
 from phloem.actors.agents.sequential import SequentialPlanner
+from phloem.actors.agents.supervisor import SupervisorPlanner
+from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.model import Model
 from phloem.supervision.spec import Limits
 
 MAX_AGENTS = 10_000
@@ -69,8 +73,30 @@ def _invalid(message: str) -> PhloemError:
     return PhloemError("config_invalid", message)
 
 
-def build_registry(cfg: Any, load: Callable[[str], Any]) -> AgentRegistry:
-    """Agents from an `[agents]` config section; `load` resolves `module:attribute`."""
+class ProviderModel:
+    """A configured provider's model, resolved at its first call (so a missing API key
+    fails that call — `model_failed` — rather than the daemon's start)."""
+
+    def __init__(self, provider: str, resolve: Callable[[str], Model]) -> None:
+        self.provider = provider
+        self._resolve = resolve
+
+    def generate(self, request: ModelRequest) -> ModelResponse:
+        return self._resolve(self.provider).generate(request)
+
+    def __repr__(self) -> str:
+        return f"<ProviderModel {self.provider!r}>"
+
+
+def _no_models(name: str) -> Model:
+    raise PhloemError("unknown_provider", f"no provider named {name!r} is configured")
+
+
+def build_registry(
+    cfg: Any, load: Callable[[str], Any], models: Callable[[str], Model] = _no_models
+) -> AgentRegistry:
+    """Agents from an `[agents]` config section; `load` resolves `module:attribute`,
+    `models` a provider name to its model."""
     registry = AgentRegistry()
     for name, fc in cfg.functions.items():
         where = f"agents.functions.{name}"
@@ -93,6 +119,20 @@ def build_registry(cfg: Any, load: Callable[[str], Any]) -> AgentRegistry:
             )
         except (TypeError, ValueError) as exc:
             raise _invalid(f"{where}: {exc}") from None
+    for name, lc in cfg.llm.items():
+        try:
+            registry.add(
+                LlmAgent(
+                    name,
+                    lc.description,
+                    ProviderModel(lc.provider, models),
+                    lc.instruction,
+                    output_key=lc.output_key,
+                    max_tool_rounds=lc.max_tool_rounds,
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            raise _invalid(f"agents.llm.{name}: {exc}") from None
     for name, path in cfg.components.items():
         obj = load(path)
         agent = obj if isinstance(obj, Agent) else (obj() if callable(obj) else None)
@@ -115,7 +155,7 @@ def build_registry(cfg: Any, load: Callable[[str], Any]) -> AgentRegistry:
                 except PhloemError:
                     raise _invalid(f"agents.planners.{name}: unknown sub-agent {sub!r}") from None
             try:
-                factory = planner_factory(name, pc, subs)
+                factory = planner_factory(name, pc, subs, models)
                 registry.add(
                     PlannerAgent(
                         name,
@@ -146,8 +186,16 @@ def contracts_for(name: str, pc: Any, subs: list[Agent]) -> list[AgentMetadata]:
     return out
 
 
-def planner_factory(name: str, pc: Any, subs: list[Agent]) -> Callable[[], Planner]:
+def planner_factory(
+    name: str, pc: Any, subs: list[Agent], models: Callable[[str], Model] = _no_models
+) -> Callable[[], Planner]:
     kind = pc.planner
+    if kind == "supervisor":
+        if not pc.provider:
+            raise _invalid(f"agents.planners.{name}: supervisor needs a provider")
+        model = ProviderModel(pc.provider, models)
+        system, events, calls = pc.system_instruction, pc.max_events, pc.max_model_calls
+        return lambda: SupervisorPlanner(model, system, events, calls)
     if kind == "sequential":
         return SequentialPlanner
     if kind == "parallel":

@@ -14,6 +14,8 @@
     max_replans = 2
     max_iterations = 12
 
+`[agents.llm.NAME]` declares an `LlmAgent` on a configured provider (`provider = "flash"`),
+and `planner = "supervisor"` with `provider = ...` a model-driven `SupervisorPlanner`.
 Goal-oriented and P2P planners take their contracts from the FunctionAgents' input and
 output keys unless `[agents.planners.NAME.contracts.AGENT]` gives them. Other agents
 (`LlmAgent`s with their models, custom `Agent`s) come from `[agents.components]`:
@@ -53,8 +55,16 @@ class ContractConfig(_Section, kw_only=True):
     output_key: Key
 
 
+class LlmAgentConfig(_Section, kw_only=True):
+    provider: AgentName  # a `[providers.NAME]` entry; its key is read at the first call
+    description: str = ""
+    instruction: str = ""
+    output_key: Key | None = None
+    max_tool_rounds: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+
+
 class PlannerAgentConfig(_Section, kw_only=True):
-    planner: Literal["sequential", "parallel", "loop", "goal_oriented", "p2p"]
+    planner: Literal["sequential", "parallel", "loop", "goal_oriented", "p2p", "supervisor"]
     sub_agents: list[AgentName]
     description: str = ""
     max_iterations: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 100
@@ -67,10 +77,16 @@ class PlannerAgentConfig(_Section, kw_only=True):
     fresh_outputs: bool = True
     max_invocations: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10
     contracts: dict[AgentName, ContractConfig] = {}
+    # supervisor
+    provider: str = ""
+    system_instruction: str | None = None
+    max_events: Annotated[int, msgspec.Meta(ge=1, le=1_000)] = 20
+    max_model_calls: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 25
 
 
 class AgentsConfig(_Section, kw_only=True):
     functions: dict[AgentName, FunctionAgentConfig] = {}
+    llm: dict[AgentName, LlmAgentConfig] = {}
     planners: dict[AgentName, PlannerAgentConfig] = {}
     components: dict[AgentName, ComponentPath] = {}
     max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
