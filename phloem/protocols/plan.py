@@ -142,6 +142,7 @@ class PlanningErrorKind(enum.StrEnum):
     INVALID_PLANNER_RESULT = "invalid_planner_result"
     CANCELLED = "cancelled"
     INTERNAL_RESULT_VALIDATION_FAILED = "internal_result_validation_failed"
+    RUN_CRASHED = "run_crashed"  # phloem: the run's own actor failed (a bug), reason = why
     # observation error kinds
     EXECUTOR_FAILED = "executor_failed"
     EXECUTOR_CALLBACK_FAILED = "executor_callback_failed"

@@ -467,3 +467,42 @@ def test_two_hundred_concurrent_runs_all_reach_a_terminal_result(
     results = [runtime.await_result(o, r, 60) for o, r in zip(owners, refs, strict=True)]
     assert [r.status for r in results] == ["completed"] * 200
     assert [r.result["step"] for r in results] == ["s1"] * 200
+
+
+# --- endings that are not the adapters' doing ----------------------------------------------
+
+
+def test_stopping_the_runtime_cancels_active_runs_with_reason_shutdown(
+    adapters: AdapterRegistry, tmp_path: Path
+) -> None:
+    rt = PlanningRuntime(adapters, name="planning-shutdown")
+    owner = Owner.client("shutdown")
+    ref = sleeping_run(rt, owner, str(tmp_path / "fifo"))
+    [pid] = read_pids(str(tmp_path / "fifo"))
+    rt.stop()
+    result = rt.await_result(owner, ref, 5)
+    assert result.status == "cancelled"
+    assert error_of(result) == {"kind": "cancelled", "reason": "shutdown"}
+    assert not psutil.pid_exists(pid)
+
+
+def test_a_bug_in_the_run_itself_ends_it_as_run_crashed(
+    adapters: AdapterRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from phloem.actors.planning.run import PlanningRun
+
+    def broken(self: Any, outcome: Any) -> None:
+        raise RuntimeError("bug with api_key=sk-abcdefghijklmnopqrstuvwx")
+
+    monkeypatch.setattr(PlanningRun, "_on_execute", broken)
+    rt = PlanningRuntime(adapters, name="planning-crash")
+    owner = Owner.client("crash")
+    try:
+        result = rt.run(owner, "scripted", "scripted", 1)
+    finally:
+        rt.stop()
+    assert result.status == "failed"
+    error = error_of(result)
+    assert error["kind"] == "run_crashed"
+    assert "RuntimeError" in error["reason"] and "sk-" not in error["reason"]
+    assert rt.active_runs == 0

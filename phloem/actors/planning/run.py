@@ -212,6 +212,13 @@ class PlanningRun(Actor):
             return None
         return None
 
+    def on_failure(self, *exc_info: Any) -> None:
+        """A bug in the run itself: kill the active worker and end with `run_crashed`."""
+        exc = exc_info[1] if len(exc_info) > 1 else None
+        reason = str(ExitReason.from_exception(exc)) if exc is not None else "unknown"
+        self._kill_task()
+        self._finish("failed", error=ResultError(K.RUN_CRASHED, reason), stop=False)
+
     def on_stop(self) -> None:
         if not self.ended:  # stopped by the supervisor (shutdown): a cancelled result
             self._kill_task()

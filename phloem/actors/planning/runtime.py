@@ -46,8 +46,10 @@ from phloem.actors.planning.run import (
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.plan import (
     PlanError,
+    PlanningErrorKind,
     PlanningOptions,
     PlanningResult,
+    ResultError,
     canonical_json,
     parse_options,
     sanitize,
@@ -188,7 +190,7 @@ class PlanningRuntime:
             release()
             raise PhloemError("planning_unavailable", f"run could not start: {exc}") from None
         assert isinstance(handle, ActorHandle)
-        handle.add_exit_callback(lambda _reason: release())  # if it died without finishing
+        handle.add_exit_callback(lambda reason: self._ended(record, reason, release))
         with record._lock:
             record.handle = handle
             gone = record.owner_gone
@@ -199,6 +201,26 @@ class PlanningRuntime:
     def _release_slot(self) -> None:
         with self._lock:
             self._active -= 1
+
+    @staticmethod
+    def _ended(record: RunRecord, reason: ExitReason, release: Callable[[], None]) -> None:
+        """The run's actor exited: if it left no result (killed), record `run_crashed`."""
+        release()
+        if not record.done.is_set():
+            record.finish(
+                PlanningResult(
+                    status="failed",
+                    plan=None,
+                    steps_executed=0,
+                    replans=0,
+                    duration_ms=0,
+                    observations=(),
+                    result=None,
+                    error=ResultError(PlanningErrorKind.RUN_CRASHED, str(reason)),
+                    metadata=record.spec.options.result_metadata,
+                )
+            )
+            record.stream.close(reason)
 
     def _slot_releaser(self) -> Callable[[], None]:
         """A callable that frees one run slot, the first time it is called."""
