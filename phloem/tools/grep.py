@@ -26,6 +26,8 @@ MAX_RESULTS_LIMIT = 10_000
 MAX_CONTEXT_LINES = 100
 MAX_PATTERN_CHARS = 4096
 NUL_SCAN_BYTES = 8000
+FIRST_READ_BYTES = 64 * 1024
+"""Most files fit in one read of this size, which spares a stat call."""
 
 
 class _Searcher:
@@ -159,6 +161,11 @@ class GrepTool(Tool):
             raise ToolFailure(
                 "arguments", f"pattern is not a valid regular expression: {exc}"
             ) from None
+        # A case-sensitive literal is looked for in the raw bytes first (a C-speed scan);
+        # only files holding it are decoded and searched line by line.
+        needle = None
+        if args["literal"] and not args["case_insensitive"] and "\ufffd" not in args["pattern"]:
+            needle = args["pattern"].encode()
         glob = PathGlob(split_glob_list(args["glob"])) if args.get("glob") else None
         if glob is not None and glob.errors:
             raise ToolFailure("arguments", f"glob is malformed: {glob.errors[0].text}")
@@ -183,13 +190,16 @@ class GrepTool(Tool):
         for index, entry in enumerate(files):
             if index % 64 == 0:
                 ctx.check_cancelled()
-            text = _load(entry.absolute)
-            if text is None:
+            data = _load(entry.absolute)
+            if data is None:
                 skipped_large += 1
                 continue
-            if isinstance(text, bytes):
+            if data.find(b"\x00", 0, NUL_SCAN_BYTES) >= 0:
                 skipped_binary += 1
                 continue
+            if needle is not None and data.find(needle) < 0:
+                continue
+            text = data.decode("utf-8", errors="replace")
             found = searcher.search(entry.path, text, cap - len(matches) + 1)
             matches.extend(found)
             if len(matches) > cap:
@@ -228,26 +238,29 @@ def _warner(ctx: ToolContext) -> Callable[[WalkWarning], None]:
     return warn
 
 
-def _load(path: str) -> str | bytes | None:
-    """Decoded text; the raw bytes for a binary file; None for a file over the limit."""
+def _load(path: str) -> bytes | None:
+    """The file's bytes (empty if unreadable), or None for a file over the size limit."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return ""
+        return b""
     try:
-        size = os.fstat(descriptor).st_size
-        if size > MAX_GREP_FILE_BYTES:
-            return None
-        data = os.read(descriptor, size + 1)
-        if len(data) > size:  # grew while we looked: read the rest, still bounded
-            rest = os.read(descriptor, MAX_GREP_FILE_BYTES + 1 - len(data))
-            data += rest
+        data = os.read(descriptor, FIRST_READ_BYTES)
+        if len(data) == FIRST_READ_BYTES:  # a larger file: size it, then read the rest
+            size = os.fstat(descriptor).st_size
+            if size > MAX_GREP_FILE_BYTES:
+                return None
+            chunks = [data]
+            total = len(data)
+            while total <= MAX_GREP_FILE_BYTES:
+                chunk = os.read(descriptor, max(size + 1 - total, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+            data = b"".join(chunks)
     except OSError:
-        return ""
+        return b""
     finally:
         os.close(descriptor)
-    if len(data) > MAX_GREP_FILE_BYTES:
-        return None
-    if b"\x00" in data[:NUL_SCAN_BYTES]:
-        return data
-    return data.decode("utf-8", errors="replace")
+    return None if len(data) > MAX_GREP_FILE_BYTES else data
