@@ -2,11 +2,12 @@
 
     phloem agent list
     phloem agent plan supplierBrief --state company="ACME Components"
-    phloem agent run supplierBrief --state company="ACME Components" [--input TEXT] [--json]
+    phloem agent run supplierBrief --state company="ACME Components" --show brief [--json]
 
 `--state KEY=VALUE` may repeat; a VALUE that parses as JSON is used as such (numbers,
 objects, lists, true/false), anything else is a string. `run` prints each event as it
-arrives, then the outcome; it exits 0 for `done` and `done_with_result`, 1 otherwise.
+arrives, then the outcome (and each `--show KEY` of the final state); it exits 0 for
+`done` and `done_with_result`, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def add_cli(commands: Commands) -> None:
     run.add_argument("name")
     run.add_argument("--input", metavar="TEXT", help="the user message")
     _state_arg(run)
+    run.add_argument(
+        "--show", metavar="KEY", action="append", default=[], help="print this state key at the end"
+    )
 
 
 def _state_arg(parser: Any) -> None:
@@ -93,4 +97,8 @@ def _run(ctx: CommandContext) -> int:
     if outcome.model_calls:
         summary += f", model calls {outcome.model_calls}"
     ctx.emit(outcome, text=summary)
+    for key in ctx.args.show:
+        value = run.state.get(key)
+        text = value if isinstance(value, str) else json.dumps(value, indent=2)
+        ctx.emit({"key": key, "value": value}, text=f"\n{key}:\n{text}")
     return 0 if outcome.ok else 1

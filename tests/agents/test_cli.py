@@ -50,13 +50,22 @@ def test_agent_list_and_plan_show_the_goap_groups(daemon: DaemonProc) -> None:
 
 def test_agent_run_prints_events_then_the_outcome_and_exits_0(daemon: DaemonProc) -> None:
     code, out, err = cli(
-        daemon, "agent", "run", "supplierBrief", "--state", "company=ACME Components"
+        daemon,
+        "agent",
+        "run",
+        "supplierBrief",
+        "--state",
+        "company=ACME Components",
+        "--show",
+        "brief",
     )
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("supplierBrief: cleared") or lines[0].startswith("fetch")
+    assert lines[0].startswith("fetch")
     assert any(line.startswith("writeBrief: [writes brief]") for line in lines)
-    assert lines[-1].startswith("outcome: done")
+    end = lines.index("brief:")
+    assert lines[end - 2].startswith("outcome: done")
+    assert lines[end + 1] == "Supplier risk brief: ACME Components"
 
 
 def test_agent_run_json_and_a_failed_run_exits_1(daemon: DaemonProc) -> None:
