@@ -180,7 +180,11 @@ class BashTool(Tool):
                 handle = start_process(command, name="bash", limits=self.limits)
             except ChildStartError as exc:
                 raise ToolFailure("spawn_failed", f"cannot start {shell}: {exc}") from None
-            outcome = self._wait(handle, timeout_s, ctx, (out_path, err_path))
+            try:
+                outcome = self._wait(handle, timeout_s, ctx, (out_path, err_path))
+            finally:
+                if handle.wait(0) is None:  # only when _wait itself was interrupted
+                    handle.stop(0)
             stdout, stdout_report = _limit(ctx, out_path)
             stderr, stderr_report = _limit(ctx, err_path)
         ctx.touch("bash", resolved.relative)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from pathlib import Path
 
@@ -87,3 +88,22 @@ def test_large_output_is_limited_with_true_totals(root: Path) -> None:
 def test_the_working_directory_must_stay_in_the_workspace(ctx: ToolContext) -> None:
     assert BashTool().run({"command": "true", "dir": ".."}, ctx)["error"] == "outside_root"
     assert BashTool().run({"command": "true", "timeout_ms": 0}, ctx)["error"] == "arguments"
+
+
+def test_cancelling_a_running_command_stops_it(ctx: ToolContext, root: Path) -> None:
+    fifo = root / "started"
+    os.mkfifo(fifo)
+    marker = f"phloem-{uuid.uuid4().hex}"
+
+    def cancel_once_started() -> None:
+        with open(fifo) as handle:  # blocks until the command has started and written
+            handle.read()
+        ctx.cancel.set()
+
+    watcher = threading.Thread(target=cancel_once_started)
+    watcher.start()
+    command = f"echo go > started; exec -a {marker} sleep 300"
+    result = BashTool(kill_grace_s=0.2).run({"command": command, "timeout_ms": 20000}, ctx)
+    watcher.join(5)
+    assert result["error"] == "cancelled"
+    assert _processes_with(marker) == []
