@@ -186,6 +186,11 @@ class PlanningRuntime:
         try:
             handle = self.supervisor.start_child((record, self.runner))
         except PhloemError as exc:
+            if record.done.is_set():
+                # It ran to its end before the supervisor saw it start (an instant
+                # deadline): the start is reported as failed, but the result is there.
+                release()
+                return ref
             self.refs.discard(ref)
             release()
             raise PhloemError("planning_unavailable", f"run could not start: {exc}") from None
