@@ -267,7 +267,12 @@ def shutdown_server() -> None:
 
 
 def _forget_server_in_child() -> None:
+    """A fork of the daemon (e.g. by `multiprocess`) must not keep the server's socket
+    open: the server notices the daemon's death by end-of-file on it."""
     global _server, _server_lock
+    if _server is not None:
+        with contextlib.suppress(OSError):
+            _server._sock.close()
     _server = None
     _server_lock = threading.Lock()
 
