@@ -232,3 +232,10 @@ def test_limits_are_validated_at_their_edges() -> None:
             Limits(max_cpu_seconds=bad)
     with pytest.raises(TypeError, match=r"^max_cpu_seconds must be an int$"):
         Limits(max_cpu_seconds=True)
+
+
+def test_the_readme_example_runs() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Process children", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_process_children"})
