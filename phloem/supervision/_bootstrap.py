@@ -327,23 +327,41 @@ class _Server:
             self.stopping = True
 
     def kill_all(self) -> None:
-        """The daemon is gone: kill every child's group and every orphan, reap, exit."""
-        for pid in list(self.children):
-            for kill in (os.killpg, os.kill):
+        """The daemon is gone: kill every child's group and every descendant (orphans
+        included), reap them, and return (the server then exits)."""
+        deadline = time.monotonic() + EXIT_GRACE_S
+        while True:
+            for pid in list(self.children):
                 with contextlib.suppress(OSError):
-                    kill(pid, signal.SIGKILL)
-        for pid, (ppid, _, _) in proc_table().items():
-            if ppid == self.pid:
+                    os.killpg(pid, signal.SIGKILL)
+            table = proc_table()
+            victims = [p for p in _subtree(table, self.pid) if not table[p][2]]
+            for pid in victims:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + EXIT_GRACE_S
-        while time.monotonic() < deadline:
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
             except ChildProcessError:
+                if not victims:
+                    return
+            if time.monotonic() >= deadline:
                 return
-            if pid == 0:
-                time.sleep(0.01)  # killed children not yet reaped; nothing else to wait on
+            time.sleep(0.01)  # killed processes not yet reaped; nothing else to wait on
+
+
+def _subtree(table: dict[int, tuple[int, int, bool]], root: int) -> list[int]:
+    """Every descendant of `root` in `table` (not `root` itself)."""
+    children: dict[int, list[int]] = {}
+    for p, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(p)
+    out: list[int] = []
+    stack = list(children.get(root, ()))
+    while stack:
+        p = stack.pop()
+        out.append(p)
+        stack.extend(children.get(p, ()))
+    return out
 
 
 def _ignore_signal(signum: int, frame: object) -> None:

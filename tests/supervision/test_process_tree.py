@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 import pytest
@@ -132,3 +135,36 @@ def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None
         assert reason in (ExitReason.killed(), ExitReason.shutdown(), ExitReason.normal())
     wait_until(lambda: _counts() == before, timeout=10)
     assert _counts() == before
+
+
+_DAEMON = """
+import sys
+from phloem.supervision import forkserver
+from phloem.supervision.process import start_process
+from phloem.supervision.spec import Command
+h = start_process(Command(["bash", "-c", "sleep 300 & setsid sleep 300 & wait"]), name="x")
+print(forkserver.server_pid(), h.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.timeout(30)
+def test_when_the_daemon_dies_the_fork_server_takes_every_child_and_grandchild_with_it() -> None:
+    root = Path(__file__).parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _DAEMON], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=root
+    )
+    try:
+        assert proc.stdout is not None
+        server, child = map(int, proc.stdout.readline().split())
+        sleepers: list[int] = []
+
+        def both_sleeping() -> bool:
+            sleepers[:] = [p for p in descendants(child) if _name(p) == "sleep"]
+            return len(sleepers) == 2
+
+        wait_until(both_sleeping)
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_until(lambda: all(gone(p) for p in [server, child, *sleepers]))
