@@ -8,6 +8,7 @@ Python's `re` syntax (close to RE2 for ordinary patterns); a match never spans l
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Callable
@@ -161,11 +162,14 @@ class GrepTool(Tool):
             raise ToolFailure(
                 "arguments", f"pattern is not a valid regular expression: {exc}"
             ) from None
-        # A case-sensitive literal is looked for in the raw bytes first (a C-speed scan);
-        # only files holding it are decoded and searched line by line.
+        # Text every match must contain (the literal itself, or the longest run of plain
+        # characters the regex requires) is looked for in the raw bytes first, a C-speed
+        # scan; only files holding it are decoded and searched line by line.
         needle = None
-        if args["literal"] and not args["case_insensitive"] and "\ufffd" not in args["pattern"]:
-            needle = args["pattern"].encode()
+        if not args["case_insensitive"]:
+            text = args["pattern"] if args["literal"] else _required_literal(source, flags)
+            if text and "\ufffd" not in text:
+                needle = text.encode()
         glob = PathGlob(split_glob_list(args["glob"])) if args.get("glob") else None
         if glob is not None and glob.errors:
             raise ToolFailure("arguments", f"glob is malformed: {glob.errors[0].text}")
@@ -227,6 +231,36 @@ class GrepTool(Tool):
             bounded["match_count"] = len(kept)
             bounded["files"] = len({match["path"] for match in kept})
         return bounded
+
+
+def _required_literal(source: str, flags: int) -> str:
+    """The longest run of literal characters every match of `source` contains ("" when
+    none is certain). Reads CPython's regex parse tree; any surprise gives ""."""
+    try:
+        parser: Any = importlib.import_module("re._parser")
+        constants: Any = importlib.import_module("re._constants")
+        parsed = parser.parse(source, flags)
+        if parsed.state.flags & re.IGNORECASE:
+            return ""
+        best = ""
+
+        def scan(items: Any) -> None:
+            nonlocal best
+            run: list[str] = []
+            for op, value in items:
+                if op is constants.LITERAL:
+                    run.append(chr(value))
+                    continue
+                best = max(best, "".join(run), key=len)
+                run = []
+                if op is constants.SUBPATTERN and not value[1] and not value[2]:
+                    scan(value[3].data)
+            best = max(best, "".join(run), key=len)
+
+        scan(parsed.data)
+    except Exception:
+        return ""
+    return best
 
 
 def _warner(ctx: ToolContext) -> Callable[[WalkWarning], None]:

@@ -131,3 +131,22 @@ def test_grep_passes_malformed_gitignore_rules_on_as_warnings(root: Path) -> Non
     assert [(w.code, w.path, w.line) for w in warnings] == [
         ("walk.invalid_ignore_pattern", ".gitignore", 2)
     ]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "found"),
+    [
+        ("(?i)HELLO world", True),
+        ("(?i:HELLO) world", True),
+        ("hel+o (wor)ld", True),
+        ("hello (?:there|world)", True),
+        ("hello\\s+planet", False),
+        ("é", True),
+    ],
+)
+def test_the_required_literal_prefilter_never_hides_a_match(
+    ctx: ToolContext, root: Path, pattern: str, found: bool
+) -> None:
+    seed(root, {"a.txt": "say hello world\ncafé\n"})
+    result = GrepTool().run({"pattern": pattern}, ctx)
+    assert (result["match_count"] > 0) is found
