@@ -83,10 +83,15 @@ class _Notifier:
         with self._lock:
             if self._thread is None or self._owner != os.getpid():
                 self._owner = os.getpid()
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._run, name="phloem-process-exits", daemon=True
                 )
-                self._thread.start()
+                try:
+                    thread.start()
+                except RuntimeError:  # interpreter shutting down: no new threads
+                    handle._finalize()
+                    return
+                self._thread = thread
         self._queue.put(handle)
 
     def _run(self) -> None:
@@ -204,7 +209,7 @@ class ProcessHandle(ChildHandle):
         )
         try:
             self._server = self._spawn(request, fds)
-        except ChildStartError:
+        except BaseException:
             self._abandon()
             raise
         finally:
@@ -215,7 +220,7 @@ class ProcessHandle(ChildHandle):
 
     def _spawn(self, request: Spawn, fds: list[int]) -> ForkServer:
         for attempt in range(2):
-            server = get_server()
+            server = self._server_or_error(self.name)
             try:
                 server.spawn(self, request, fds)
                 return server
@@ -226,6 +231,13 @@ class ProcessHandle(ChildHandle):
                     )
                     raise ChildStartError(reason, self.name) from None
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _server_or_error(name: str) -> ForkServer:
+        try:
+            return get_server()
+        except OSError as exc:  # cannot start the fork server (no memory, no pids, ...)
+            raise ChildStartError(ExitReason.from_exception(exc), name) from exc
 
     def _abandon(self) -> None:
         with self._status_lock:

@@ -239,3 +239,28 @@ def test_the_readme_example_runs() -> None:
     section = readme.split("## Process children", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "README.md", "exec"), {"__name__": "readme_process_children"})
+
+
+def test_many_threads_can_start_and_stop_children_at_once() -> None:
+    errors: list[BaseException] = []
+    pids: list[int] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        try:
+            for _ in range(5):
+                h = start_process(ProcessTarget(targets.echo, pass_channel=True), name="par")
+                assert h.request(h.pid, timeout=10) == h.pid
+                with lock:
+                    pids.append(h.pid)
+                assert h.stop(5).kind == "shutdown"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(25)
+    assert not errors
+    assert len(set(pids)) == 30
