@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, RuleSet
@@ -41,10 +42,9 @@ class WalkWarning:
     source: str = "walk"
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One walked entry: relative path, type (`file`, `dir`, `symlink`, `other`), depth
-    (1 for a child of the start) and the absolute path."""
+    (1 for a child of the start) and the absolute path. (A tuple: walks make many.)"""
 
     path: str
     type: str
