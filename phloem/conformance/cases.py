@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -46,10 +47,18 @@ def register_runner(area: str, kind: str, runner: Runner) -> None:
 
 
 def _input(case_dir: Path) -> Any:
-    return json.loads((case_dir / "input.json").read_text(encoding="utf-8"))
+    """input.json, or {} for a case that brings an `input/` tree instead."""
+    path = case_dir / "input.json"
+    if not path.is_file() and (case_dir / "input").is_dir():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _seed(root: Path, files: dict[str, str]) -> None:
+def _seed(root: Path, files: dict[str, str], case_dir: Path | None = None) -> None:
+    """Create the case's files: an `input/` tree (copied as is), then the `files` map."""
+    tree = case_dir / "input" if case_dir is not None else None
+    if tree is not None and tree.is_dir():
+        shutil.copytree(tree, root, symlinks=True, dirs_exist_ok=True)
     for relative, content in files.items():
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +218,7 @@ def _read(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSON, Wa
 
 def _write(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSON, Warnings]:
     data = _input(case_dir)
-    _seed(scratch, data.get("files", {}))
+    _seed(scratch, data.get("files", {}), case_dir)
     ctx, recorder = _context(scratch, data.get("session", ""), 10_000, OutputPolicy())
     for relative in data.get("read", []) or []:
         ctx.workspace.record(ctx.session, relative, (scratch / relative).read_bytes())
@@ -244,7 +253,7 @@ def _write(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSON, W
 
 def _behaviour(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSON, Warnings]:
     data = _input(case_dir)
-    _seed(scratch, data.get("files", {}))
+    _seed(scratch, data.get("files", {}), case_dir)
     ctx, recorder = _context(scratch, data.get("session", ""), 100_000, OutputPolicy())
     kind = case["kind"]
     args = data.get("args", {})
@@ -269,7 +278,7 @@ def _behaviour(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSO
 
 def _walk(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSON, Warnings]:
     data = _input(case_dir)
-    _seed(scratch, data.get("files", {}))
+    _seed(scratch, data.get("files", {}), case_dir)
     raw = case.get("filter", {})
     flt = WalkFilter(
         include_globs=list(raw.get("include_globs") or []),

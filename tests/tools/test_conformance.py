@@ -88,3 +88,17 @@ def test_the_marker_and_placeholders_are_expanded_in_goldens(tmp_path: Path) -> 
     )
     results = run_pack(tmp_path)
     assert summary(results) == "1 passed, 0 failed"
+
+
+def test_a_case_may_bring_an_input_tree_instead_of_input_json(tmp_path: Path) -> None:
+    _case(
+        tmp_path,
+        "tools",
+        "tree",
+        {"kind": "walk", "filter": {"max_depth": -1, "skip_hidden": True}},
+        expected={"error_code": "", "ordered_paths": ["d", "d/x.txt"]},
+    )
+    tree = tmp_path / "tools" / "tree" / "input" / "d"
+    tree.mkdir(parents=True)
+    (tree / "x.txt").write_text("x")
+    assert summary(run_pack(tmp_path)) == "1 passed, 0 failed"

@@ -62,3 +62,19 @@ def test_the_phloem_command_has_the_tool_commands(
     assert json.loads(capsys.readouterr().out)["match_count"] == 1
     assert phloem_main(["tool", "list", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 7
+
+
+def test_registration_checks_the_name_and_the_schema() -> None:
+    class Loose(ReadTool):
+        name = "loose"
+        input_schema = {"type": "object", "properties": {}}
+
+    class BadName(ReadTool):
+        name = "no spaces"
+
+    registry = ToolRegistry()
+    with pytest.raises(ValueError, match=r"^input_schema of loose must be an object schema"):
+        registry.register(Loose())
+    with pytest.raises(ValueError, match=r"^name must be 1-64 characters"):
+        registry.register(BadName())
+    assert len(registry) == 0 and "read" not in registry
