@@ -38,6 +38,9 @@ class CaseResult:
             return f"PASS {name}"
         return f"{self.status.upper()} {name}: {self.detail}"
 
+    def as_failure(self) -> CaseResult:
+        return CaseResult(self.area, self.id, self.kind, "fail", self.detail)
+
     def to_dict(self) -> dict[str, str]:
         return {
             "area": self.area,

@@ -62,6 +62,14 @@ def test_the_runner_reports_the_first_difference_and_exits_non_zero(
     document = json.loads(capsys.readouterr().out)
     assert document["summary"] == "1 passed, 1 failed"
     assert main([str(tmp_path / "missing")]) == 2
+    assert main([str(tmp_path), "--area", "nosuch"]) == 2
+    capsys.readouterr()
+    assert main([str(tmp_path), "--area", "other"]) == 0
+    assert main([str(tmp_path), "--area", "other", "--strict"]) == 1
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "FAIL other/unknown: no runner for kind 'mystery'",
+        "0 passed, 1 failed",
+    ]
 
 
 def test_the_marker_and_placeholders_are_expanded_in_goldens(tmp_path: Path) -> None:
