@@ -25,7 +25,6 @@ import contextlib
 import ctypes
 import gc
 import importlib
-import logging
 import os
 import pickle
 import resource
@@ -40,8 +39,6 @@ from typing import Any, NoReturn
 import msgspec
 
 from phloem.supervision.reasons import MAX_MESSAGE_CHARS, redact
-
-log = logging.getLogger("phloem.supervision.forkserver")
 
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 """Largest pickled `ProcessTarget` (or encoded `Command`) a start request may carry."""
@@ -83,7 +80,15 @@ class Exited(msgspec.Struct, frozen=True, tag="exited"):
     cpu_seconds: float
 
 
-FromServer = Started | SpawnFailed | Exited
+class Notice(msgspec.Struct, frozen=True, tag="notice"):
+    """A warning from the server, logged by the daemon (the server has no logging: the
+    `logging` and `threading` modules would make every fork slower)."""
+
+    event: str
+    detail: str
+
+
+FromServer = Started | SpawnFailed | Exited | Notice
 
 _encoder = msgspec.msgpack.Encoder()
 
@@ -269,7 +274,7 @@ class _Server:
             return False
         self.fds.extend(fds)
         if flags & socket.MSG_CTRUNC:
-            log.error("fork server: file descriptors were truncated")
+            self.send(Notice("forkserver_fds_truncated", "a request's fds were dropped"))
         if not data:
             return False
         self.buf += data
@@ -373,14 +378,15 @@ def serve(ctl_fd: int, preload: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the daemon, which decides
     ctl = socket.socket(fileno=ctl_fd)
     ctl.setblocking(True)
+    server = _Server(ctl)
     for name in preload:
         try:
             importlib.import_module(name)
         except Exception as exc:
-            log.warning("fork server: cannot preload %s: %r", name, exc)
+            server.send(Notice("forkserver_preload_failed", f"{name}: {exc!r}"))
     if _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        log.warning("fork server: cannot become a child subreaper")
-    _Server(ctl).run()
+        server.send(Notice("forkserver_not_subreaper", f"errno {ctypes.get_errno()}"))
+    server.run()
 
 
 def serve_main(argv: list[str]) -> None:

@@ -19,8 +19,8 @@ import math
 import select
 import socket
 import struct
-import threading
 import time
+from _thread import allocate_lock
 from typing import Any
 
 import msgspec
@@ -101,8 +101,9 @@ class Channel:
         self.max_frame_bytes = max_frame_bytes
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder()
-        self._send_lock = threading.Lock()
-        self._recv_lock = threading.Lock()
+        # `_thread` locks: importing `threading` would slow every fork of the fork server.
+        self._send_lock = allocate_lock()
+        self._recv_lock = allocate_lock()
         self._buf = bytearray()
         self._eof = False  # no more bytes will arrive; frames left in _buf still count
         self._broken: ChannelError | None = None  # receiving is impossible from now on

@@ -46,6 +46,7 @@ from phloem.supervision._bootstrap import (
     MAX_PAYLOAD_BYTES,
     Exited,
     FromServer,
+    Notice,
     Spawn,
     SpawnFailed,
     Started,
@@ -179,7 +180,7 @@ class ForkServer:
         finally:
             self._lost()
 
-    def _dispatch(self, msg: Started | SpawnFailed | Exited) -> None:
+    def _dispatch(self, msg: Started | SpawnFailed | Exited | Notice) -> None:
         match msg:
             case Started(id=spawn_id, pid=pid):
                 with self._lock:
@@ -198,6 +199,8 @@ class ForkServer:
                     child = self._by_pid.pop(pid, None)
                 if child is not None:
                     child._on_exited(status, cpu)
+            case Notice(event=event, detail=detail):
+                log.warning(event, forkserver=self.pid, detail=detail)
 
     def _lost(self) -> None:
         with self._lock:
