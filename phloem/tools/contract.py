@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import structlog
 
+from phloem.protocols.content import FunctionDeclaration
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant
 from phloem.tools.workspace import Touch, Workspace
@@ -139,6 +140,12 @@ class Tool(ABC):
     @abstractmethod
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         """Run with validated arguments (defaults filled); raise `ToolFailure` to fail."""
+
+    def declaration(self) -> FunctionDeclaration:
+        """The tool as a model-facing function declaration (name, description, schema)."""
+        return FunctionDeclaration(
+            name=self.name, description=self.description, parameters=self.input_schema
+        )
 
     def describe(self) -> JSON:
         """Name, description and input schema, as handed to a model."""

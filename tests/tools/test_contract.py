@@ -88,3 +88,5 @@ def test_describe_gives_the_exact_schema() -> None:
     described = _Echo().describe()
     assert described["name"] == "echo"
     assert described["input_schema"]["additionalProperties"] is False
+    declaration = _Echo().declaration()
+    assert (declaration.name, declaration.parameters) == ("echo", SCHEMA)
