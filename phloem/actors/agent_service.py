@@ -10,10 +10,10 @@ with the whole `AgentRun`, under the subscriber's credit.
 Credential-shaped state keys (`api_key`, `password`, ... — token *counts* are kept) are
 pruned from every event and from the final state before they leave the service.
 
-Each run has its own supervisor (a temporary child of this service's `agents.runs`
-supervisor) holding the run's driver actor and, next to it, one temporary actor per
-sub-agent invocation. At most `max_concurrent_runs` runs are live; beyond that a start
-is refused with `backpressure`.
+In the tree the service is `agents/service`, next to `agents/runs`: every run gets its
+own supervisor there (`agent-run:<run>`), holding the run's driver actor and one
+temporary actor per sub-agent invocation, so `phloem tree` shows every live run. At
+most `max_concurrent_runs` runs are live; beyond that a start is refused with `backpressure`.
 """
 
 from __future__ import annotations
@@ -45,23 +45,30 @@ from phloem.actors.agents.protocol import (
 from phloem.actors.agents.registry import AgentRegistry, build_registry, planned_groups
 from phloem.actors.agents.runner import AgentRun, run_agent
 from phloem.actors.agents.supervised import SupervisedExecutor
-from phloem.actors.services import Call, ServiceActor, register_service, service_factory
+from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.plan import prune_secrets
 from phloem.supervision import (
     Actor,
+    ChildHandle,
     ChildSpec,
     ExitReason,
     Supervisor,
+    SupervisorChild,
     SupervisorRef,
     SupervisorSpec,
+    root_supervisors,
 )
 from phloem.supervision.refs import Owner, RefKind
 
 log = structlog.get_logger("phloem.agents")
 
 SERVICE_NAME = "agents"
+SERVICE_ID = "service"  # clients ask `agents/service`
+RUNS_ID = "runs"
+SERVICE_PATH = f"{SERVICE_NAME}/{SERVICE_ID}"
+MAX_TREE_SEARCH = 10_000  # supervisors visited looking for the `runs` sibling
 RUN_REF_KIND = RefKind(
     "agent_run",
     prefix="agentrun_",
@@ -215,18 +222,28 @@ class AgentService(ServiceActor):
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._sup: SupervisorRef | None = None
+        self._own_sup: SupervisorRef | None = None
         ctx.refs.define_kind(RUN_REF_KIND)  # idempotent across restarts of this service
 
-    def on_start(self) -> None:
-        self._sup = Supervisor.start(
-            SupervisorSpec(strategy="one_for_one", intensity=0), [], name="agents.runs"
-        )
+    def runs_supervisor(self) -> SupervisorRef:
+        """The `runs` supervisor next to this service in the tree (found on first use);
+        outside a tree (no sibling), one of its own."""
+        if self._sup is None or not self._sup.is_alive():
+            handle = self._phloem_handle
+            sibling = find_sibling(handle, RUNS_ID) if handle is not None else None
+            if sibling is None:
+                self._own_sup = Supervisor.start(
+                    SupervisorSpec(strategy="one_for_one", intensity=0), [], name="agents.runs"
+                )
+                sibling = self._own_sup
+            self._sup = sibling
+        return self._sup
 
     def on_stop(self) -> None:
         for run in list(self.runs.values()):
             run.token.cancel("service stopping")
-        if self._sup is not None:
-            self._sup.stop(timeout=10.0)
+        if self._own_sup is not None:
+            self._own_sup.stop(timeout=10.0)
         self.providers.close()
         super().on_stop()
 
@@ -268,11 +285,11 @@ class AgentService(ServiceActor):
             raise PhloemError(
                 "backpressure", f"{len(self.runs)} agent runs live; max_concurrent_runs reached"
             )
-        assert self._sup is not None
+        runs = self.runs_supervisor()
         run_id = f"{agent.name}-{next(self._ids)}"
         token = CancelToken()
         executor = SupervisedExecutor(
-            run_id, parent=self._sup, invocation_timeout_s=self.invocation_timeout_s
+            run_id, parent=runs, invocation_timeout_s=self.invocation_timeout_s
         )
         run = _Run(run_id, "", agent, token, executor, None)
         me = self.actor_ref
@@ -300,4 +317,38 @@ class AgentService(ServiceActor):
         return AgentRunStarted(run.ref, run.topic.name)
 
 
-register_service(SERVICE_NAME, service_factory(AgentService, shutdown=15.0))
+def agents_factory(ctx: ServiceContext) -> ChildSpec:
+    """`agents`: a supervisor holding `runs` (one child supervisor per run) and `service`."""
+    return ChildSpec(
+        SERVICE_NAME,
+        SupervisorChild(
+            SupervisorSpec(strategy="one_for_one", intensity=3),
+            [
+                ChildSpec(RUNS_ID, SupervisorChild(SupervisorSpec(intensity=0))),
+                ChildSpec(SERVICE_ID, (AgentService, (ctx,), {}), shutdown=15.0),
+            ],
+        ),
+    )
+
+
+def find_sibling(handle: ChildHandle, sibling_id: str) -> SupervisorRef | None:
+    """The supervisor `sibling_id` next to `handle` in any running tree, if there is one."""
+    stack = list(root_supervisors())
+    seen = 0
+    while stack and seen < MAX_TREE_SEARCH:
+        sup = stack.pop()
+        seen += 1
+        try:
+            children = sup.which_children()
+        except PhloemError:
+            continue
+        if any(c.ref is handle for c in children):
+            for c in children:
+                if c.id == sibling_id and isinstance(c.ref, SupervisorRef):
+                    return c.ref
+            return None
+        stack.extend(c.ref for c in children if isinstance(c.ref, SupervisorRef))
+    return None
+
+
+register_service(SERVICE_NAME, agents_factory)

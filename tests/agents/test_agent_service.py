@@ -212,3 +212,21 @@ def test_the_make_run_step_returns_the_brief(tree: Tree) -> None:
         with pytest.raises(PhloemError) as info:
             run_example(client, company="Nobody")
         assert info.value.kind == "agent_failed"
+
+
+def test_a_live_run_shows_in_the_tree_with_its_driver_and_invocations(tree: Tree) -> None:
+    started = threading.Event()
+    tree.register_agent(PlannerAgent("visible", "", SequentialPlanner, [Waiter("w3", started)]))
+    with tree.client("viewer") as client:
+        run = client.start_agent_run("visible")
+        stream = client.subscribe(run.stream)
+        assert started.wait(timeout=10)
+        snap = client.tree()
+        agents = next(n for n in snap.roots[0].children if n.id == "agents")
+        assert [c.id for c in agents.children] == ["runs", "service"]
+        runs = agents.children[0]
+        [one] = runs.children
+        assert one.id.startswith("agent-run:visible-") and one.type == "supervisor"
+        assert sorted(c.id for c in one.children) == ["driver", "w3#1"]  # driver, then w3
+        client.cancel_agent_run(run.ref)
+        list(stream)

@@ -36,7 +36,7 @@ from phloem.supervision.credit import CreditWindow
 if TYPE_CHECKING:
     from phloem.supervision.actor import ActorHandle
 
-SERVICE = "agents"
+SERVICE = "agents/service"  # the service actor inside the `agents` supervisor
 DEFAULT_EVENT_WINDOW = CreditWindow(64, 4 * 1024 * 1024)
 DEFAULT_RUN_TIMEOUT_S = 3_600.0  # waiting for the next stream item; a run that is silent
 # longer than this is abandoned by the client (the daemon keeps its own limits)

@@ -143,7 +143,7 @@ class SupervisedExecutor:
                 if self.parent is not None:
                     handle = self.parent.start_child(
                         ChildSpec(
-                            f"{sup_id}:{next(self._ids)}",
+                            sup_id,
                             SupervisorChild(spec),
                             restart="temporary",
                         )
