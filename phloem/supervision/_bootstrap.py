@@ -11,7 +11,10 @@ to it and reaped. At end-of-file from the daemon it kills every child's group an
 **A child** then, in this order and before any user code (unpickling included): own
 process group, death with the server (PR_SET_PDEATHSIG), default signal handlers, only
 the status pipe and channel left open, rlimits. Then it runs the `ProcessTarget` or
-exec's the `Command`. It reports over the *status pipe* (fd 3) in frames of a 4-byte
+exec's the `Command`. The server keeps `POOL_SIZE` children forked and prepared ahead of
+time, each waiting on its own socket for a request, so most starts skip the fork.
+
+A child reports over the *status pipe* (fd 3) in frames of a 4-byte
 big-endian length and a msgpack map: `ready` (target loaded, about to run), `exec`
 (about to exec), `start_error`, `exc` (the target raised; message redacted) and `heap`
 (MemoryError). The pipe is close-on-exec, so for a command end-of-file without a
@@ -45,6 +48,13 @@ MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 MAX_CONTROL_FRAME_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 EXIT_GRACE_S = 5.0
 """How long the server waits for killed children to be reaped before exiting anyway."""
+POOL_SIZE = 1
+"""Children the server forks ahead of time, waiting for a request: a start then skips the
+fork (and the child's first setup) — Android's zygote does the same with its
+"unspecialized app process" pool. 0 forks on demand only."""
+REFILL_DELAY_S = 0.005
+"""Quiet time before the server forks a replacement idle child, so the fork does not
+compete for the CPU with the child that was just handed a request."""
 _RECV_BYTES = 64 * 1024
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -243,6 +253,8 @@ class _Server:
         self.decoder = msgspec.msgpack.Decoder(Spawn)
         self.stopping = False
         self.pid = os.getpid()
+        self.idle: dict[int, socket.socket] = {}  # pre-forked pid -> the server's end
+        self.refill_at = 0.0  # monotonic time after which to top up the idle pool
 
     def run(self) -> None:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -253,14 +265,21 @@ class _Server:
         poller.register(self.ctl.fileno(), select.POLLIN)
         poller.register(wake_r, select.POLLIN)
         gc.freeze()  # keep preloaded objects' pages shared with the children
+        self.refill()
         while not self.stopping:
-            for fd, _ in poller.poll():
+            timeout_ms = None
+            if len(self.idle) < POOL_SIZE:
+                timeout_ms = max(0, int((self.refill_at - time.monotonic()) * 1000) + 1)
+            events = poller.poll(timeout_ms)
+            for fd, _ in events:
                 if fd == wake_r:
                     with contextlib.suppress(BlockingIOError):
                         os.read(wake_r, 4096)
                     self.reap()
                 elif not self.receive():
                     self.stopping = True
+            if not events and time.monotonic() >= self.refill_at:
+                self.refill()
         self.kill_all()
 
     def _on_term(self, signum: int, frame: object) -> None:
@@ -279,38 +298,65 @@ class _Server:
             return False
         self.buf += data
         for body in pop_frames(self.buf, MAX_CONTROL_FRAME_BYTES):
-            self.spawn(self.decoder.decode(body))
+            self.spawn(self.decoder.decode(body), body)
         return True
 
-    def spawn(self, req: Spawn) -> None:
+    def spawn(self, req: Spawn, body: bytes) -> None:
         fds, self.fds = self.fds[: req.nfds], self.fds[req.nfds :]
         try:
             if len(fds) != req.nfds or req.nfds < 1:
                 raise OSError(f"expected {req.nfds} fds with the request, got {len(fds)}")
-            pid = os.fork()
+            pid = self.hand_to_idle(body, fds)
+            if pid is None:
+                pid = os.fork()
+                if pid == 0:
+                    self.ctl.detach()
+                    _fresh_child(req, fds, self.pid)
+                with contextlib.suppress(OSError):
+                    os.setpgid(pid, pid)
         except OSError as exc:
-            for fd in fds:
-                os.close(fd)
             self.send(SpawnFailed(req.id, str(exc)))
             return
-        if pid == 0:
-            self.ctl.detach()
-            child_main(
-                kind=req.kind,
-                payload=req.payload,
-                marker=req.marker,
-                sys_path=req.sys_path,
-                limits=(req.max_memory_bytes, req.max_open_files, req.max_cpu_seconds),
-                status_fd=fds[0],
-                chan_fd=fds[1] if len(fds) > 1 else None,
-                zygote_pid=self.pid,
-            )
-        with contextlib.suppress(OSError):
-            os.setpgid(pid, pid)
-        for fd in fds:
-            os.close(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
         self.children[pid] = req.id
         self.send(Started(req.id, pid))
+        self.refill_at = time.monotonic() + REFILL_DELAY_S
+
+    def hand_to_idle(self, body: bytes, fds: list[int]) -> int | None:
+        """Give the request to a pre-forked child; its pid, or None if none is left."""
+        data = _HEADER.pack(len(body)) + body
+        while self.idle:
+            pid, sock = self.idle.popitem()
+            try:
+                sent = socket.send_fds(sock, [data], fds)
+                if sent < len(data):
+                    sock.sendall(data[sent:])
+            except OSError:
+                continue  # it died meanwhile (reaped silently): try the next, or fork
+            finally:
+                sock.close()
+            return pid
+        return None
+
+    def refill(self) -> None:
+        """Fork idle children up to `POOL_SIZE` (when nothing else is waiting)."""
+        while len(self.idle) < POOL_SIZE and not self.stopping:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                pid = os.fork()
+            except OSError:
+                ours.close()
+                theirs.close()
+                return
+            if pid == 0:
+                self.ctl.detach()
+                _idle_child(theirs.detach(), self.pid)
+            theirs.close()
+            with contextlib.suppress(OSError):
+                os.setpgid(pid, pid)
+            self.idle[pid] = ours
 
     def reap(self) -> None:
         while True:
@@ -322,6 +368,10 @@ class _Server:
                 return
             if self.children.pop(pid, None) is not None:
                 self.send(Exited(pid, status, usage.ru_utime + usage.ru_stime))
+            else:
+                sock = self.idle.pop(pid, None)
+                if sock is not None:
+                    sock.close()
 
     def send(self, msg: msgspec.Struct) -> None:
         if self.stopping:
@@ -400,34 +450,56 @@ def serve_main(argv: list[str]) -> None:
 # --- the child --------------------------------------------------------------------------
 
 
-def child_main(
-    *,
-    kind: str,
-    payload: bytes,
-    marker: str,
-    sys_path: list[str],
-    limits: tuple[int | None, int | None, int | None],
-    status_fd: int,
-    chan_fd: int | None,
-    zygote_pid: int,
-) -> NoReturn:
-    """Turn the forked fork-server child into the requested process child; never returns."""
+def _fresh_child(req: Spawn, fds: list[int], zygote_pid: int) -> NoReturn:
+    """A child forked for this request: prepare, then become what was asked."""
     try:
-        with contextlib.suppress(OSError):
-            os.setpgid(0, 0)
-        _die_with_parent(zygote_pid)
-        _reset_signals()
-        _keep_only(status_fd, chan_fd)
-        os.environ[MARKER_ENV] = marker
-        try:
-            _apply_limits(*limits)
-        except (ValueError, OSError) as exc:
-            _fail_start(exc)
-        if kind == "command":
-            _exec_command(payload)
-        _run_target(payload, sys_path)
+        _prepare(zygote_pid)
+        _specialize(req, fds)
     except BaseException:
         os._exit(EXIT_START_FAILED)
+
+
+def _idle_child(sock_fd: int, zygote_pid: int) -> NoReturn:
+    """A child forked ahead of time: prepare, wait for a request (and its fds), become it."""
+    try:
+        _prepare(zygote_pid)
+        os.closerange(3, sock_fd)
+        os.closerange(sock_fd + 1, 2**31 - 1)
+        sock = socket.socket(fileno=sock_fd)
+        buf, fds = bytearray(), []
+        while True:
+            data, new_fds, _, _ = socket.recv_fds(sock, _RECV_BYTES, 16)
+            fds += new_fds
+            if not data:
+                os._exit(0)  # the server stopped before giving us work
+            buf += data
+            frames = pop_frames(buf, MAX_CONTROL_FRAME_BYTES)
+            if frames:
+                break
+        sock.close()
+        _specialize(msgspec.msgpack.decode(frames[0], type=Spawn), fds)
+    except BaseException:
+        os._exit(EXIT_START_FAILED)
+
+
+def _prepare(zygote_pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    _die_with_parent(zygote_pid)
+    _reset_signals()
+
+
+def _specialize(req: Spawn, fds: list[int]) -> NoReturn:
+    """Only our fds, the marker, the rlimits — then the target or the command."""
+    _keep_only(fds[0], fds[1] if len(fds) > 1 else None)
+    os.environ[MARKER_ENV] = req.marker
+    try:
+        _apply_limits(req.max_memory_bytes, req.max_open_files, req.max_cpu_seconds)
+    except (ValueError, OSError) as exc:
+        _fail_start(exc)
+    if req.kind == "command":
+        _exec_command(req.payload)
+    _run_target(req.payload, req.sys_path)
 
 
 def _exec_command(payload: bytes) -> NoReturn:

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from phloem.supervision import forkserver
-from phloem.supervision._bootstrap import proc_table
+from phloem.supervision._bootstrap import POOL_SIZE, proc_table
 from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import Command, ProcessTarget
@@ -168,3 +168,26 @@ def test_when_the_daemon_dies_the_fork_server_takes_every_child_and_grandchild_w
         proc.kill()
         proc.wait()
     wait_until(lambda: all(gone(p) for p in [server, child, *sleepers]))
+
+
+def _idle_children() -> list[int]:
+    server = forkserver.server_pid()
+    assert server is not None
+    table = proc_table()
+    return [p for p, (ppid, _, zombie) in table.items() if ppid == server and not zombie]
+
+
+@pytest.mark.timeout(30)
+def test_a_killed_idle_child_of_the_pool_is_replaced_and_starts_keep_working() -> None:
+    start_process(ProcessTarget(os.getpid), name="warm").stop(0)
+    wait_until(lambda: len(_idle_children()) == POOL_SIZE)
+    idle = _idle_children()
+    for pid in idle:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not set(idle) & set(proc_table()))  # reaped by the server
+    h = start_process(ProcessTarget(targets.echo, pass_channel=True), name="after")
+    try:
+        assert h.request("ok", timeout=5) == "ok"
+    finally:
+        h.stop(0)
+    wait_until(lambda: len(_idle_children()) == POOL_SIZE)
