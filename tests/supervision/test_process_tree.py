@@ -128,6 +128,7 @@ def _counts() -> tuple[int, int, int, int]:
 def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None:
     target = ProcessTarget(os.getpid)
     start_process(target, name="warmup").stop(0)
+    wait_until(lambda: _counts()[3] == POOL_SIZE)  # only the idle pre-forked child
     before = _counts()
     for i in range(1_000):
         h = start_process(target, name=f"cycle-{i}")
