@@ -92,3 +92,13 @@ def burn_cpu() -> None:
 def sleep_then_exit(seconds: float, code: int) -> None:
     time.sleep(seconds)
     raise SystemExit(code)
+
+
+class SlowToLoad:
+    """Unpickling this in the child takes `seconds`: the child is late to report ready."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple[Any, tuple[float]]:
+        return (time.sleep, (self.seconds,))

@@ -184,12 +184,12 @@ def test_a_target_that_cannot_be_pickled_is_a_start_error() -> None:
     assert info.value.reason.error_type == "TypeError"
 
 
-def test_a_ready_timeout_is_a_timeout_start_error() -> None:
-    lo, _ = READY_TIMEOUT_RANGE
+def test_a_child_not_ready_in_time_is_a_timeout_start_error() -> None:
+    slow = ProcessTarget(print, (targets.SlowToLoad(30),))
     with pytest.raises(ChildStartError) as info:
-        start_process(ProcessTarget(targets.run_forever), name="slow", ready_timeout=lo)
-    assert info.value.reason.kind is ExitKind.TIMEOUT
-    assert (info.value.reason.detail or "").startswith("not ready within")
+        start_process(slow, name="slow", ready_timeout=0.5)
+    assert info.value.reason == ExitReason.timeout("not ready within 0.5s")
+    assert info.value.child_id == "slow"
 
 
 def test_start_arguments_are_validated() -> None:
