@@ -2,8 +2,9 @@
 
 Files are walked honouring gitignore, skipping hidden and VCS directories; the matches
 come sorted by path then line. Files over 10 MiB and binary files (NUL in the first
-8000 bytes) are skipped and counted, as are matching lines over 1 MiB. Patterns use
-Python's `re` syntax (close to RE2 for ordinary patterns); a match never spans lines.
+8000 bytes) are skipped and counted, as are matching lines over 1 MiB. Patterns use RE2
+syntax (Go's, as plasmid's): matching takes linear time, so no pattern can hang the call;
+a match never spans lines.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import re
 from collections.abc import Callable
 from typing import Any
+
+import re2  # type: ignore[import-untyped]
 
 from phloem.tools.contract import JSON, Tool, ToolContext, ToolWarning, object_schema
 from phloem.tools.errors import ToolFailure
@@ -27,85 +30,102 @@ MAX_RESULTS_LIMIT = 10_000
 MAX_CONTEXT_LINES = 100
 MAX_PATTERN_CHARS = 4096
 NUL_SCAN_BYTES = 8000
+MAX_REGEX_MEMORY = 64 * 1024 * 1024
+"""Memory RE2 may use for one compiled pattern; a larger one is an `arguments` error."""
 FIRST_READ_BYTES = 64 * 1024
 """Most files fit in one read of this size, which spares a stat call."""
 
 
-class _Searcher:
-    """Finds matching lines of one decoded file."""
+def compile_pattern(pattern: str, literal: bool, case_insensitive: bool) -> Any:
+    """An RE2 program for `pattern` (linear-time matching, Go/RE2 syntax), with `^` and `$`
+    at line boundaries and no match ever crossing a newline."""
+    options = re2.Options()
+    options.log_errors = False
+    options.never_nl = True
+    options.case_sensitive = not case_insensitive
+    options.max_mem = MAX_REGEX_MEMORY
+    if literal:
+        options.literal = True
+        source = pattern
+    else:
+        source = "(?m)" + pattern
+    try:
+        return re2.compile(source, options)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        raise ToolFailure(
+            "arguments", f"pattern is not a valid RE2 regular expression: {detail}"
+        ) from None
 
-    def __init__(self, regex: re.Pattern[str], context: int, line_policy: OutputPolicy) -> None:
+
+class _Searcher:
+    """Finds matching lines of one file's bytes."""
+
+    def __init__(self, regex: Any, context: int, line_policy: OutputPolicy) -> None:
         self.regex = regex
         self.context = context
         self.line_policy = line_policy
         self.skipped_long_lines = 0
 
-    def _show(self, line: str) -> str:
-        line = line.removesuffix("\r")
-        if self.line_policy.max_line_bytes and len(line) > self.line_policy.max_line_bytes // 4:
+    def _show(self, raw: bytes) -> str:
+        line = raw.removesuffix(b"\r").decode("utf-8", errors="replace")
+        if self.line_policy.max_line_bytes and len(raw) > self.line_policy.max_line_bytes:
             line, _ = self.line_policy.apply(line)
         return line
 
-    def _context(self, text: str, start: int, end: int, before: bool) -> list[str] | None:
+    def _context(self, data: bytes, start: int, end: int, before: bool) -> list[str] | None:
         """Up to `context` whole lines before `start` or after `end` (None when none)."""
         lines: list[str] = []
         if before:
             cursor = start
             while len(lines) < self.context and cursor > 0:
-                previous = text.rfind("\n", 0, cursor - 1) + 1
-                lines.append(self._show(text[previous : cursor - 1]))
+                previous = data.rfind(b"\n", 0, cursor - 1) + 1
+                lines.append(self._show(data[previous : cursor - 1]))
                 cursor = previous
             lines.reverse()
         else:
             cursor = end
-            while len(lines) < self.context and cursor < len(text):
-                following = text.find("\n", cursor)
-                stop = len(text) if following < 0 else following
-                lines.append(self._show(text[cursor:stop]))
+            while len(lines) < self.context and cursor < len(data):
+                following = data.find(b"\n", cursor)
+                stop = len(data) if following < 0 else following
+                lines.append(self._show(data[cursor:stop]))
                 cursor = stop + 1
         return lines or None
 
-    def search(self, path: str, text: str, room: int) -> list[JSON]:
+    def search(self, path: str, data: bytes, room: int) -> list[JSON]:
         found: list[JSON] = []
         position = 0
         line_number = 1
         counted_to = 0
-        regex = self.regex
-        while len(found) < room:
-            hit = regex.search(text, position)
-            if hit is None or (hit.start() == len(text) and (not text or text[-1] == "\n")):
+        size = len(data)
+        while len(found) < room and position <= size:
+            hit = self.regex.search(data, position)
+            if hit is None:
                 break
-            start = text.rfind("\n", 0, hit.start()) + 1
-            newline = text.find("\n", hit.start())
-            end = len(text) if newline < 0 else newline
-            line = text[start:end]
-            after_line = end + 1
-            if hit.end() > end and regex.search(line) is None:
-                position = after_line
-                if position > len(text):
-                    break
-                continue
-            line_number += text.count("\n", counted_to, start)
+            at = hit.start()
+            if at == size and (not data or data[-1] == 0x0A):
+                break  # an empty match after the final newline is not a line
+            start = data.rfind(b"\n", 0, at) + 1
+            newline = data.find(b"\n", at)
+            end = size if newline < 0 else newline
+            line_number += data.count(b"\n", counted_to, start)
             counted_to = start
-            if len(line.encode()) > MAX_GREP_LINE_BYTES:
+            if end - start > MAX_GREP_LINE_BYTES:
                 self.skipped_long_lines += 1
             else:
+                context = bool(self.context)
                 found.append(
                     {
                         "path": path,
                         "line": line_number,
-                        "text": self._show(line),
-                        "before": self._context(text, start, after_line, True)
-                        if self.context
-                        else None,
-                        "after": self._context(text, start, after_line, False)
-                        if self.context
-                        else None,
+                        "text": self._show(data[start:end]),
+                        "before": self._context(data, start, end + 1, True) if context else None,
+                        "after": self._context(data, start, end + 1, False) if context else None,
                     }
                 )
-            position = after_line
-            if position > len(text):
-                break
+            position = end + 1
         return found
 
 
@@ -154,20 +174,13 @@ class GrepTool(Tool):
     read_only = True
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
-        source = re.escape(args["pattern"]) if args["literal"] else args["pattern"]
-        flags = re.MULTILINE | (re.IGNORECASE if args["case_insensitive"] else 0)
-        try:
-            regex = re.compile(source, flags)
-        except re.error as exc:
-            raise ToolFailure(
-                "arguments", f"pattern is not a valid regular expression: {exc}"
-            ) from None
+        regex = compile_pattern(args["pattern"], args["literal"], args["case_insensitive"])
         # Text every match must contain (the literal itself, or the longest run of plain
         # characters the regex requires) is looked for in the raw bytes first, a C-speed
         # scan; only files holding it are decoded and searched line by line.
         needle = None
         if not args["case_insensitive"]:
-            text = args["pattern"] if args["literal"] else _required_literal(source, flags)
+            text = args["pattern"] if args["literal"] else _required_literal(args["pattern"])
             if text and "\ufffd" not in text:
                 needle = text.encode()
         glob = PathGlob(split_glob_list(args["glob"])) if args.get("glob") else None
@@ -203,8 +216,7 @@ class GrepTool(Tool):
                 continue
             if needle is not None and data.find(needle) < 0:
                 continue
-            text = data.decode("utf-8", errors="replace")
-            found = searcher.search(entry.path, text, cap - len(matches) + 1)
+            found = searcher.search(entry.path, data, cap - len(matches) + 1)
             matches.extend(found)
             if len(matches) > cap:
                 del matches[cap:]
@@ -233,13 +245,14 @@ class GrepTool(Tool):
         return bounded
 
 
-def _required_literal(source: str, flags: int) -> str:
+def _required_literal(source: str) -> str:
     """The longest run of literal characters every match of `source` contains ("" when
-    none is certain). Reads CPython's regex parse tree; any surprise gives ""."""
+    none is certain). Reads CPython's regex parse tree (the common syntax of Python and
+    RE2); a pattern it cannot read, or any surprise, gives ""."""
     try:
         parser: Any = importlib.import_module("re._parser")
         constants: Any = importlib.import_module("re._constants")
-        parsed = parser.parse(source, flags)
+        parsed = parser.parse(source, re.MULTILINE)
         if parsed.state.flags & re.IGNORECASE:
             return ""
         best = ""

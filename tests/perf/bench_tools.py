@@ -38,6 +38,8 @@ BIG_LINES = 100_000
 IGNORE_RULES = 200
 LITERAL = "needle_literal_42"
 REGEX = r"fn_[a-z]+_\d{3}\("
+REGEX_NO_LITERAL = r"[f]n[_][a-z]+[_]\d{3}[(]"
+"""Same matches, but no literal run to prefilter by: every file goes through RE2."""
 GREP_TARGET = 3.0
 WORDS = ["alpha", "beta", "gamma", "delta", "value", "index", "count", "buffer", "node", "item"]
 
@@ -107,7 +109,13 @@ def _grep_rows(tree: Path, files: int, planted: int, scaled: str) -> list[dict[s
             ["-F", LITERAL],
             ["-F", LITERAL],
         ),
-        ("regex", {"pattern": REGEX, "max_results": 10_000}, ["-e", REGEX], ["-E", REGEX]),
+        ("regex", {"pattern": REGEX, "max_results": 10_000}, ["-e", REGEX], ["-P", REGEX]),
+        (
+            "regex without literal",
+            {"pattern": REGEX_NO_LITERAL, "max_results": 10_000},
+            ["-e", REGEX_NO_LITERAL],
+            ["-P", REGEX_NO_LITERAL],
+        ),
     ):
         result = grep.run(args, ctx)
         if result.get("match_count") != planted:

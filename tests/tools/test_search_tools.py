@@ -150,3 +150,12 @@ def test_the_required_literal_prefilter_never_hides_a_match(
     seed(root, {"a.txt": "say hello world\ncafé\n"})
     result = GrepTool().run({"pattern": pattern}, ctx)
     assert (result["match_count"] > 0) is found
+
+
+def test_grep_uses_re2_so_a_catastrophic_pattern_cannot_hang(ctx: ToolContext, root: Path) -> None:
+    seed(root, {"a.txt": "a" * 100_000 + "b\n"})
+    result = GrepTool().run({"pattern": "(a+)+$"}, ctx)  # exponential in backtracking engines
+    assert result["match_count"] == 0
+    backref = GrepTool().run({"pattern": r"(a)\1"}, ctx)
+    assert backref["error"] == "arguments"
+    assert backref["message"].startswith("pattern is not a valid RE2 regular expression")
