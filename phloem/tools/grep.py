@@ -245,10 +245,17 @@ class GrepTool(Tool):
         return bounded
 
 
+_PARSE_DIVERGENCES = ("[:", "[[", "--", "&&", "~~", "||")
+"""Where Python's parser reads a pattern unlike RE2 (`[[:alpha:]]` is a POSIX class to RE2,
+"[:alph" then "]" to Python) or warns about a future change: no prefilter then."""
+
+
 def _required_literal(source: str) -> str:
     """The longest run of literal characters every match of `source` contains ("" when
     none is certain). Reads CPython's regex parse tree (the common syntax of Python and
     RE2); a pattern it cannot read, or any surprise, gives ""."""
+    if any(mark in source for mark in _PARSE_DIVERGENCES):
+        return ""
     try:
         parser: Any = importlib.import_module("re._parser")
         constants: Any = importlib.import_module("re._constants")

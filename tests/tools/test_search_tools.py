@@ -142,6 +142,7 @@ def test_grep_passes_malformed_gitignore_rules_on_as_warnings(root: Path) -> Non
         ("hello (?:there|world)", True),
         ("hello\\s+planet", False),
         ("é", True),
+        ("[[:alpha:]]+ world", True),
     ],
 )
 def test_the_required_literal_prefilter_never_hides_a_match(
