@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
+from phloem.supervision import forkserver
 from phloem.supervision.refs import Owner
 
 PLANNERS = {
@@ -28,7 +29,12 @@ def adapters() -> AdapterRegistry:
 
 @pytest.fixture(scope="module")
 def runtime(adapters: AdapterRegistry) -> Iterator[PlanningRuntime]:
+    before = os.environ.get(forkserver.PRELOAD_ENV)
     rt = PlanningRuntime(adapters, name="planning-test")
+    if os.environ.get(forkserver.PRELOAD_ENV) != before and forkserver.server_pid() is not None:
+        # An earlier test module started the fork server without the planning modules;
+        # without them every callback child would import (and compile) them anew.
+        forkserver.shutdown_server()
     # warm the fork server up, so that timing tests do not pay for its start
     assert rt.run(Owner.client("warm-up"), "scripted", "scripted", 0).status == "completed"
     yield rt
