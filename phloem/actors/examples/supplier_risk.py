@@ -120,3 +120,18 @@ def run_example(client: Any, company: str = "ACME Components") -> str:
         raise PhloemError(run.outcome.status.value, run.outcome.message)
     brief: str = run.state["brief"]
     return brief
+
+
+def _plan_step(client: Any) -> str:
+    groups = client.plan_agent("supplierBrief", {"company": "ACME Components"})
+    return "\n".join(f"{i}. {', '.join(group)}" for i, group in enumerate(groups, 1))
+
+
+def steps() -> list[Any]:
+    """The `make run` steps (`phloem.examples.run_all.EXAMPLE_MODULES`)."""
+    from phloem.examples.run_all import Step
+
+    return [
+        Step("agents: supplierBrief plan (GOAP groups)", _plan_step),
+        Step("agents: supplier risk brief, run through the daemon", run_example),
+    ]
