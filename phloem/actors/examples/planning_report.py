@@ -134,3 +134,23 @@ def run_workload(client: Any, root: str = ".", out: Any = None) -> bool:
     )
     print(render_result(result), file=stream, flush=True)
     return bool(result.status == "completed")
+
+
+def _report_step(client: Any) -> str:
+    import io
+
+    from phloem.protocols.errors import PhloemError
+
+    out = io.StringIO()
+    if not run_workload(client, ".", out):
+        raise PhloemError(
+            "example_failed", "the repository report did not complete:\n" + out.getvalue()
+        )
+    return out.getvalue()
+
+
+def steps() -> list[Any]:
+    """The `make run` steps (`phloem.examples.run_all.EXAMPLE_MODULES`)."""
+    from phloem.examples.run_all import Step
+
+    return [Step("planning: repository report (planner + read-only tools executor)", _report_step)]
