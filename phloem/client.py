@@ -480,10 +480,12 @@ class Client(AgentClientMethods, PlanningMethods, ClientBase):
     def connect(
         cls, path: str | os.PathLike[str] | None = None, timeout: float = DEFAULT_CONNECT_TIMEOUT_S
     ) -> Client:
-        """Connect to the daemon at `path` (default: the default config's socket path)."""
+        """Connect to the daemon at `path` (default: `$PHLOEM_SOCKET`, else the default
+        config's socket path)."""
         from phloem.config import default_socket_path
 
-        target = Path(path) if path is not None else default_socket_path()
+        env = os.environ.get("PHLOEM_SOCKET")
+        target = Path(path) if path is not None else Path(env) if env else default_socket_path()
         return cls(SocketTransport.connect(target, timeout))
 
     def stop_daemon(self) -> None:

@@ -76,6 +76,8 @@ log = structlog.get_logger("phloem.daemon")
 RECV_BYTES = 256 * 1024
 LISTEN_BACKLOG = 128
 CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing connection may take to flush its last frames
+CLOSE_DRAIN_BYTES = 1024 * 1024  # input read and dropped at most while closing
+INFLIGHT_POLL_S = 0.1  # how often a half-closed connection checks that its peer is still there
 _PEERCRED = struct.Struct("3i")
 
 
@@ -172,6 +174,7 @@ class Connection:
         self._dead = False
         # requests and streams
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._inflight = 0
         self._subs: dict[int, tuple[CreditStream[bytes], Subscription]] = {}
         self._sub_ids = itertools.count(1)
@@ -284,6 +287,8 @@ class Connection:
         except _Closed as closed:
             if closed.partial:
                 self._fail(ErrorKind.BAD_FRAME, "truncated frame: connection closed mid-frame")
+            else:
+                self._finish_inflight()
         except PhloemError as err:
             self._fail(err.kind, err.message)
         except Exception:
@@ -291,6 +296,17 @@ class Connection:
             self._fail("internal", "the daemon failed to serve this connection")
         finally:
             self._cleanup()
+
+    def _finish_inflight(self) -> None:
+        """The peer stopped sending. If it only half-closed, it still reads: let its
+        requests finish (each has a deadline). If it is gone (hang-up), stop at once."""
+        hangup = select.poll()
+        hangup.register(self.sock, select.POLLHUP)
+        with self._idle:
+            while self._inflight > 0:
+                if any(ev & (select.POLLHUP | select.POLLERR) for _, ev in hangup.poll(0)):
+                    return
+                self._idle.wait(INFLIGHT_POLL_S)
 
     def _cleanup(self) -> None:
         with self._lock:
@@ -301,8 +317,14 @@ class Connection:
         self.server.tree.owner_down(self.owner)
         self._flush(CLOSE_FLUSH_TIMEOUT_S)
         with self._wcond:
-            self._kill_locked()
-        self.sock.close()
+            already_dead = self._dead
+            self._dead = True
+            self._outbox.clear()
+            self._wcond.notify_all()
+        if already_dead:
+            self.sock.close()
+        else:
+            _close_gently(self.sock)
         self.server._forget(self)
         log.debug("connection_closed", owner=self.owner.id)
 
@@ -408,9 +430,10 @@ class Connection:
             else:
                 assert isinstance(value, ErrorValue)
                 frame = encode_frame(Fail(rid, value))
-            with self._lock:
-                self._inflight -= 1
             self.send_frame(frame)
+            with self._idle:
+                self._inflight -= 1
+                self._idle.notify_all()
 
         return respond
 
@@ -589,10 +612,30 @@ class Server:
 
 
 def _refuse(sock: socket.socket, kind: str, message: str) -> None:
+    """Send one error frame and close, on a short-lived thread (never blocks accepting)."""
+
+    def run() -> None:
+        with contextlib.suppress(OSError):
+            sock.settimeout(CLOSE_FLUSH_TIMEOUT_S)
+            sock.sendall(encode_frame(Fail(None, ErrorValue(kind=kind, message=message))))
+        _close_gently(sock)
+
+    threading.Thread(target=run, name="phloem-refuse", daemon=True).start()
+
+
+def _close_gently(sock: socket.socket) -> None:
+    """Half-close, then drain what the peer already sent before closing: closing a Unix
+    socket with unread input resets the connection and the peer may lose our last frame."""
     with contextlib.suppress(OSError):
-        sock.settimeout(1.0)
-        sock.sendall(encode_frame(Fail(None, ErrorValue(kind=kind, message=message))))
         sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(CLOSE_FLUSH_TIMEOUT_S)
+        deadline = time.monotonic() + CLOSE_FLUSH_TIMEOUT_S
+        drained = 0
+        while drained < CLOSE_DRAIN_BYTES and time.monotonic() < deadline:
+            chunk = sock.recv(RECV_BYTES)
+            if not chunk:
+                break
+            drained += len(chunk)
     sock.close()
 
 

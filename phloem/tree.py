@@ -40,7 +40,7 @@ from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, DaemonStatus
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditWindow, Subscription
-from phloem.supervision.handle import ChildHandle
+from phloem.supervision.handle import ChildHandle, ChildStartError
 from phloem.supervision.reasons import ExitReason, redact
 from phloem.supervision.refs import Owner, OwnerRegistry
 from phloem.supervision.snapshot import TreeSnapshot, tree_snapshot
@@ -173,9 +173,12 @@ class Tree(AgentTreeMethods):
             specs.append(spec)
             names.append(service.name)
         sup = cfg.supervision
-        root = Supervisor.start(
-            SupervisorSpec(sup.strategy, sup.intensity, sup.period_s), specs, name=name
-        )
+        try:
+            root = Supervisor.start(
+                SupervisorSpec(sup.strategy, sup.intensity, sup.period_s), specs, name=name
+            )
+        except ChildStartError as exc:
+            raise PhloemError("start_failed", redact(str(exc))) from exc
         tree = cls(cfg, root, refs, streams, names)
         root.add_exit_callback(tree._on_root_exit)
         log.info("tree_started", services=names)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import socket
 import stat
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 import phloem
+from phloem.cli import main
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import (
     Ask,
@@ -31,10 +32,22 @@ from phloem.protocols.wire import (
 )
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.snapshot import TreeSnapshot
-from tests.daemon.conftest import FIXTURE_CONFIG, PY, ROOT, DaemonProc, run_cli
+from tests.daemon.conftest import PY, ROOT, DaemonProc, run_cli
 from tests.daemon.fixture_services import Cancelled, Hold, Peek
 
 pytestmark = pytest.mark.timeout(60)
+
+
+class CliResult:
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def cli(*args: str) -> CliResult:
+    """The `phloem` command run in this process (same code as the console script)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), out=out, err=err)
+    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 def raw_conn(path: Path, hello: bool = True) -> socket.socket:
@@ -63,14 +76,14 @@ def read_frames(sock: socket.socket, n: int) -> list[object]:
 
 def test_status_tree_and_send_work_through_the_cli(shared_daemon: DaemonProc) -> None:
     sock = str(shared_daemon.socket)
-    status = run_cli("status", "--socket", sock)
+    status = run_cli("status", "--socket", sock)  # once through a real `python -m phloem`
     assert status.returncode == 0, status.stderr
     assert "services   echo, " in status.stdout and "holder, counter\n" in status.stdout
-    tree = run_cli("tree", "--socket", sock)
+    tree = cli("tree", "--socket", sock)
     assert tree.returncode == 0 and "└── counter  actor  running" in tree.stdout
-    sent = run_cli("send", "echo", '{"a": [1, 2]}', "--socket", sock)
+    sent = cli("send", "echo", '{"a": [1, 2]}', "--socket", sock)
     assert (sent.returncode, sent.stdout) == (0, '{"a":[1,2]}\n')
-    as_json = run_cli("status", "--json", "--socket", sock)
+    as_json = cli("status", "--json", "--socket", sock)
     services = json.loads(as_json.stdout)["services"]
     assert services[0] == "echo" and services[-2:] == ["holder", "counter"]
 
@@ -79,19 +92,19 @@ def test_cli_errors_exit_1_with_one_line_and_usage_errors_exit_2(
     shared_daemon: DaemonProc,
 ) -> None:
     sock = str(shared_daemon.socket)
-    missing = run_cli("send", "nope", "1", "--socket", sock)
+    missing = cli("send", "nope", "1", "--socket", sock)
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines() == ["phloem: no actor at 'nope' [unknown_actor]"]
-    as_json = run_cli("send", "nope", "1", "--json", "--socket", sock)
+    as_json = cli("send", "nope", "1", "--json", "--socket", sock)
     assert json.loads(as_json.stdout)["error"]["kind"] == "unknown_actor"
-    assert run_cli("send", "echo", "{not json", "--socket", sock).returncode == 2
-    assert run_cli("frobnicate").returncode == 2
-    assert run_cli("top", "--interval", "0", "--socket", sock).returncode == 2
+    assert cli("send", "echo", "{not json", "--socket", sock).returncode == 2
+    assert cli("frobnicate").returncode == 2
+    assert cli("top", "--interval", "0", "--socket", sock).returncode == 2
 
 
 def test_a_missing_daemon_is_reported_clearly(tmp_short: Path) -> None:
     path = tmp_short / "none.sock"
-    result = run_cli("status", "--socket", str(path))
+    result = cli("status", "--socket", str(path))
     assert result.returncode == 1
     assert result.stderr.startswith(
         f"phloem: no phloem daemon at {path} (start one with `phloem daemon --config ...`)"
@@ -102,7 +115,7 @@ def test_a_missing_daemon_is_reported_clearly(tmp_short: Path) -> None:
 
 
 def test_tree_json_matches_the_daemons_tree_snapshot(shared_daemon: DaemonProc) -> None:
-    result = run_cli("tree", "--json", "--socket", str(shared_daemon.socket))
+    result = cli("tree", "--json", "--socket", str(shared_daemon.socket))
     assert result.returncode == 0, result.stderr
     from_cli = msgspec.json.decode(result.stdout, type=TreeSnapshot)
     with phloem.Client.connect(shared_daemon.socket) as client:
@@ -123,13 +136,13 @@ def test_tree_json_matches_the_daemons_tree_snapshot(shared_daemon: DaemonProc) 
 def test_top_renders_every_actor_and_stops_after_its_iterations(
     shared_daemon: DaemonProc,
 ) -> None:
-    result = run_cli(
+    result = cli(
         "top", "--iterations", "2", "--interval", "0.05", "--socket", str(shared_daemon.socket)
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\x1b[H\x1b[2J") == 2
     assert "holder" in result.stdout and "PID/THREAD" in result.stdout
-    as_json = run_cli("top", "--iterations", "1", "--json", "--socket", str(shared_daemon.socket))
+    as_json = cli("top", "--iterations", "1", "--json", "--socket", str(shared_daemon.socket))
     assert json.loads(as_json.stdout)["status"]["actors"] >= 3
 
 
@@ -279,7 +292,7 @@ def test_the_daemon_stops_cleanly_on_sigterm_and_sigint(fixture_config: Path) ->
 def test_phloem_stop_stops_the_daemon_gracefully(fixture_config: Path) -> None:
     path = fixture_config.parent / "s" / "stop.sock"
     daemon = DaemonProc(path, fixture_config).wait_ready()
-    result = run_cli("stop", "--socket", str(path))
+    result = cli("stop", "--socket", str(path))
     assert result.returncode == 0, result.stderr
     assert f"pid {daemon.proc.pid}" in result.stdout
     assert daemon.proc.wait(20) == 0
@@ -302,7 +315,7 @@ def test_a_stale_socket_is_replaced(fixture_config: Path) -> None:
 def test_a_path_that_is_not_a_socket_is_refused(fixture_config: Path) -> None:
     path = fixture_config.parent / "file.sock"
     path.write_text("not a socket")
-    result = run_cli("daemon", "--socket", str(path), "--config", str(fixture_config))
+    result = cli("daemon", "--socket", str(path), "--config", str(fixture_config))
     assert result.returncode == 1 and "is not a socket" in result.stderr
     assert path.read_text() == "not a socket"
 
@@ -386,12 +399,3 @@ def test_a_peer_with_another_uid_is_refused(tmp_short: Path) -> None:
             client.ping()
     finally:
         shared.stop()
-
-
-def test_the_daemon_module_runs_with_python_dash_m(tmp_short: Path) -> None:
-    config = tmp_short / "c.toml"
-    config.write_text(FIXTURE_CONFIG)
-    out = subprocess.run(
-        [sys.executable, "-m", "phloem", "--version"], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == f"phloem {phloem.__version__}"

@@ -1,0 +1,66 @@
+"""The README's top sections: every Python example runs against a real daemon."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tomllib
+from collections.abc import Iterator
+
+import pytest
+
+from phloem.config import Config, parse_config
+from tests.daemon.conftest import ROOT, DaemonProc, short_tmpdir
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _top() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("\n## Supervision", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def readme_daemon() -> Iterator[DaemonProc]:
+    d = short_tmpdir()
+    config = d / "phloem.toml"
+    config.write_text("")
+    daemon = DaemonProc(d / "phloem" / "phloem.sock", config).wait_ready()
+    yield daemon
+    assert daemon.stop() == 0
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_readme_top_has_the_two_commands_and_four_ways() -> None:
+    top = _top()
+    assert top.startswith("# phloem\n")
+    assert "make run" in top and "make test" in top
+    for way in ("**1. The daemon.**", "**2. `phloem.Client`", "**3. Embedded", "**4. Live"):
+        assert way in top
+
+
+def test_every_python_example_in_the_readme_top_runs(
+    readme_daemon: DaemonProc,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("PHLOEM_SOCKET", str(readme_daemon.socket))
+    blocks = re.findall(r"```python\n(.*?)```", _top(), re.S)
+    assert len(blocks) == 3
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"README.md#python-{i}", "exec"), {})
+    out = capsys.readouterr().out
+    assert "{'hello': 'phloem'}" in out
+    assert "[0, 1, 2]" in out
+    assert "unknown_actor" in out
+    assert "echo\n" in out
+    assert "├── echo  actor  running" in out
+
+
+def test_the_configuration_table_names_every_key_of_the_default_config() -> None:
+    top = _top()
+    data = tomllib.loads((ROOT / "conf" / "phloem.toml").read_text())
+    for section in ("daemon", "supervision", "logging"):
+        for key in data[section]:
+            assert key in top, f"{section}.{key} is not documented in the README"
+    assert isinstance(parse_config((ROOT / "conf" / "phloem.toml").read_text()), Config)
