@@ -300,3 +300,15 @@ def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
         os.chdir(cwd)
     printed = capsys.readouterr().out
     assert "plan_accepted" in printed and "completed 4" in printed
+
+
+def test_the_make_run_workload_completes() -> None:
+    import io
+
+    from phloem.actors.examples.planning_report import run_workload
+
+    out = io.StringIO()
+    with phloem.Tree.start(parse_config(CONFIG)) as tree, tree.client() as client:
+        assert run_workload(client, str(ROOT), out) is True
+    assert "plan_accepted: repository-report revision 0" in out.getvalue()
+    assert "status: completed" in out.getvalue()
