@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -374,10 +375,63 @@ def plans(draw: st.DrawFn) -> pl.Plan:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(plans())
 def test_any_valid_plan_round_trips_through_the_codec(plan: pl.Plan) -> None:
     data = pl.encode(plan)
     again = pl.decode(data)
     assert again == plan
     assert pl.encode(again) == data
+
+
+@st.composite
+def results(draw: st.DrawFn) -> PlanningResult:
+    plan = draw(st.none() | plans())
+    status = draw(st.sampled_from(["completed", "failed", "cancelled"]))
+    errors = st.builds(
+        ResultError,
+        st.text(min_size=1, max_size=8),
+        st.just(msgspec.UNSET) | _json,
+        st.just(msgspec.UNSET) | st.integers(0, 10**6),
+    )
+    observations = st.lists(
+        st.builds(
+            lambda i, ok, out, err: (
+                pl.Observation("p", 0, f"s{i}", i, "ok", output=out)
+                if ok
+                else pl.Observation("p", 0, f"s{i}", i, "error", error=err)
+            ),
+            st.integers(1, 50),
+            st.booleans(),
+            _json,
+            errors,
+        ),
+        max_size=4,
+    )
+    if status == "completed":
+        result, error = draw(_json), None
+    elif status == "cancelled":
+        result, error = None, ResultError("cancelled", draw(_json))
+    else:
+        result, error = None, draw(errors)
+    return PlanningResult(
+        status=status,
+        plan=plan,
+        steps_executed=draw(st.integers(0, 100)),
+        replans=draw(st.integers(0, 10)),
+        duration_ms=draw(st.integers(0, 10**7)),
+        observations=tuple(draw(observations)),
+        result=result,
+        error=error,
+        metadata=draw(st.dictionaries(_keys, _json, max_size=3)),
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(results())
+def test_any_consistent_result_round_trips_through_the_strict_decoder(
+    result: PlanningResult,
+) -> None:
+    data = pl.encode_result(result)
+    assert pl.decode_result(data) == result
+    assert pl.encode_result(pl.decode_result(data)) == data
