@@ -3,16 +3,19 @@
 This module is kept light on purpose — the fork server imports it and little else (see
 `forkserver`), because every byte the server holds makes each fork slower.
 
-**The server** reads `Spawn` requests (fds attached by SCM_RIGHTS), forks, answers
-`Started`, reaps children (SIGCHLD through a wakeup fd) and answers `Exited` with the wait
-status and CPU time. It is a child subreaper, so orphaned grandchildren are re-parented
-to it and reaped. At end-of-file from the daemon it kills every child's group and exits.
+**The server** keeps `POOL_SIZE` children forked and prepared ahead of time; each waits
+on its own socket, whose other end goes to the daemon (`Idle(pid)`, fd attached), so the
+daemon hands a request straight to it (and says `Claimed(pid)`): most starts involve
+neither the server nor a fork. When none is idle the daemon sends `Spawn` (fds attached
+by SCM_RIGHTS) and the server forks, answering `Started`. It reaps children (SIGCHLD
+through a wakeup fd) and answers `Exited` with the wait status and CPU time. It is a
+child subreaper, so orphaned grandchildren are re-parented to it and reaped. At
+end-of-file from the daemon it kills every child's group and every descendant, and exits.
 
-**A child** then, in this order and before any user code (unpickling included): own
+**A child** does, in this order and before any user code (unpickling included): own
 process group, death with the server (PR_SET_PDEATHSIG), default signal handlers, only
 the status pipe and channel left open, rlimits. Then it runs the `ProcessTarget` or
-exec's the `Command`. The server keeps `POOL_SIZE` children forked and prepared ahead of
-time, each waiting on its own socket for a request, so most starts skip the fork.
+exec's the `Command`.
 
 A child reports over the *status pipe* (fd 3) in frames of a 4-byte
 big-endian length and a msgpack map: `ready` (target loaded, about to run), `exec`
@@ -98,7 +101,20 @@ class Notice(msgspec.Struct, frozen=True, tag="notice"):
     detail: str
 
 
-FromServer = Started | SpawnFailed | Exited | Notice
+class Claimed(msgspec.Struct, frozen=True, tag="claimed"):
+    """The daemon handed a request straight to the idle child `pid` (time to refill)."""
+
+    pid: int
+
+
+class Idle(msgspec.Struct, frozen=True, tag="idle"):
+    """A pre-forked child is waiting; the daemon's end of its socket is attached."""
+
+    pid: int
+
+
+ToServer = Spawn | Claimed
+FromServer = Started | SpawnFailed | Exited | Notice | Idle
 
 _encoder = msgspec.msgpack.Encoder()
 
@@ -247,13 +263,13 @@ def _apply_limits(
 class _Server:
     def __init__(self, ctl: socket.socket) -> None:
         self.ctl = ctl
-        self.children: dict[int, int] = {}  # pid -> spawn id
+        self.children: set[int] = set()  # every child we forked and have not reaped
+        self.idle: set[int] = set()  # pre-forked children not yet claimed by the daemon
         self.fds: list[int] = []  # received fds not yet claimed by a Spawn
         self.buf = bytearray()
-        self.decoder = msgspec.msgpack.Decoder(Spawn)
+        self.decoder = msgspec.msgpack.Decoder(ToServer)
         self.stopping = False
         self.pid = os.getpid()
-        self.idle: dict[int, socket.socket] = {}  # pre-forked pid -> the server's end
         self.refill_at = 0.0  # monotonic time after which to top up the idle pool
 
     def run(self) -> None:
@@ -298,50 +314,38 @@ class _Server:
             return False
         self.buf += data
         for body in pop_frames(self.buf, MAX_CONTROL_FRAME_BYTES):
-            self.spawn(self.decoder.decode(body), body)
+            match self.decoder.decode(body):
+                case Spawn() as req:
+                    self.spawn(req)
+                case Claimed(pid=pid):
+                    self.idle.discard(pid)
+                    self.refill_at = time.monotonic() + REFILL_DELAY_S
         return True
 
-    def spawn(self, req: Spawn, body: bytes) -> None:
+    def spawn(self, req: Spawn) -> None:
+        """Fork a child for a request the daemon could not hand to an idle child."""
         fds, self.fds = self.fds[: req.nfds], self.fds[req.nfds :]
         try:
             if len(fds) != req.nfds or req.nfds < 1:
                 raise OSError(f"expected {req.nfds} fds with the request, got {len(fds)}")
-            pid = self.hand_to_idle(body, fds)
-            if pid is None:
-                pid = os.fork()
-                if pid == 0:
-                    self.ctl.detach()
-                    _fresh_child(req, fds, self.pid)
-                with contextlib.suppress(OSError):
-                    os.setpgid(pid, pid)
+            pid = os.fork()
+            if pid == 0:
+                self.ctl.detach()
+                _fresh_child(req, fds, self.pid)
+            with contextlib.suppress(OSError):
+                os.setpgid(pid, pid)
         except OSError as exc:
             self.send(SpawnFailed(req.id, str(exc)))
             return
         finally:
             for fd in fds:
                 os.close(fd)
-        self.children[pid] = req.id
+        self.children.add(pid)
         self.send(Started(req.id, pid))
         self.refill_at = time.monotonic() + REFILL_DELAY_S
 
-    def hand_to_idle(self, body: bytes, fds: list[int]) -> int | None:
-        """Give the request to a pre-forked child; its pid, or None if none is left."""
-        data = _HEADER.pack(len(body)) + body
-        while self.idle:
-            pid, sock = self.idle.popitem()
-            try:
-                sent = socket.send_fds(sock, [data], fds)
-                if sent < len(data):
-                    sock.sendall(data[sent:])
-            except OSError:
-                continue  # it died meanwhile (reaped silently): try the next, or fork
-            finally:
-                sock.close()
-            return pid
-        return None
-
     def refill(self) -> None:
-        """Fork idle children up to `POOL_SIZE` (when nothing else is waiting)."""
+        """Fork idle children up to `POOL_SIZE`; the daemon gets each one's socket."""
         while len(self.idle) < POOL_SIZE and not self.stopping:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -356,7 +360,12 @@ class _Server:
             theirs.close()
             with contextlib.suppress(OSError):
                 os.setpgid(pid, pid)
-            self.idle[pid] = ours
+            self.children.add(pid)
+            self.idle.add(pid)
+            try:
+                self.send(Idle(pid), fds=[ours.fileno()])
+            finally:
+                ours.close()
 
     def reap(self) -> None:
         while True:
@@ -366,18 +375,19 @@ class _Server:
                 return
             if pid == 0:
                 return
-            if self.children.pop(pid, None) is not None:
+            self.idle.discard(pid)
+            if pid in self.children:  # not an orphan re-parented to us
+                self.children.discard(pid)
                 self.send(Exited(pid, status, usage.ru_utime + usage.ru_stime))
-            else:
-                sock = self.idle.pop(pid, None)
-                if sock is not None:
-                    sock.close()
 
-    def send(self, msg: msgspec.Struct) -> None:
+    def send(self, msg: msgspec.Struct, fds: list[int] | None = None) -> None:
         if self.stopping:
             return
+        data = frame(msg)
         try:
-            self.ctl.sendall(frame(msg))
+            sent = socket.send_fds(self.ctl, [data], fds) if fds else 0
+            if sent < len(data):
+                self.ctl.sendall(data[sent:])
         except OSError:
             self.stopping = True
 

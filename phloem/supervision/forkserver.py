@@ -44,8 +44,10 @@ from phloem.supervision._bootstrap import (
     EXIT_GRACE_S,
     MAX_CONTROL_FRAME_BYTES,
     MAX_PAYLOAD_BYTES,
+    Claimed,
     Exited,
     FromServer,
+    Idle,
     Notice,
     Spawn,
     SpawnFailed,
@@ -131,6 +133,7 @@ class ForkServer:
         self._ids = itertools.count(1)
         self._pending: dict[int, ServerChild] = {}
         self._by_pid: dict[int, ServerChild] = {}
+        self._idle: dict[int, socket.socket] = {}  # pre-forked pid -> our end of its socket
         self._alive = True
         self._reader = threading.Thread(
             target=self._read_loop, name=f"phloem-forkserver-{self.pid}", daemon=True
@@ -146,7 +149,30 @@ class ForkServer:
             return set(self._by_pid)
 
     def spawn(self, child: ServerChild, request: Spawn, fds: Sequence[int]) -> None:
-        """Ask for a fork; the outcome reaches `child` through its `_on_*` methods."""
+        """Start a child: hand the request to an idle pre-forked child if there is one,
+        else ask the server to fork. The outcome reaches `child` through its `_on_*`
+        methods (`_on_started` before this returns, for an idle child)."""
+        data = frame(msgspec.structs.replace(request, nfds=len(fds)))
+        while True:
+            with self._lock:
+                if not self._alive or not self._idle:
+                    break
+                pid, sock = self._idle.popitem()
+                self._by_pid[pid] = child
+            try:
+                sent = socket.send_fds(sock, [data], list(fds))
+                if sent < len(data):  # never send b"": it fails once the child has it
+                    sock.sendall(data[sent:])
+            except OSError:
+                with self._lock:  # it died meanwhile; its Exited is ignored
+                    self._by_pid.pop(pid, None)
+                continue
+            finally:
+                sock.close()
+            child._on_started(pid)
+            with contextlib.suppress(OSError):  # a lost server is noticed by the reader
+                self._send(frame(Claimed(pid)))
+            return
         with self._lock:
             if not self._alive:
                 raise ForkServerLost("fork server is not running")
@@ -154,31 +180,50 @@ class ForkServer:
             self._pending[spawn_id] = child
         data = frame(msgspec.structs.replace(request, id=spawn_id, nfds=len(fds)))
         try:
-            with self._send_lock:
-                sent = socket.send_fds(self._sock, [data], list(fds))
-                if sent < len(data):
-                    self._sock.sendall(data[sent:])
+            self._send(data, fds)
         except OSError as exc:
             with self._lock:
                 self._pending.pop(spawn_id, None)
             self._alive = False
             raise ForkServerLost(f"fork server is gone: {exc}") from None
 
+    def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
+        with self._send_lock:
+            sent = socket.send_fds(self._sock, [data], list(fds)) if fds else 0
+            if sent < len(data):
+                self._sock.sendall(data[sent:])
+
     def _read_loop(self) -> None:
         decoder = msgspec.msgpack.Decoder(FromServer)
         buf = bytearray()
+        fds: list[int] = []  # received with Idle messages, in order
         try:
             while True:
-                data = self._sock.recv(1 << 16)
+                data, new_fds, _, _ = socket.recv_fds(self._sock, 1 << 16, 16)
+                fds += new_fds
                 if not data:
                     break
                 buf += data
                 for body in pop_frames(buf, MAX_CONTROL_FRAME_BYTES):
-                    self._dispatch(decoder.decode(body))
+                    msg = decoder.decode(body)
+                    if isinstance(msg, Idle):
+                        self._add_idle(msg.pid, fds.pop(0))
+                    else:
+                        self._dispatch(msg)
         except Exception:
             log.exception("forkserver_reader_failed", forkserver=self.pid)
         finally:
+            for fd in fds:
+                os.close(fd)
             self._lost()
+
+    def _add_idle(self, pid: int, fd: int) -> None:
+        sock = socket.socket(fileno=fd)
+        with self._lock:
+            if self._alive:
+                self._idle[pid] = sock
+                return
+        sock.close()
 
     def _dispatch(self, msg: Started | SpawnFailed | Exited | Notice) -> None:
         match msg:
@@ -197,6 +242,9 @@ class ForkServer:
             case Exited(pid=pid, status=status, cpu_seconds=cpu):
                 with self._lock:
                     child = self._by_pid.pop(pid, None)
+                    idle = self._idle.pop(pid, None)  # an idle child that died unused
+                if idle is not None:
+                    idle.close()
                 if child is not None:
                     child._on_exited(status, cpu)
             case Notice(event=event, detail=detail):
@@ -208,6 +256,9 @@ class ForkServer:
             children = [*self._pending.values(), *self._by_pid.values()]
             self._pending.clear()
             self._by_pid.clear()
+            idle, self._idle = list(self._idle.values()), {}
+        for sock in idle:
+            sock.close()
         if children:
             log.warning("forkserver_lost", forkserver=self.pid, children=len(children))
         for child in children:
@@ -276,6 +327,8 @@ def _forget_server_in_child() -> None:
     if _server is not None:
         with contextlib.suppress(OSError):
             _server._sock.close()
+            for sock in _server._idle.values():
+                sock.close()
     _server = None
     _server_lock = threading.Lock()
 

@@ -296,6 +296,8 @@ class ProcessHandle(ChildHandle):
                 with self._ctl:
                     if not self.pid:
                         self.pid = rec["pid"]
+                    elif self.pid != rec["pid"]:
+                        log.error("process_pid_mismatch", handle=self.handle_id, pid=self.pid)
                 if rec["t"] == "ready" or self._status_eof:
                     return True
         return False
