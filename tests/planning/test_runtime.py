@@ -458,17 +458,6 @@ def test_a_callback_that_forks_a_grandchild_and_hangs_leaves_nothing_behind(
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
 
 
-@pytest.mark.timeout(90)
-def test_two_hundred_concurrent_runs_all_reach_a_terminal_result(
-    runtime: PlanningRuntime,
-) -> None:
-    owners = [Owner.client(f"o{i}") for i in range(200)]
-    refs = [runtime.start(o, "scripted", "scripted", i) for i, o in enumerate(owners)]
-    results = [runtime.await_result(o, r, 60) for o, r in zip(owners, refs, strict=True)]
-    assert [r.status for r in results] == ["completed"] * 200
-    assert [r.result["step"] for r in results] == ["s1"] * 200
-
-
 # --- endings that are not the adapters' doing ----------------------------------------------
 
 

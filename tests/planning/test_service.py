@@ -160,6 +160,23 @@ def test_owner_disconnect_kills_the_active_worker_and_ends_the_run(
     assert event["reason"] == "owner_down"
 
 
+@pytest.mark.timeout(90)
+def test_two_hundred_concurrent_runs_in_one_daemon_all_reach_a_terminal_result(
+    daemon: DaemonProc,
+) -> None:
+    clients = [Client.connect(daemon.socket) for _ in range(4)]
+    try:
+        refs = [
+            (c, c.start_planning("scripted", "scripted", i)) for i in range(50) for c in clients
+        ]
+        results = [c.await_planning(ref, 60) for c, ref in refs]
+    finally:
+        for c in clients:
+            c.close()
+    assert [r.status for r in results] == ["completed"] * 200
+    assert {r.result["step"] for r in results} == {"s1"}
+
+
 # --- CLI ----------------------------------------------------------------------------------
 
 
