@@ -37,7 +37,9 @@ def serve(ch: Channel) -> None:
         except ChannelClosed:
             return
         op = req["op"]
-        if op == "nofile":
+        if op == "pid":
+            ch.send(os.getpid())
+        elif op == "nofile":
             ch.send(list(resource.getrlimit(resource.RLIMIT_NOFILE)))
         elif op == "env":
             ch.send(os.environ.get(req["name"]))

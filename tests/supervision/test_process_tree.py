@@ -192,3 +192,14 @@ def test_a_killed_idle_child_of_the_pool_is_replaced_and_starts_keep_working() -
     finally:
         h.stop(0)
     wait_until(lambda: len(_idle_children()) == POOL_SIZE)
+
+
+@pytest.mark.timeout(30)
+def test_the_process_answering_is_always_the_one_the_handle_names() -> None:
+    # Regression: a hand-off to the idle child could be taken for a failure when the
+    # child closed its socket quickly, and the request was then forked a second time.
+    for _ in range(60):
+        h = start_process(ProcessTarget(targets.serve, pass_channel=True), name="who")
+        assert h.request({"op": "pid"}, timeout=5) == h.pid
+        h.send({"op": "exit", "code": 0})
+        assert h.wait(5) == ExitReason.normal()
