@@ -329,3 +329,13 @@ def test_the_make_run_workload_completes() -> None:
         assert run_workload(client, str(ROOT), out) is True
     assert "plan_accepted: repository-report revision 0" in out.getvalue()
     assert "status: completed" in out.getvalue()
+
+
+def test_cli_reports_configuration_errors_in_one_line(daemon: DaemonProc) -> None:
+    out = cli(daemon, "plan", "run", "--planner", "nope", "--executor", "scripted", "--goal", "1")
+    assert out.returncode == 1 and out.stdout == ""
+    assert "invalid_planning_adapter" in out.stderr and len(out.stderr.splitlines()) == 1
+    bad = cli(
+        daemon, "plan", "run", "--planner", "scripted", "--executor", "scripted", "--goal", "{"
+    )
+    assert bad.returncode in (1, 2) and "--goal must be JSON" in bad.stderr
