@@ -73,7 +73,9 @@ STEPS: list[Step] = [
 ]
 
 # Modules defining `steps() -> list[Step]`, appended to by feature modules' owners.
-EXAMPLE_MODULES: list[str] = []
+EXAMPLE_MODULES: list[str] = [
+    "phloem.actors.examples.planning_report",
+]
 
 
 def all_steps() -> list[Step]:
