@@ -51,7 +51,7 @@ MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 MAX_CONTROL_FRAME_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 EXIT_GRACE_S = 5.0
 """How long the server waits for killed children to be reaped before exiting anyway."""
-POOL_SIZE = 1
+POOL_SIZE = 2
 """Children the server forks ahead of time, waiting for a request: a start then skips the
 fork (and the child's first setup) — Android's zygote does the same with its
 "unspecialized app process" pool. 0 forks on demand only."""
