@@ -5,6 +5,7 @@ Every callback here runs in a real capped process child from the fork server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -495,3 +496,31 @@ def test_a_bug_in_the_run_itself_ends_it_as_run_crashed(
     assert error["kind"] == "run_crashed"
     assert "RuntimeError" in error["reason"] and "sk-" not in error["reason"]
     assert rt.active_runs == 0
+
+
+def test_losing_the_fork_server_mid_callback_is_an_observation_and_runs_go_on(
+    runtime: PlanningRuntime, owner: Owner, tmp_path: Path
+) -> None:
+    import signal
+
+    from phloem.supervision import forkserver
+
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    target = scripted(
+        steps=[{"op": "sleep", "fifo": fifo}], review="replan_on_error", recovery=[{"op": "echo"}]
+    )
+    ref = runtime.start(owner, target, "scripted", 1)
+    [pid] = read_pids(fifo)
+    server = forkserver.server_pid()
+    assert server is not None
+    os.kill(server, signal.SIGKILL)
+    result = runtime.await_result(owner, ref, 30)
+    assert obs_errors(result)[0] == {
+        "kind": "executor_callback_failed",
+        "reason": "callback_worker_down",
+    }
+    assert result.status == "completed" and result.replans == 1
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(pid).wait(10)  # it dies with the server (PR_SET_PDEATHSIG)
+    assert not psutil.pid_exists(pid)
