@@ -17,7 +17,7 @@ import pytest
 from phloem.supervision import forkserver
 from phloem.supervision._bootstrap import POOL_SIZE, proc_table
 from phloem.supervision.process import ProcessHandle, start_process
-from phloem.supervision.reasons import ExitReason
+from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, ProcessTarget
 from tests.supervision import process_targets as targets
 
@@ -203,3 +203,26 @@ def test_the_process_answering_is_always_the_one_the_handle_names() -> None:
         assert h.request({"op": "pid"}, timeout=5) == h.pid
         h.send({"op": "exit", "code": 0})
         assert h.wait(5) == ExitReason.normal()
+
+
+def _has_module(name: str) -> ProcessTarget:
+    code = f"__import__('os')._exit(0 if {name!r} in __import__('sys').modules else 3)"
+    return ProcessTarget(eval, (code,))
+
+
+@pytest.mark.timeout(30)
+def test_configured_preload_modules_are_already_imported_in_children() -> None:
+    running = start_process(ProcessTarget(targets.run_forever), name="running")
+    assert start_process(_has_module("colorsys"), name="check").wait(10) == ExitReason(
+        ExitKind.EXCEPTION, error_type="ExitStatus", detail="exit status 3"
+    )
+    forkserver.configure(["colorsys"])
+    try:
+        forkserver.shutdown_server()  # its children go with it
+        assert running.wait(10) == ExitReason.killed("fork server died")
+        assert start_process(_has_module("colorsys"), name="check").wait(10) == (
+            ExitReason.normal()
+        )
+    finally:
+        forkserver.configure([])
+        forkserver.shutdown_server()
