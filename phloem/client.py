@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 REPLY_GRACE_S = 5.0  # how long past the daemon's own deadline a client waits for a reply
-RECV_BYTES = 256 * 1024
+RECV_BYTES = 64 * 1024  # below malloc's mmap threshold: a bigger read buffer costs an mmap per read
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 
 
@@ -91,6 +91,8 @@ class SocketTransport:
         self._wlock = threading.Lock()
         self._cond = threading.Condition()
         self._reading = False
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN)
         self._frames = FrameReader(DEFAULT_MAX_FRAME_BYTES)
         self._ids = itertools.count(1)
         self._waiting: set[int] = set()
@@ -160,10 +162,8 @@ class SocketTransport:
 
     def _read(self, timeout: float | None) -> list[bytes]:
         """One read (waiting up to `timeout`); the complete frames it yields."""
-        poller = select.poll()
-        poller.register(self._sock, select.POLLIN)
         ms = None if timeout is None else max(0, int(timeout * 1000) + 1)
-        if not poller.poll(ms):
+        if not self._poller.poll(ms):
             return []
         try:
             data = self._sock.recv(RECV_BYTES)

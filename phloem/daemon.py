@@ -73,7 +73,7 @@ from phloem.tree import Tree
 
 log = structlog.get_logger("phloem.daemon")
 
-RECV_BYTES = 256 * 1024
+RECV_BYTES = 64 * 1024  # below malloc's mmap threshold: a bigger read buffer costs an mmap per read
 LISTEN_BACKLOG = 128
 CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing connection may take to flush its last frames
 CLOSE_DRAIN_BYTES = 1024 * 1024  # input read and dropped at most while closing
@@ -266,12 +266,12 @@ class Connection:
             self._frames.check()
             if deadline is None and self._frames.partial:
                 deadline = time.monotonic() + self.server.config.daemon.frame_timeout_s
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise PhloemError(ErrorKind.TIMEOUT, "incomplete frame: peer stopped sending")
-            ms = None if remaining is None else int(remaining * 1000) + 1
-            if not self._poll.poll(ms):
-                continue
+            if deadline is not None:  # idle waits need no timer: block in recv
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise PhloemError(ErrorKind.TIMEOUT, "incomplete frame: peer stopped sending")
+                if not self._poll.poll(int(remaining * 1000) + 1):
+                    continue
             try:
                 data = self.sock.recv(RECV_BYTES)
             except OSError as exc:

@@ -55,6 +55,7 @@ log = structlog.get_logger("phloem.tree")
 MAX_PLAIN_ASKS = 256  # concurrent asks to non-service actors (each holds a worker thread)
 PLAIN_ASK_WORKERS = 16
 MAX_PATH_DEPTH = 16
+MAX_RESOLVE_CACHE = 1_024  # actor paths whose handles are remembered
 
 _NIL = b"\xc0"
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
@@ -145,6 +146,7 @@ class Tree(AgentTreeMethods):
         self._plain_asks = threading.BoundedSemaphore(MAX_PLAIN_ASKS)
         self._executor = ThreadPoolExecutor(PLAIN_ASK_WORKERS, thread_name_prefix="phloem-ask")
         self._stopped = threading.Event()
+        self._resolved: dict[str, ActorHandle] = {}
         self.connections: Callable[[], int] = lambda: 0
         self.socket_path: str | None = None
 
@@ -234,7 +236,20 @@ class Tree(AgentTreeMethods):
     # -- routing -------------------------------------------------------------------------
 
     def resolve(self, path: str) -> ActorHandle:
-        """The running actor at `path` (`unknown_actor` if none)."""
+        """The running actor at `path` (`unknown_actor` if none).
+
+        Resolved handles are cached while they live; a restarted child has a new handle,
+        so a dead cached one just sends the lookup back to the supervisors."""
+        cached = self._resolved.get(path)
+        if cached is not None and cached.is_alive():
+            return cached
+        handle = self._walk(path)
+        if len(self._resolved) >= MAX_RESOLVE_CACHE:
+            self._resolved.clear()
+        self._resolved[path] = handle
+        return handle
+
+    def _walk(self, path: str) -> ActorHandle:
         if not isinstance(path, str) or not path or len(path) > MAX_ACTOR_PATH_CHARS:
             raise PhloemError("unknown_actor", "actor path must be a non-empty string")
         parts = path.strip("/").split("/")

@@ -399,3 +399,16 @@ def test_a_peer_with_another_uid_is_refused(tmp_short: Path) -> None:
             client.ping()
     finally:
         shared.stop()
+
+
+def test_a_half_closed_connection_still_gets_its_replies(shared_daemon: DaemonProc) -> None:
+    sock = raw_conn(shared_daemon.socket)
+    asks = [
+        encode_frame(Ask(id=i, actor="echo", body=encode_body({"sleep": 0.2}), timeout=5))
+        for i in (1, 2)
+    ]
+    sock.sendall(b"".join(asks))
+    sock.shutdown(socket.SHUT_WR)  # done sending, still reading
+    replies = read_frames(sock, 2)
+    assert sorted(r.id for r in replies if isinstance(r, Reply)) == [1, 2]
+    sock.close()

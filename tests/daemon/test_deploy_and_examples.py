@@ -58,6 +58,7 @@ def test_a_failing_example_makes_run_all_exit_non_zero(
         raise RuntimeError("example broke")
 
     monkeypatch.setattr(run_all, "STEPS", [run_all.Step("broken", broken)])
+    monkeypatch.setattr(run_all, "EXAMPLE_MODULES", [])
     code = run_all.main(
         ["--config", str(ROOT / "conf" / "phloem.toml"), "--socket", str(tmp_short / "f.sock")]
     )

@@ -185,3 +185,16 @@ def test_disabling_an_unknown_service_is_a_config_error() -> None:
     assert err.value.kind == "config_invalid"
     with Tree.start(parse_config('[services]\ndisabled = ["echo"]\n')) as tree:
         assert "echo" not in tree.services
+
+
+def test_requests_reach_a_service_again_after_it_is_restarted(tree: Tree) -> None:
+    with tree.client() as client:
+        assert client.ask("echo", 1) == 1
+        old = tree.resolve("echo")
+        old.kill()
+        old.wait(5)
+        with pytest.raises(PhloemError) as err:
+            tree.root.restart_child("echo")  # serialised after the exit: already restarted
+        assert err.value.kind == "running"
+        assert tree.resolve("echo") is not old
+        assert client.ask("echo", 2) == 2

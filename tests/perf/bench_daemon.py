@@ -4,7 +4,9 @@ Floors are measured in the same run: a minimal echo server in its own process th
 reads a 4-byte length-prefixed frame and writes it back (one thread per connection),
 driven the same way as the daemon. Figures:
 
-- one client, sequential asks: median round trip (target: at most twice the raw round trip);
+- one client, sequential asks: median round trip (target: at most twice the raw round
+  trip), and the same against the sum of the two hops an ask is made of (a raw socket
+  round trip plus a raw pykka ask), which shows phloem's own overhead;
 - 64 concurrent clients (threads, one connection each): total asks per second.
 """
 
@@ -136,6 +138,21 @@ class _Asker:
         self.client.close()
 
 
+def _pykka_ask_seconds() -> float:
+    """Median round trip of a bare pykka ask in this process (the actor hop)."""
+    import pykka
+
+    class Echo(pykka.ThreadingActor):
+        def on_receive(self, message: Any) -> Any:
+            return message
+
+    ref = Echo.start()
+    try:
+        return median_seconds(lambda: ref.ask(PAYLOAD), ROUND_TRIPS, warmup=200)
+    finally:
+        ref.stop()
+
+
 def run() -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="phlb"))
     (tmp / "c.toml").write_text("[daemon]\nmax_connections = 256\n")
@@ -150,6 +167,7 @@ def run() -> list[dict[str, Any]]:
         value = median_seconds(lambda: client.ask("echo", PAYLOAD), ROUND_TRIPS, warmup=200)
         raw_client.close()
         client.close()
+        pykka_floor = _pykka_ask_seconds()
         raw_rate = _throughput(lambda: _RawClient(tmp / "raw.sock"), "roundtrip")
         rate = _throughput(lambda: _Asker(tmp / "d.sock"), "ask")
     finally:
@@ -168,6 +186,14 @@ def run() -> list[dict[str, Any]]:
             "µs",
             "raw Unix-socket round trip, same payload",
             floor * 1e6,
+            2.0,
+        ),
+        row(
+            "client → daemon ask round trip (echo service)",
+            value * 1e6,
+            "µs",
+            "raw Unix-socket round trip + raw pykka ask (the two hops it is made of)",
+            (floor + pykka_floor) * 1e6,
             2.0,
         ),
         row(
