@@ -75,6 +75,7 @@ STEPS: list[Step] = [
 # Modules defining `steps() -> list[Step]`, appended to by feature modules' owners.
 EXAMPLE_MODULES: list[str] = [
     "phloem.actors.examples.planning_report",
+    "phloem.actors.examples.supplier_risk",
 ]
 
 

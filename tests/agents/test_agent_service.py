@@ -230,3 +230,17 @@ def test_a_live_run_shows_in_the_tree_with_its_driver_and_invocations(tree: Tree
         assert sorted(c.id for c in one.children) == ["driver", "w3#1"]  # driver, then w3
         client.cancel_agent_run(run.ref)
         list(stream)
+
+
+def test_make_run_lists_the_supplier_brief_after_the_planning_example(tree: Tree) -> None:
+    from phloem.actors.examples import supplier_risk
+    from phloem.examples import run_all
+
+    modules = run_all.EXAMPLE_MODULES
+    assert modules.index("phloem.actors.examples.supplier_risk") > modules.index(
+        "phloem.actors.examples.planning_report"
+    )
+    plan, brief = supplier_risk.steps()
+    with tree.client("make run") as client:
+        assert plan.run(client).splitlines()[0] == "1. fetchFilings, fetchNews"
+        assert brief.run(client).startswith("Supplier risk brief: ACME Components")
