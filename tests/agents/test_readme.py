@@ -25,3 +25,39 @@ def test_the_readme_agents_example_runs(capsys: pytest.CaptureFixture[str]) -> N
     )
     assert "done 5" in out
     assert "Risk level: HIGH (score 100/100)" in out
+
+
+def test_every_public_agent_name_is_importable_from_phloem() -> None:
+    import phloem
+
+    names = [
+        "Agent",
+        "AgentMetadata",
+        "AgentRun",
+        "AStarSearch",
+        "DfsSearch",
+        "Done",
+        "DoneWithResult",
+        "Event",
+        "FunctionAgent",
+        "GoalOrientedPlanner",
+        "LlmAgent",
+        "LoopPlanner",
+        "NoOp",
+        "P2PPlanner",
+        "ParallelPlanner",
+        "Planner",
+        "PlannerAction",
+        "PlannerAgent",
+        "PlannerOutcome",
+        "ReplanPolicy",
+        "RunAgents",
+        "ScriptedModel",
+        "SequentialPlanner",
+        "Session",
+        "SupervisorPlanner",
+        "InMemorySessionService",
+    ]
+    for name in names:
+        assert name in phloem.__all__, name
+        assert getattr(phloem, name) is not None
