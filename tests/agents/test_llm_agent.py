@@ -123,3 +123,22 @@ def test_coding_tools_run_in_their_workspace(tmp_path: Any) -> None:
     assert events[-1].actions.state_delta == {"out": "Fridays"}
     with pytest.raises(TypeError, match="needs tool_context"):
         LlmAgent("g", "", model, tools=[ReadTool()])
+
+
+def test_exit_loop_escalates_and_ends_a_loop_planner() -> None:
+    from phloem.actors.agents import LoopPlanner, PlannerAgent, run_agent
+    from phloem.actors.agents.llm_agent import exit_loop
+
+    call = ModelResponse.from_parts([Part.from_function_call("exit_loop", {})])
+    model = ScriptedModel(["draft 1", "too vague", "draft 2", call, "good now"])
+    writer = LlmAgent("writer", "", model, "Improve the draft.", output_key="draft")
+    critic = LlmAgent("critic", "", model, "Stop when good.", tools=[exit_loop])
+    run = run_agent(PlannerAgent("loop", "", lambda: LoopPlanner(5), [writer, critic]))
+    # writer, critic, writer, critic calls exit_loop (its answer event escalates, then it
+    # speaks once more) -> the loop ends although the escalation is not the last event
+    assert run.outcome.status == "done"
+    assert run.state["draft"] == "draft 2"
+    escalations = [e for e in run.events if e.actions.escalate]
+    assert [e.author for e in escalations] == ["critic"]
+    assert model.calls == 5
+    assert run.events[-2].author == "critic" and run.events[-2].text == "good now"

@@ -12,7 +12,8 @@ A request planner (`BuiltInPlanner`, `PlanReActPlanner` from
 
 Tools are plain callables (their name, docstring and annotated parameters become the
 declaration), `phloem.tools` tools (given a `tool_context` naming their workspace), or
-any object with `declaration` and `call(args) -> dict`.
+any object with `declaration` and `call(args) -> dict`. The `exit_loop` tool lets the
+model end an enclosing `LoopPlanner`: its answer event escalates.
 """
 
 from __future__ import annotations
@@ -109,6 +110,21 @@ class ContractTool:
         return result
 
 
+class ExitLoopTool:
+    """`exit_loop`: the model calls it to end an enclosing `LoopPlanner` (escalation)."""
+
+    declaration = FunctionDeclaration(
+        name="exit_loop",
+        description="Call this when the work is complete and the loop should stop.",
+    )
+
+    def call(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"status": "loop exit requested"}
+
+
+exit_loop = ExitLoopTool()
+
+
 def as_tool(tool: Any, tool_context: ToolContext | None = None) -> AgentTool:
     if isinstance(tool, Tool):
         if tool_context is None:
@@ -203,7 +219,13 @@ class LlmAgent(Agent):
             yield Event(author=self.name, invocation_id=ctx.invocation_id, content=reply)
             contents.append(reply)
             answers = Content(role="user", parts=tuple(self._call(c) for c in calls))
-            yield Event(author=self.name, invocation_id=ctx.invocation_id, content=answers)
+            escalate = any(isinstance(self._by_name.get(c.name), ExitLoopTool) for c in calls)
+            yield Event(
+                author=self.name,
+                invocation_id=ctx.invocation_id,
+                content=answers,
+                actions=EventActions(escalate=escalate),
+            )
             contents.append(answers)
         yield self.error_event(
             ctx,
