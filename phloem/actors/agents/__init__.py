@@ -12,7 +12,7 @@ from phloem.actors.agents.executor import InlineExecutor
 from phloem.actors.agents.function_agent import FunctionAgent, FunctionResult
 from phloem.actors.agents.goap import GoalOrientedPlanner, ReplanPolicy
 from phloem.actors.agents.goap_search import AStarSearch, DfsSearch
-from phloem.actors.agents.llm_agent import LlmAgent
+from phloem.actors.agents.llm_agent import LlmAgent, exit_loop
 from phloem.actors.agents.loop import LoopPlanner
 from phloem.actors.agents.metadata import AgentMetadata
 from phloem.actors.agents.outcome import Decision, OutcomeStatus, PlannerOutcome
@@ -67,5 +67,6 @@ __all__ = [
     "SequentialPlanner",
     "Session",
     "SupervisorPlanner",
+    "exit_loop",
     "run_agent",
 ]
