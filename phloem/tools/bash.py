@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import structlog
+
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.reasons import ExitKind, ExitReason
@@ -37,6 +39,8 @@ CAPTURE_KEEP_BYTES = 256 * 1024
 MAX_CAPTURE_BYTES = 256 * 1024 * 1024
 """A command that writes more than this to one stream is killed (`killed`, output_overflow)."""
 WATCH_INTERVAL_S = 0.05
+STOP_WAIT_S = 5.0
+"""After SIGKILL, how long to wait for the child's exit report before giving up on it."""
 ENV_ADDITIONS = {
     "TERM": "dumb",
     "PAGER": "cat",
@@ -45,6 +49,7 @@ ENV_ADDITIONS = {
     "DEBIAN_FRONTEND": "noninteractive",
     "NO_COLOR": "1",
 }
+log = structlog.get_logger(__name__)
 _EXIT_STATUS = re.compile(r"exit status (-?\d+)")
 _SIGNAL = re.compile(r"signal (\d+)")
 _REDIRECT = 'exec "$0" -c "$1" >"$2" 2>"$3"'
@@ -184,7 +189,7 @@ class BashTool(Tool):
                 outcome = self._wait(handle, timeout_s, ctx, (out_path, err_path))
             finally:
                 if handle.wait(0) is None:  # only when _wait itself was interrupted
-                    handle.stop(0)
+                    handle.kill()
             stdout, stdout_report = _limit(ctx, out_path)
             stderr, stderr_report = _limit(ctx, err_path)
         ctx.touch("bash", resolved.relative)
@@ -217,10 +222,13 @@ class BashTool(Tool):
             if any(_size(path) > MAX_CAPTURE_BYTES for path in files):
                 overflow = True
                 break
+        stopped = timed_out or cancelled or overflow
         if reason is None:
-            reason = handle.stop(self.kill_grace_s)
-        killed = reason.kind == ExitKind.KILLED and (timed_out or cancelled or overflow)
-        exit_code, sig = _exit_of(reason, stopped=timed_out or cancelled or overflow)
+            reason = self._stop(handle)
+        else:
+            _kill_group(handle.pid)
+        exit_code, sig = _exit_of(reason, stopped=stopped)
+        killed = stopped and sig == "SIGKILL"
         if cancelled:
             raise ToolFailure("cancelled", "the bash command was cancelled and stopped")
         result: JSON = {
@@ -232,6 +240,28 @@ class BashTool(Tool):
         if overflow:
             result["output_overflow"] = True
         return result
+
+    def _stop(self, handle: ProcessHandle) -> ExitReason:
+        """SIGTERM to the group, `kill_grace_s` to go, then SIGKILL to the whole tree; every
+        wait is bounded, so a lost exit report cannot hang the call."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(handle.pid, signal.SIGTERM)
+        reason = handle.wait(self.kill_grace_s)
+        if reason is None:
+            handle.kill()
+            reason = handle.wait(STOP_WAIT_S)
+        if reason is None:
+            log.error("bash_exit_not_reported", pid=handle.pid, waited_s=STOP_WAIT_S)
+            return ExitReason.killed("exit not reported")
+        return reason
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL what the finished shell left in its process group (background jobs). The
+    group id cannot be reused while the group has members, so this hits only those."""
+    if pgid > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def _size(path: Path) -> int:

@@ -41,7 +41,12 @@ class EditTool(Tool):
         with workspace.mutation_lock:
             ctx.check_cancelled()
             resolved = workspace.resolve(args["path"])
-            data = read_regular(resolved.absolute, self.max_file_bytes, resolved.relative)
+            data = read_regular(
+                resolved.absolute,
+                self.max_file_bytes,
+                resolved.relative,
+                workspace.holds_descriptor,
+            )
             workspace.verify(ctx.session, resolved.relative, data)
             if is_binary(data):
                 raise ToolFailure("binary", f"{resolved.relative} is not UTF-8 text")

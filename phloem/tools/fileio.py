@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 
 from phloem.tools.errors import ToolFailure
 
@@ -41,9 +42,15 @@ def is_binary(data: bytes) -> bool:
     return odd * 10 > len(text) * 3
 
 
-def read_regular(path: str | os.PathLike[str], limit: int, label: str) -> bytes:
+def read_regular(
+    path: str | os.PathLike[str],
+    limit: int,
+    label: str,
+    inside: Callable[[int], bool] | None = None,
+) -> bytes:
     """Read a whole regular file of at most `limit` bytes, without following a final
-    symlink; `directory`, `not_regular`, `missing` or `too_large` otherwise."""
+    symlink; `directory`, `not_regular`, `missing` or `too_large` otherwise. `inside`
+    checks the opened descriptor (`outside_root` when it says no)."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -55,6 +62,8 @@ def read_regular(path: str | os.PathLike[str], limit: int, label: str) -> bytes:
             raise ToolFailure("directory", f"{label} is a directory; use ls") from None
         raise ToolFailure("io", f"cannot open {label}: {exc.strerror}") from None
     try:
+        if inside is not None and not inside(descriptor):
+            raise ToolFailure("outside_root", f"{label} leads outside the workspace root")
         info = os.fstat(descriptor)
         if stat.S_ISDIR(info.st_mode):
             raise ToolFailure("directory", f"{label} is a directory; use ls")

@@ -62,7 +62,12 @@ class ReadTool(Tool):
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         resolved = ctx.workspace.resolve(args["path"])
-        data = read_regular(resolved.absolute, self.max_read_bytes, resolved.relative)
+        data = read_regular(
+            resolved.absolute,
+            self.max_read_bytes,
+            resolved.relative,
+            ctx.workspace.holds_descriptor,
+        )
         ctx.check_cancelled()
         if is_binary(data):
             raise ToolFailure("binary", f"{resolved.relative} is not UTF-8 text")

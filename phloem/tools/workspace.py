@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,27 +144,42 @@ class Workspace:
         if not _within(os.path.realpath(target.parent), self._root_text):
             raise ToolFailure("outside_root", "parent directory leads outside the workspace root")
 
+    def holds_descriptor(self, descriptor: int) -> bool:
+        """True when open `descriptor` refers to something inside the root. Checked after
+        opening, so a directory swapped for a symlink after `resolve` cannot lead out."""
+        try:
+            real = os.readlink(f"/proc/self/fd/{descriptor}")
+        except OSError:
+            return True  # no /proc: the path checks of resolve() are all there is
+        return _within(real, self._root_text)
+
     def atomic_write(self, target: Path, data: bytes) -> None:
-        """Write `data` to `target` through a synced temp file and a rename; keep the mode
-        of an existing file, give a new one 0644, and sync the directory."""
+        """Write `data` to `target` through a synced temp file and a rename, both relative
+        to the parent directory's descriptor (checked to be inside the root); keep the
+        mode of an existing file, give a new one 0644, and sync the directory."""
+        directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            mode = stat.S_IMODE(os.stat(target).st_mode)
-        except FileNotFoundError:
-            mode = NEW_FILE_MODE
-        descriptor, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=target.parent)
-        try:
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fchmod(handle.fileno(), mode)
-                os.fsync(handle.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-        directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
+            if not self.holds_descriptor(directory):
+                raise ToolFailure("outside_root", "parent directory leads outside the workspace")
+            try:
+                info = os.stat(target.name, dir_fd=directory, follow_symlinks=False)
+                mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else NEW_FILE_MODE
+            except FileNotFoundError:
+                mode = NEW_FILE_MODE
+            temp = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            descriptor = os.open(temp, flags, 0o600, dir_fd=directory)
+            try:
+                with os.fdopen(descriptor, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fchmod(handle.fileno(), mode)
+                    os.fsync(handle.fileno())
+                os.rename(temp, target.name, src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=directory)
+                raise
             os.fsync(directory)
         finally:
             os.close(directory)

@@ -39,7 +39,12 @@ class WriteTool(Tool):
             target = resolved.absolute
             old = b""
             if target.exists() or target.is_symlink():
-                old = read_regular(target, self.max_write_bytes * 2, resolved.relative)
+                old = read_regular(
+                    target,
+                    self.max_write_bytes * 2,
+                    resolved.relative,
+                    workspace.holds_descriptor,
+                )
                 workspace.verify(ctx.session, resolved.relative, old)
             workspace.make_parents(target)
             ctx.check_cancelled()
