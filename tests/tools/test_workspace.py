@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from phloem.tools import ToolContext, ToolFailure, Workspace
+from phloem.tools.fileio import read_regular
 from phloem.tools.read import ReadTool
 from phloem.tools.workspace import TEMP_PREFIX
 from phloem.tools.write import WriteTool
@@ -115,3 +116,18 @@ def test_atomic_writes_keep_modes_and_leave_no_temp_files(root: Path) -> None:
 def test_the_root_must_be_an_existing_directory(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^root must be an existing directory"):
         Workspace(tmp_path / "missing")
+
+
+def test_a_parent_swapped_for_a_symlink_after_resolving_is_still_refused(root: Path) -> None:
+    outside = root.parent / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    workspace = Workspace(root)
+    (root / "swapped").symlink_to(outside)  # as if it changed after resolve() ran
+    with pytest.raises(ToolFailure) as writing:
+        workspace.atomic_write(root / "swapped" / "new.txt", b"x")
+    assert writing.value.code == "outside_root"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    with pytest.raises(ToolFailure) as reading:
+        read_regular(root / "swapped" / "secret.txt", 100, "x", workspace.holds_descriptor)
+    assert reading.value.code == "outside_root"
