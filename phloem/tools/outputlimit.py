@@ -27,6 +27,9 @@ DEFAULT_MAX_LINE_BYTES = 2_000
 DEFAULT_HEAD_FRACTION = 0.6
 DEFAULT_SESSION_BUDGET = 400_000
 MIN_BUDGET_GRANT = 2_000
+MAX_BUDGET_SESSIONS = 10_000
+"""Sessions an `OutputBudget` remembers; the least recently charged one is forgotten
+first (it starts again with a whole budget)."""
 MAX_LIMIT = 1 << 40
 """Upper bound for any byte or line limit (a sanity range, far above real use)."""
 
@@ -440,7 +443,14 @@ class OutputBudget:
         with self._lock:
             self._reserved[session] = max(self._reserved.get(session, 0) - grant, 0)
             charge = min(max(emitted, 0), grant, self._remaining(session))
-            self._used[session] = self._used.get(session, 0) + charge
+            self._used[session] = self._used.pop(session, 0) + charge
+            if not self._reserved[session]:
+                del self._reserved[session]
+            while len(self._used) > MAX_BUDGET_SESSIONS:
+                oldest = next(iter(self._used))
+                if oldest in self._reserved:
+                    break  # never forget a session with a call in flight
+                del self._used[oldest]
 
     def reset(self, session: str) -> None:
         """Restore a session's whole budget (after compaction)."""

@@ -12,6 +12,7 @@ from phloem.tools import (
     ToolRegistry,
     Workspace,
     ignorerules,
+    outputlimit,
     registry,
     workspace,
 )
@@ -99,3 +100,13 @@ def test_a_registry_holds_at_most_its_limit(monkeypatch: pytest.MonkeyPatch) -> 
 
     with pytest.raises(ValueError, match=r"^a registry holds at most 1 tools$"):
         tools.register(Other())
+
+
+def test_the_budget_forgets_its_least_recently_charged_session_past_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(outputlimit, "MAX_BUDGET_SESSIONS", 2)
+    budget = outputlimit.OutputBudget(per_session=10_000)
+    for session in ("a", "b", "a", "c"):
+        budget.consume(session, budget.reserve(session, 100), 100)
+    assert (budget.used("a"), budget.used("b"), budget.used("c")) == (200, 0, 100)
