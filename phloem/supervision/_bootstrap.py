@@ -444,6 +444,9 @@ def serve(ctl_fd: int, preload: list[str]) -> None:
             importlib.import_module(name)
         except Exception as exc:
             server.send(Notice("forkserver_preload_failed", f"{name}: {exc!r}"))
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:  # a preloaded module started a thread: forking is no longer safe
+        server.send(Notice("forkserver_not_single_threaded", f"{threads} threads"))
     if _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         server.send(Notice("forkserver_not_subreaper", f"errno {ctypes.get_errno()}"))
     server.run()

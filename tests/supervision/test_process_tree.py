@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import structlog.testing
 
 from phloem.supervision import forkserver
 from phloem.supervision._bootstrap import POOL_SIZE, proc_table
@@ -223,6 +224,22 @@ def test_configured_preload_modules_are_already_imported_in_children() -> None:
         assert start_process(_has_module("colorsys"), name="check").wait(10) == (
             ExitReason.normal()
         )
+    finally:
+        forkserver.configure([])
+        forkserver.shutdown_server()
+
+
+@pytest.mark.timeout(30)
+def test_a_preload_that_fails_is_reported_by_the_daemon_and_children_still_start() -> None:
+    forkserver.configure(["phloem_no_such_module_xyz"])
+    try:
+        forkserver.shutdown_server()
+        with structlog.testing.capture_logs() as logs:
+            h = start_process(ProcessTarget(os.getpid), name="after-bad-preload")
+            assert h.wait(10) == ExitReason.normal()
+            wait_until(lambda: any(e["event"] == "forkserver_preload_failed" for e in logs))
+        notice = next(e for e in logs if e["event"] == "forkserver_preload_failed")
+        assert "phloem_no_such_module_xyz" in notice["detail"]
     finally:
         forkserver.configure([])
         forkserver.shutdown_server()
