@@ -133,7 +133,7 @@ def test_a_running_planner_agent_is_cancelled_by_its_owner_ref_only(tree: Tree) 
     try:
         run = owner.start_agent_run("waiting")
         stream = owner.subscribe(run.stream)
-        assert started.wait(timeout=10)
+        assert started.wait(timeout=20)
         with pytest.raises(PhloemError) as info:
             other.cancel_agent_run(run.ref)
         assert info.value.kind == "not_owner"
@@ -157,9 +157,9 @@ def test_closing_the_owner_cancels_its_runs(tree: Tree) -> None:
     client = tree.client("leaving")
     started_run = client.start_agent_run("orphan")
     client.subscribe(started_run.stream)
-    assert started.wait(timeout=10)
+    assert started.wait(timeout=20)
     client.close()
-    assert waiter.stopped.wait(timeout=10)
+    assert waiter.stopped.wait(timeout=20)
     assert waiter.reason is not None and "owner_down" in waiter.reason
 
 
@@ -220,7 +220,7 @@ def test_a_live_run_shows_in_the_tree_with_its_driver_and_invocations(tree: Tree
     with tree.client("viewer") as client:
         run = client.start_agent_run("visible")
         stream = client.subscribe(run.stream)
-        assert started.wait(timeout=10)
+        assert started.wait(timeout=20)
         snap = client.tree()
         agents = next(n for n in snap.roots[0].children if n.id == "agents")
         assert [c.id for c in agents.children] == ["runs", "service"]

@@ -17,7 +17,7 @@ from phloem.actors.agents import (
 )
 from tests.agents.helpers import SUPPLIER, SUPPLIER_GROUPS, supplier_agents
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(30)
 
 
 def flaky(results: list[Any]) -> Callable[..., Any]:

@@ -83,7 +83,7 @@ def test_max_concurrent_runs_refuses_one_more_with_backpressure() -> None:
         tree.register_agent(PlannerAgent("hold", "", SequentialPlanner, [Hold("h", started)]))
         first = client.start_agent_run("hold")
         client.subscribe(first.stream)
-        assert started.wait(timeout=10)
+        assert started.wait(timeout=20)
         with pytest.raises(PhloemError) as info:
             client.start_agent_run("hold")
         assert info.value.kind == "backpressure"

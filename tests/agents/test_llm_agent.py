@@ -13,7 +13,7 @@ from phloem.models import ScriptedModel
 from phloem.protocols.content import Content, ModelResponse, Part
 from phloem.protocols.model import ModelError
 
-pytestmark = pytest.mark.timeout(5)
+pytestmark = pytest.mark.timeout(30)
 
 
 def test_templating_fills_required_and_optional_keys() -> None:

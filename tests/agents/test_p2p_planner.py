@@ -18,7 +18,7 @@ from phloem.actors.agents import (
     run_agent,
 )
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(30)
 
 
 class Step(Agent):

@@ -31,7 +31,7 @@ from phloem.actors.agents import (
 )
 from tests.agents.helpers import ScriptAgent, writer
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(45)
 
 
 def authors(run: Any) -> list[str]:
@@ -193,7 +193,7 @@ class Rendezvous(Agent):
         self.barrier = barrier
 
     def run(self, ctx: InvocationContext) -> Iterator[Event]:
-        self.barrier.wait(timeout=5)
+        self.barrier.wait(timeout=20)
         count = len([e for e in ctx.events if e.author == self.name])
         yield Event(author=self.name, actions=EventActions(state_delta={self.name: count}))
 
@@ -208,7 +208,7 @@ def test_two_concurrent_runs_of_one_planner_agent_do_not_interfere() -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=8)
+        t.join(timeout=30)
     assert len(runs) == 2
     for run in runs:
         assert authors(run) == ["a", "b", "p"]

@@ -13,7 +13,7 @@ from phloem.actors.agents.registry import build_registry, planned_groups
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.config import load_component
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(30)
 
 EX = "phloem.actors.examples.supplier_risk"
 

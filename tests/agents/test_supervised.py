@@ -21,7 +21,7 @@ from phloem.actors.agents import (
 )
 from phloem.actors.agents.supervised import SupervisedExecutor
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(45)
 
 
 class Slow(Agent):
@@ -34,7 +34,7 @@ class Slow(Agent):
     def run(self, ctx: InvocationContext) -> Iterator[Event]:
         self.seen.append(threading.current_thread().name)
         yield Event.from_text(self.name, "started")
-        self.barrier.wait(timeout=5)  # both must be running at once to get past this
+        self.barrier.wait(timeout=20)  # both must be running at once to get past this
         yield Event(author=self.name, actions=EventActions(state_delta={self.name: "done"}))
 
 
@@ -98,7 +98,7 @@ def test_cancelling_a_running_group_ends_the_run_promptly_with_cancelled() -> No
         def run(self, ctx: InvocationContext) -> Iterator[Event]:
             yield Event.from_text(self.name, "working")
             started.set()
-            ctx.cancel.wait(timeout=10)  # a well-behaved agent watches the token
+            ctx.cancel.wait(timeout=30)  # a well-behaved agent watches the token
             release.set()
             yield Event.from_text(self.name, "too late")
 
@@ -112,14 +112,14 @@ def test_cancelling_a_running_group_ends_the_run_promptly_with_cancelled() -> No
 
     thread = threading.Thread(target=go)
     thread.start()
-    assert started.wait(timeout=5)
+    assert started.wait(timeout=20)
     token.cancel("user asked")
-    thread.join(timeout=10)
+    thread.join(timeout=20)
     assert not thread.is_alive()
     run = result["run"]
     assert run.outcome.status == "cancelled"
     assert "user asked" in run.outcome.message
-    assert release.wait(timeout=5)
+    assert release.wait(timeout=20)
     executor.close()
 
 

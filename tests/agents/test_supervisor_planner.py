@@ -10,7 +10,7 @@ from phloem.protocols.content import ModelResponse, Usage
 from phloem.protocols.model import ModelError
 from tests.agents.helpers import writer
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(30)
 
 
 def team(model: ScriptedModel, **kw: object) -> PlannerAgent:
