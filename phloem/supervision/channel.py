@@ -15,6 +15,7 @@ has a timeout. Errors by cause::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import select
 import socket
@@ -108,6 +109,7 @@ class Channel:
         self._eof = False  # no more bytes will arrive; frames left in _buf still count
         self._broken: ChannelError | None = None  # receiving is impossible from now on
         self._send_buf = bytearray()
+        self._send_broken: ChannelError | None = None  # a frame was cut short: no more sends
 
     # -- sending -------------------------------------------------------------------------
 
@@ -118,6 +120,8 @@ class Channel:
         """
         deadline = _deadline(timeout)
         with self._send_lock:
+            if self._send_broken is not None:
+                raise self._send_broken
             buf = self._send_buf
             buf.clear()
             buf.extend(b"\0\0\0\0")
@@ -154,7 +158,14 @@ class Channel:
                     raise ChannelClosed(f"channel closed: {exc.strerror or exc}") from None
                 view = view[sent:]
                 if view and not self._wait(_POLL_OUT, deadline):
-                    raise ChannelTimeout("timed out sending a frame")
+                    if len(view) == len(data):
+                        raise ChannelTimeout("timed out sending a frame")
+                    # Part of the frame is out: the stream cannot carry another one. End
+                    # our direction, so the peer sees the channel close instead of waiting.
+                    self._send_broken = ChannelClosed("a frame was cut short by a send timeout")
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_WR)
+                    raise ChannelTimeout("timed out sending a frame; sending is now closed")
         finally:
             view.release()
 

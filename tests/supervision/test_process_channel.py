@@ -211,3 +211,33 @@ def test_a_child_without_a_channel_says_so() -> None:
             h.send(1)
     finally:
         h.stop(0)
+
+
+def test_a_send_timeout_before_any_byte_is_sent_leaves_the_channel_usable(
+    pair: tuple[Channel, Channel],
+) -> None:
+    left, right = pair
+    sent = 0
+    with pytest.raises(ChannelTimeout, match=r"^channel_timeout: timed out sending a frame$"):
+        for _ in range(100_000):  # the peer is not reading: the socket fills up
+            left.send(b"x" * 1000, timeout=0)
+            sent += 1
+    for _ in range(sent):
+        assert right.recv(5) == b"x" * 1000
+    left.send("after")
+    assert right.recv(5) == "after"
+
+
+def test_a_frame_cut_short_by_a_send_timeout_closes_sending_and_the_peer_sees_it() -> None:
+    a, b = socket.socketpair()
+    left, right = Channel(a), Channel(b)
+    try:
+        with pytest.raises(ChannelTimeout, match="sending is now closed"):
+            left.send(b"x" * (4 * 1024 * 1024), timeout=0.05)  # far more than a socket holds
+        with pytest.raises(ChannelClosed, match="cut short"):
+            left.send(1)
+        with pytest.raises(ChannelClosed):
+            right.recv(5)
+    finally:
+        left.close()
+        right.close()
