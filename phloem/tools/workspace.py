@@ -130,6 +130,8 @@ class Workspace:
 
     def make_parents(self, target: Path) -> None:
         """Create missing parent directories of `target` with mode 0755."""
+        if not _within(os.path.realpath(target.parent), self._root_text):
+            raise ToolFailure("outside_root", "parent directory leads outside the workspace root")
         missing: list[Path] = []
         parent = target.parent
         while not parent.exists():
