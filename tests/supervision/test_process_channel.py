@@ -22,8 +22,9 @@ from phloem.supervision.channel import (
 from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.spec import ProcessTarget
 from tests.supervision import process_targets as targets
+from tests.supervision.process_fixtures import lean_fork_server  # noqa: F401
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("lean_fork_server")]
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from phloem.supervision.process import READY_TIMEOUT_RANGE, ProcessHandle, start
 from phloem.supervision.reasons import REDACTED, ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits, ProcessTarget
 from tests.supervision import process_targets as targets
+from tests.supervision.process_fixtures import lean_fork_server  # noqa: F401
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("lean_fork_server")]
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Limits, ProcessTarget
 from phloem.supervision.watchdog import WATCHDOG_INTERVAL_RANGE, RssWatchdog
 from tests.supervision import process_targets as targets
+from tests.supervision.process_fixtures import lean_fork_server  # noqa: F401
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("lean_fork_server")]
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -122,3 +123,12 @@ def test_a_child_over_its_cpu_limit_ends_with_a_cpu_timeout() -> None:
         ProcessTarget(targets.burn_cpu), name="spinner", limits=Limits(max_cpu_seconds=1)
     )
     assert h.wait(20) == ExitReason.timeout("cpu")
+
+
+def test_a_trivial_target_runs_at_the_smallest_accepted_heap_cap() -> None:
+    from phloem.supervision.spec import MIN_MEMORY_BYTES
+
+    h = start_process(
+        ProcessTarget(os.getpid), name="tiny", limits=Limits(max_memory_bytes=MIN_MEMORY_BYTES)
+    )
+    assert h.wait(10) == ExitReason.normal()

@@ -21,6 +21,9 @@ from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, ProcessTarget
 from tests.supervision import process_targets as targets
+from tests.supervision.process_fixtures import lean_fork_server  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("lean_fork_server")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
