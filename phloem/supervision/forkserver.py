@@ -15,13 +15,20 @@ itself. Modules named in `PHLOEM_FORKSERVER_PRELOAD` (comma-separated) or passed
 `configure` are imported by the server so that children start with them loaded — worth
 it for callback modules and `dill` (closures), at the price of a slower fork.
 
+Starting a child: the server keeps `POOL_SIZE` children forked and prepared ahead of
+time and passes the daemon one end of a socket to each (`Idle(pid)`); the daemon hands a
+request straight to one of them (then tells the server `Claimed(pid)`, which refills the
+pool once things are quiet). With none idle, it sends `Spawn` and the server forks.
+
 Wire protocol, over one Unix stream socketpair, 4-byte big-endian length + msgpack:
 daemon → server `Spawn` (the child's status pipe and channel fds attached by
-SCM_RIGHTS); server → daemon `Started(id, pid)`, `SpawnFailed(id, error)`,
-`Exited(pid, status, cpu_seconds)`. When the daemon goes away (end-of-file on the
-socket) the server kills every child's process group and exits; children die with it
-(PR_SET_PDEATHSIG). In the daemon one reader thread per server dispatches messages to
-the process handles.
+SCM_RIGHTS), `Claimed(pid)`; server → daemon `Idle(pid)` (socket attached),
+`Started(id, pid)`, `SpawnFailed(id, error)`, `Exited(pid, status, cpu_seconds)`,
+`Notice(event, detail)` (a warning to log). When the daemon goes away (end-of-file on
+the socket) the server kills every child, grandchild and orphan, and exits; children also
+die with it (PR_SET_PDEATHSIG). In the daemon one reader thread per server dispatches
+messages to the process handles; exit callbacks run on one separate notifier thread
+(`process`), so no user code ever blocks the reader.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ a `Command` once the exec succeeded. The returned `ProcessHandle` is a `ChildHan
 
 `Command.env` adds to (never replaces) the daemon's environment; `Command.cwd` is the
 working directory. Children inherit the daemon's stdout and stderr; stdin is /dev/null.
+
+Threads: one reader per fork server (see `forkserver`), one notifier that records exits
+and runs exit callbacks (its queue holds at most one entry per exited child), and the
+RSS watchdog while some child has a heap cap. No thread per child.
 """
 
 from __future__ import annotations
