@@ -49,6 +49,7 @@ from phloem.protocols.content import (
 )
 from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.model import Model, ModelError
+from phloem.protocols.plan import PlanningResult
 from phloem.supervision.credit import CreditWindow
 from phloem.tree import Tree
 
@@ -96,6 +97,7 @@ __all__ = [
     "PlannerAgent",
     "PlannerOutcome",
     "PlanningContext",
+    "PlanningResult",
     "ReplanPolicy",
     "RunAgents",
     "ScriptedModel",
