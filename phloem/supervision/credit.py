@@ -204,6 +204,7 @@ class CreditStream(Generic[T]):
         self._ids = itertools.count(1)
         self._closed: ExitReason | None = None
         self._detached_total = 0
+        self._room_waiters = 0  # producers waiting in `send` / `wait_for_subscribers`
 
     # -- subscribing ---------------------------------------------------------------------
 
@@ -320,7 +321,11 @@ class CreditStream(Generic[T]):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     break
-                self._room.wait(remaining)
+                self._room_waiters += 1
+                try:
+                    self._room.wait(remaining)
+                finally:
+                    self._room_waiters -= 1
         _run(post)
         if count < 0:
             raise PhloemError("timeout", f"no room in stream {self.name!r} within {timeout} s")
@@ -347,7 +352,8 @@ class CreditStream(Generic[T]):
                 nbytes = sub.in_flight_bytes if sub.in_flight_messages == 0 else 0
             sub.in_flight_bytes -= min(nbytes, sub.in_flight_bytes)
             self._drain(sub, post)
-            self._room.notify_all()
+            if self._room_waiters:
+                self._room.notify_all()
         _run(post)
 
     def close(self, reason: ExitReason | None = None) -> None:
@@ -389,7 +395,11 @@ class CreditStream(Generic[T]):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                self._room.wait(remaining)
+                self._room_waiters += 1
+                try:
+                    self._room.wait(remaining)
+                finally:
+                    self._room_waiters -= 1
             return len(self._subs) >= count
 
     def usage(self) -> CreditUsage:
@@ -523,6 +533,7 @@ class CreditReceiver(Generic[T]):
         self._batch_msgs = max(1, window.messages // 2)
         self._batch_bytes = max(1, window.bytes // 2)
         self._reason: ExitReason | None = None
+        self._waiting = False  # a thread is blocked in recv
         self._size_of = stream._size_of
         self.subscription = stream.subscribe(
             window,
@@ -535,7 +546,8 @@ class CreditReceiver(Generic[T]):
     # called by the stream with its lock held
     def _on_item(self, item: T) -> None:
         self._buffer.append((item, self._size_of(item)))
-        self._ready.notify()
+        if self._waiting:
+            self._ready.notify()
 
     def _on_detach(self, reason: ExitReason) -> None:
         with self._lock:
@@ -556,7 +568,11 @@ class CreditReceiver(Generic[T]):
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise PhloemError("timeout", f"no item within {timeout} s")
-                    self._ready.wait(remaining)
+                    self._waiting = True
+                    try:
+                        self._ready.wait(remaining)
+                    finally:
+                        self._waiting = False
             item, size = self._buffer.popleft()
             if self._auto_ack:
                 self._unacked_msgs += 1
