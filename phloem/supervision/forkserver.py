@@ -155,10 +155,14 @@ class ForkServer:
         with self._lock:
             return set(self._by_pid)
 
-    def spawn(self, child: ServerChild, request: Spawn, fds: Sequence[int]) -> None:
+    def spawn(self, child: ServerChild, request: Spawn, fds: Sequence[int]) -> int | None:
         """Start a child: hand the request to an idle pre-forked child if there is one,
         else ask the server to fork. The outcome reaches `child` through its `_on_*`
-        methods (`_on_started` before this returns, for an idle child)."""
+        methods (`_on_started` before this returns, for an idle child).
+
+        Returns the pid of the idle child used, if any: pass it to `claimed` once the
+        child is ready (telling the server earlier would have it fork a replacement
+        while the child is still getting ready, competing for the CPU)."""
         data = frame(msgspec.structs.replace(request, nfds=len(fds)))
         while True:
             with self._lock:
@@ -177,9 +181,7 @@ class ForkServer:
             finally:
                 sock.close()
             child._on_started(pid)
-            with contextlib.suppress(OSError):  # a lost server is noticed by the reader
-                self._send(frame(Claimed(pid)))
-            return
+            return pid
         with self._lock:
             if not self._alive:
                 raise ForkServerLost("fork server is not running")
@@ -193,6 +195,12 @@ class ForkServer:
                 self._pending.pop(spawn_id, None)
             self._alive = False
             raise ForkServerLost(f"fork server is gone: {exc}") from None
+        return None
+
+    def claimed(self, pid: int) -> None:
+        """Tell the server its idle child `pid` was used, so it can fork a replacement."""
+        with contextlib.suppress(OSError):  # a lost server is noticed by the reader
+            self._send(frame(Claimed(pid)))
 
     def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
         with self._send_lock:

@@ -212,7 +212,7 @@ class ProcessHandle(ChildHandle):
             nfds=len(fds),
         )
         try:
-            self._server = self._spawn(request, fds)
+            self._server, pooled = self._spawn(request, fds)
         except BaseException:
             self._abandon()
             raise
@@ -220,14 +220,17 @@ class ProcessHandle(ChildHandle):
             os.close(status_w)
             if theirs is not None:
                 theirs.close()
-        self._await_ready(deadline, ready_timeout)
+        try:
+            self._await_ready(deadline, ready_timeout)
+        finally:
+            if pooled is not None:
+                self._server.claimed(pooled)
 
-    def _spawn(self, request: Spawn, fds: list[int]) -> ForkServer:
+    def _spawn(self, request: Spawn, fds: list[int]) -> tuple[ForkServer, int | None]:
         for attempt in range(2):
             server = self._server_or_error(self.name)
             try:
-                server.spawn(self, request, fds)
-                return server
+                return server, server.spawn(self, request, fds)
             except ForkServerLost as exc:
                 if attempt:
                     reason = ExitReason(
