@@ -33,7 +33,11 @@ class Crash(msgspec.Struct, frozen=True, tag="crash"):
     pass
 
 
-Request = Hold | Peek | Cancelled | Crash
+class Die(msgspec.Struct, frozen=True, tag="die"):
+    """Reply, then end the actor abnormally (its supervisor restarts it)."""
+
+
+Request = Hold | Peek | Cancelled | Crash | Die
 
 _cancelled: list[str] = []
 _cancelled_lock = threading.Lock()
@@ -71,6 +75,10 @@ class HolderService(ServiceActor):
                     return list(_cancelled)
                 _waiters.append((message.wait_for, call))
                 return DEFER
+        if isinstance(message, Die):
+            call.reply("dying")
+            self.exit(ExitReason.from_exception(RuntimeError("die requested")))
+            return DEFER
         raise RuntimeError("crash requested with api_key=sk-abcdefghijklmnopqrstuvwxyz")
 
 

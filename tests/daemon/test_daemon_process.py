@@ -32,8 +32,8 @@ from phloem.protocols.wire import (
 )
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.snapshot import TreeSnapshot
-from tests.daemon.conftest import PY, ROOT, DaemonProc, run_cli
-from tests.daemon.fixture_services import Cancelled, Hold, Peek
+from tests.daemon.conftest import FIXTURE_CONFIG, PY, ROOT, DaemonProc, run_cli
+from tests.daemon.fixture_services import Cancelled, Die, Hold, Peek
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -412,3 +412,14 @@ def test_a_half_closed_connection_still_gets_its_replies(shared_daemon: DaemonPr
     replies = read_frames(sock, 2)
     assert sorted(r.id for r in replies if isinstance(r, Reply)) == [1, 2]
     sock.close()
+
+
+def test_the_daemon_exits_1_when_its_root_supervisor_gives_up(tmp_short: Path) -> None:
+    config = tmp_short / "c.toml"
+    config.write_text(FIXTURE_CONFIG + "\n[supervision]\nintensity = 0\n")
+    daemon = DaemonProc(tmp_short / "i.sock", config).wait_ready()
+    with phloem.Client.connect(daemon.socket) as client:
+        assert client.ask("holder", Die()) == "dying"
+    daemon.wait_event("root_supervisor_exited")
+    assert daemon.proc.wait(20) == 1
+    assert not daemon.socket.exists()
