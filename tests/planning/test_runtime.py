@@ -445,6 +445,29 @@ def test_events_beyond_the_credit_window_wait_for_acks(
     assert [e.kind for e in events] == ["plan_accepted", "step_started"]
 
 
+def test_a_late_subscriber_gets_the_events_from_then_on_within_its_window(
+    runtime: PlanningRuntime, owner: Owner, tmp_path: Path
+) -> None:
+    ref = sleeping_run(runtime, owner, str(tmp_path / "fifo"))
+    read_pids(str(tmp_path / "fifo"))
+    events: list[PlanningEvent] = []
+    ended = threading.Event()
+    sub = runtime.subscribe(
+        owner, ref, events.append, lambda reason: ended.set(), CreditWindow(1, 1 << 20)
+    )
+    runtime.cancel(owner, ref, "late")
+    assert ended.wait(5)
+    assert [e.kind for e in events] == ["terminal"]
+    assert events[0].data == {
+        "status": "cancelled",
+        "error": {"kind": "cancelled", "reason": "late"},
+    }
+    assert sub.in_flight_messages == 1
+    with pytest.raises(PhloemError) as info:
+        runtime.subscribe(Owner.client("other"), ref, events.append)
+    assert info.value.kind == "not_planning_owner"
+
+
 def test_a_callback_that_forks_a_grandchild_and_hangs_leaves_nothing_behind(
     runtime: PlanningRuntime, owner: Owner, tmp_path: Path
 ) -> None:
