@@ -19,7 +19,9 @@ Features (planning, agents, providers, ...) add themselves in three steps:
 
    or with your own factory `(ServiceContext) -> ChildSpec | None` (None: disabled by
    config), and add your module to `SERVICE_MODULES` below. The factory receives the
-   loaded `Config` (`ctx.config`) plus the tree's `OwnerRegistry` and `StreamHub`.
+   loaded `Config` (`ctx.config`) plus the tree's `OwnerRegistry` and `StreamHub`. The
+   spec's id must be the service name. It may start a supervisor (`SupervisorChild`) of
+   its own; clients then address the actor inside it by path (`planning/service`).
 
 3. Publish events on a named topic: `topic = self.open_topic(f"planning/{ref}",
    owner=call.owner)` before replying with the ref; clients read them with
