@@ -84,6 +84,8 @@ class Actor(pykka.ThreadingActor):
         finally:
             handle = self._phloem_handle
             if handle is not None:
+                # Read now: a stop right after a successful on_start is not a failed start.
+                handle._start_failed = self.actor_stopped.is_set()
                 handle._started.set()
 
     def _actor_loop(self) -> None:
@@ -124,6 +126,8 @@ class ActorHandle(ChildHandle):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self._started = threading.Event()
+        self._start_failed = False
+        self._parent: ChildHandle | None = None  # the supervisor that started it, if any
         self._failure: BaseException | None = None
         self._stop_requested = False
         self._killed = False
@@ -174,7 +178,7 @@ class ActorHandle(ChildHandle):
         if not self._started.wait(start_timeout):
             self.kill()
             raise ChildStartError(ExitReason.timeout("on_start did not finish"))
-        if actor.actor_stopped.is_set():
+        if self._start_failed:
             reason = self.wait(start_timeout) or ExitReason.timeout("actor did not exit")
             if isinstance(self._failure, ChildStartError):
                 raise self._failure

@@ -222,7 +222,7 @@ class SupervisorActor(Actor):
 
     def _start_child(self, child: _Child, start_args: Sequence[Any] = ()) -> ChildHandle:
         handle = start_handle(child.spec, start_args)
-        if isinstance(handle, SupervisorRef):
+        if isinstance(handle, ActorHandle):
             handle._parent = self.ref
         child.handle = handle
         child.restarting = False
@@ -510,9 +510,10 @@ class SupervisorRef(ActorHandle):
 
     kind: HandleKind = "supervisor"
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self._parent: SupervisorRef | None = None
+    @property
+    def parent(self) -> ChildHandle | None:
+        """The supervisor that started this one (None for a root supervisor)."""
+        return self._parent
 
     @property
     def spec(self) -> SupervisorSpec:

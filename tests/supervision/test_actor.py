@@ -123,3 +123,26 @@ def test_asking_a_stopped_actor_is_noproc() -> None:
     with pytest.raises(PhloemError) as info:
         worker.ask("hi")
     assert info.value.kind == "noproc"
+
+
+class _StopsAtOnce(Worker):
+    def on_start(self) -> None:
+        super().on_start()
+        self.stop()
+
+
+def test_an_actor_that_stops_right_after_a_successful_start_is_not_a_failed_start() -> None:
+    rec = Recorder()
+    for _ in range(50):
+        handle = ActorHandle.start(_StopsAtOnce, ("s", rec))
+        reason = handle.wait(10)
+        assert reason is not None and reason.kind == "normal"
+
+
+def test_children_know_the_supervisor_that_started_them() -> None:
+    rec = Recorder()
+    sup = Supervisor.start(SupervisorSpec(), [ChildSpec("w", (Worker, ("w", rec), {}))])
+    child = sup.which_children()[0].ref
+    assert isinstance(child, ActorHandle)
+    assert child._parent is sup
+    assert sup.parent is None
