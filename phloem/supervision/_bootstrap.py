@@ -55,9 +55,11 @@ POOL_SIZE = 2
 """Children the server forks ahead of time, waiting for a request: a start then skips the
 fork (and the child's first setup) — Android's zygote does the same with its
 "unspecialized app process" pool. 0 forks on demand only."""
-REFILL_DELAY_S = 0.005
-"""Quiet time before the server forks a replacement idle child, so the fork does not
-compete for the CPU with the child that was just handed a request."""
+REFILL_DELAY_S = 0.002
+"""Delay before the server forks a replacement for a used idle child, so that a burst of
+requests is served before the server spends time forking."""
+REFILL_RETRY_S = 1.0
+"""Wait before trying again when forking an idle child failed."""
 _RECV_BYTES = 64 * 1024
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -270,7 +272,7 @@ class _Server:
         self.decoder = msgspec.msgpack.Decoder(ToServer)
         self.stopping = False
         self.pid = os.getpid()
-        self.refill_at = 0.0  # monotonic time after which to top up the idle pool
+        self.refill_at: float | None = 0.0  # when to top up the idle pool (None: full)
 
     def run(self) -> None:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -284,7 +286,7 @@ class _Server:
         self.refill()
         while not self.stopping:
             timeout_ms = None
-            if len(self.idle) < POOL_SIZE:
+            if self.refill_at is not None:
                 timeout_ms = max(0, int((self.refill_at - time.monotonic()) * 1000) + 1)
             events = poller.poll(timeout_ms)
             for fd, _ in events:
@@ -294,7 +296,7 @@ class _Server:
                     self.reap()
                 elif not self.receive():
                     self.stopping = True
-            if not events and time.monotonic() >= self.refill_at:
+            if self.refill_at is not None and time.monotonic() >= self.refill_at:
                 self.refill()
         self.kill_all()
 
@@ -319,7 +321,7 @@ class _Server:
                     self.spawn(req)
                 case Claimed(pid=pid):
                     self.idle.discard(pid)
-                    self.refill_at = time.monotonic() + REFILL_DELAY_S
+                    self.schedule_refill()
         return True
 
     def spawn(self, req: Spawn) -> None:
@@ -342,7 +344,13 @@ class _Server:
                 os.close(fd)
         self.children.add(pid)
         self.send(Started(req.id, pid))
-        self.refill_at = time.monotonic() + REFILL_DELAY_S
+        self.schedule_refill()
+
+    def schedule_refill(self) -> None:
+        """Top the pool up `REFILL_DELAY_S` from now, unless a refill is already due
+        (a steady stream of starts must not keep postponing it)."""
+        if self.refill_at is None:
+            self.refill_at = time.monotonic() + REFILL_DELAY_S
 
     def refill(self) -> None:
         """Fork idle children up to `POOL_SIZE`; the daemon gets each one's socket."""
@@ -350,9 +358,10 @@ class _Server:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 pid = os.fork()
-            except OSError:
+            except OSError:  # out of processes or memory: try again later
                 ours.close()
                 theirs.close()
+                self.refill_at = time.monotonic() + REFILL_RETRY_S
                 return
             if pid == 0:
                 self.ctl.detach()
@@ -366,6 +375,8 @@ class _Server:
                 self.send(Idle(pid), fds=[ours.fileno()])
             finally:
                 ours.close()
+        if len(self.idle) >= POOL_SIZE:
+            self.refill_at = None
 
     def reap(self) -> None:
         while True:
@@ -375,7 +386,9 @@ class _Server:
                 return
             if pid == 0:
                 return
-            self.idle.discard(pid)
+            if pid in self.idle:  # died unused: replace it
+                self.idle.discard(pid)
+                self.schedule_refill()
             if pid in self.children:  # not an orphan re-parented to us
                 self.children.discard(pid)
                 self.send(Exited(pid, status, usage.ru_utime + usage.ru_stime))
