@@ -37,6 +37,7 @@ max_frame_bytes = {MAX_FRAME}
 handshake_timeout_s = 0.5
 frame_timeout_s = 0.5
 max_inflight_per_connection = 2
+max_outbox_bytes = 65536
 """
 ERROR_KINDS = {"bad_frame", "frame_too_large", "unsupported_version", "timeout"}
 
@@ -211,3 +212,23 @@ def test_requests_beyond_the_in_flight_limit_get_backpressure(fuzz_daemon: Daemo
     replies = [f for f in frames if isinstance(f, Reply)]
     assert [(f.id, f.error.kind) for f in fails] == [(3, "backpressure")]
     assert sorted(r.id for r in replies) == [1, 2]
+
+
+def test_a_client_that_stops_reading_is_dropped_when_its_outbox_passes_the_limit(
+    fuzz_daemon: DaemonProc,
+) -> None:
+    from phloem.protocols.errors import PhloemError
+    from phloem.supervision.credit import CreditWindow
+
+    client = phloem.Client.connect(fuzz_daemon.socket)
+    name = client.ask("echo", {"stream": "outbox", "count": 60_000, "mode": "publish"})
+    # A window far larger than the socket buffer plus the 64 KiB outbox, never read:
+    client.subscribe(name["stream"], CreditWindow(60_000, 1 << 30))
+    fuzz_daemon.wait_event("connection_outbox_full")
+    with pytest.raises(PhloemError) as err:
+        for _ in range(100):
+            client.ping(timeout=5)
+    assert err.value.kind in ("connection_lost", "bad_frame")
+    client.close()
+    with phloem.Client.connect(fuzz_daemon.socket) as other:
+        other.ping()

@@ -198,3 +198,22 @@ def test_requests_reach_a_service_again_after_it_is_restarted(tree: Tree) -> Non
         assert err.value.kind == "running"
         assert tree.resolve("echo") is not old
         assert client.ask("echo", 2) == 2
+
+
+def test_open_streams_are_bounded_by_max_streams() -> None:
+    from phloem.actors.streams import StreamHub
+
+    hub = StreamHub(max_streams=2)
+    first = hub.open("a")
+    hub.open("b")
+    with pytest.raises(PhloemError) as err:
+        hub.open("c")
+    assert err.value.kind == "backpressure"
+    with pytest.raises(PhloemError) as err:
+        hub.open("a")
+    assert err.value.kind == "stream_exists"
+    first.close()
+    hub.open("c")
+    assert hub.names() == ["b", "c"]
+    with pytest.raises(ValueError, match=r"^max_streams must be between 1 and 1000000$"):
+        StreamHub(max_streams=0)
