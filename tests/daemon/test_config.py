@@ -153,3 +153,15 @@ def test_the_shipped_config_is_valid_and_commented() -> None:
     path = Path(__file__).resolve().parents[2] / "conf" / "phloem.toml"
     assert isinstance(load_config(path), Config)
     assert path.read_text().count("#") > 20
+
+
+def test_a_config_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    from phloem.config import CONFIG_FILE_MAX_BYTES
+
+    big = tmp_path / "big.toml"
+    big.write_text("#" * CONFIG_FILE_MAX_BYTES)
+    assert isinstance(load_config(big), Config)
+    big.write_text("#" * (CONFIG_FILE_MAX_BYTES + 1))
+    with pytest.raises(PhloemError) as err:
+        load_config(big)
+    assert err.value.kind == "config_invalid" and "larger than" in err.value.message

@@ -217,3 +217,19 @@ def test_open_streams_are_bounded_by_max_streams() -> None:
     assert hub.names() == ["b", "c"]
     with pytest.raises(ValueError, match=r"^max_streams must be between 1 and 1000000$"):
         StreamHub(max_streams=0)
+
+
+def test_request_timeouts_default_to_and_are_capped_by_the_config() -> None:
+    import time
+
+    cfg = parse_config("[daemon]\nrequest_timeout_s = 0.2\nmax_request_timeout_s = 0.3\n")
+    with Tree.start(cfg) as tree, tree.client() as client:
+        for timeout, bound in ((None, 0.2), (100.0, 0.3)):
+            start = time.monotonic()
+            with pytest.raises(PhloemError) as err:
+                client.ask("echo", {"sleep": 5}, timeout=timeout)
+            assert err.value.kind == "timeout"
+            assert bound <= time.monotonic() - start < 4
+        with pytest.raises(PhloemError) as err:
+            client.ask("echo", 1, timeout=0)
+        assert err.value.kind == "timeout" and "timeout must be > 0" in err.value.message
