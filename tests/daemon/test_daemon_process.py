@@ -423,3 +423,18 @@ def test_the_daemon_exits_1_when_its_root_supervisor_gives_up(tmp_short: Path) -
     daemon.wait_event("root_supervisor_exited")
     assert daemon.proc.wait(20) == 1
     assert not daemon.socket.exists()
+
+
+def test_the_async_client_works_over_the_socket(shared_daemon: DaemonProc) -> None:
+    import asyncio
+
+    async def main() -> tuple[object, list[int], str]:
+        async with await phloem.AsyncClient.connect(shared_daemon.socket) as client:
+            echoed = await client.ask("echo", {"async": True})
+            reply = await client.ask("echo", {"stream": "async-socket", "count": 4})
+            stream = await client.subscribe(reply["stream"], CreditWindow(2, 1024))
+            events = [e["n"] async for e in stream]
+            status = await client.status()
+            return echoed, events, status.state
+
+    assert asyncio.run(main()) == ({"async": True}, [0, 1, 2, 3], "running")
