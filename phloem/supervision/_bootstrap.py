@@ -77,6 +77,7 @@ class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
     max_open_files: int | None
     max_cpu_seconds: int | None
     nfds: int  # the status pipe's write end, then the channel's child end if any
+    env: dict[str, str] | None = None  # the daemon's environment, if it changed since
 
 
 class Started(msgspec.Struct, frozen=True, tag="started"):
@@ -518,6 +519,9 @@ def _prepare(zygote_pid: int) -> None:
 def _specialize(req: Spawn, fds: list[int]) -> NoReturn:
     """Only our fds, the marker, the rlimits — then the target or the command."""
     _keep_only(fds[0], fds[1] if len(fds) > 1 else None)
+    if req.env is not None:
+        os.environ.clear()
+        os.environ.update(req.env)
     os.environ[MARKER_ENV] = req.marker
     try:
         _apply_limits(req.max_memory_bytes, req.max_open_files, req.max_cpu_seconds)

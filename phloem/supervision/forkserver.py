@@ -124,6 +124,7 @@ class ForkServer:
 
     def __init__(self, preload: Sequence[str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.env = dict(os.environ)  # what the server (and so every child) inherits
         cmd = [sys.executable, "-c", _LAUNCHER, "--fd", str(theirs.fileno())]
         cmd += ["--preload", ",".join(preload)]
         try:
@@ -163,6 +164,9 @@ class ForkServer:
         Returns the pid of the idle child used, if any: pass it to `claimed` once the
         child is ready (telling the server earlier would have it fork a replacement
         while the child is still getting ready, competing for the CPU)."""
+        env = dict(os.environ)
+        if env != self.env:  # children see the daemon's environment as it is now
+            request = msgspec.structs.replace(request, env=env)
         data = frame(msgspec.structs.replace(request, nfds=len(fds)))
         while True:
             with self._lock:

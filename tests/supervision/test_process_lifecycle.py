@@ -265,3 +265,17 @@ def test_many_threads_can_start_and_stop_children_at_once() -> None:
         t.join(25)
     assert not errors
     assert len(set(pids)) == 30
+
+
+def test_children_see_the_daemons_environment_as_it_is_when_they_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start_process(ProcessTarget(os.getpid), name="warm").wait(10)  # server already up
+    monkeypatch.setenv("PHLOEM_TEST_LATE_VAR", "late")
+    h = start_process(ProcessTarget(targets.serve, pass_channel=True), name="env")
+    try:
+        assert h.request({"op": "env", "name": "PHLOEM_TEST_LATE_VAR"}, timeout=5) == "late"
+    finally:
+        h.stop(0)
+    out = start_process(Command(["sh", "-c", 'test "$PHLOEM_TEST_LATE_VAR" = late']), name="c")
+    assert out.wait(10) == ExitReason.normal()
