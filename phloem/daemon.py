@@ -176,6 +176,7 @@ class Connection:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._inflight = 0
+        self._draining = False  # the peer stopped sending; waiting for in-flight replies
         self._subs: dict[int, tuple[CreditStream[bytes], Subscription]] = {}
         self._sub_ids = itertools.count(1)
         self.thread = threading.Thread(
@@ -303,6 +304,7 @@ class Connection:
         hangup = select.poll()
         hangup.register(self.sock, select.POLLHUP)
         with self._idle:
+            self._draining = True
             while self._inflight > 0:
                 if any(ev & (select.POLLHUP | select.POLLERR) for _, ev in hangup.poll(0)):
                     return
@@ -433,7 +435,8 @@ class Connection:
             self.send_frame(frame)
             with self._idle:
                 self._inflight -= 1
-                self._idle.notify_all()
+                if self._draining:
+                    self._idle.notify_all()
 
         return respond
 

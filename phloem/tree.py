@@ -358,14 +358,14 @@ class Tree(AgentTreeMethods):
                 calls = self._pending[key] = set()
                 handle.add_exit_callback(lambda reason: self._target_exited(key, reason))
             calls.add(call)
+        call._tag = key
+        call._on_done = self._untrack
 
-        def untrack(done: Call) -> None:
-            with self._pending_lock:
-                s = self._pending.get(key)
-                if s is not None:
-                    s.discard(done)
-
-        call._on_done = untrack
+    def _untrack(self, call: Call) -> None:
+        with self._pending_lock:
+            calls = self._pending.get(call._tag)
+            if calls is not None:
+                calls.discard(call)
 
     def _target_exited(self, key: str, reason: ExitReason) -> None:
         with self._pending_lock:

@@ -85,7 +85,7 @@ Respond = Callable[[Outcome], None]
 class Call:
     """One request to a service: who asked, what, and a reply that can be sent once."""
 
-    __slots__ = ("_done", "_lock", "_on_done", "_respond", "message", "owner")
+    __slots__ = ("_done", "_lock", "_on_done", "_respond", "_tag", "message", "owner")
 
     def __init__(self, owner: Owner, message: Any, respond: Respond) -> None:
         self.owner = owner
@@ -94,6 +94,7 @@ class Call:
         self._lock = threading.Lock()
         self._done = False
         self._on_done: Callable[[Call], None] | None = None
+        self._tag = ""  # set by the router: which target's pending set holds this call
 
     @property
     def done(self) -> bool:
