@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import errno
 import gc
 import importlib
 import os
@@ -558,10 +559,10 @@ def _run_target(payload: bytes, sys_path: list[str]) -> NoReturn:
     try:
         # dill-made payloads (closures, lambdas) import dill as they load.
         fn, args, kwargs, pass_channel = pickle.loads(payload)
-    except MemoryError:
-        _report(_HEAP_RECORD)
-        os._exit(EXIT_HEAP)
     except BaseException as exc:
+        if _out_of_memory(exc):
+            _report_heap(exc)
+            os._exit(EXIT_HEAP)
         _fail_start(exc, f"cannot load the target: {type(exc).__name__}: {exc}")
     _report({"t": "ready", "pid": os.getpid()})
     code = 0
@@ -574,16 +575,37 @@ def _run_target(payload: bytes, sys_path: list[str]) -> NoReturn:
             fn(*args, **kwargs)
     except SystemExit as exc:
         code = _exit_code(exc.code)
-    except MemoryError:
-        _report(_HEAP_RECORD)
-        code = EXIT_HEAP
     except BaseException as exc:
-        _report(_error_record("exc", exc))
-        code = EXIT_EXCEPTION
+        if _out_of_memory(exc):
+            _report_heap(exc)
+            code = EXIT_HEAP
+        else:
+            _report(_error_record("exc", exc))
+            code = EXIT_EXCEPTION
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def _report_heap(exc: BaseException) -> None:
+    if isinstance(exc, MemoryError):
+        _report(_HEAP_RECORD)  # pre-encoded: nothing to allocate
+    else:
+        _report({"t": "heap", "type": type(exc).__name__})
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """MemoryError, or what an address-space cap looks like elsewhere: ENOMEM from the
+    OS, or a shared library (a C extension being imported) that could not be mapped."""
+    if isinstance(exc, MemoryError):
+        return True
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, ImportError) and (
+        "failed to map segment" in text or "cannot allocate memory" in text
+    )
 
 
 def _exit_code(code: object) -> int:

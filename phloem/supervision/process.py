@@ -316,7 +316,7 @@ class ProcessHandle(ChildHandle):
             if rec.get("t") == "ready":
                 return None  # errors after this are the target's, not the start's
             if rec.get("t") == "heap":
-                return ExitReason.heap_exceeded("MemoryError")
+                return ExitReason.heap_exceeded(str(rec.get("type") or "MemoryError"))
         return None
 
     def _read_status(self, block: bool) -> None:
@@ -414,8 +414,9 @@ class ProcessHandle(ChildHandle):
     def _heap_reason(self) -> ExitReason | None:
         if self._heap_detail is not None:
             return ExitReason.heap_exceeded(self._heap_detail)
-        if any(rec.get("t") == "heap" for rec in self._records):
-            return ExitReason.heap_exceeded("MemoryError")
+        for rec in self._records:
+            if rec.get("t") == "heap":
+                return ExitReason.heap_exceeded(str(rec.get("type") or "MemoryError"))
         return None
 
     def _reason(self, status: int, cpu_seconds: float) -> ExitReason:

@@ -132,3 +132,17 @@ def test_a_trivial_target_runs_at_the_smallest_accepted_heap_cap() -> None:
         ProcessTarget(os.getpid), name="tiny", limits=Limits(max_memory_bytes=MIN_MEMORY_BYTES)
     )
     assert h.wait(10) == ExitReason.normal()
+
+
+def test_a_c_extension_that_cannot_be_mapped_under_the_cap_is_heap_exceeded() -> None:
+    from phloem.supervision.spec import MIN_MEMORY_BYTES
+
+    # Loading `process_targets` imports C extensions (subprocess, ...): under the smallest
+    # cap their shared objects cannot be mapped, which is the heap cap, not an ImportError.
+    with pytest.raises(ChildStartError) as info:
+        start_process(
+            ProcessTarget(targets.run_forever),
+            name="tiny",
+            limits=Limits(max_memory_bytes=MIN_MEMORY_BYTES),
+        )
+    assert info.value.reason == ExitReason.heap_exceeded("ImportError")
