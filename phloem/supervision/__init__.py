@@ -9,9 +9,11 @@ and `tree_snapshot()`.
 """
 
 from phloem.supervision.actor import Actor, ActorHandle
+from phloem.supervision.credit import CreditReceiver, CreditStream, CreditWindow
 from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, HandleStats
 from phloem.supervision.monitor import Link, MonitorRef, demonitor, link, monitor
 from phloem.supervision.reasons import Down, ExitKind, ExitReason, redact
+from phloem.supervision.refs import OwnedRef, Owner, OwnerRegistry, RefKind
 from phloem.supervision.snapshot import NodeSnapshot, TreeSnapshot, snapshot_of, tree_snapshot
 from phloem.supervision.spec import (
     ChildSpec,
@@ -41,6 +43,9 @@ __all__ = [
     "ChildStartError",
     "ChildState",
     "Command",
+    "CreditReceiver",
+    "CreditStream",
+    "CreditWindow",
     "Down",
     "ExitKind",
     "ExitReason",
@@ -49,7 +54,11 @@ __all__ = [
     "Link",
     "MonitorRef",
     "NodeSnapshot",
+    "OwnedRef",
+    "Owner",
+    "OwnerRegistry",
     "ProcessTarget",
+    "RefKind",
     "Restart",
     "Strategy",
     "Supervisor",
