@@ -388,18 +388,9 @@ def _quiet_logging(args: argparse.Namespace) -> None:
     """Client commands log only warnings, to stderr, for humans (the daemon reconfigures)."""
     if args.command == "daemon":
         return
-    import logging
+    from phloem.logs import configure_logging
 
-    import structlog
-
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+    configure_logging("warning", "console")
 
 
 if __name__ == "__main__":

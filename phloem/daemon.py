@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
-import logging
 import os
 import select
 import selectors
@@ -27,7 +26,6 @@ import signal
 import socket
 import stat
 import struct
-import sys
 import threading
 import time
 from collections import deque
@@ -39,6 +37,7 @@ import msgspec
 import structlog
 
 import phloem
+from phloem import logs
 from phloem.config import Config, LoggingConfig, load_config
 from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.wire import (
@@ -83,22 +82,7 @@ _PEERCRED = struct.Struct("3i")
 
 def configure_logging(cfg: LoggingConfig, stream: TextIO | None = None) -> None:
     """structlog to `stream` (stderr): JSON lines, or console for humans."""
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if cfg.format == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, cfg.level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
-        cache_logger_on_first_use=False,
-    )
+    logs.configure_logging(cfg.level, cfg.format, stream)
 
 
 # --- socket file handling ---------------------------------------------------------------

@@ -12,7 +12,6 @@ runs them on their own.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -20,8 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 import msgspec
-import structlog
 
+from phloem.logs import configure_logging
 from phloem.models import oneshot
 from phloem.models.providers import (
     PROTOCOLS,
@@ -236,14 +235,7 @@ class _Context:
 
 def _quiet_logging() -> None:
     """Only warnings, to stderr, so stdout stays clean for `--json`."""
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+    configure_logging("warning", "console")
 
 
 def run(argv: Sequence[str], out: TextIO, err: TextIO) -> int:
