@@ -58,7 +58,7 @@ from phloem.supervision import (
     SupervisorChild,
     SupervisorRef,
     SupervisorSpec,
-    root_supervisors,
+    sibling_of,
 )
 from phloem.supervision.refs import Owner, RefKind
 
@@ -68,7 +68,6 @@ SERVICE_NAME = "agents"
 SERVICE_ID = "service"  # clients ask `agents/service`
 RUNS_ID = "runs"
 SERVICE_PATH = f"{SERVICE_NAME}/{SERVICE_ID}"
-MAX_TREE_SEARCH = 10_000  # supervisors visited looking for the `runs` sibling
 RUN_REF_KIND = RefKind(
     "agent_run",
     prefix="agentrun_",
@@ -332,23 +331,9 @@ def agents_factory(ctx: ServiceContext) -> ChildSpec:
 
 
 def find_sibling(handle: ChildHandle, sibling_id: str) -> SupervisorRef | None:
-    """The supervisor `sibling_id` next to `handle` in any running tree, if there is one."""
-    stack = list(root_supervisors())
-    seen = 0
-    while stack and seen < MAX_TREE_SEARCH:
-        sup = stack.pop()
-        seen += 1
-        try:
-            children = sup.which_children()
-        except PhloemError:
-            continue
-        if any(c.ref is handle for c in children):
-            for c in children:
-                if c.id == sibling_id and isinstance(c.ref, SupervisorRef):
-                    return c.ref
-            return None
-        stack.extend(c.ref for c in children if isinstance(c.ref, SupervisorRef))
-    return None
+    """The supervisor `sibling_id` next to `handle`, if it is running."""
+    sibling = sibling_of(handle, sibling_id)
+    return sibling if isinstance(sibling, SupervisorRef) else None
 
 
 register_service(SERVICE_NAME, agents_factory)

@@ -12,6 +12,7 @@ from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.credit import CreditReceiver, CreditStream, CreditWindow
 from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, HandleStats
 from phloem.supervision.monitor import Link, MonitorRef, demonitor, link, monitor
+from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.reasons import Down, ExitKind, ExitReason, redact
 from phloem.supervision.refs import OwnedRef, Owner, OwnerRegistry, RefKind
 from phloem.supervision.snapshot import NodeSnapshot, TreeSnapshot, snapshot_of, tree_snapshot
@@ -31,6 +32,7 @@ from phloem.supervision.supervisor import (
     Supervisor,
     SupervisorRef,
     root_supervisors,
+    sibling_of,
 )
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "OwnedRef",
     "Owner",
     "OwnerRegistry",
+    "ProcessHandle",
     "ProcessTarget",
     "RefKind",
     "Restart",
@@ -71,6 +74,8 @@ __all__ = [
     "monitor",
     "redact",
     "root_supervisors",
+    "sibling_of",
     "snapshot_of",
+    "start_process",
     "tree_snapshot",
 ]

@@ -598,6 +598,20 @@ class Supervisor:
         return ref
 
 
+def sibling_of(handle: ChildHandle, child_id: str) -> ChildHandle | None:
+    """The running child `child_id` of the supervisor that started `handle`, if any.
+
+    Lets a service find the supervisor next to it (e.g. its `runs`) without a search.
+    """
+    parent = getattr(handle, "_parent", None)
+    if not isinstance(parent, SupervisorRef) or not parent.is_alive():
+        return None
+    for child in parent._sup.children_view():
+        if child.spec.id == child_id and child.handle is not None and child.handle.is_alive():
+            return child.handle
+    return None
+
+
 def root_supervisors() -> list[SupervisorRef]:
     """Running supervisors that have no parent (the roots of `tree_snapshot()`)."""
     return [r for r in list(_roots) if r._parent is None and r.is_alive()]

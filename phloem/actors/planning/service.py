@@ -55,7 +55,7 @@ from phloem.protocols.plan import (
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
-from phloem.supervision.supervisor import SupervisorRef, root_supervisors
+from phloem.supervision.supervisor import SupervisorRef, sibling_of
 
 log = structlog.get_logger("phloem.planning")
 
@@ -64,7 +64,6 @@ SERVICE_PATH = "planning/service"
 MAX_PENDING_EVENT_TOPICS = 1024
 # The run → topic forwarding window: the topic applies each client's own credit.
 # Bound on the walk that finds the runs supervisor at the first request.
-MAX_SUPERVISORS_SEARCHED = 10_000
 FORWARD_WINDOW = CreditWindow(65_536, 1024 * 1024 * 1024)
 
 
@@ -98,28 +97,12 @@ class PlanningService(ServiceActor):
         return self.runtime
 
     def _runs_supervisor(self) -> SupervisorRef:
-        """The `runs` sibling of this service: found by walking the running supervisors
-        (public `which_children`) to the one that holds this service's handle."""
+        """The `runs` supervisor next to this service under `planning`."""
         me = self._phloem_handle
-        stack: list[SupervisorRef] = list(root_supervisors())
-        visited = 0
-        while stack and visited < MAX_SUPERVISORS_SEARCHED:
-            sup = stack.pop()
-            visited += 1
-            try:
-                children = sup.which_children()
-            except PhloemError:
-                continue
-            if any(info.ref is me for info in children):
-                for info in children:
-                    if info.id == "runs" and isinstance(info.ref, SupervisorRef):
-                        return info.ref
-            stack.extend(
-                info.ref
-                for info in children
-                if isinstance(info.ref, SupervisorRef) and info.id != "runs"
-            )
-        raise PhloemError("planning_unavailable", "the planning runs supervisor is not running")
+        runs = sibling_of(me, "runs") if me is not None else None
+        if not isinstance(runs, SupervisorRef):
+            raise PhloemError("planning_unavailable", "the planning runs supervisor is not running")
+        return runs
 
     def handle(self, message: Any, call: Call) -> Any:
         match message:
