@@ -312,6 +312,25 @@ def configure(preload: Sequence[str]) -> None:
     _preload = tuple(preload)
 
 
+def add_preload(modules: Sequence[str]) -> bool:
+    """Add modules for the fork server to import (effective when it next starts).
+
+    Returns True if any of them was new. Components named in the configuration use this
+    so that their process children start without importing them anew.
+    """
+    global _preload
+    with _server_lock:
+        merged = tuple(dict.fromkeys([*_preload, *modules]))
+        changed = merged != _preload
+        _preload = merged
+    return changed
+
+
+def preloaded() -> tuple[str, ...]:
+    """The modules added with `configure` / `add_preload`."""
+    return _preload
+
+
 def get_server() -> ForkServer:
     """The running fork server, started (or restarted after it died) on demand."""
     global _server

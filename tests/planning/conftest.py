@@ -29,9 +29,9 @@ def adapters() -> AdapterRegistry:
 
 @pytest.fixture(scope="module")
 def runtime(adapters: AdapterRegistry) -> Iterator[PlanningRuntime]:
-    before = os.environ.get(forkserver.PRELOAD_ENV)
+    before = forkserver.preloaded()
     rt = PlanningRuntime(adapters, name="planning-test")
-    if os.environ.get(forkserver.PRELOAD_ENV) != before and forkserver.server_pid() is not None:
+    if forkserver.preloaded() != before and forkserver.server_pid() is not None:
         # An earlier test module started the fork server without the planning modules;
         # without them every callback child would import (and compile) them anew.
         forkserver.shutdown_server()

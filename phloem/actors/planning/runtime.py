@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -362,15 +361,11 @@ def run_child_spec() -> ChildSpec:
 def preload_callback_modules(modules: list[str]) -> None:
     """Ask the fork server to import the callback worker and these adapter modules.
 
-    Added to `PHLOEM_FORKSERVER_PRELOAD` (never replacing what is there); it takes effect
-    when the fork server (re)starts — normally the first process child of the daemon —
-    and makes a callback child start as fast as a bare one. The modules come from the
-    configuration only.
+    Takes effect when the fork server (re)starts — normally the first process child of
+    the daemon — and makes a callback child start as fast as a bare one. The modules come
+    from the configuration only.
     """
-    current = [m for m in os.environ.get(forkserver.PRELOAD_ENV, "").split(",") if m]
-    wanted = list(dict.fromkeys([*current, "phloem.actors.planning.worker", *modules]))
-    if wanted != current:
-        os.environ[forkserver.PRELOAD_ENV] = ",".join(wanted)
+    forkserver.add_preload(["phloem.actors.planning.worker", *modules])
 
 
 def check_timeout(timeout: float | None) -> float | None:
