@@ -247,15 +247,23 @@ def service_factory(
         )
 
     factory.__qualname__ = f"service_factory({actor_class.__name__})"
+    factory.__module__ = actor_class.__module__  # where the service is declared (start order)
     return factory
 
 
 def registered_services() -> list[Service]:
-    """Import `SERVICE_MODULES` and return every registered service, in order."""
+    """Import `SERVICE_MODULES` and return every registered service, in start order.
+
+    Built-in services start in the order of `SERVICE_MODULES` (by the module that declares
+    each factory), whatever order they happened to be imported in; others follow in
+    registration order.
+    """
     for module in SERVICE_MODULES:
         importlib.import_module(module)
+    rank = {module: i for i, module in enumerate(SERVICE_MODULES)}
     with _registry_lock:
-        return list(_registry.values())
+        services = list(_registry.values())
+    return sorted(services, key=lambda s: rank.get(getattr(s.factory, "__module__", ""), len(rank)))
 
 
 def configured_services(config: Config) -> list[Service]:

@@ -1,0 +1,14 @@
+"""Built-in services start in the order of SERVICE_MODULES, whatever the import order."""
+
+from __future__ import annotations
+
+import importlib
+
+from phloem.actors import services
+
+
+def test_services_start_in_declared_order_even_when_imported_out_of_order() -> None:
+    for module in reversed(services.SERVICE_MODULES):
+        importlib.import_module(module)
+    names = [s.name for s in services.registered_services()]
+    assert names[:3] == ["echo", "planning", "agents"]
