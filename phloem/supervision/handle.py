@@ -70,15 +70,16 @@ class ChildHandle(abc.ABC):
         self._exit_callbacks: list[ExitCallback] = []
         self._state = ChildState.STARTING
         self._forced: ExitReason | None = None
+        self._callback_thread: int | None = None
 
     # -- state ---------------------------------------------------------------------------
 
     @property
     def state(self) -> ChildState:
-        return ChildState.EXITED if self._exited.is_set() else self._state
+        return ChildState.EXITED if self._exit_reason is not None else self._state
 
     def is_alive(self) -> bool:
-        return not self._exited.is_set()
+        return self._exit_reason is None
 
     @property
     def exit_reason(self) -> ExitReason | None:
@@ -86,7 +87,13 @@ class ChildHandle(abc.ABC):
         return self._exit_reason
 
     def wait(self, timeout: float | None = None) -> ExitReason | None:
-        """Wait for the child to stop; its reason, or None if `timeout` passed first."""
+        """Wait for the child to stop; its reason, or None if `timeout` passed first.
+
+        Returns once the exit callbacks (monitors, the supervisor's notice) have run; an
+        exit callback that waits on its own handle gets the reason at once.
+        """
+        if self._exit_reason is not None and self._callback_thread == threading.get_ident():
+            return self._exit_reason
         self._exited.wait(timeout)
         return self._exit_reason
 
@@ -110,13 +117,16 @@ class ChildHandle(abc.ABC):
                 return False
             reason = self._forced or reason
             self._exit_reason = reason
+            self._callback_thread = threading.get_ident()
             callbacks, self._exit_callbacks = self._exit_callbacks, []
-            self._exited.set()
+        # Callbacks run before waiters wake: once `wait()` returns, every monitor has its
+        # Down and the supervisor has been told, so a following supervisor call sees it.
         for callback in callbacks:
             try:
                 callback(reason)
             except Exception:
                 log.exception("exit_callback_failed", handle=self.handle_id)
+        self._exited.set()
         return True
 
     # -- control -------------------------------------------------------------------------

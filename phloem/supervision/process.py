@@ -480,7 +480,7 @@ class ProcessHandle(ChildHandle):
         if not self._reaped.wait(timeout):
             return None
         self._finalize()
-        return self._exit_reason
+        return super().wait(timeout)
 
     def _finalize(self) -> None:
         """Kill leftover descendants (once), then record the exit (first caller wins)."""

@@ -474,6 +474,17 @@ class SupervisorActor(Actor):
         with self._lock:
             self._children.remove(child)
 
+    def _api_which_children(self) -> list[ChildInfo]:
+        return [_child_info(c) for c in self._children]
+
+    def _api_count_children(self) -> ChildCounts:
+        children = self._children
+        active = sum(1 for c in children if c.running)
+        sups = sum(1 for c in children if c.spec.kind == "supervisor")
+        return ChildCounts(
+            specs=len(children), active=active, supervisors=sups, workers=len(children) - sups
+        )
+
     # -- lock-free readers ---------------------------------------------------------------
 
     def children_view(self) -> list[_Child]:
@@ -552,18 +563,19 @@ class SupervisorRef(ActorHandle):
         self._call("delete_child", child_id)
 
     def which_children(self) -> list[ChildInfo]:
-        """The children, in start order, as `ChildInfo` rows."""
-        if not self.is_alive():
-            raise PhloemError("noproc", f"supervisor {self.name!r} is not running")
-        return [_child_info(c) for c in self._sup.children_view()]
+        """The children, in start order, as `ChildInfo` rows.
+
+        A call to the supervisor, as in OTP: it is answered after every child exit the
+        supervisor was told of before it, so a restart that follows a crash you waited for
+        (`child.wait()`) is visible. Snapshots use a lock-free read instead.
+        """
+        result: list[ChildInfo] = self._call("which_children")
+        return result
 
     def count_children(self) -> ChildCounts:
-        children = self._sup.children_view()
-        active = sum(1 for c in children if c.running)
-        sups = sum(1 for c in children if c.spec.kind == "supervisor")
-        return ChildCounts(
-            specs=len(children), active=active, supervisors=sups, workers=len(children) - sups
-        )
+        """Specs, running children, supervisors and workers (a call, like which_children)."""
+        result: ChildCounts = self._call("count_children")
+        return result
 
     def stop(self, timeout: float | None = None) -> ExitReason:
         """Stop every child in reverse start order, then the supervisor (waits by default)."""

@@ -317,3 +317,14 @@ def test_failed_restarts_that_keep_failing_escalate() -> None:
     reason = sup.wait(10)
     _FlakyStart.fail_next = 0
     assert reason is not None and reason.detail == "reached_max_restart_intensity"
+
+
+def test_after_waiting_for_a_crash_which_children_already_shows_the_restart() -> None:
+    rec = Recorder()
+    sup = Supervisor.start(SupervisorSpec(intensity=100, period_s=60), _workers(rec, "a"))
+    for n in range(1, 31):
+        child = _handle(sup, "a")
+        child.tell("crash")
+        child.wait(10)
+        (info,) = sup.which_children()
+        assert info.restarts == n and info.ref is not child and info.state == "running"
