@@ -20,7 +20,6 @@ from typing import Any, Protocol, TextIO
 
 import msgspec
 
-from phloem.logs import configure_logging
 from phloem.models import oneshot
 from phloem.models.providers import (
     PROTOCOLS,
@@ -202,59 +201,14 @@ def cmd_ask(ctx: Context) -> int:
 # -- standalone entry point (python -m phloem.models.cli) ---------------------------
 
 
-class _Commands:
-    def __init__(self, sub: Any) -> None:
-        self._sub = sub
-
-    def add(self, name: str, help: str, handler: Callable[[Any], int]) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = self._sub.add_parser(name, help=help)
-        parser.add_argument("--config", metavar="FILE", help="phloem TOML config file")
-        parser.add_argument("--json", action="store_true", help="JSON output")
-        parser.set_defaults(handler=handler)
-        return parser
-
-    def group(self, name: str, help: str) -> _Commands:
-        parser = self._sub.add_parser(name, help=help)
-        return _Commands(parser.add_subparsers(dest=f"{name}_command", required=True))
-
-
-class _Context:
-    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-        self.args = args
-        self.json = bool(args.json)
-        self.out = out
-        self.err = err
-
-    def emit(self, value: Any, text: str | None = None) -> None:
-        if self.json or text is None:
-            self.out.write(msgspec.json.encode(value).decode() + "\n")
-        else:
-            self.out.write(text.rstrip("\n") + "\n")
-        self.out.flush()
-
-
-def _quiet_logging() -> None:
-    """Only warnings, to stderr, so stdout stays clean for `--json`."""
-    configure_logging("warning", "console")
-
-
 def run(argv: Sequence[str], out: TextIO, err: TextIO) -> int:
-    """Parse `argv` and run one command, writing to `out` / `err`; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="phloem")
-    add_cli(_Commands(parser.add_subparsers(dest="command", required=True)))
-    args = parser.parse_args(argv)
-    ctx = _Context(args, out, err)
-    try:
-        return int(args.handler(ctx))
-    except PhloemError as exc:
-        if ctx.json:
-            ctx.emit({"error": {"kind": exc.kind, "message": exc.message}})
-        err.write(f"phloem: {exc.message} [{exc.kind}]\n")
-        return 1
+    """Run one `phloem` command (e.g. `model probe ...`), writing to `out` / `err`."""
+    from phloem.cli import main as phloem_main
+
+    return phloem_main(list(argv), out, err)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _quiet_logging()
     return run(sys.argv[1:] if argv is None else argv, sys.stdout, sys.stderr)
 
 

@@ -97,43 +97,13 @@ def _run(ctx: Context) -> int:
     return EXIT_FAILED if is_failure(result) else EXIT_OK
 
 
-class _Commands:
-    """A stand-alone `CommandsLike` over argparse, for running without `phloem.cli`."""
-
-    def __init__(self, subparsers: Any) -> None:
-        self._sub = subparsers
-
-    def add(self, name: str, help: str, handler: Callable[[Any], int]) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = self._sub.add_parser(name, help=help)
-        parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
-        parser.set_defaults(handler=handler)
-        return parser
-
-    def group(self, name: str, help: str) -> _Commands:
-        parser = self._sub.add_parser(name, help=help)
-        return _Commands(parser.add_subparsers(dest=f"{name}_command", required=True))
-
-
-class _Context:
-    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
-        self.args = args
-        self.json = bool(getattr(args, "json", False))
-        self.out = out
-        self.err = err
-
-
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
-    """`python -m phloem.tools.cli tool ...` (same commands as `phloem tool ...`)."""
-    parser = argparse.ArgumentParser(prog="phloem")
-    add_cli(_Commands(parser.add_subparsers(dest="command", required=True)))
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    handler: Callable[[Any], int] = args.handler
-    return handler(_Context(args, out or sys.stdout, err or sys.stderr))
+    """`python -m phloem.tools.cli tool ...` (the same commands as `phloem tool ...`)."""
+    from phloem.cli import main as phloem_main
+
+    return phloem_main(list(sys.argv[1:] if argv is None else argv), out, err)
 
 
 if __name__ == "__main__":
