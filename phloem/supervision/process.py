@@ -68,6 +68,9 @@ REAP_WAIT_S = 5.0
 """How long a failed start waits for the fork server to report the child's exit."""
 LEFTOVER_WAIT_S = 2.0
 """How long a stop waits for killed leftover descendants to disappear."""
+KILL_REAP_TIMEOUT_S = 30.0
+"""How long a stop waits, after SIGKILL, for the fork server's exit report. Past it the
+child is recorded as `killed` (detail `no exit report after kill`) so no caller hangs."""
 MAX_STATUS_BYTES = 64 * 1024
 """Most status-pipe bytes read from one child (its reports are a few hundred bytes)."""
 
@@ -467,7 +470,10 @@ class ProcessHandle(ChildHandle):
                 self._signal_tree(signal.SIGTERM, group_only=True)
                 if not self._reaped.wait(timeout):
                     self._kill_tree("stop timeout")
-                self._reaped.wait()
+                    if not self._reaped.wait(KILL_REAP_TIMEOUT_S):
+                        log.error("no_exit_report_after_kill", pid=self.pid, child=self.name)
+                        self._needs_sweep = True
+                        self._on_gone(ExitReason.killed("no exit report after kill"))
                 _kill_procs(snapshot)
         reason = self.wait()
         assert reason is not None

@@ -279,3 +279,18 @@ def test_children_see_the_daemons_environment_as_it_is_when_they_start(
         h.stop(0)
     out = start_process(Command(["sh", "-c", 'test "$PHLOEM_TEST_LATE_VAR" = late']), name="c")
     assert out.wait(10) == ExitReason.normal()
+
+
+def test_a_stop_whose_kill_is_never_reported_ends_at_the_reap_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lost exit report (signals that do nothing here) must not hang stop()."""
+    from phloem.supervision import process
+
+    monkeypatch.setattr(process, "KILL_REAP_TIMEOUT_S", 0.2)
+    h = start_process(ProcessTarget(targets.run_forever), name="unkillable")
+    monkeypatch.setattr(h, "_signal_tree", lambda sig, group_only=False: None)
+    reason = h.stop(timeout=0.1)
+    assert reason.kind == "killed" and reason.detail == "no exit report after kill"
+    os.kill(h.pid, signal.SIGKILL)  # the child really is still there: end it
+    assert process._wait_gone([h.pid], 10)
