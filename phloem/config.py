@@ -34,6 +34,7 @@ import msgspec
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.secrets import is_secret_key
 
 S = TypeVar("S", bound="Section")
 
@@ -311,19 +312,25 @@ def load_component(path: str, *, what: str = "component") -> Any:
 
 # --- display ----------------------------------------------------------------------------
 
-SECRET_KEY_PATTERN = re.compile(
-    r"(?i)(api[_-]?key|secret|password|passwd|token|authorization|cookie|credential|"
-    r"private[_-]?key)"
-)
 MASK = "********"
 
 
 def mask_secrets(obj: Any) -> Any:
-    """A copy of builtins `obj` with values under credential-shaped keys masked."""
+    """A copy of builtins `obj` with values under credential-shaped keys masked.
+
+    The rule is `phloem.protocols.secrets.is_secret_key` (token *counts* are kept); a key
+    ending in `_env` names an environment variable, not a secret, and is shown.
+    """
     if isinstance(obj, dict):
         out: dict[str, Any] = {}
         for key, value in obj.items():
-            if isinstance(key, str) and SECRET_KEY_PATTERN.search(key) and value not in ("", None):
+            secret = (
+                isinstance(key, str)
+                and not key.endswith("_env")
+                and is_secret_key(key, value)
+                and value not in ("", None)
+            )
+            if secret:
                 out[key] = MASK if not isinstance(value, dict | list) else mask_all(value)
             else:
                 out[key] = mask_secrets(value)

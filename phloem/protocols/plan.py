@@ -19,15 +19,15 @@ and `encode` validate the same shape and reject, each with a stable `kind`:
   duplicate keys, nesting beyond `MAX_JSON_DEPTH` (`invalid_plan_json`);
 - another schema version (`unsupported_plan_schema_version`).
 
-Secret pruning (`prune_secrets`) removes credential-shaped keys from every document that
-crosses a public boundary: plans, goals, contexts, observations, cancellation reasons and
-results. A key is normalised (lower-cased; ``_ - . : space`` removed) and removed when it
-equals one of `SECRET_KEYS_EXACT` or contains one of `SECRET_KEY_PARTS`. A key containing
-``token`` is removed too, unless it names a *count* — its normalised form ends in
-``tokens``, ``tokencount``, ``tokenscount`` or ``tokensdetails`` — and its value is a
-number, null or an object (pruned in turn). So ``max_tokens: 1024``, ``input_tokens: 7``
-and ``promptTokenCount: 3`` survive, while ``access_token``, ``token``, ``id_token`` and
-``refresh_tokens: ["…"]`` do not.
+Secret pruning (`prune_secrets`, from `phloem.protocols.secrets`) removes credential-shaped
+keys from every document that crosses a public boundary: plans, goals, contexts,
+observations, cancellation reasons and results. A key is normalised (lower-cased;
+``_ - . : space`` removed) and removed when it equals one of `SECRET_KEYS_EXACT` or
+contains one of `SECRET_KEY_PARTS`. A key containing ``token`` is removed too, unless it
+names a *count* — its normalised form ends in ``tokens``, ``tokencount``, ``tokenscount``
+or ``tokensdetails`` — and its value is a number, null or an object (pruned in turn). So
+``max_tokens: 1024``, ``input_tokens: 7`` and ``promptTokenCount: 3`` survive, while
+``access_token``, ``token``, ``id_token`` and ``refresh_tokens: ["…"]`` do not.
 
 The terminal *result* (result schema version 1) has exactly the fields of
 `PlanningResult`; `decode_result` rejects extra or missing keys, other versions and
@@ -46,6 +46,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.secrets import is_secret_key, prune_secrets
 
 __all__ = [
     "DEFAULT_OPTIONS",
@@ -85,6 +86,7 @@ __all__ = [
     "encode",
     "encode_result",
     "from_mapping",
+    "is_secret_key",
     "json_value",
     "parse_options",
     "prune_secrets",
@@ -271,57 +273,7 @@ def canonical_json(value: Any) -> bytes:
     return msgspec.json.encode(value, order="sorted")
 
 
-# --- secret pruning ---------------------------------------------------------------------
-
-SECRET_KEYS_EXACT = frozenset(
-    {"bearer", "otp", "pin", "auth", "sessionid", "sid", "jwt", "dsn", "passphrase"}
-)
-SECRET_KEY_PARTS = (
-    "apikey",
-    "privatekey",
-    "signingkey",
-    "accesskey",
-    "clientassertion",
-    "cookie",
-    "credential",
-    "authorization",
-    "password",
-    "passwd",
-    "secret",
-)
-TOKEN_COUNT_SUFFIXES = ("tokens", "tokencount", "tokenscount", "tokensdetails")
-_KEY_STRIP = re.compile(r"[_\-.: ]")
-
-
-def _normalise_key(key: str) -> str:
-    return _KEY_STRIP.sub("", key.lower())
-
-
-def is_secret_key(key: str, value: Any = None) -> bool:
-    """True if `key` (holding `value`) looks like a credential and must be pruned."""
-    norm = _normalise_key(key)
-    if norm in SECRET_KEYS_EXACT or any(part in norm for part in SECRET_KEY_PARTS):
-        return True
-    if "token" in norm:
-        counts = norm.endswith(TOKEN_COUNT_SUFFIXES)
-        countish = value is None or (
-            isinstance(value, int | float | Mapping) and not isinstance(value, bool)
-        )
-        return not (counts and countish)
-    return False
-
-
-def prune_secrets(value: Any) -> Any:
-    """`value` without credential-shaped keys, at any depth (see the module docstring)."""
-    if isinstance(value, Mapping):
-        return {
-            k: prune_secrets(v)
-            for k, v in value.items()
-            if not (isinstance(k, str) and is_secret_key(k, v))
-        }
-    if isinstance(value, list | tuple):
-        return [prune_secrets(v) for v in value]
-    return value
+# --- secret pruning (the rule lives in phloem.protocols.secrets) -----------------------
 
 
 def sanitize(value: Any, path: str = "$") -> Any:

@@ -165,3 +165,18 @@ def test_a_config_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PhloemError) as err:
         load_config(big)
     assert err.value.kind == "config_invalid" and "larger than" in err.value.message
+
+
+def test_config_check_masks_keys_but_shows_env_var_names_and_token_counts() -> None:
+    data = {
+        "providers": {
+            "a": {"api_key": "sk-live", "api_key_env": "MY_KEY_VAR", "max_output_tokens": 512}
+        },
+        "x": {"access_token": "abc", "password": "hunter2"},
+    }
+    assert mask_secrets(data) == {
+        "providers": {
+            "a": {"api_key": MASK, "api_key_env": "MY_KEY_VAR", "max_output_tokens": 512}
+        },
+        "x": {"access_token": MASK, "password": MASK},
+    }
