@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from phloem.actors.agents.events import Event, describe
-
 if TYPE_CHECKING:
+    from phloem.actors.agents.events import Event
     from phloem.cli import CommandContext, Commands
 
 MAX_STATE_ARGS = 256
@@ -84,6 +83,8 @@ def _plan(ctx: CommandContext) -> int:
 
 def _run(ctx: CommandContext) -> int:
     state = parse_state(ctx.args.state)
+
+    from phloem.actors.agents.events import describe  # imported here: keeps the CLI fast
 
     def show(event: Event) -> None:
         ctx.emit(event, text=describe(event))
