@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Any
 
 import msgspec
 
@@ -157,8 +156,3 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[:MAX_MESSAGE_CHARS] + "…"
     return text
-
-
-def reason_from_json(obj: Any) -> ExitReason:
-    """Decode an `ExitReason` from its JSON/msgpack mapping form."""
-    return msgspec.convert(obj, ExitReason)

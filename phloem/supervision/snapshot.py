@@ -15,6 +15,7 @@ import msgspec
 import psutil
 
 from phloem.supervision.handle import ChildHandle
+from phloem.supervision.spec import Command, ProcessTarget, SupervisorChild
 from phloem.supervision.supervisor import SupervisorRef, _child_info, root_supervisors
 
 MAX_SNAPSHOT_DEPTH = 64  # nesting of supervisors a snapshot follows
@@ -94,8 +95,6 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
 
 
 def _start_type(start: object) -> str:
-    from phloem.supervision.spec import Command, ProcessTarget, SupervisorChild
-
     if isinstance(start, SupervisorChild):
         return "supervisor"
     if isinstance(start, ProcessTarget | Command):

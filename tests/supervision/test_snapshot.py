@@ -45,3 +45,14 @@ def test_default_snapshot_covers_every_root_supervisor() -> None:
     b.stop()
     assert "b" not in {r.id for r in tree_snapshot().roots}
     assert a.is_alive()
+
+
+def test_snapshot_stops_descending_at_max_snapshot_depth(monkeypatch: pytest.MonkeyPatch) -> None:
+    from phloem.supervision import snapshot as snapshot_module
+
+    monkeypatch.setattr(snapshot_module, "MAX_SNAPSHOT_DEPTH", 1)
+    inner = SupervisorChild(SupervisorSpec(), [ChildSpec("leaf", Store)])
+    sup = Supervisor.start(SupervisorSpec(), [ChildSpec("inner", inner)], name="deep")
+    (root,) = tree_snapshot([sup]).roots
+    (inner_node,) = root.children
+    assert inner_node.id == "inner" and inner_node.children == []

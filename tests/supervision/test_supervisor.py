@@ -328,3 +328,15 @@ def test_after_waiting_for_a_crash_which_children_already_shows_the_restart() ->
         child.wait(10)
         (info,) = sup.which_children()
         assert info.restarts == n and info.ref is not child and info.state == "running"
+
+
+def test_a_supervisor_refuses_children_past_max_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    from phloem.supervision import supervisor as supervisor_module
+
+    monkeypatch.setattr(supervisor_module, "MAX_CHILDREN", 2)
+    rec = Recorder()
+    sup = Supervisor.start(SupervisorSpec(), _workers(rec, "ab"))
+    with pytest.raises(PhloemError) as info:
+        sup.start_child(ChildSpec("c", (Worker, ("c", rec), {})))
+    assert info.value.kind == "too_many_children"
+    assert "start:c" not in rec.events
