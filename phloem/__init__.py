@@ -10,68 +10,73 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from phloem._version import __version__
+
 if TYPE_CHECKING:
     from phloem.actors.agents import (
-        Agent,
-        AgentMetadata,
-        AgentRun,
-        AStarSearch,
-        Decision,
-        DfsSearch,
-        Done,
-        DoneWithResult,
-        Event,
-        EventActions,
-        FunctionAgent,
-        FunctionResult,
-        GoalOrientedPlanner,
-        InMemorySessionService,
-        InvocationContext,
-        LlmAgent,
-        LoopPlanner,
-        NoOp,
-        OutcomeStatus,
-        P2PPlanner,
-        ParallelPlanner,
-        Planner,
-        PlannerAction,
-        PlannerAgent,
-        PlannerOutcome,
-        PlanningContext,
-        ReplanPolicy,
-        RunAgents,
-        SequentialPlanner,
-        Session,
-        SupervisorPlanner,
+        Agent as Agent,
+        AgentMetadata as AgentMetadata,
+        AgentRun as AgentRun,
+        AStarSearch as AStarSearch,
+        Decision as Decision,
+        DfsSearch as DfsSearch,
+        Done as Done,
+        DoneWithResult as DoneWithResult,
+        Event as Event,
+        EventActions as EventActions,
+        FunctionAgent as FunctionAgent,
+        FunctionResult as FunctionResult,
+        GoalOrientedPlanner as GoalOrientedPlanner,
+        InMemorySessionService as InMemorySessionService,
+        InvocationContext as InvocationContext,
+        LlmAgent as LlmAgent,
+        LoopPlanner as LoopPlanner,
+        NoOp as NoOp,
+        OutcomeStatus as OutcomeStatus,
+        P2PPlanner as P2PPlanner,
+        ParallelPlanner as ParallelPlanner,
+        Planner as Planner,
+        PlannerAction as PlannerAction,
+        PlannerAgent as PlannerAgent,
+        PlannerOutcome as PlannerOutcome,
+        PlanningContext as PlanningContext,
+        ReplanPolicy as ReplanPolicy,
+        RunAgents as RunAgents,
+        SequentialPlanner as SequentialPlanner,
+        Session as Session,
+        SupervisorPlanner as SupervisorPlanner,
     )
-    from phloem.client import AsyncClient, Client
-    from phloem.models.gemini import GeminiModel
-    from phloem.models.openai import OpenAIModel
-    from phloem.models.request_planners import BuiltInPlanner, PlanReActPlanner
-    from phloem.models.scripted import ScriptedModel
+    from phloem.client import AsyncClient as AsyncClient, Client as Client
+    from phloem.models.gemini import GeminiModel as GeminiModel
+    from phloem.models.openai import OpenAIModel as OpenAIModel
+    from phloem.models.request_planners import (
+        BuiltInPlanner as BuiltInPlanner,
+        PlanReActPlanner as PlanReActPlanner,
+    )
+    from phloem.models.scripted import ScriptedModel as ScriptedModel
     from phloem.protocols.content import (
-        Content,
-        FunctionDeclaration,
-        GenerateConfig,
-        ModelRequest,
-        ModelResponse,
-        Part,
-        ThinkingConfig,
+        Content as Content,
+        FunctionDeclaration as FunctionDeclaration,
+        GenerateConfig as GenerateConfig,
+        ModelRequest as ModelRequest,
+        ModelResponse as ModelResponse,
+        Part as Part,
+        ThinkingConfig as ThinkingConfig,
     )
-    from phloem.protocols.errors import ErrorValue, PhloemError
-    from phloem.protocols.model import Model, ModelError
-    from phloem.protocols.plan import PlanningResult
-    from phloem.supervision.credit import CreditWindow
-    from phloem.tree import Tree
+    from phloem.protocols.errors import ErrorValue as ErrorValue, PhloemError as PhloemError
+    from phloem.protocols.model import Model as Model, ModelError as ModelError
+    from phloem.protocols.plan import PlanningResult as PlanningResult
+    from phloem.supervision.credit import CreditWindow as CreditWindow
+    from phloem.tree import Tree as Tree
 
 _EXPORTS: dict[str, str] = {
     "AStarSearch": "phloem.actors.agents",
     "Agent": "phloem.actors.agents",
     "AgentMetadata": "phloem.actors.agents",
     "AgentRun": "phloem.actors.agents",
-    "AsyncClient": "phloem.client",
+    "AsyncClient": "phloem.client.aio",
     "BuiltInPlanner": "phloem.models.request_planners",
-    "Client": "phloem.client",
+    "Client": "phloem.client.sync",
     "Content": "phloem.protocols.content",
     "CreditWindow": "phloem.supervision.credit",
     "Decision": "phloem.actors.agents",
@@ -119,61 +124,7 @@ _EXPORTS: dict[str, str] = {
     "Tree": "phloem.tree",
 }
 
-__all__ = [
-    "AStarSearch",
-    "Agent",
-    "AgentMetadata",
-    "AgentRun",
-    "AsyncClient",
-    "BuiltInPlanner",
-    "Client",
-    "Content",
-    "CreditWindow",
-    "Decision",
-    "DfsSearch",
-    "Done",
-    "DoneWithResult",
-    "ErrorValue",
-    "Event",
-    "EventActions",
-    "FunctionAgent",
-    "FunctionDeclaration",
-    "FunctionResult",
-    "GeminiModel",
-    "GenerateConfig",
-    "GoalOrientedPlanner",
-    "InMemorySessionService",
-    "InvocationContext",
-    "LlmAgent",
-    "LoopPlanner",
-    "Model",
-    "ModelError",
-    "ModelRequest",
-    "ModelResponse",
-    "NoOp",
-    "OpenAIModel",
-    "OutcomeStatus",
-    "P2PPlanner",
-    "ParallelPlanner",
-    "Part",
-    "PhloemError",
-    "PlanReActPlanner",
-    "Planner",
-    "PlannerAction",
-    "PlannerAgent",
-    "PlannerOutcome",
-    "PlanningContext",
-    "PlanningResult",
-    "ReplanPolicy",
-    "RunAgents",
-    "ScriptedModel",
-    "SequentialPlanner",
-    "Session",
-    "SupervisorPlanner",
-    "ThinkingConfig",
-    "Tree",
-]
-__version__ = "0.1.0"
+__all__ = [*sorted(_EXPORTS), "__version__"]  # noqa: PLE0604 (the one export table)
 
 
 def __getattr__(name: str) -> Any:

@@ -2,6 +2,6 @@
 
 import sys
 
-from phloem.cli import main
+from phloem.cli.main import main
 
 sys.exit(main())

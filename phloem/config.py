@@ -4,12 +4,9 @@ Every field has a default, so an empty file (or no file) is a valid configuratio
 Unknown keys and bad values are errors that name the key path (`daemon.max_frame_bytes`)
 and, where it can be found, the line.
 
-Adding a section is a one-struct addition: define a `Section` subclass (here, or in your
-own module and import it here) and add one field to `Config`:
-
-    class PlanningConfig(Section):
-        planners: Components = {}
-        max_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 100
+The core sections (daemon, supervision, logging, services) are declared here; each
+feature declares its own `Section` in its `settings.py` (`phloem.actors.planning.settings`,
+`phloem.actors.agents.settings`, ...) and this module gathers them into `Config`:
 
     class Config(Section):
         ...
@@ -22,21 +19,26 @@ start, never from a request.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
-import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from phloem.actors.agents.settings import AgentsConfig
+from phloem.actors.planning.settings import PlanningConfig
 from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.secrets import is_secret_key
-
-S = TypeVar("S", bound="Section")
+from phloem.settings import (
+    COMPONENT_RE,
+    Components,
+    Section,
+    parse_toml,
+    read_toml,
+    section,
+)
 
 # --- named limits ------------------------------------------------------------------------
 
@@ -54,27 +56,8 @@ DEFAULT_FRAME_TIMEOUT_S = 10.0
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 DEFAULT_MAX_OUTBOX_BYTES = 64 * 1024 * 1024
 MAX_OUTBOX_BYTES_RANGE = (64 * 1024, 1024 * 1024 * 1024)
-CONFIG_FILE_MAX_BYTES = 1024 * 1024
-COMPONENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
 
-ComponentPath = Annotated[
-    str,
-    msgspec.Meta(
-        pattern=COMPONENT_PATTERN,
-        description="a trusted `module:attribute` path",
-    ),
-]
-Components = dict[str, ComponentPath]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_REQUEST_TIMEOUT_S)]
-
-
-class Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Base of every config section: keyword-only, unknown keys rejected."""
-
-
-def section(cls: type[S]) -> S:
-    """A field default for a nested section: the section with all its defaults."""
-    return msgspec.field(default_factory=cls)
 
 
 class DaemonConfig(Section):
@@ -137,15 +120,6 @@ class ServicesConfig(Section):
     extra: Components = {}
 
 
-class PlanningConfig(Section):
-    """`[planning]`: trusted planner and executor adapters by name (`module:attribute`),
-    loaded when the planning service starts, and the limit on concurrent runs."""
-
-    planners: Components = {}
-    executors: Components = {}
-    max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1024
-
-
 class Config(Section):
     """The whole daemon configuration."""
 
@@ -183,7 +157,6 @@ def default_socket_path() -> Path:
 # --- loading ----------------------------------------------------------------------------
 
 _AT_PATH = re.compile(r" - at `\$((?:\.[^`\[]+|\[[^\]`]*\])*)`$")
-_COMPONENT_RE = re.compile(COMPONENT_PATTERN)
 
 
 def _key_path(msg: str) -> tuple[str, str]:
@@ -251,10 +224,11 @@ def config_error(msg: str, text: str = "", source: str = "") -> PhloemError:
 
 def parse_config(text: str, source: str = "<config>") -> Config:
     """Decode TOML text into a `Config`; raise `PhloemError('config_invalid')`."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PhloemError("config_invalid", f"{source}: {exc}") from exc
+    return decode_config(parse_toml(text, source), text, source)
+
+
+def decode_config(data: dict[str, Any], text: str, source: str) -> Config:
+    """A TOML table as a `Config`; `config_invalid` naming the key path and line."""
     try:
         return msgspec.convert(data, Config)
     except msgspec.ValidationError as exc:
@@ -276,7 +250,7 @@ def _bad_component_key(data: Any, path: str) -> str | None:
         node = node.get(part)
     if isinstance(node, dict):
         for key, value in node.items():
-            if not isinstance(value, str) or not _COMPONENT_RE.match(value):
+            if not isinstance(value, str) or not COMPONENT_RE.match(value):
                 return str(key)
     return None
 
@@ -285,29 +259,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Load a TOML file (None: all defaults)."""
     if path is None:
         return Config()
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > CONFIG_FILE_MAX_BYTES:
-            raise PhloemError("config_invalid", f"{p}: larger than {CONFIG_FILE_MAX_BYTES} bytes")
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PhloemError("config_invalid", f"cannot read {p}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise PhloemError("config_invalid", f"{p}: not UTF-8 text") from exc
-    return parse_config(text, str(p))
-
-
-def load_component(path: str, *, what: str = "component") -> Any:
-    """Import a trusted `module:attribute` named in the configuration."""
-    module_name, _, attr = path.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise PhloemError("config_invalid", f"cannot load {what} {path!r}: {exc}") from exc
-    return obj
+    data, text = read_toml(path)
+    return decode_config(data, text, str(path))
 
 
 # --- display ----------------------------------------------------------------------------

@@ -30,11 +30,17 @@ import msgspec
 import psutil
 import structlog
 
-import phloem
-from phloem.actors.agents.api import AgentTreeMethods
-from phloem.actors.services import Call, Outcome, Respond, ServiceActor, ServiceContext
-from phloem.actors.services import configured_services as _configured_services
+from phloem._version import __version__
+from phloem.actors.services import (
+    Call,
+    Outcome,
+    Respond,
+    ServiceActor,
+    ServiceContext,
+    configured_services as _configured_services,
+)
 from phloem.actors.streams import StreamHub
+from phloem.client.agents import AgentTreeMethods
 from phloem.config import Config, load_config
 from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, DaemonStatus
@@ -48,7 +54,7 @@ from phloem.supervision.spec import SupervisorSpec
 from phloem.supervision.supervisor import Supervisor, SupervisorRef
 
 if TYPE_CHECKING:
-    from phloem.client import Client
+    from phloem.client.sync import Client
 
 log = structlog.get_logger("phloem.tree")
 
@@ -222,7 +228,8 @@ class Tree(AgentTreeMethods):
 
     def client(self, label: str = "") -> Client:
         """An in-process client: the same API as `phloem.Client`, its own owner."""
-        from phloem.client import Client, LocalTransport
+        from phloem.client.local import LocalTransport
+        from phloem.client.sync import Client
 
         return Client(LocalTransport(self, Owner.client(label or "tree.client")))
 
@@ -450,7 +457,7 @@ class Tree(AgentTreeMethods):
                 continue
         state = "running" if self.alive else "stopped"
         return DaemonStatus(
-            version=phloem.__version__,
+            version=__version__,
             pid=os.getpid(),
             started_at=self.started_at,
             uptime_s=round(time.time() - self.started_at, 3),

@@ -59,7 +59,7 @@ log = structlog.get_logger("phloem.services")
 SERVICE_MODULES: list[str] = [
     "phloem.actors.echo",
     "phloem.actors.planning.service",
-    "phloem.actors.agent_service",
+    "phloem.actors.agents.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64
@@ -268,7 +268,7 @@ def registered_services() -> list[Service]:
 
 def configured_services(config: Config) -> list[Service]:
     """The services a tree with `config` starts: built-ins minus `disabled`, plus `extra`."""
-    from phloem.config import load_component
+    from phloem.settings import load_component
 
     services = [s for s in registered_services() if s.name not in config.services.disabled]
     known = {s.name for s in registered_services()} | set(config.services.extra)

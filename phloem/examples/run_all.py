@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 import phloem
-from phloem.cli import render_status, render_tree
+from phloem.cli.render import render_status, render_tree
 from phloem.config import load_config
 from phloem.protocols.errors import PhloemError
 
@@ -74,8 +74,8 @@ STEPS: list[Step] = [
 
 # Modules defining `steps() -> list[Step]`, appended to by feature modules' owners.
 EXAMPLE_MODULES: list[str] = [
-    "phloem.actors.examples.planning_report",
-    "phloem.actors.examples.supplier_risk",
+    "phloem.examples.planning_report",
+    "phloem.examples.supplier_risk",
 ]
 
 

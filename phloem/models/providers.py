@@ -22,9 +22,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -45,13 +43,13 @@ from phloem.models.openai import OpenAIModel
 from phloem.protocols import gemini as gemini_wire
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.model import ModelError, ModelErrorKind, validation_path
+from phloem.settings import read_toml
 
 ProviderProtocol = Literal["gemini", "openai-chat", "openai-responses"]
 PROTOCOLS: Final = ("gemini", "openai-chat", "openai-responses")
 DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 PROVIDER_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-MAX_CONFIG_BYTES: Final = 1024 * 1024
 
 
 class ProviderConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -119,15 +117,7 @@ def decode_providers(table: Any, source: str = "providers") -> dict[str, Provide
 
 def load_providers(path: str | os.PathLike[str]) -> dict[str, ProviderConfig]:
     """The providers declared in a TOML config file (other sections are ignored here)."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_CONFIG_BYTES:
-            raise _invalid(f"{p}: larger than {MAX_CONFIG_BYTES} bytes")
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise _invalid(f"cannot read {p}: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise _invalid(f"{p}: {exc}") from None
+    data, _ = read_toml(path)
     return decode_providers(data.get("providers", {}))
 
 

@@ -22,7 +22,7 @@ from phloem.config import Config
 
 pytestmark = pytest.mark.timeout(30)
 
-EXAMPLE = "phloem.actors.examples.supplier_risk"
+EXAMPLE = "phloem.examples.supplier_risk"
 FUNCTIONS = {
     "fetchFilings": ("fetch_filings", ["company"], "filings"),
     "fetchNews": ("fetch_news", ["company"], "news"),
@@ -204,7 +204,7 @@ def test_a_run_streams_under_a_one_message_credit_window(tree: Tree) -> None:
 
 
 def test_the_make_run_step_returns_the_brief(tree: Tree) -> None:
-    from phloem.actors.examples.supplier_risk import run_example
+    from phloem.examples.supplier_risk import run_example
 
     with tree.client("make run") as client:
         brief = run_example(client)
@@ -233,12 +233,11 @@ def test_a_live_run_shows_in_the_tree_with_its_driver_and_invocations(tree: Tree
 
 
 def test_make_run_lists_the_supplier_brief_after_the_planning_example(tree: Tree) -> None:
-    from phloem.actors.examples import supplier_risk
-    from phloem.examples import run_all
+    from phloem.examples import run_all, supplier_risk
 
     modules = run_all.EXAMPLE_MODULES
-    assert modules.index("phloem.actors.examples.supplier_risk") > modules.index(
-        "phloem.actors.examples.planning_report"
+    assert modules.index("phloem.examples.supplier_risk") > modules.index(
+        "phloem.examples.planning_report"
     )
     plan, brief = supplier_risk.steps()
     with tree.client("make run") as client:

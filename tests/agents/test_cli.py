@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from phloem.agents_cli import parse_state
-from phloem.cli import UsageError
+from phloem.cli.agents import parse_state
+from phloem.cli.commands import UsageError
 from tests.daemon.conftest import ROOT, DaemonProc, run_cli, short_tmpdir
 
 pytestmark = pytest.mark.timeout(60)

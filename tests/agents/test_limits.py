@@ -9,7 +9,6 @@ import msgspec
 import pytest
 
 from phloem import PhloemError, Tree
-from phloem.actors.agent_service import MAX_AGENT_INPUT_CHARS
 from phloem.actors.agents import (
     Agent,
     Event,
@@ -22,6 +21,7 @@ from phloem.actors.agents import (
 )
 from phloem.actors.agents.agent import MAX_DESCRIPTION_CHARS
 from phloem.actors.agents.planner_agent import MAX_SUB_AGENTS
+from phloem.actors.agents.service import MAX_AGENT_INPUT_CHARS
 from phloem.actors.agents.supervised import GROUP_QUEUE_LIMIT
 from phloem.config import Config
 from tests.agents.helpers import writer

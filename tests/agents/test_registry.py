@@ -11,11 +11,11 @@ from phloem import PhloemError
 from phloem.actors.agents import FunctionAgent, PlannerAgent
 from phloem.actors.agents.registry import build_registry, planned_groups
 from phloem.actors.agents.settings import AgentsConfig
-from phloem.config import load_component
+from phloem.settings import load_component
 
 pytestmark = pytest.mark.timeout(30)
 
-EX = "phloem.actors.examples.supplier_risk"
+EX = "phloem.examples.supplier_risk"
 
 
 def registry(**sections: Any) -> Any:

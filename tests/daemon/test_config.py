@@ -10,12 +10,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from phloem.cli import main
+from phloem.cli.main import main
 from phloem.config import (
     MASK,
     Config,
     default_socket_path,
-    load_component,
     load_config,
     mask_secrets,
     parse_config,
@@ -23,6 +22,7 @@ from phloem.config import (
     to_toml,
 )
 from phloem.protocols.errors import PhloemError
+from phloem.settings import load_component
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -147,6 +147,9 @@ def test_components_load_only_from_trusted_module_attribute_paths() -> None:
     with pytest.raises(PhloemError) as err:
         load_component("phloem.config:Nope")
     assert err.value.kind == "config_invalid"
+    with pytest.raises(PhloemError) as err:
+        load_component("os.path; import shutil")  # not a module:attribute shape: never imported
+    assert err.value.kind == "config_invalid"
 
 
 def test_the_shipped_config_is_valid_and_commented() -> None:
@@ -156,7 +159,7 @@ def test_the_shipped_config_is_valid_and_commented() -> None:
 
 
 def test_a_config_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:
-    from phloem.config import CONFIG_FILE_MAX_BYTES
+    from phloem.settings import CONFIG_FILE_MAX_BYTES
 
     big = tmp_path / "big.toml"
     big.write_text("#" * CONFIG_FILE_MAX_BYTES)

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 import phloem
-from phloem.cli import main
+from phloem.cli.main import main
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import (
     Ask,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from phloem.models import cli
+from phloem.cli.main import main as phloem_main
 from phloem.models.gemini import GeminiModel
 from phloem.models.oneshot import PROBE_MARKER, PROBE_TOOL
 from phloem.models.openai import OpenAIModel
@@ -47,7 +47,7 @@ def fake() -> Iterator[FakeProvider]:
 
 
 def phloem(
-    *args: str, env: dict[str, str] | None = None, module: str = "phloem.models.cli"
+    *args: str, env: dict[str, str] | None = None, module: str = "phloem"
 ) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PHLOEM_")}
     full_env.update(env or {})
@@ -64,7 +64,7 @@ def phloem(
 def in_process(*args: str) -> tuple[int, str, str]:
     """Run a command in this process (for the cases that need no subprocess)."""
     out, err = io.StringIO(), io.StringIO()
-    code = cli.run(list(args), out, err)
+    code = phloem_main(list(args), out, err)
     return code, out.getvalue(), err.getvalue()
 
 

@@ -14,11 +14,11 @@ from phloem.supervision.refs import Owner
 
 PLANNERS = {
     "scripted": "tests.planning.adapters:ScriptedPlanner",
-    "report": "phloem.actors.examples.planning_report:ReportPlanner",
+    "report": "phloem.examples.planning_report:ReportPlanner",
 }
 EXECUTORS = {
     "scripted": "tests.planning.adapters:ScriptedExecutor",
-    "readonly_tools": "phloem.actors.examples.planning_report:ReadOnlyToolsExecutor",
+    "readonly_tools": "phloem.examples.planning_report:ReadOnlyToolsExecutor",
 }
 
 

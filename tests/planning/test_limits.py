@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.planning import AdapterRegistry, PlanningRuntime
-from phloem.actors.planning import adapters as adapters_mod
-from phloem.actors.planning import runtime as runtime_mod
+from phloem.actors.planning import (
+    AdapterRegistry,
+    PlanningRuntime,
+    adapters as adapters_mod,
+    runtime as runtime_mod,
+)
 from phloem.actors.planning.worker import MAX_CALLBACK_OUTPUT_BYTES
 from phloem.protocols import plan as pl
 from phloem.protocols.errors import PhloemError

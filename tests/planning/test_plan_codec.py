@@ -7,8 +7,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from phloem.protocols import plan as pl
 from phloem.protocols.plan import PlanError, PlanningResult, ResultError, Step

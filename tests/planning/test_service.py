@@ -29,10 +29,10 @@ pytestmark = pytest.mark.timeout(60)
 CONFIG = """
 [planning.planners]
 scripted = "tests.planning.adapters:ScriptedPlanner"
-report = "phloem.actors.examples.planning_report:ReportPlanner"
+report = "phloem.examples.planning_report:ReportPlanner"
 [planning.executors]
 scripted = "tests.planning.adapters:ScriptedExecutor"
-readonly_tools = "phloem.actors.examples.planning_report:ReadOnlyToolsExecutor"
+readonly_tools = "phloem.examples.planning_report:ReadOnlyToolsExecutor"
 """
 
 
@@ -322,7 +322,7 @@ def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_make_run_workload_completes() -> None:
     import io
 
-    from phloem.actors.examples.planning_report import run_workload
+    from phloem.examples.planning_report import run_workload
 
     out = io.StringIO()
     with phloem.Tree.start(parse_config(CONFIG)) as tree, tree.client() as client:

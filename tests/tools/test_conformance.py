@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from phloem.conformance import run_pack, summary
-from phloem.conformance.__main__ import main
+from phloem.tools.conformance import run_pack, summary
+from phloem.tools.conformance.__main__ import main
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from phloem.tools import ToolFailure
 from phloem.tools.diff import unified_diff

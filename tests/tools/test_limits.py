@@ -11,13 +11,13 @@ from phloem.tools import (
     ToolFailure,
     ToolRegistry,
     Workspace,
+    bash as bash_module,
     ignorerules,
     outputlimit,
     registry,
+    walk as walk_module,
     workspace,
 )
-from phloem.tools import bash as bash_module
-from phloem.tools import walk as walk_module
 from phloem.tools.bash import BashTool
 from phloem.tools.read import ReadTool
 from phloem.tools.walk import WalkFilter, WalkResult, walk

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from phloem.cli.main import main
 from phloem.tools import ToolContext, ToolRegistry, default_registry, run_tool
-from phloem.tools.cli import main
 from phloem.tools.read import ReadTool
 
 pytestmark = pytest.mark.timeout(30)
@@ -54,7 +54,7 @@ def test_the_cli_lists_describes_and_runs_tools(
 def test_the_phloem_command_has_the_tool_commands(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from phloem.cli import main as phloem_main
+    from phloem.cli.main import main as phloem_main
 
     (tmp_path / "a.txt").write_text("hello\n")
     args = ["tool", "run", "grep", '{"pattern": "hel"}', "--root", str(tmp_path)]

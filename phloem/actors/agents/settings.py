@@ -1,7 +1,7 @@
-"""The `[agents]` configuration section (decoded by `phloem.config`).
+"""The `[agents]` configuration section (gathered by `phloem.config`).
 
     [agents.functions.fetchFilings]
-    fn = "phloem.actors.examples.supplier_risk:fetch_filings"
+    fn = "phloem.examples.supplier_risk:fetch_filings"
     description = "Collects the latest filings"
     input_keys = ["company"]
     output_key = "filings"
@@ -28,19 +28,15 @@ from typing import Annotated, Literal
 
 import msgspec
 
-_COMPONENT = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
+from phloem.settings import ComponentPath, Section
+
 _NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 
-ComponentPath = Annotated[str, msgspec.Meta(pattern=_COMPONENT)]
 AgentName = Annotated[str, msgspec.Meta(pattern=_NAME)]
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
-class _Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    pass
-
-
-class FunctionAgentConfig(_Section, kw_only=True):
+class FunctionAgentConfig(Section, kw_only=True):
     fn: ComponentPath
     description: str = ""
     input_keys: list[Key] = []
@@ -50,12 +46,12 @@ class FunctionAgentConfig(_Section, kw_only=True):
     timeout_s: Annotated[float, msgspec.Meta(ge=0.1, le=86_400)] = 300.0
 
 
-class ContractConfig(_Section, kw_only=True):
+class ContractConfig(Section, kw_only=True):
     input_keys: list[Key] = []
     output_key: Key
 
 
-class LlmAgentConfig(_Section, kw_only=True):
+class LlmAgentConfig(Section, kw_only=True):
     provider: AgentName  # a `[providers.NAME]` entry; its key is read at the first call
     description: str = ""
     instruction: str = ""
@@ -63,7 +59,7 @@ class LlmAgentConfig(_Section, kw_only=True):
     max_tool_rounds: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
 
 
-class PlannerAgentConfig(_Section, kw_only=True):
+class PlannerAgentConfig(Section, kw_only=True):
     planner: Literal["sequential", "parallel", "loop", "goal_oriented", "p2p", "supervisor"]
     sub_agents: list[AgentName]
     description: str = ""
@@ -84,7 +80,7 @@ class PlannerAgentConfig(_Section, kw_only=True):
     max_model_calls: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 25
 
 
-class AgentsConfig(_Section, kw_only=True):
+class AgentsConfig(Section, kw_only=True):
     functions: dict[AgentName, FunctionAgentConfig] = {}
     llm: dict[AgentName, LlmAgentConfig] = {}
     planners: dict[AgentName, PlannerAgentConfig] = {}

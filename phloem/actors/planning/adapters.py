@@ -3,9 +3,9 @@
 Adapters are trusted code named in the daemon configuration::
 
     [planning.planners]
-    report = "phloem.actors.examples.planning_report:ReportPlanner"
+    report = "phloem.examples.planning_report:ReportPlanner"
     [planning.executors]
-    tools = "phloem.actors.examples.planning_report:ToolExecutor"
+    tools = "phloem.examples.planning_report:ToolExecutor"
 
 The attribute is a class with a no-argument constructor or an object with the callbacks.
 `AdapterRegistry.load` imports every configured adapter once, at start, and checks its
@@ -21,7 +21,6 @@ callbacks: everything a callback needs is in its arguments.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,13 +29,14 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.plan import (
     ExecutorOutcome,
+    Plan as PlanDoc,
     PlanError,
     PlannerDecision,
     PlannerOutcome,
     Step,
     json_value,
 )
-from phloem.protocols.plan import Plan as PlanDoc
+from phloem.settings import COMPONENT_RE, ComponentError, load_component
 
 __all__ = [
     "AdapterRef",
@@ -55,7 +55,6 @@ MAX_ADAPTERS_PER_ROLE = 256
 # Canonical JSON size of a request's adapter `target` plus `config`.
 MAX_ADAPTER_DESCRIPTOR_BYTES = 256 * 1024
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
-_SPEC = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 
 @runtime_checkable
@@ -101,15 +100,17 @@ def load_adapter(role: Role, spec: str) -> Any:
     A class is instantiated with no arguments. Raises `invalid_planning_adapter` with reason
     `unavailable` (cannot import or resolve) or `missing_callback`.
     """
-    if not isinstance(spec, str) or not _SPEC.match(spec):
+    if not isinstance(spec, str) or not COMPONENT_RE.match(spec):
         raise _adapter_error(role, "unavailable", f"{role} spec must be 'module:attribute'")
-    module_name, _, attr_path = spec.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr_path.split("."):
-            obj = getattr(obj, part)
+        obj: Any = load_component(spec, what=role)
         if isinstance(obj, type):
             obj = obj()
+    except ComponentError as exc:
+        cause = exc.__cause__
+        raise _adapter_error(
+            role, "unavailable", f"{role} {spec} cannot be loaded: {type(cause).__name__}"
+        ) from None
     except Exception as exc:
         raise _adapter_error(
             role, "unavailable", f"{role} {spec} cannot be loaded: {type(exc).__name__}"

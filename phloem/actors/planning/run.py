@@ -34,6 +34,7 @@ from phloem.protocols.plan import (
     Observation,
     Plan,
     PlanError,
+    PlanningErrorKind as K,
     PlanningOptions,
     PlanningResult,
     ResultError,
@@ -45,7 +46,6 @@ from phloem.protocols.plan import (
     prune_secrets,
     sanitize,
 )
-from phloem.protocols.plan import PlanningErrorKind as K
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.credit import CreditStream
 from phloem.supervision.reasons import ExitReason, redact

@@ -23,7 +23,7 @@ def data_dir() -> Path:
     env = os.environ.get(DATA_ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3] / "conf" / "examples" / "supplier_risk"
+    return Path(__file__).resolve().parents[2] / "conf" / "examples" / "supplier_risk"
 
 
 def _load(name: str) -> dict[str, Any]:

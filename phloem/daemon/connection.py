@@ -1,44 +1,24 @@
-"""The phloem daemon: config → tree → Unix socket server → clean stop on a signal.
-
-`run(config)` runs in the foreground until SIGTERM/SIGINT, a client's `stop`, or the
-root supervisor giving up. The socket lives in a directory of mode 0700 and has mode
-0600 (with `daemon.allowed_uids` set: 0711 and 0666, and the peer's uid, read with
-SO_PEERCRED, decides). A stale socket left by a crashed daemon is replaced; a live one
-is refused. Logs are JSON lines on stderr (structlog); `daemon_ready` marks the moment the
-socket accepts connections.
-
-Each connection is an `Owner`: one reader thread decodes frames and routes them through
-the tree; replies and stream events are written straight to the socket when it has room
-and otherwise queued (bounded by `max_outbox_bytes`) for a writer thread. A bad frame
-gets one error frame and closes that connection only. When a connection ends, everything
-its owner held is cancelled (`owner_down`).
-"""
+"""One client connection: a reader thread that decodes frames and routes them through the
+tree, and replies written straight to the socket or queued (bounded by
+`max_outbox_bytes`) for a writer thread. A bad frame gets one error frame and closes that
+connection only. When a connection ends, everything its owner held is cancelled."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import os
 import select
-import selectors
-import signal
 import socket
-import stat
-import struct
 import threading
 import time
 from collections import deque
-from pathlib import Path
-from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import structlog
 
-import phloem
-from phloem import logs
-from phloem.config import Config, LoggingConfig, load_config
+from phloem._version import __version__
 from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.wire import (
     HEADER_BYTES,
@@ -68,65 +48,17 @@ from phloem.protocols.wire import (
 from phloem.supervision.credit import CreditStream, CreditWindow, Subscription
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner
-from phloem.tree import Tree
+
+if TYPE_CHECKING:
+    from phloem.daemon.server import Server
+
 
 log = structlog.get_logger("phloem.daemon")
 
 RECV_BYTES = 64 * 1024  # below malloc's mmap threshold: a bigger read buffer costs an mmap per read
-LISTEN_BACKLOG = 128
 CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing connection may take to flush its last frames
 CLOSE_DRAIN_BYTES = 1024 * 1024  # input read and dropped at most while closing
 INFLIGHT_POLL_S = 0.1  # how often a half-closed connection checks that its peer is still there
-_PEERCRED = struct.Struct("3i")
-
-
-def configure_logging(cfg: LoggingConfig, stream: TextIO | None = None) -> None:
-    """structlog to `stream` (stderr): JSON lines, or console for humans."""
-    logs.configure_logging(cfg.level, cfg.format, stream)
-
-
-# --- socket file handling ---------------------------------------------------------------
-
-
-def prepare_socket_path(path: Path, shared: bool) -> None:
-    """Create the socket's directory (0700, or 0711 when other uids are allowed) and
-    clear a stale socket; refuse a live one or a non-socket file."""
-    parent = path.parent
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = parent.stat()
-    if st.st_uid == os.getuid():
-        os.chmod(parent, 0o711 if shared else 0o700)
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(st.st_mode):
-        raise PhloemError("socket_in_use", f"{path} exists and is not a socket")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(2.0)
-        probe.connect(str(path))
-    except (ConnectionRefusedError, FileNotFoundError):
-        path.unlink(missing_ok=True)
-        log.warning("stale_socket_removed", socket=str(path))
-        return
-    except OSError as exc:
-        raise PhloemError("socket_in_use", f"cannot probe {path}: {exc}") from exc
-    finally:
-        probe.close()
-    raise PhloemError(
-        "daemon_running", f"a phloem daemon is already running at {path}; stop it first"
-    )
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
-    """(pid, uid, gid) of the process at the other end (SO_PEERCRED)."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    pid, uid, gid = _PEERCRED.unpack(raw)
-    return pid, uid, gid
-
-
-# --- one connection ---------------------------------------------------------------------
 
 
 class _Closed(Exception):
@@ -310,7 +242,7 @@ class Connection:
         if already_dead:
             self.sock.close()
         else:
-            _close_gently(self.sock)
+            close_gently(self.sock)
         self.server._forget(self)
         log.debug("connection_closed", owner=self.owner.id)
 
@@ -335,7 +267,7 @@ class Connection:
             encode_frame(
                 Welcome(
                     version=PROTOCOL_VERSION,
-                    server=f"phloem/{phloem.__version__}",
+                    server=f"phloem/{__version__}",
                     pid=os.getpid(),
                     max_frame_bytes=cfg.max_frame_bytes,
                     request_timeout_s=cfg.request_timeout_s,
@@ -471,146 +403,19 @@ class Connection:
                 self._subs[sub_id] = (stream, sub)
 
 
-# --- the server -------------------------------------------------------------------------
-
-
-class Server:
-    """Accepts connections on the socket and serves them from a `Tree`."""
-
-    def __init__(self, config: Config, tree: Tree, path: Path) -> None:
-        self.config = config
-        self.tree = tree
-        self.path = path
-        self._conns: set[Connection] = set()
-        self._lock = threading.Lock()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._stop = threading.Event()
-        self._listener: socket.socket | None = None
-        self._inode: int | None = None
-        self.stop_signal: int | None = None
-        tree.connections = self.connection_count
-        tree.socket_path = str(path)
-
-    def connection_count(self) -> int:
-        with self._lock:
-            return len(self._conns)
-
-    def request_stop(self) -> None:
-        """Ask the accept loop to end (safe from a signal handler: no locks, no logs)."""
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
-
-    def bind(self) -> None:
-        shared = bool(self.config.daemon.allowed_uids)
-        prepare_socket_path(self.path, shared)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)
-        try:
-            listener.bind(str(self.path))
-        except OSError as exc:
-            listener.close()
-            if exc.errno == errno.EADDRINUSE:
-                raise PhloemError(
-                    "daemon_running", f"a phloem daemon is already running at {self.path}"
-                ) from exc
-            raise PhloemError("socket_error", f"cannot bind {self.path}: {exc}") from exc
-        finally:
-            os.umask(old_umask)
-        os.chmod(self.path, 0o666 if shared else 0o600)
-        self._inode = self.path.stat().st_ino
-        listener.listen(LISTEN_BACKLOG)
-        listener.setblocking(False)
-        self._listener = listener
-
-    def serve(self) -> None:
-        """Accept until `request_stop` (or the tree stops)."""
-        assert self._listener is not None
-        self.tree.root.add_exit_callback(lambda reason: self.request_stop())
-        sel = selectors.DefaultSelector()
-        sel.register(self._listener, selectors.EVENT_READ)
-        sel.register(self._wake_r, selectors.EVENT_READ)
-        try:
-            while not self._stop.is_set():
-                for key, _ in sel.select():
-                    if key.fileobj is self._wake_r:
-                        with contextlib.suppress(OSError):
-                            self._wake_r.recv(4096)
-                    else:
-                        self._accept()
-        finally:
-            sel.close()
-
-    def _accept(self) -> None:
-        assert self._listener is not None
-        while True:
-            try:
-                sock, _ = self._listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                log.warning("accept_failed", error=str(exc))
-                return
-            sock.setblocking(True)
-            try:
-                peer = peer_credentials(sock)
-            except OSError:
-                sock.close()
-                continue
-            allowed = peer[1] == os.getuid() or peer[1] in self.config.daemon.allowed_uids
-            if not allowed:
-                log.warning("peer_refused", peer_uid=peer[1], peer_pid=peer[0])
-                _refuse(sock, ErrorKind.PERMISSION_DENIED, f"uid {peer[1]} is not allowed")
-                continue
-            with self._lock:
-                full = len(self._conns) >= self.config.daemon.max_connections
-                if not full:
-                    conn = Connection(self, sock, peer)
-                    self._conns.add(conn)
-            if full:
-                limit = self.config.daemon.max_connections
-                _refuse(sock, ErrorKind.TOO_MANY_CONNECTIONS, f"max_connections ({limit}) reached")
-                continue
-            conn.thread.start()
-
-    def _forget(self, conn: Connection) -> None:
-        with self._lock:
-            self._conns.discard(conn)
-
-    def close(self) -> None:
-        """Stop listening, remove the socket file, end every connection."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
-        with contextlib.suppress(OSError):
-            if self._inode is not None and self.path.stat().st_ino == self._inode:
-                self.path.unlink()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            conn.shutdown()
-        deadline = time.monotonic() + self.config.daemon.shutdown_timeout_s
-        for conn in conns:
-            conn.thread.join(max(0.0, deadline - time.monotonic()))
-        self._wake_r.close()
-        self._wake_w.close()
-
-
-def _refuse(sock: socket.socket, kind: str, message: str) -> None:
+def refuse(sock: socket.socket, kind: str, message: str) -> None:
     """Send one error frame and close, on a short-lived thread (never blocks accepting)."""
 
     def run() -> None:
         with contextlib.suppress(OSError):
             sock.settimeout(CLOSE_FLUSH_TIMEOUT_S)
             sock.sendall(encode_frame(Fail(None, ErrorValue(kind=kind, message=message))))
-        _close_gently(sock)
+        close_gently(sock)
 
     threading.Thread(target=run, name="phloem-refuse", daemon=True).start()
 
 
-def _close_gently(sock: socket.socket) -> None:
+def close_gently(sock: socket.socket) -> None:
     """Half-close, then drain what the peer already sent before closing: closing a Unix
     socket with unread input resets the connection and the peer may lose our last frame."""
     with contextlib.suppress(OSError):
@@ -624,48 +429,3 @@ def _close_gently(sock: socket.socket) -> None:
                 break
             drained += len(chunk)
     sock.close()
-
-
-# --- main -------------------------------------------------------------------------------
-
-
-def run(config: Config | str | os.PathLike[str] | None = None) -> int:
-    """Run the daemon in the foreground; the process exit code."""
-    cfg = config if isinstance(config, Config) else load_config(config)
-    configure_logging(cfg.logging)
-    path = cfg.daemon.socket_path()
-    prepare_socket_path(path, bool(cfg.daemon.allowed_uids))  # refuse a live daemon early
-    tree = Tree.start(cfg)
-    server = Server(cfg, tree, path)
-    try:
-        server.bind()
-    except PhloemError:
-        tree.stop()
-        raise
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        # Runs between two bytecodes of the main thread, which may hold a lock (a log
-        # write, say): only set state and wake the accept loop, never log or lock here.
-        server.stop_signal = signum
-        server.request_stop()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    log.info(
-        "daemon_ready",
-        socket=str(path),
-        pid=os.getpid(),
-        version=phloem.__version__,
-        services=tree.services,
-    )
-    try:
-        server.serve()
-    finally:
-        if server.stop_signal is not None:
-            log.info("signal_received", signal=signal.Signals(server.stop_signal).name)
-        root_failed = not tree.root.is_alive()
-        server.close()
-        reason = tree.stop(cfg.daemon.shutdown_timeout_s)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        log.info("daemon_stopped", reason=str(reason))
-    return 1 if root_failed else 0

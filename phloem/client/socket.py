@@ -1,24 +1,14 @@
-"""`phloem.Client`: talk to a phloem daemon over its Unix socket, or to an embedded tree.
+"""The socket transport: one connection to a phloem daemon, requests pipelined over it.
 
-    with phloem.Client.connect() as client:        # default socket path from the config
-        client.ask("echo", {"hello": 1})            # -> {"hello": 1}
-        client.status().uptime_s
-        for event in client.subscribe("echo/x", CreditWindow(16, 1 << 20)): ...
-
-`tree.client()` returns the same class over an in-process transport. Each client is its
-own owner: refs and streams it opens are cancelled when it closes or its connection
-drops. One client may be used from several threads: requests are pipelined over the one
+One transport may be used from several threads: requests are pipelined over the one
 connection, and whichever thread is waiting reads replies for everyone (no extra reader
-thread, so a round trip costs one wake-up per direction).
-
-`AsyncClient` offers every method as a coroutine (each runs in a worker thread).
+thread, so a round trip costs one wake-up per direction). Each connection is its own
+owner: refs and streams it opens are cancelled when it closes or drops.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 import itertools
 import os
 import select
@@ -26,19 +16,16 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from phloem.actors.agents.api import AgentClientMethods
-from phloem.clientbase import ClientBase, EventStream, StreamSource
-from phloem.planning_client import PlanningMethods
-from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.client.base import StreamSource
+from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import (
     DEFAULT_MAX_FRAME_BYTES,
-    NIL,
     PROTOCOL_VERSION,
     Ask,
     Credit,
@@ -62,9 +49,7 @@ from phloem.protocols.wire import (
 from phloem.supervision.credit import CreditWindow
 
 if TYPE_CHECKING:
-    from phloem.supervision.credit import CreditReceiver
-    from phloem.supervision.refs import Owner
-    from phloem.tree import Tree
+    pass
 
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 REPLY_GRACE_S = 5.0  # how long past the daemon's own deadline a client waits for a reply
@@ -368,196 +353,3 @@ class RemoteStream:
             self._t._subs.pop(sub, None)
             if self._end is None:
                 self._end = ("normal", "unsubscribed")
-
-
-# --- in-process transport ---------------------------------------------------------------
-
-
-class _Slot:
-    __slots__ = ("_event", "outcome")
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.outcome: tuple[bool, bytes | ErrorValue] | None = None
-
-    def set(self, outcome: tuple[bool, bytes | ErrorValue]) -> None:
-        self.outcome = outcome
-        self._event.set()
-
-    def wait(self, timeout: float | None) -> tuple[bool, bytes | ErrorValue]:
-        if not self._event.wait(timeout) or self.outcome is None:
-            raise PhloemError("timeout", "no reply in time")
-        return self.outcome
-
-
-class LocalStream:
-    """An in-process subscription: a `CreditReceiver` over the topic's stream."""
-
-    def __init__(self, receiver: CreditReceiver[bytes], name: str) -> None:
-        self._rx = receiver
-        self.name = name
-
-    def recv(self, timeout: float | None = None) -> bytes:
-        try:
-            return self._rx.recv(timeout)
-        except PhloemError as err:
-            if err.kind == "timeout":
-                raise PhloemError("timeout", f"no event within {timeout} s") from err
-            raise
-
-    def close(self) -> None:
-        self._rx.close()
-
-
-class LocalTransport:
-    """Direct calls into a `Tree` in this process, with the socket path's semantics."""
-
-    def __init__(self, tree: Tree, owner: Owner) -> None:
-        self._tree = tree
-        self.owner = owner
-        self._closed = False
-        self._streams: list[LocalStream] = []
-        self._lock = threading.Lock()
-
-    def request(self, op: str, actor: str, body: bytes, timeout: float | None) -> bytes:
-        if self._closed:
-            raise PhloemError("closed", "the client is closed")
-        tree = self._tree
-        if op in ("ask", "tell"):
-            slot = _Slot()
-            tree.call(self.owner, actor, body, timeout, slot.set, tell=op == "tell")
-            ok, value = slot.wait(tree._timeout(timeout) + REPLY_GRACE_S)
-            if not ok:
-                assert isinstance(value, ErrorValue)
-                raise PhloemError.from_value(value)
-            assert isinstance(value, bytes)
-            return value
-        if op == "status":
-            return msgspec.msgpack.encode(tree.status())
-        if op == "tree":
-            return msgspec.msgpack.encode(tree.snapshot())
-        if op == "ping":
-            return bytes(NIL)
-        if op == "stop":
-            raise PhloemError("unsupported", "an embedded tree is stopped by its owner")
-        raise ValueError(f"unknown op {op!r}")
-
-    def subscribe(self, stream: str, window: CreditWindow) -> StreamSource:
-        if self._closed:
-            raise PhloemError("closed", "the client is closed")
-        topic = self._tree.streams.get(stream, self.owner)
-        local = LocalStream(topic.stream.receiver(window), stream)
-        with self._lock:
-            self._streams.append(local)
-        return local
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            streams, self._streams = self._streams, []
-        for s in streams:
-            s.close()
-        self._tree.owner_down(self.owner)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-
-# --- the public classes -----------------------------------------------------------------
-
-
-class Client(AgentClientMethods, PlanningMethods, ClientBase):
-    """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
-
-    Feature methods (planning, agents, providers, ...) are mixins subclassing
-    `ClientBase`; add yours to this class's bases.
-    """
-
-    @classmethod
-    def connect(
-        cls, path: str | os.PathLike[str] | None = None, timeout: float = DEFAULT_CONNECT_TIMEOUT_S
-    ) -> Client:
-        """Connect to the daemon at `path` (default: `$PHLOEM_SOCKET`, else the default
-        config's socket path)."""
-        from phloem.config import default_socket_path
-
-        env = os.environ.get("PHLOEM_SOCKET")
-        target = Path(path) if path is not None else Path(env) if env else default_socket_path()
-        return cls(SocketTransport.connect(target, timeout))
-
-    def stop_daemon(self) -> None:
-        """Ask the daemon to stop gracefully (it replies first, then stops)."""
-        self._transport.request("stop", "", b"", None)
-
-    def __enter__(self) -> Client:
-        return self
-
-
-class AsyncEventStream:
-    """`EventStream` for asyncio: `async for event in stream`."""
-
-    def __init__(self, stream: EventStream[Any]) -> None:
-        self._stream = stream
-
-    async def recv(self, timeout: float | None = None) -> Any:
-        return await asyncio.to_thread(self._stream.recv, timeout)
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        while True:
-            try:
-                yield await self.recv()
-            except PhloemError as err:
-                if err.kind == "closed":
-                    return
-                raise
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self._stream.close)
-
-
-class AsyncClient:
-    """Every `Client` method as a coroutine (run in a worker thread), features included.
-
-    async with await AsyncClient.connect() as client:
-        await client.ask("echo", 1)
-    """
-
-    def __init__(self, client: Client) -> None:
-        self.sync = client
-
-    @classmethod
-    async def connect(
-        cls, path: str | os.PathLike[str] | None = None, timeout: float = DEFAULT_CONNECT_TIMEOUT_S
-    ) -> AsyncClient:
-        return cls(await asyncio.to_thread(Client.connect, path, timeout))
-
-    async def subscribe(
-        self, stream: str, window: CreditWindow | None = None, *, event_type: Any = Any
-    ) -> AsyncEventStream:
-        sync_stream = await asyncio.to_thread(
-            functools.partial(self.sync.subscribe, stream, window, event_type=event_type)
-        )
-        return AsyncEventStream(sync_stream)
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.sync, name)
-        if not callable(attr):
-            return attr
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(functools.partial(attr, *args, **kwargs))
-
-        call.__name__ = name
-        return call
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.sync.close)
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

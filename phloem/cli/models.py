@@ -5,21 +5,18 @@ config file (`--config`, else `$PHLOEM_CONFIG`, else `conf/phloem.toml`), or tak
 provider from `--protocol --base-url --model [--api-key-env VAR]`. Exit 0 on success, 1
 with the error kind on stderr otherwise; `--json` prints the result or the error.
 
-`add_cli(commands)` plugs them into the main `phloem` command; `python -m phloem.models.cli`
-runs them on their own.
+`add_cli(commands)` plugs them into the main `phloem` command.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TextIO
 
 import msgspec
 
+from phloem.cli.commands import CommandContext, Commands
 from phloem.models import oneshot
 from phloem.models.providers import (
     PROTOCOLS,
@@ -35,26 +32,7 @@ DEFAULT_ASK_MAX_OUTPUT_TOKENS = 1024
 DEFAULT_ASK_MAX_TEXT_BYTES = 64 * 1024
 
 
-class Context(Protocol):
-    """The part of the main CLI's command context these handlers use."""
-
-    args: argparse.Namespace
-    json: bool
-    out: TextIO
-    err: TextIO
-
-    def emit(self, value: Any, text: str | None = None) -> None: ...
-
-
-class CommandsLike(Protocol):
-    def add(
-        self, name: str, help: str, handler: Callable[[Any], int]
-    ) -> argparse.ArgumentParser: ...
-
-    def group(self, name: str, help: str) -> CommandsLike: ...
-
-
-def add_cli(commands: CommandsLike) -> None:
+def add_cli(commands: Commands) -> None:
     """Register `model list`, `model probe` and `ask` on the `phloem` command."""
     model = commands.group("model", "configured model providers")
     model.add("list", "list the configured providers (keys are never shown)", cmd_list)
@@ -130,7 +108,7 @@ def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
     return args.name, providers[args.name]
 
 
-def cmd_list(ctx: Context) -> int:
+def cmd_list(ctx: CommandContext) -> int:
     providers = _providers(ctx.args)
     rows = []
     for name, cfg in providers.items():
@@ -157,7 +135,7 @@ def cmd_list(ctx: Context) -> int:
     return 0
 
 
-def _finish(ctx: Context, result: oneshot.OneShotResult, text: str) -> int:
+def _finish(ctx: CommandContext, result: oneshot.OneShotResult, text: str) -> int:
     if ctx.json:
         ctx.emit(result)
     if result.error is not None:
@@ -169,7 +147,7 @@ def _finish(ctx: Context, result: oneshot.OneShotResult, text: str) -> int:
     return 0
 
 
-def cmd_probe(ctx: Context) -> int:
+def cmd_probe(ctx: CommandContext) -> int:
     name, config = resolve_provider(ctx.args)
     model = build_model(config)
     try:
@@ -179,7 +157,7 @@ def cmd_probe(ctx: Context) -> int:
     return _finish(ctx, result, f"{name}: tool calling works ({config.protocol} {config.model})")
 
 
-def cmd_ask(ctx: Context) -> int:
+def cmd_ask(ctx: CommandContext) -> int:
     _, config = resolve_provider(ctx.args)
     model = build_model(config)
     try:
@@ -196,21 +174,3 @@ def cmd_ask(ctx: Context) -> int:
     finally:
         model.close()
     return _finish(ctx, result, result.text)
-
-
-# -- standalone entry point (python -m phloem.models.cli) ---------------------------
-
-
-def run(argv: Sequence[str], out: TextIO, err: TextIO) -> int:
-    """Run one `phloem` command (e.g. `model probe ...`), writing to `out` / `err`."""
-    from phloem.cli import main as phloem_main
-
-    return phloem_main(list(argv), out, err)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run(sys.argv[1:] if argv is None else argv, sys.stdout, sys.stderr)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from phloem.conformance.cases import RUNNERS, scratch_dir
-from phloem.conformance.compare import first_difference, substitute
+from phloem.tools.conformance.cases import RUNNERS, scratch_dir
+from phloem.tools.conformance.compare import first_difference, substitute
 from phloem.tools.outputlimit import MARKER_PRODUCT
 
 FOREIGN_MARKER = "plasmid:truncated"

@@ -29,7 +29,7 @@ from phloem.actors.agents.protocol import (
     StartAgentRun,
 )
 from phloem.actors.agents.runner import AgentRun
-from phloem.clientbase import ClientBase
+from phloem.client.base import ClientBase
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.credit import CreditWindow
 
@@ -127,7 +127,7 @@ class AgentTreeMethods:
 
     def register_agent(self: _TreeLike, agent: Agent, *, replace: bool = False) -> str:
         """Make `agent` runnable by name in this tree; returns its name."""
-        from phloem.actors.agent_service import register_message
+        from phloem.actors.agents.service import register_message
 
         if not isinstance(agent, Agent):
             raise TypeError("agent must be an Agent")

@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from phloem.cli.args import json_arg, key_values
+from phloem.cli.commands import CommandContext, Commands
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.plan import (
     PlanError,
@@ -34,7 +36,6 @@ from phloem.protocols.plan import (
 
 if TYPE_CHECKING:
     from phloem.actors.planning.events import PlanningEvent
-    from phloem.cli import CommandContext, Commands
 
 # Largest plan file `plan validate` reads.
 MAX_PLAN_FILE_BYTES = 16 * 1024 * 1024
@@ -70,34 +71,19 @@ def _run_arguments(parser: Any) -> None:
     )
 
 
-def _json_arg(name: str, text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PhloemError("usage", f"--{name} must be JSON: {exc}") from None
-
-
 def _request(args: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-    options: dict[str, Any] = {}
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise PhloemError("usage", f"--option must be K=V, not {item!r}")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
+    options = key_values("option", args.option)
     planner: Any = args.planner
     if args.planner_target is not None:
-        planner = {"name": args.planner, "target": _json_arg("planner-target", args.planner_target)}
+        planner = {"name": args.planner, "target": json_arg("planner-target", args.planner_target)}
     executor: Any = args.executor
     if args.executor_target is not None:
         executor = {
             "name": args.executor,
-            "target": _json_arg("executor-target", args.executor_target),
+            "target": json_arg("executor-target", args.executor_target),
         }
-    goal = _json_arg("goal", args.goal)
-    context = _json_arg("context", args.context)
+    goal = json_arg("goal", args.goal)
+    context = json_arg("context", args.context)
     return planner, executor, goal, context, options
 
 

@@ -1,4 +1,4 @@
-"""`python -m phloem.conformance PACK_DIR [--area A] [--json]`.
+"""`python -m phloem.tools.conformance PACK_DIR [--area A] [--json]`.
 
 Prints `PASS area/id` or `FAIL area/id: first difference` per case (`SKIP` for kinds with
 no runner), then exactly `N passed, M failed`; exits 1 when any case failed, 2 on usage
@@ -14,11 +14,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from phloem.conformance.runner import run_pack, summary
+from phloem.tools.conformance.runner import run_pack, summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m phloem.conformance")
+    parser = argparse.ArgumentParser(prog="python -m phloem.tools.conformance")
     parser.add_argument("pack", type=Path, help="fixture pack directory")
     parser.add_argument("--area", help="run only this area (e.g. tools)")
     parser.add_argument("--json", action="store_true", help="print a JSON report")

@@ -17,7 +17,7 @@ from phloem.actors.planning.events import (
     DEFAULT_EVENT_WINDOW_MESSAGES,
     PlanningEvent,
 )
-from phloem.clientbase import ClientBase, EventStream
+from phloem.client.base import ClientBase, EventStream
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.plan import (
     DEFAULT_OPTIONS,

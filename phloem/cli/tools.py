@@ -7,42 +7,21 @@
 These run in the CLI process (no daemon needed). `run` works on the workspace root
 (default: the current directory) and prints the result as JSON; it exits 1 when the tool
 returned a failure value, 2 on usage errors. `add_cli(commands)` plugs them into the
-main `phloem` command; `python -m phloem.tools.cli tool ...` runs them on their own.
+main `phloem` command.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any
 
+from phloem.cli.commands import EXIT_ERROR, EXIT_OK, CommandContext, Commands, UsageError
 from phloem.tools.contract import is_failure
 from phloem.tools.registry import default_registry, run_tool
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-
-class Context(Protocol):
-    """The part of the main CLI's command context these handlers use."""
-
-    args: argparse.Namespace
-    json: bool
-    out: TextIO
-    err: TextIO
-
-
-class CommandsLike(Protocol):
-    def add(
-        self, name: str, help: str, handler: Callable[[Any], int]
-    ) -> argparse.ArgumentParser: ...
-
-    def group(self, name: str, help: str) -> CommandsLike: ...
-
-
-def add_cli(commands: CommandsLike) -> None:
+def add_cli(commands: Commands) -> None:
     """Register `tool list`, `tool schema` and `tool run` on the `phloem` command."""
     tool = commands.group("tool", "list, describe and run the coding tools")
     tool.add("list", "list the coding tools", _list)
@@ -55,12 +34,12 @@ def add_cli(commands: CommandsLike) -> None:
     run.add_argument("--session", default="cli", help="session id for the read ledger")
 
 
-def _print(ctx: Context, value: Any) -> None:
+def _print(ctx: CommandContext, value: Any) -> None:
     ctx.out.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
     ctx.out.flush()
 
 
-def _list(ctx: Context) -> int:
+def _list(ctx: CommandContext) -> int:
     tools = default_registry().tools()
     if ctx.json:
         _print(ctx, [tool.describe() for tool in tools])
@@ -73,38 +52,22 @@ def _list(ctx: Context) -> int:
     return EXIT_OK
 
 
-def _schema(ctx: Context) -> int:
+def _schema(ctx: CommandContext) -> int:
     tool = default_registry().get(ctx.args.name)
     if tool is None:
-        ctx.err.write(f"error: unknown tool {ctx.args.name}\n")
-        return EXIT_USAGE
+        raise UsageError(f"unknown tool {ctx.args.name}")
     _print(ctx, tool.input_schema)
     return EXIT_OK
 
 
-def _run(ctx: Context) -> int:
+def _run(ctx: CommandContext) -> int:
     try:
         arguments = json.loads(ctx.args.arguments)
     except json.JSONDecodeError as exc:
-        ctx.err.write(f"error: arguments are not valid JSON: {exc}\n")
-        return EXIT_USAGE
+        raise UsageError(f"arguments are not valid JSON: {exc}") from exc
     root = Path(ctx.args.root)
     if not root.is_dir():
-        ctx.err.write(f"error: root is not a directory: {root}\n")
-        return EXIT_USAGE
+        raise UsageError(f"root is not a directory: {root}")
     result = run_tool(ctx.args.name, arguments, root, session=ctx.args.session)
     _print(ctx, result)
-    return EXIT_FAILED if is_failure(result) else EXIT_OK
-
-
-def main(
-    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
-) -> int:
-    """`python -m phloem.tools.cli tool ...` (the same commands as `phloem tool ...`)."""
-    from phloem.cli import main as phloem_main
-
-    return phloem_main(list(sys.argv[1:] if argv is None else argv), out, err)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return EXIT_ERROR if is_failure(result) else EXIT_OK

@@ -16,9 +16,9 @@ the read-only vocabulary is an error (`unknown_tool`), never looked up elsewhere
 Register both in the daemon config::
 
     [planning.planners]
-    report = "phloem.actors.examples.planning_report:ReportPlanner"
+    report = "phloem.examples.planning_report:ReportPlanner"
     [planning.executors]
-    readonly_tools = "phloem.actors.examples.planning_report:ReadOnlyToolsExecutor"
+    readonly_tools = "phloem.examples.planning_report:ReadOnlyToolsExecutor"
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def run_workload(client: Any, root: str = ".", out: Any = None) -> bool:
     and the result; True if the run completed."""
     import sys
 
-    from phloem.planning_cli import render_event, render_result
+    from phloem.cli.planning import render_event, render_result
 
     stream = out or sys.stdout
     result = client.run_planning(

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from phloem.cli.args import key_values
+
 if TYPE_CHECKING:
     from phloem.actors.agents.events import Event
-    from phloem.cli import CommandContext, Commands
-
-MAX_STATE_ARGS = 256
+    from phloem.cli.commands import CommandContext, Commands
 
 
 def add_cli(commands: Commands) -> None:
@@ -45,20 +45,7 @@ def _state_arg(parser: Any) -> None:
 
 def parse_state(items: list[str]) -> dict[str, Any]:
     """`KEY=VALUE` pairs as a state mapping (VALUE as JSON when it parses)."""
-    from phloem.cli import UsageError
-
-    if len(items) > MAX_STATE_ARGS:
-        raise UsageError(f"--state may be given at most {MAX_STATE_ARGS} times")
-    state: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--state must look like KEY=VALUE (got {item!r})")
-        try:
-            state[key] = json.loads(raw)
-        except ValueError:
-            state[key] = raw
-    return state
+    return key_values("state", items)
 
 
 def _list(ctx: CommandContext) -> int:

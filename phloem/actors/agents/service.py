@@ -208,8 +208,8 @@ class AgentService(ServiceActor):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         cfg = ctx.config.agents
-        from phloem.config import load_component
         from phloem.models.providers import ProviderRegistry
+        from phloem.settings import load_component
 
         self.providers = ProviderRegistry(ctx.config.providers)
         self.registry: AgentRegistry = build_registry(

@@ -1,1 +1,0 @@
-"""Example adapters and actors shipped with phloem (registered in conf/phloem.toml)."""

@@ -1,0 +1,110 @@
+"""The one command contract: every `phloem` subcommand is a handler `(ctx) -> int` added
+through `Commands`, and gets a `CommandContext`. Exit codes: 0 success, 1 error (one line
+on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argument).
+
+A feature adds its commands in its own module under `phloem.cli` (listed in
+`phloem.cli.main.FEATURE_CLI_MODULES`), defining `add_cli(commands: Commands)`:
+
+    def add_cli(commands: Commands) -> None:
+        p = commands.add("plan", "run a plan and print its result", _plan)
+        p.add_argument("file")
+
+    def _plan(ctx: CommandContext) -> int:
+        with ctx.client() as client:
+            result = client.run_planning(...)
+        ctx.emit(result, text=f"outcome: {result.outcome}")
+        return 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import msgspec
+
+if TYPE_CHECKING:
+    from phloem.client.sync import Client
+
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+Handler = Callable[["CommandContext"], int]
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing (exit code 2)."""
+
+
+class CommandContext:
+    """What a command handler gets: parsed args, output helpers and a client factory."""
+
+    def __init__(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+        self.args = args
+        self.json: bool = bool(getattr(args, "json", False))
+        self.out = out
+        self.err = err
+
+    def socket_path(self) -> Path:
+        if getattr(self.args, "socket", None):
+            return Path(self.args.socket)
+        env = os.environ.get("PHLOEM_SOCKET")
+        if env:
+            return Path(env)
+        from phloem.config import default_socket_path, load_config
+
+        config = getattr(self.args, "config", None)
+        if config:
+            return load_config(config).daemon.socket_path()
+        return default_socket_path()
+
+    def client(self, timeout: float = 5.0) -> Client:
+        """Connect to the daemon (`no_daemon` if there is none)."""
+        from phloem.client.sync import Client
+
+        return Client.connect(self.socket_path(), timeout=timeout)
+
+    def emit(self, value: Any, text: str | None = None) -> None:
+        """Print `value` as JSON with --json, else `text` (or JSON when no text)."""
+        if self.json or text is None:
+            self.out.write(to_json(value) + "\n")
+        else:
+            self.out.write(text.rstrip("\n") + "\n")
+        self.out.flush()
+
+
+def to_json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+class Commands:
+    """Adds subcommands, each with the common `--socket`, `--config` and `--json`."""
+
+    def __init__(self, subparsers: Any) -> None:
+        self._sub = subparsers
+
+    def add(self, name: str, help: str, handler: Handler) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = self._sub.add_parser(name, help=help, description=help)
+        add_common(parser)
+        parser.set_defaults(handler=handler)
+        return parser
+
+    def group(self, name: str, help: str) -> Commands:
+        """A command with its own subcommands (`phloem config check`)."""
+        parser = self._sub.add_parser(name, help=help, description=help)
+        sub = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
+        return Commands(sub)
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--socket", metavar="PATH", help="daemon socket path")
+    parser.add_argument("--config", metavar="FILE", help="phloem TOML config file")
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+# --- built-in commands ------------------------------------------------------------------

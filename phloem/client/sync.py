@@ -1,0 +1,48 @@
+"""`phloem.Client`: talk to a phloem daemon over its Unix socket, or to an embedded tree.
+
+    with phloem.Client.connect() as client:        # default socket path from the config
+        client.ask("echo", {"hello": 1})            # -> {"hello": 1}
+        client.status().uptime_s
+        for event in client.subscribe("echo/x", CreditWindow(16, 1 << 20)): ...
+
+`tree.client()` returns the same class over an in-process transport. Each client is its
+own owner: refs and streams it opens are cancelled when it closes or its connection
+drops. Feature methods come from one mixin module per feature in this package.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from phloem.client.agents import AgentClientMethods
+from phloem.client.base import ClientBase
+from phloem.client.planning import PlanningMethods
+from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
+
+
+class Client(AgentClientMethods, PlanningMethods, ClientBase):
+    """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
+
+    Feature methods (planning, agents, providers, ...) are mixins subclassing
+    `ClientBase`; add yours to this class's bases.
+    """
+
+    @classmethod
+    def connect(
+        cls, path: str | os.PathLike[str] | None = None, timeout: float = DEFAULT_CONNECT_TIMEOUT_S
+    ) -> Client:
+        """Connect to the daemon at `path` (default: `$PHLOEM_SOCKET`, else the default
+        config's socket path)."""
+        from phloem.config import default_socket_path
+
+        env = os.environ.get("PHLOEM_SOCKET")
+        target = Path(path) if path is not None else Path(env) if env else default_socket_path()
+        return cls(SocketTransport.connect(target, timeout))
+
+    def stop_daemon(self) -> None:
+        """Ask the daemon to stop gracefully (it replies first, then stops)."""
+        self._transport.request("stop", "", b"", None)
+
+    def __enter__(self) -> Client:
+        return self
