@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     )
     from phloem.protocols.errors import ErrorValue as ErrorValue, PhloemError as PhloemError
     from phloem.protocols.model import Model as Model, ModelError as ModelError
-    from phloem.protocols.plan import PlanningResult as PlanningResult
+    from phloem.protocols.result import PlanningResult as PlanningResult
     from phloem.supervision.credit import CreditWindow as CreditWindow
     from phloem.tree import Tree as Tree
 
@@ -113,7 +113,7 @@ _EXPORTS: dict[str, str] = {
     "PlannerAgent": "phloem.actors.agents",
     "PlannerOutcome": "phloem.actors.agents",
     "PlanningContext": "phloem.actors.agents",
-    "PlanningResult": "phloem.protocols.plan",
+    "PlanningResult": "phloem.protocols.result",
     "ReplanPolicy": "phloem.actors.agents",
     "RunAgents": "phloem.actors.agents",
     "ScriptedModel": "phloem.models.scripted",

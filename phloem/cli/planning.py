@@ -26,13 +26,8 @@ from typing import TYPE_CHECKING, Any
 from phloem.cli.args import json_arg, key_values
 from phloem.cli.commands import CommandContext, Commands
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.plan import (
-    PlanError,
-    PlanningResult,
-    decode,
-    encode,
-    encode_result,
-)
+from phloem.protocols.plan import PlanError, decode, encode
+from phloem.protocols.result import PlanningResult, encode_result
 
 if TYPE_CHECKING:
     from phloem.actors.planning.events import PlanningEvent

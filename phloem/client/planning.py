@@ -17,20 +17,18 @@ from phloem.actors.planning.events import (
     DEFAULT_EVENT_WINDOW_MESSAGES,
     PlanningEvent,
 )
-from phloem.client.base import ClientBase, EventStream
-from phloem.protocols.errors import PhloemError
-from phloem.protocols.plan import (
-    DEFAULT_OPTIONS,
+from phloem.actors.planning.protocol import (
     AwaitPlanning,
     CancelPlanning,
     OpenPlanningEvents,
     PlanningCancelled,
-    PlanningOptions,
-    PlanningResult,
     PlanningStarted,
     StartPlanning,
-    decode_result,
 )
+from phloem.client.base import ClientBase, EventStream
+from phloem.protocols.errors import PhloemError
+from phloem.protocols.plan import DEFAULT_OPTIONS, PlanningOptions
+from phloem.protocols.result import PlanningResult, decode_result
 from phloem.supervision.credit import CreditWindow
 
 PLANNING_SERVICE = "planning/service"

@@ -27,7 +27,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from phloem.protocols.plan import Complete, Continue, Error, Ok, Plan, Replan, Step
+from phloem.protocols.plan import Plan, Step
+from phloem.protocols.result import Complete, Continue, Error, Ok, Replan
 from phloem.tools.contract import Tool, ToolContext
 from phloem.tools.find import FindTool
 from phloem.tools.grep import GrepTool

@@ -1,4 +1,4 @@
-"""Plans, planning outcomes, options and results: the planning runtime's public data.
+"""Plans and planning options: the plan document, its codec, its rejections.
 
 A *plan* is an explicit, versioned document (schema version 1)::
 
@@ -16,92 +16,68 @@ and `encode` validate the same shape and reject, each with a stable `kind`:
 - a missing field (`missing_plan_field`), a repeated step id (`duplicate_plan_step_id`),
   a malformed step (`invalid_plan_step`) or plan field (`invalid_plan_field`);
 - anything that is not JSON — functions, bytes, sets, NaN, non-string keys, invalid UTF-8,
-  duplicate keys, nesting beyond `MAX_JSON_DEPTH` (`invalid_plan_json`);
+  duplicate keys, nesting beyond `MAX_JSON_DEPTH` (`invalid_plan_json`; the rule is
+  `phloem.protocols.jsonvalue`);
 - another schema version (`unsupported_plan_schema_version`).
 
-Secret pruning (`prune_secrets`, from `phloem.protocols.secrets`) removes credential-shaped
-keys from every document that crosses a public boundary: plans, goals, contexts,
-observations, cancellation reasons and results. A key is normalised (lower-cased;
-``_ - . : space`` removed) and removed when it equals one of `SECRET_KEYS_EXACT` or
-contains one of `SECRET_KEY_PARTS`. A key containing ``token`` is removed too, unless it
-names a *count* — its normalised form ends in ``tokens``, ``tokencount``, ``tokenscount``
-or ``tokensdetails`` — and its value is a number, null or an object (pruned in turn). So
-``max_tokens: 1024``, ``input_tokens: 7`` and ``promptTokenCount: 3`` survive, while
-``access_token``, ``token``, ``id_token`` and ``refresh_tokens: ["…"]`` do not.
+`sanitize` is what every document crossing a public boundary (plans, goals, contexts,
+observations, cancellation reasons, results) goes through: checked to be JSON data, then
+credential-shaped keys removed by `prune_secrets` (the one rule, `phloem.protocols.secrets`:
+``access_token`` and ``refresh_tokens: ["…"]`` go, counts such as ``max_tokens: 1024`` stay).
 
-The terminal *result* (result schema version 1) has exactly the fields of
-`PlanningResult`; `decode_result` rejects extra or missing keys, other versions and
-inconsistent status/error combinations.
+`PlanningOptions` are the budgets of one run, `parse_options` checks them against
+`OPTION_RANGES`. The terminal result document and the callback outcomes are in
+`phloem.protocols.result`.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-import math
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import msgspec
 
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.secrets import is_secret_key, prune_secrets
+from phloem.protocols.jsonvalue import (
+    JsonValueError,
+    canonical_json,
+    duplicate_keys,
+    is_int,
+    json_size,
+    json_value,
+    parse_json_text,
+)
+from phloem.protocols.secrets import prune_secrets
 
 __all__ = [
     "DEFAULT_OPTIONS",
-    "MAX_JSON_DEPTH",
     "MAX_PLAN_DOCUMENT_BYTES",
-    "RESULT_SCHEMA_VERSION",
+    "MAX_RESULT_METADATA_BYTES",
+    "OPTION_RANGES",
     "SCHEMA_VERSION",
-    "AwaitPlanning",
-    "CancelPlanning",
-    "Complete",
-    "Continue",
-    "Error",
-    "ExecutorOutcome",
-    "Fail",
-    "Observation",
-    "Ok",
-    "OpenPlanningEvents",
     "Plan",
     "PlanError",
-    "PlannerDecision",
-    "PlannerOutcome",
-    "PlanningCancelled",
     "PlanningErrorKind",
     "PlanningOptions",
-    "PlanningRequest",
-    "PlanningResult",
-    "PlanningStarted",
-    "Replan",
-    "ResultError",
-    "StartPlanning",
     "Step",
-    "canonical_json",
     "check_initial_plan",
     "check_replacement_plan",
     "decode",
-    "decode_result",
     "encode",
-    "encode_result",
     "from_mapping",
-    "is_secret_key",
-    "json_value",
+    "parse_document",
     "parse_options",
-    "prune_secrets",
+    "planning_json",
     "sanitize",
 ]
 
 SCHEMA_VERSION = 1
-RESULT_SCHEMA_VERSION = 1
 
-# Deepest nesting accepted in any JSON value of a plan, context or result.
-MAX_JSON_DEPTH = 64
-# Largest plan or result document `decode`/`decode_result` will parse at all
-# (the per-run `max_plan_bytes` check comes after; its hard maximum is the same).
+# Largest plan document `decode` will parse at all (the per-run `max_plan_bytes` check
+# comes after; its hard maximum is the same).
 MAX_PLAN_DOCUMENT_BYTES = 16 * 1024 * 1024
-MAX_RESULT_DOCUMENT_BYTES = 64 * 1024 * 1024
 
 
 class PlanningErrorKind(enum.StrEnum):
@@ -162,48 +138,37 @@ class PlanError(PhloemError):
         super().__init__(str(kind), message, details)
 
 
-# --- JSON values ------------------------------------------------------------------------
+# --- JSON data of the planning runtime (the rule is phloem.protocols.jsonvalue) ---------
 
 
-class _PairsDict(dict[str, Any]):
-    """A dict parsed from JSON text that remembers keys given more than once."""
-
-    duplicates: frozenset[str] = frozenset()
-
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> _PairsDict:
-    out = _PairsDict()
-    dups: set[str] = set()
-    for key, value in pairs:
-        if key in out:
-            dups.add(key)
-        out[key] = value
-    if dups:
-        out.duplicates = frozenset(dups)
-    return out
+def planning_json(value: Any, path: str = "$") -> Any:
+    """`json_value` for the planning runtime: a plain copy, or `PlanError` `invalid_plan_json`."""
+    try:
+        return json_value(value, path)
+    except JsonValueError as exc:
+        raise PlanError(K.INVALID_PLAN_JSON, str(exc)) from None
 
 
-def _reject_constant(name: str) -> Any:
-    raise PlanError(K.INVALID_PLAN_JSON, f"{name} is not a JSON value")
+def sanitize(value: Any, path: str = "$") -> Any:
+    """Check `value` is JSON data and prune its secrets: what crosses a public boundary."""
+    return prune_secrets(planning_json(value, path))
 
 
-def _parse_json_text(data: bytes | str, limit: int, what: str) -> Any:
-    """Parse JSON text strictly: UTF-8, no NaN/Infinity, duplicate keys remembered."""
+def parse_document(data: bytes | bytearray | memoryview | str, limit: int, what: str) -> Any:
+    """Parse a plan or result document's JSON text strictly, if it is at most `limit` bytes.
+
+    Too long: `plan_size_limit_exceeded`; not strict JSON: `invalid_plan_json`.
+    """
     if isinstance(data, bytes | bytearray | memoryview):
-        raw = bytes(data)
-        if len(raw) > limit:
+        size = len(data) if isinstance(data, bytes | bytearray) else data.nbytes
+        if size > limit:
             raise PlanError(
                 K.PLAN_SIZE_LIMIT_EXCEEDED,
-                f"{what} is {len(raw)} bytes, more than {limit}",
+                f"{what} is {size} bytes, more than {limit}",
                 {"limit": limit},
             )
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise PlanError(K.INVALID_PLAN_JSON, f"{what} is not valid UTF-8: {exc}") from None
     elif isinstance(data, str):
-        text = data
-        if len(text) > limit:
+        if len(data) > limit:
             raise PlanError(
                 K.PLAN_SIZE_LIMIT_EXCEEDED,
                 f"{what} is more than {limit} bytes",
@@ -212,73 +177,9 @@ def _parse_json_text(data: bytes | str, limit: int, what: str) -> Any:
     else:
         raise TypeError("data must be bytes or str")
     try:
-        return json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
-    except PlanError:
-        raise
-    except RecursionError:
-        raise PlanError(K.INVALID_PLAN_JSON, f"{what} is nested too deeply") from None
-    except ValueError as exc:
-        raise PlanError(K.INVALID_PLAN_JSON, f"{what} is not valid JSON: {exc}") from None
-
-
-def _check_text(value: str, path: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise PlanError(K.INVALID_PLAN_JSON, f"{path} is not valid UTF-8") from None
-
-
-def json_value(value: Any, path: str = "$") -> Any:
-    """A fresh copy of `value` as plain JSON data, or `invalid_plan_json` naming the path.
-
-    Accepts None, bool, int, finite float, str (valid UTF-8), list/tuple and dicts with
-    str keys, nested at most `MAX_JSON_DEPTH` deep. Everything else (functions, bytes,
-    sets, objects, NaN) is rejected: plans and contexts carry data, never code.
-    """
-    return _json_value(value, path, 0)
-
-
-def _json_value(value: Any, path: str, depth: int) -> Any:
-    if depth > MAX_JSON_DEPTH:
-        raise PlanError(K.INVALID_PLAN_JSON, f"{path} is nested more than {MAX_JSON_DEPTH} deep")
-    if value is None or isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise PlanError(K.INVALID_PLAN_JSON, f"{path} is not a finite number")
-        return value
-    if isinstance(value, str):
-        _check_text(value, path)
-        return value
-    if isinstance(value, list | tuple):
-        return [_json_value(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
-    if isinstance(value, Mapping):
-        dups = getattr(value, "duplicates", None)
-        if dups:
-            raise PlanError(K.INVALID_PLAN_JSON, f"{path} has duplicate key {sorted(dups)[0]!r}")
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise PlanError(
-                    K.INVALID_PLAN_JSON, f"{path} has a non-string key of type {type(key).__name__}"
-                )
-            _check_text(key, f"{path} key")
-            out[key] = _json_value(item, f"{path}.{key}", depth + 1)
-        return out
-    raise PlanError(K.INVALID_PLAN_JSON, f"{path} is not JSON data ({type(value).__name__})")
-
-
-def canonical_json(value: Any) -> bytes:
-    """Canonical JSON: UTF-8, sorted keys, no whitespace. The basis of every size check."""
-    return msgspec.json.encode(value, order="sorted")
-
-
-# --- secret pruning (the rule lives in phloem.protocols.secrets) -----------------------
-
-
-def sanitize(value: Any, path: str = "$") -> Any:
-    """Check `value` is JSON data and prune its secrets: what crosses a public boundary."""
-    return prune_secrets(json_value(value, path))
+        return parse_json_text(data, what)
+    except JsonValueError as exc:
+        raise PlanError(K.INVALID_PLAN_JSON, str(exc)) from None
 
 
 # --- plans ------------------------------------------------------------------------------
@@ -336,7 +237,7 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def size(self) -> int:
         """Canonical JSON size in bytes."""
-        return len(canonical_json(self.to_builtins()))
+        return json_size(self.to_builtins())
 
 
 def to_builtins_step(step: Step | Mapping[str, Any]) -> Any:
@@ -364,7 +265,7 @@ def _fields(
     obj: Mapping[str, Any], known: tuple[str, ...], unknown_kind: str, where: dict[str, Any]
 ) -> dict[str, Any]:
     """Map each key of `obj` to its canonical field, rejecting unknown and doubled ones."""
-    dups = getattr(obj, "duplicates", None)
+    dups = duplicate_keys(obj)
     if dups:
         name = sorted(dups)[0]
         raise PlanError(
@@ -402,10 +303,6 @@ def _non_empty_text(value: Any) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _step_from(index: int, obj: Any) -> Step:
     where: dict[str, Any] = {"index": index}
     if isinstance(obj, Step):
@@ -430,8 +327,8 @@ def _step_from(index: int, obj: Any) -> Step:
         raise PlanError(K.INVALID_PLAN_STEP, f"step {index} action must be an object", where)
     if not isinstance(meta, Mapping):
         raise PlanError(K.INVALID_PLAN_STEP, f"step {index} metadata must be an object", where)
-    _check_text(sid, f"steps[{index}].id")
-    _check_text(desc, f"steps[{index}].description")
+    planning_json(sid, f"steps[{index}].id")
+    planning_json(desc, f"steps[{index}].description")
     return Step(
         id=sid,
         description=desc,
@@ -448,11 +345,11 @@ def from_mapping(obj: Plan | Mapping[str, Any]) -> Plan:
         raise PlanError(K.INVALID_PLAN_JSON, f"a plan must be an object, not {type(obj).__name__}")
     fields = _fields(obj, _PLAN_FIELDS, K.UNKNOWN_PLAN_FIELDS, {})
     version = fields.get("schema_version", SCHEMA_VERSION)
-    if not _is_int(version) or version != SCHEMA_VERSION:
+    if not is_int(version) or version != SCHEMA_VERSION:
         raise PlanError(
             K.UNSUPPORTED_PLAN_SCHEMA_VERSION,
             f"schema_version must be {SCHEMA_VERSION}",
-            {"schema_version": version if _is_int(version) else None},
+            {"schema_version": version if is_int(version) else None},
         )
     for name in ("id", "revision", "goal", "steps"):
         if name not in fields:
@@ -461,8 +358,8 @@ def from_mapping(obj: Plan | Mapping[str, Any]) -> Plan:
     meta = fields.get("metadata", {})
     if not _non_empty_text(pid):
         raise PlanError(K.INVALID_PLAN_FIELD, "id must be a non-empty string", {"field": "id"})
-    _check_text(pid, "$.id")
-    if not _is_int(revision) or revision < 0:
+    planning_json(pid, "$.id")
+    if not is_int(revision) or revision < 0:
         raise PlanError(K.INVALID_PLAN_FIELD, "revision must be an int >= 0", {"field": "revision"})
     if not isinstance(steps, list | tuple) or not steps:
         raise PlanError(K.INVALID_PLAN_FIELD, "steps must be a non-empty list", {"field": "steps"})
@@ -490,7 +387,7 @@ def from_mapping(obj: Plan | Mapping[str, Any]) -> Plan:
 def decode(data: bytes | str | Mapping[str, Any] | Plan) -> Plan:
     """Decode and validate a plan from JSON text (bytes or str), a mapping or a `Plan`."""
     if isinstance(data, bytes | bytearray | memoryview | str):
-        parsed: Any = _parse_json_text(data, MAX_PLAN_DOCUMENT_BYTES, "plan")
+        parsed: Any = parse_document(data, MAX_PLAN_DOCUMENT_BYTES, "plan")
         return from_mapping(parsed)
     return from_mapping(data)
 
@@ -533,48 +430,6 @@ def check_replacement_plan(current: Plan, new: Plan, max_plan_bytes: int) -> Non
             f"replacement plan revision must be {current.revision + 1}",
         )
     _check_size(new, max_plan_bytes)
-
-
-# --- callback outcomes ------------------------------------------------------------------
-
-
-class Ok(msgspec.Struct, frozen=True, tag="ok"):
-    """Success: a planner's initial plan (a `Plan` or mapping), or an executor's output."""
-
-    value: Any = None
-
-
-class Complete(msgspec.Struct, frozen=True, tag="complete"):
-    """The planner ends the run successfully with `value` as the result."""
-
-    value: Any = None
-
-
-class Continue(msgspec.Struct, frozen=True, tag="continue"):
-    """The planner accepts the observation; the run goes on with the next step."""
-
-
-class Replan(msgspec.Struct, frozen=True, tag="replan"):
-    """The planner replaces the plan (same id and goal, next revision)."""
-
-    plan: Any
-
-
-class Fail(msgspec.Struct, frozen=True, tag="fail"):
-    """The planner ends the run as failed (`planner_failed`) with `reason`."""
-
-    reason: Any = None
-
-
-class Error(msgspec.Struct, frozen=True, tag="error"):
-    """The callback could not do its job; `reason` is JSON data."""
-
-    reason: Any = None
-
-
-PlannerOutcome: TypeAlias = Ok | Complete | Error
-PlannerDecision: TypeAlias = Continue | Replan | Complete | Fail | Error
-ExecutorOutcome: TypeAlias = Ok | Error
 
 
 # --- options ----------------------------------------------------------------------------
@@ -629,7 +484,7 @@ def parse_options(options: Mapping[str, Any] | PlanningOptions | None = None) ->
                 meta = sanitize(value, "$.result_metadata")
             except PlanError as exc:
                 raise _option_error(f"result_metadata: {exc.message}", name) from None
-            size = len(canonical_json(meta))
+            size = json_size(meta)
             if size > MAX_RESULT_METADATA_BYTES:
                 raise _option_error(
                     f"result_metadata must be <= {MAX_RESULT_METADATA_BYTES} bytes", name
@@ -640,7 +495,7 @@ def parse_options(options: Mapping[str, Any] | PlanningOptions | None = None) ->
             hint = "; use max_memory_bytes" if name == "max_heap_words" else ""
             raise _option_error(f"unknown option {name!r}{hint}", str(name))
         _, lo, hi = OPTION_RANGES[name]
-        if not _is_int(value):
+        if not is_int(value):
             raise _option_error(f"{name} must be an int", name)
         if value < lo:
             raise _option_error(f"{name} must be >= {lo}", name)
@@ -648,279 +503,3 @@ def parse_options(options: Mapping[str, Any] | PlanningOptions | None = None) ->
             raise _option_error(f"{name} must be <= {hi}", name)
         values[name] = value
     return PlanningOptions(**values)
-
-
-# --- results ----------------------------------------------------------------------------
-
-Status: TypeAlias = Literal["completed", "failed", "cancelled"]
-_STATUSES = ("completed", "failed", "cancelled")
-
-
-class ResultError(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A structured error: a stable `kind`, an optional JSON `reason`, an optional `limit`."""
-
-    kind: str
-    reason: Any | msgspec.UnsetType = msgspec.UNSET
-    limit: int | msgspec.UnsetType = msgspec.UNSET
-
-    def to_builtins(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind}
-        if self.reason is not msgspec.UNSET:
-            out["reason"] = self.reason
-        if self.limit is not msgspec.UNSET:
-            out["limit"] = self.limit
-        return out
-
-
-class Observation(msgspec.Struct, frozen=True, omit_defaults=True):
-    """What one executor call produced: `output` when status is ok, `error` otherwise."""
-
-    plan_id: str
-    revision: int
-    step_id: str
-    attempt: int
-    status: Literal["ok", "error"]
-    output: Any | msgspec.UnsetType = msgspec.UNSET
-    error: ResultError | msgspec.UnsetType = msgspec.UNSET
-
-    def to_builtins(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "plan_id": self.plan_id,
-            "revision": self.revision,
-            "step_id": self.step_id,
-            "attempt": self.attempt,
-            "status": self.status,
-        }
-        if self.status == "ok":
-            out["output"] = self.output
-        else:
-            assert isinstance(self.error, ResultError)
-            out["error"] = self.error.to_builtins()
-        return out
-
-
-class PlanningResult(msgspec.Struct, frozen=True):
-    """The terminal value of every planning run (result schema version 1)."""
-
-    status: Status
-    plan: Plan | None
-    steps_executed: int
-    replans: int
-    duration_ms: int
-    observations: tuple[Observation, ...]
-    result: Any
-    error: ResultError | None
-    metadata: dict[str, Any]
-    result_schema_version: int = RESULT_SCHEMA_VERSION
-
-    def to_builtins(self) -> dict[str, Any]:
-        return {
-            "result_schema_version": self.result_schema_version,
-            "status": self.status,
-            "plan": None if self.plan is None else self.plan.to_builtins(),
-            "steps_executed": self.steps_executed,
-            "replans": self.replans,
-            "duration_ms": self.duration_ms,
-            "observations": [o.to_builtins() for o in self.observations],
-            "result": self.result,
-            "error": None if self.error is None else self.error.to_builtins(),
-            "metadata": self.metadata,
-        }
-
-
-_RESULT_FIELDS = frozenset(
-    {
-        "result_schema_version",
-        "status",
-        "plan",
-        "steps_executed",
-        "replans",
-        "duration_ms",
-        "observations",
-        "result",
-        "error",
-        "metadata",
-    }
-)
-_OBS_FIELDS = frozenset({"plan_id", "revision", "step_id", "attempt", "status"})
-
-
-def _bad_result(message: str) -> PlanError:
-    return PlanError(K.INVALID_PLANNING_RESULT, message)
-
-
-def _exact_keys(obj: Any, required: frozenset[str], optional: frozenset[str], what: str) -> None:
-    if not isinstance(obj, Mapping):
-        raise _bad_result(f"{what} must be an object")
-    dups = getattr(obj, "duplicates", None)
-    if dups:
-        raise _bad_result(f"{what} has duplicate key {sorted(dups)[0]!r}")
-    keys = set(obj)
-    missing = required - keys
-    extra = keys - required - optional
-    if missing:
-        raise _bad_result(f"{what} is missing {', '.join(sorted(missing))}")
-    if extra:
-        raise _bad_result(f"{what} has unknown keys {', '.join(sorted(extra))}")
-
-
-def _count(obj: Mapping[str, Any], name: str, what: str) -> int:
-    value = obj[name]
-    if not _is_int(value) or value < 0:
-        raise _bad_result(f"{what}.{name} must be an int >= 0")
-    return int(value)
-
-
-def _result_error(obj: Any, what: str) -> ResultError:
-    _exact_keys(obj, frozenset({"kind"}), frozenset({"reason", "limit"}), what)
-    kind = obj["kind"]
-    if not _non_empty_text(kind):
-        raise _bad_result(f"{what}.kind must be a non-empty string")
-    limit = obj.get("limit", msgspec.UNSET)
-    if limit is not msgspec.UNSET and not _is_int(limit):
-        raise _bad_result(f"{what}.limit must be an int")
-    return ResultError(kind=kind, reason=obj.get("reason", msgspec.UNSET), limit=limit)
-
-
-def _observation(obj: Any, index: int) -> Observation:
-    what = f"observations[{index}]"
-    _exact_keys(obj, _OBS_FIELDS, frozenset({"output", "error"}), what)
-    status = obj["status"]
-    output: Any
-    error: ResultError | msgspec.UnsetType
-    if status == "ok":
-        if "output" not in obj or "error" in obj:
-            raise _bad_result(f"{what} with status ok must have output and no error")
-        output, error = obj["output"], msgspec.UNSET
-    elif status == "error":
-        if "error" not in obj or "output" in obj:
-            raise _bad_result(f"{what} with status error must have error and no output")
-        output, error = msgspec.UNSET, _result_error(obj["error"], f"{what}.error")
-    else:
-        raise _bad_result(f"{what}.status must be ok or error")
-    for name in ("plan_id", "step_id"):
-        if not _non_empty_text(obj[name]):
-            raise _bad_result(f"{what}.{name} must be a non-empty string")
-    return Observation(
-        plan_id=obj["plan_id"],
-        revision=_count(obj, "revision", what),
-        step_id=obj["step_id"],
-        attempt=_count(obj, "attempt", what),
-        status=status,
-        output=output,
-        error=error,
-    )
-
-
-def check_result(result: PlanningResult) -> None:
-    """Raise `invalid_planning_result` unless status, result and error agree."""
-    if result.result_schema_version != RESULT_SCHEMA_VERSION:
-        raise _bad_result(f"result_schema_version must be {RESULT_SCHEMA_VERSION}")
-    if result.status not in _STATUSES:
-        raise _bad_result("status must be completed, failed or cancelled")
-    if result.status == "completed" and result.error is not None:
-        raise _bad_result("a completed result must have a null error")
-    if result.status != "completed":
-        if result.error is None:
-            raise _bad_result(f"a {result.status} result must have an error")
-        if result.result is not None:
-            raise _bad_result(f"a {result.status} result must have a null result")
-        if result.status == "cancelled" and result.error.kind != K.CANCELLED:
-            raise _bad_result("a cancelled result must have error kind cancelled")
-
-
-def decode_result(data: bytes | str | Mapping[str, Any]) -> PlanningResult:
-    """Strictly decode a result document: exact keys, version 1, consistent status/error."""
-    try:
-        obj = (
-            _parse_json_text(data, MAX_RESULT_DOCUMENT_BYTES, "result")
-            if isinstance(data, bytes | bytearray | memoryview | str)
-            else json_value(data)
-        )
-        _exact_keys(obj, _RESULT_FIELDS, frozenset(), "result")
-        version = obj["result_schema_version"]
-        if not _is_int(version) or version != RESULT_SCHEMA_VERSION:
-            raise _bad_result(f"result_schema_version must be {RESULT_SCHEMA_VERSION}")
-        status = obj["status"]
-        if status not in _STATUSES:
-            raise _bad_result("status must be completed, failed or cancelled")
-        observations = obj["observations"]
-        if not isinstance(observations, list):
-            raise _bad_result("observations must be a list")
-        if not isinstance(obj["metadata"], Mapping):
-            raise _bad_result("metadata must be an object")
-        plan = None if obj["plan"] is None else from_mapping(obj["plan"])
-        error = None if obj["error"] is None else _result_error(obj["error"], "error")
-        result = PlanningResult(
-            status=status,
-            plan=plan,
-            steps_executed=_count(obj, "steps_executed", "result"),
-            replans=_count(obj, "replans", "result"),
-            duration_ms=_count(obj, "duration_ms", "result"),
-            observations=tuple(_observation(o, i) for i, o in enumerate(observations)),
-            result=json_value(obj["result"], "$.result"),
-            error=error,
-            metadata=json_value(obj["metadata"], "$.metadata"),
-        )
-        check_result(result)
-        return result
-    except PlanError as exc:
-        if exc.kind == K.INVALID_PLANNING_RESULT:
-            raise
-        raise _bad_result(f"{exc.kind}: {exc.message}") from None
-
-
-def encode_result(result: PlanningResult) -> bytes:
-    """Canonical JSON of a result, after checking it is consistent."""
-    check_result(result)
-    return canonical_json(result.to_builtins())
-
-
-# --- service requests (client ↔ the `planning` service) -----------------------------------
-
-
-class OpenPlanningEvents(msgspec.Struct, frozen=True, tag="open_events"):
-    """Open an owner-bound event topic for a run about to start; the reply is its name."""
-
-
-class StartPlanning(msgspec.Struct, frozen=True, tag="start"):
-    """Start a run. Adapters are configured names or `{name, target, config}` mappings.
-
-    `events` names a topic from `OpenPlanningEvents` that receives the run's events.
-    """
-
-    planner: Any
-    executor: Any
-    goal: Any = None
-    context: Any = None
-    options: dict[str, Any] | None = None
-    events: str | None = None
-
-
-class AwaitPlanning(msgspec.Struct, frozen=True, tag="await"):
-    """Wait up to `timeout_s` (None: until it ends) for the run's result."""
-
-    ref: Any
-    timeout_s: float | None = None
-
-
-class CancelPlanning(msgspec.Struct, frozen=True, tag="cancel"):
-    """Cancel the run; its result becomes `cancelled` with the (redacted) `reason`."""
-
-    ref: Any
-    reason: Any = "user_cancelled"
-
-
-PlanningRequest: TypeAlias = OpenPlanningEvents | StartPlanning | AwaitPlanning | CancelPlanning
-
-
-class PlanningStarted(msgspec.Struct, frozen=True):
-    """The reply to `StartPlanning`: the run's opaque, owner-bound ref."""
-
-    ref: str
-
-
-class PlanningCancelled(msgspec.Struct, frozen=True):
-    """The reply to `CancelPlanning`: False if the run had already ended."""
-
-    cancelled: bool

@@ -9,7 +9,6 @@ tool's `call`. Failures come back as values: `{"error": code, "message": ...}`.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -20,6 +19,7 @@ from typing import Any, ClassVar
 import structlog
 
 from phloem.protocols.content import FunctionDeclaration
+from phloem.protocols.jsonvalue import json_size
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant
 from phloem.tools.workspace import Touch, Workspace
@@ -94,27 +94,23 @@ class ToolContext:
         if self.budget is not None:
             grant = self.budget.reserve(self.session, self.policy.max_bytes)
             limit = grant if limit is None else min(limit, grant)
-        size = _json_size(result)
+        size = json_size(result)
         try:
             if limit is None or size <= limit:
                 return result
             low, high = 0, len(items)
             while low < high:
                 middle = (low + high + 1) // 2
-                if _json_size({**result, key: items[:middle], "truncated": True}) <= limit:
+                if json_size({**result, key: items[:middle], "truncated": True}) <= limit:
                     low = middle
                 else:
                     high = middle - 1
             result = {**result, key: items[:low], "truncated": True}
-            size = _json_size(result)
+            size = json_size(result)
             return result
         finally:
             if self.budget is not None and grant is not None:
                 self.budget.consume(self.session, grant, size)
-
-
-def _json_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 class Tool(ABC):

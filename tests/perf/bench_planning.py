@@ -27,7 +27,7 @@ import psutil
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
 from phloem.actors.planning.worker import invoke
-from phloem.protocols.plan import canonical_json
+from phloem.protocols.jsonvalue import canonical_json
 from phloem.supervision import Actor, ChildSpec, Supervisor, SupervisorSpec
 from phloem.supervision.process import start_process
 from phloem.supervision.refs import Owner

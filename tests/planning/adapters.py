@@ -11,16 +11,8 @@ import os
 import time
 from typing import Any
 
-from phloem.protocols.plan import (
-    Complete,
-    Continue,
-    Error,
-    Fail,
-    Ok,
-    Plan,
-    Replan,
-    Step,
-)
+from phloem.protocols.plan import Plan, Step
+from phloem.protocols.result import Complete, Continue, Error, Fail, Ok, Replan
 
 
 def _steps(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from phloem.actors.planning import (
     runtime as runtime_mod,
 )
 from phloem.actors.planning.worker import MAX_CALLBACK_OUTPUT_BYTES
-from phloem.protocols import plan as pl
+from phloem.protocols import jsonvalue as jv, plan as pl
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.refs import Owner
 from tests.planning.conftest import read_pids
@@ -41,7 +41,7 @@ def test_each_option_accepts_its_bounds_and_rejects_beyond(name: str) -> None:
 
 
 def test_result_metadata_is_accepted_up_to_its_limit() -> None:
-    overhead = len(pl.canonical_json({"k": ""}))
+    overhead = len(jv.canonical_json({"k": ""}))
     edge = {"k": "x" * (pl.MAX_RESULT_METADATA_BYTES - overhead)}
     assert pl.parse_options({"result_metadata": edge}).result_metadata == edge
     with pytest.raises(PhloemError, match="result_metadata must be <="):
@@ -58,7 +58,7 @@ def test_adapter_names_and_descriptors_are_bounded(runtime: PlanningRuntime, own
     name = "x" * (adapters_mod.MAX_ADAPTER_NAME_CHARS + 1)
     assert kind(runtime.start, owner, name, "scripted", 1) == "invalid_planning_adapter"
     limit = adapters_mod.MAX_ADAPTER_DESCRIPTOR_BYTES
-    overhead = len(pl.canonical_json(["", None]))
+    overhead = len(jv.canonical_json(["", None]))
     at_edge = {"name": "scripted", "target": "x" * (limit - overhead)}
     ref = runtime.start(owner, {**at_edge, "target": "x" * 10}, "scripted", 1)
     assert runtime.await_result(owner, ref, 30).status == "failed"  # target is not a dict
@@ -79,7 +79,7 @@ def test_adapters_per_role_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_goal_and_context_are_bounded(runtime: PlanningRuntime, owner: Owner) -> None:
     limit = runtime_mod.MAX_REQUEST_BYTES
-    overhead = len(pl.canonical_json(["", {}]))
+    overhead = len(jv.canonical_json(["", {}]))
     runtime.prepare("scripted", "scripted", "x" * (limit - overhead))
     with pytest.raises(PhloemError) as info:
         runtime.prepare("scripted", "scripted", "x" * (limit - overhead + 1))

@@ -9,8 +9,9 @@ import msgspec
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from phloem.protocols import plan as pl
-from phloem.protocols.plan import PlanError, PlanningResult, ResultError, Step
+from phloem.protocols import jsonvalue as jv, plan as pl, result as rs, secrets as sec
+from phloem.protocols.plan import PlanError, Step
+from phloem.protocols.result import PlanningResult, ResultError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -80,7 +81,7 @@ def test_pruning_keeps_token_counts_but_removes_credential_tokens() -> None:
         "spinner": "kept",
         "nested": [{"private_key": "p", "ok": True}],
     }
-    assert pl.prune_secrets(usage) == {
+    assert sec.prune_secrets(usage) == {
         "max_tokens": 1024,
         "input_tokens": 7,
         "output_tokens": None,
@@ -193,8 +194,8 @@ def test_nesting_deeper_than_the_limit_is_rejected_and_at_the_limit_accepted() -
             v = [v]
         return v
 
-    assert pl.decode(doc(goal=nest(pl.MAX_JSON_DEPTH - 1))).goal == nest(pl.MAX_JSON_DEPTH - 1)
-    assert kind_of(pl.decode, doc(goal=nest(pl.MAX_JSON_DEPTH + 1))) == "invalid_plan_json"
+    assert pl.decode(doc(goal=nest(jv.MAX_JSON_DEPTH - 1))).goal == nest(jv.MAX_JSON_DEPTH - 1)
+    assert kind_of(pl.decode, doc(goal=nest(jv.MAX_JSON_DEPTH + 1))) == "invalid_plan_json"
 
 
 def test_plan_size_budget_is_checked_against_canonical_json() -> None:
@@ -263,8 +264,8 @@ def test_options_default_and_validate_their_ranges() -> None:
 def sample_result() -> PlanningResult:
     plan = pl.decode(doc())
     obs = (
-        pl.Observation("release-plan", 0, "s1", 1, "ok", output={"n": 1}),
-        pl.Observation(
+        rs.Observation("release-plan", 0, "s1", 1, "ok", output={"n": 1}),
+        rs.Observation(
             "release-plan", 0, "s1", 2, "error", error=ResultError("executor_failed", "boom")
         ),
     )
@@ -283,9 +284,9 @@ def sample_result() -> PlanningResult:
 
 def test_result_json_round_trips_through_the_strict_decoder() -> None:
     result = sample_result()
-    data = pl.encode_result(result)
-    assert pl.decode_result(data) == result
-    assert pl.encode_result(pl.decode_result(data)) == data
+    data = rs.encode_result(result)
+    assert rs.decode_result(data) == result
+    assert rs.encode_result(rs.decode_result(data)) == data
     obj = json.loads(data)
     assert set(obj) == {
         "result_schema_version",
@@ -310,12 +311,12 @@ def test_result_json_round_trips_through_the_strict_decoder() -> None:
 
 
 def test_result_decoder_rejects_unknown_fields_versions_and_inconsistency() -> None:
-    good = json.loads(pl.encode_result(sample_result()))
+    good = json.loads(rs.encode_result(sample_result()))
 
     def bad(mutate: Any) -> str:
         obj = json.loads(json.dumps(good))
         mutate(obj)
-        return kind_of(pl.decode_result, json.dumps(obj))
+        return kind_of(rs.decode_result, json.dumps(obj))
 
     assert bad(lambda o: o.update(extra=1)) == "invalid_planning_result"
     assert bad(lambda o: o.pop("metadata")) == "invalid_planning_result"
@@ -331,7 +332,7 @@ def test_result_decoder_rejects_unknown_fields_versions_and_inconsistency() -> N
     )
     assert bad(lambda o: o["observations"][1].pop("error")) == "invalid_planning_result"
     assert bad(lambda o: o["plan"].update(code="x")) == "invalid_planning_result"
-    assert kind_of(pl.decode_result, b'{"status":"completed","status":"failed"}') == (
+    assert kind_of(rs.decode_result, b'{"status":"completed","status":"failed"}') == (
         "invalid_planning_result"
     )
 
@@ -340,7 +341,7 @@ def test_result_decoder_rejects_unknown_fields_versions_and_inconsistency() -> N
 
 _keys = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=8
-).filter(lambda k: not pl.is_secret_key(k, "x"))
+).filter(lambda k: not sec.is_secret_key(k, "x"))
 _json = st.recursive(
     st.none()
     | st.booleans()
@@ -396,9 +397,9 @@ def results(draw: st.DrawFn) -> PlanningResult:
     observations = st.lists(
         st.builds(
             lambda i, ok, out, err: (
-                pl.Observation("p", 0, f"s{i}", i, "ok", output=out)
+                rs.Observation("p", 0, f"s{i}", i, "ok", output=out)
                 if ok
-                else pl.Observation("p", 0, f"s{i}", i, "error", error=err)
+                else rs.Observation("p", 0, f"s{i}", i, "error", error=err)
             ),
             st.integers(1, 50),
             st.booleans(),
@@ -431,6 +432,6 @@ def results(draw: st.DrawFn) -> PlanningResult:
 def test_any_consistent_result_round_trips_through_the_strict_decoder(
     result: PlanningResult,
 ) -> None:
-    data = pl.encode_result(result)
-    assert pl.decode_result(data) == result
-    assert pl.encode_result(pl.decode_result(data)) == data
+    data = rs.encode_result(result)
+    assert rs.decode_result(data) == result
+    assert rs.encode_result(rs.decode_result(data)) == data

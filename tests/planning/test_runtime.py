@@ -20,7 +20,7 @@ import pytest
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.actors.planning.events import PlanningEvent
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.plan import PlanningResult, decode_result, encode_result
+from phloem.protocols.result import PlanningResult, decode_result, encode_result
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.refs import Owner
 from tests.planning.conftest import read_pids

@@ -20,7 +20,7 @@ import phloem
 from phloem.client import AsyncClient, Client
 from phloem.config import parse_config
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.plan import decode_result
+from phloem.protocols.result import decode_result
 from tests.daemon.conftest import ROOT, DaemonProc, short_tmpdir
 from tests.planning.conftest import read_pids
 

@@ -25,6 +25,7 @@ from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.protocols.content import Content
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.jsonvalue import json_size
 from phloem.supervision.spec import Limits
 
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
@@ -104,7 +105,7 @@ class FunctionAgent(Agent):
         delta: dict[str, Any] = {}
         if result.value is not None and self.output_key is not None:
             try:
-                size = len(msgspec.json.encode(result.value))
+                size = json_size(result.value)
             except (TypeError, msgspec.EncodeError) as exc:
                 yield self.error_event(
                     ctx, "invalid_output", f"{self.name}: output is not JSON-encodable: {exc}"

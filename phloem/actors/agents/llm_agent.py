@@ -22,8 +22,6 @@ import inspect
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import msgspec
-
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
@@ -37,6 +35,7 @@ from phloem.protocols.content import (
     Part,
 )
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.model import Model
 from phloem.supervision.reasons import redact
 from phloem.tools.contract import Tool, ToolContext
@@ -240,7 +239,7 @@ class LlmAgent(Agent):
         else:
             try:
                 response = tool.call(dict(call.args))
-                if len(msgspec.json.encode(response)) > MAX_TOOL_RESULT_BYTES:
+                if json_size(response) > MAX_TOOL_RESULT_BYTES:
                     response = {"error": f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"}
             except Exception as exc:
                 response = {"error": redact(f"{type(exc).__name__}: {exc}")}

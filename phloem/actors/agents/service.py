@@ -48,7 +48,7 @@ from phloem.actors.agents.supervised import SupervisedExecutor
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.plan import prune_secrets
+from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
     Actor,
     ChildHandle,

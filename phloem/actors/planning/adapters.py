@@ -27,15 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.plan import (
-    ExecutorOutcome,
-    Plan as PlanDoc,
-    PlanError,
-    PlannerDecision,
-    PlannerOutcome,
-    Step,
-    json_value,
-)
+from phloem.protocols.jsonvalue import JsonValueError, json_size, json_value
+from phloem.protocols.plan import Plan as PlanDoc, Step
+from phloem.protocols.result import ExecutorOutcome, PlannerDecision, PlannerOutcome
 from phloem.settings import COMPONENT_RE, ComponentError, load_component
 
 __all__ = [
@@ -184,11 +178,9 @@ class AdapterRegistry:
             try:
                 target = json_value(descriptor.get("target"), f"$.{role}.target")
                 config = json_value(descriptor.get("config"), f"$.{role}.config")
-            except PlanError as exc:
-                raise _adapter_error(role, "invalid_descriptor", exc.message) from None
-            from phloem.protocols.plan import canonical_json
-
-            size = len(canonical_json([target, config]))
+            except JsonValueError as exc:
+                raise _adapter_error(role, "invalid_descriptor", str(exc)) from None
+            size = json_size([target, config])
             if size > MAX_ADAPTER_DESCRIPTOR_BYTES:
                 raise _adapter_error(
                     role,

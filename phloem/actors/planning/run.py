@@ -30,22 +30,19 @@ import structlog
 from phloem.actors.planning.adapters import AdapterRef
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
 from phloem.actors.planning.events import PlanningEvent, event_size
+from phloem.protocols.jsonvalue import canonical_json
 from phloem.protocols.plan import (
-    Observation,
     Plan,
     PlanError,
     PlanningErrorKind as K,
     PlanningOptions,
-    PlanningResult,
-    ResultError,
-    canonical_json,
     check_initial_plan,
     check_replacement_plan,
-    encode_result,
     from_mapping,
-    prune_secrets,
     sanitize,
 )
+from phloem.protocols.result import Observation, PlanningResult, ResultError, encode_result
+from phloem.protocols.secrets import prune_secrets
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.credit import CreditStream
 from phloem.supervision.reasons import ExitReason, redact

@@ -43,16 +43,15 @@ from phloem.actors.planning.run import (
     RunSpec,
 )
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.plan import (
     PlanError,
     PlanningErrorKind,
     PlanningOptions,
-    PlanningResult,
-    ResultError,
-    canonical_json,
     parse_options,
     sanitize,
 )
+from phloem.protocols.result import PlanningResult, ResultError
 from phloem.supervision import forkserver
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditStream, CreditWindow, Subscription
@@ -139,7 +138,7 @@ class PlanningRuntime:
             clean_context = sanitize({} if context is None else context, "$.context")
         except PlanError as exc:
             raise _request_error(exc.message) from None
-        size = len(canonical_json([clean_goal, clean_context]))
+        size = json_size([clean_goal, clean_context])
         if size > MAX_REQUEST_BYTES:
             raise _request_error(f"goal and context must be <= {MAX_REQUEST_BYTES} bytes")
         return RunSpec(planner_ref, executor_ref, clean_goal, clean_context, opts)

@@ -6,7 +6,7 @@ In the tree it is a small subtree (`rest_for_one`)::
     ├── runs            simple_one_for_one supervisor; every run a temporary child
     └── service         PlanningService (actor path `planning/service`)
 
-Requests (`phloem.protocols.plan.PlanningRequest`) carry the calling client as owner:
+Requests (`protocol.PlanningRequest`) carry the calling client as owner:
 `StartPlanning` → `PlanningStarted(ref)`, `AwaitPlanning` → the result as canonical JSON
 text (decode it with `decode_result`), `CancelPlanning` → `PlanningCancelled`.
 `OpenPlanningEvents` opens an owner-bound topic (`planning/events-…`) that a following
@@ -30,6 +30,15 @@ import structlog
 
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.events import PlanningEvent
+from phloem.actors.planning.protocol import (
+    AwaitPlanning,
+    CancelPlanning,
+    OpenPlanningEvents,
+    PlanningCancelled,
+    PlanningRequest,
+    PlanningStarted,
+    StartPlanning,
+)
 from phloem.actors.planning.run import RunRecord
 from phloem.actors.planning.runtime import (
     DEFAULT_MAX_ACTIVE_RUNS,
@@ -42,16 +51,7 @@ from phloem.actors.planning.runtime import (
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.plan import (
-    AwaitPlanning,
-    CancelPlanning,
-    OpenPlanningEvents,
-    PlanningCancelled,
-    PlanningRequest,
-    PlanningStarted,
-    StartPlanning,
-    encode_result,
-)
+from phloem.protocols.result import encode_result
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec

@@ -24,20 +24,9 @@ from typing import Any
 import msgspec
 
 from phloem.actors.planning.adapters import load_adapter
-from phloem.protocols.plan import (
-    Complete,
-    Continue,
-    Error,
-    Fail,
-    Ok,
-    Plan,
-    PlanError,
-    Replan,
-    Step,
-    canonical_json,
-    from_mapping,
-    json_value,
-)
+from phloem.protocols.jsonvalue import canonical_json
+from phloem.protocols.plan import Plan, PlanError, Step, from_mapping, planning_json as json_value
+from phloem.protocols.result import Complete, Continue, Error, Fail, Ok, Replan
 from phloem.supervision.reasons import redact
 
 # The largest wire outcome a callback may send back (canonical JSON bytes).
