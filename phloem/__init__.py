@@ -63,7 +63,11 @@ if TYPE_CHECKING:
         Part as Part,
         ThinkingConfig as ThinkingConfig,
     )
-    from phloem.protocols.errors import ErrorValue as ErrorValue, PhloemError as PhloemError
+    from phloem.protocols.errors import (
+        ErrorKind as ErrorKind,
+        ErrorValue as ErrorValue,
+        PhloemError as PhloemError,
+    )
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
     from phloem.supervision.credit import CreditWindow as CreditWindow
@@ -83,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "DfsSearch": "phloem.actors.agents",
     "Done": "phloem.actors.agents",
     "DoneWithResult": "phloem.actors.agents",
+    "ErrorKind": "phloem.protocols.errors",
     "ErrorValue": "phloem.protocols.errors",
     "Event": "phloem.actors.agents",
     "EventActions": "phloem.actors.agents",

@@ -29,7 +29,7 @@ import msgspec
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.models.providers import ProviderConfig
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import is_secret_key
 from phloem.settings import (
     COMPONENT_RE,
@@ -219,7 +219,9 @@ def config_error(msg: str, text: str = "", source: str = "") -> PhloemError:
     line = _find_line(text, path) if text and path else None
     where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
     key = f"{path}: " if path and not detail.startswith(path) else ""
-    return PhloemError("config_invalid", f"{where}{key}{detail}", {"path": path, "line": line})
+    return PhloemError(
+        ErrorKind.CONFIG_INVALID, f"{where}{key}{detail}", {"path": path, "line": line}
+    )
 
 
 def parse_config(text: str, source: str = "<config>") -> Config:

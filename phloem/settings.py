@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 S = TypeVar("S", bound="Section")
 
@@ -57,7 +57,9 @@ def load_component(path: str, *, what: str = "component") -> Any:
     error type, never the imported module's own error text.
     """
     if not isinstance(path, str) or not COMPONENT_RE.match(path):
-        raise ComponentError("config_invalid", f"{what} {path!r} is not a `module:attribute` path")
+        raise ComponentError(
+            ErrorKind.CONFIG_INVALID, f"{what} {path!r} is not a `module:attribute` path"
+        )
     module_name, _, attr = path.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
@@ -65,7 +67,7 @@ def load_component(path: str, *, what: str = "component") -> Any:
             obj = getattr(obj, part)
     except Exception as exc:
         raise ComponentError(
-            "config_invalid", f"cannot load {what} {path!r}: {type(exc).__name__}: {exc}"
+            ErrorKind.CONFIG_INVALID, f"cannot load {what} {path!r}: {type(exc).__name__}: {exc}"
         ) from exc
     return obj
 
@@ -79,12 +81,14 @@ def read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
     p = Path(path)
     try:
         if p.stat().st_size > CONFIG_FILE_MAX_BYTES:
-            raise PhloemError("config_invalid", f"{p}: larger than {CONFIG_FILE_MAX_BYTES} bytes")
+            raise PhloemError(
+                ErrorKind.CONFIG_INVALID, f"{p}: larger than {CONFIG_FILE_MAX_BYTES} bytes"
+            )
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PhloemError("config_invalid", f"cannot read {p}: {exc.strerror}") from exc
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"cannot read {p}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
-        raise PhloemError("config_invalid", f"{p}: not UTF-8 text") from exc
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{p}: not UTF-8 text") from exc
     return parse_toml(text, str(p)), text
 
 
@@ -93,4 +97,4 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise PhloemError("config_invalid", f"{source}: {exc}") from exc
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{source}: {exc}") from exc

@@ -42,7 +42,7 @@ from phloem.actors.services import (
 from phloem.actors.streams import StreamHub
 from phloem.client.agents import AgentTreeMethods
 from phloem.config import Config, load_config
-from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, DaemonStatus
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditWindow, Subscription
@@ -121,7 +121,7 @@ class _Deadlines:
                 if self._stopped and not expired:
                     return
             for call in expired:
-                call.fail(PhloemError("timeout", "no reply before the deadline"))
+                call.fail(PhloemError(ErrorKind.TIMEOUT, "no reply before the deadline"))
 
     def stop(self) -> None:
         with self._cond:
@@ -175,7 +175,7 @@ class Tree(AgentTreeMethods):
                 continue
             if spec.id != service.name:
                 raise PhloemError(
-                    "config_invalid",
+                    ErrorKind.CONFIG_INVALID,
                     f"service {service.name!r}: its child spec id is {spec.id!r}",
                 )
             specs.append(spec)
@@ -186,7 +186,7 @@ class Tree(AgentTreeMethods):
                 SupervisorSpec(sup.strategy, sup.intensity, sup.period_s), specs, name=name
             )
         except ChildStartError as exc:
-            raise PhloemError("start_failed", redact(str(exc))) from exc
+            raise PhloemError(ErrorKind.START_FAILED, redact(str(exc))) from exc
         tree = cls(cfg, root, refs, streams, names)
         root.add_exit_callback(tree._on_root_exit)
         log.info("tree_started", services=names)
@@ -212,7 +212,7 @@ class Tree(AgentTreeMethods):
         with self._pending_lock:
             pending = [c for calls in self._pending.values() for c in calls]
         for call in pending:
-            call.fail(PhloemError("shutting_down", "the tree is stopping"))
+            call.fail(PhloemError(ErrorKind.SHUTTING_DOWN, "the tree is stopping"))
         self._deadlines.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("tree_stopped", reason=str(reason))
@@ -258,28 +258,30 @@ class Tree(AgentTreeMethods):
 
     def _walk(self, path: str) -> ActorHandle:
         if not isinstance(path, str) or not path or len(path) > MAX_ACTOR_PATH_CHARS:
-            raise PhloemError("unknown_actor", "actor path must be a non-empty string")
+            raise PhloemError(ErrorKind.UNKNOWN_ACTOR, "actor path must be a non-empty string")
         parts = path.strip("/").split("/")
         if parts and parts[0] == self.root.name and len(parts) > 1:
             parts = parts[1:]
         if len(parts) > MAX_PATH_DEPTH:
-            raise PhloemError("unknown_actor", f"no actor at {path[:80]!r}")
+            raise PhloemError(ErrorKind.UNKNOWN_ACTOR, f"no actor at {path[:80]!r}")
         node: ChildHandle = self.root
         for part in parts:
             if not isinstance(node, SupervisorRef) or not node.is_alive():
-                raise PhloemError("unknown_actor", f"no actor at {path[:80]!r}")
+                raise PhloemError(ErrorKind.UNKNOWN_ACTOR, f"no actor at {path[:80]!r}")
             found = None
             for info in node.which_children():
                 if info.id == part and info.ref is not None:
                     found = info.ref
                     break
             if found is None:
-                raise PhloemError("unknown_actor", f"no actor at {path[:80]!r}")
+                raise PhloemError(ErrorKind.UNKNOWN_ACTOR, f"no actor at {path[:80]!r}")
             node = found
         if isinstance(node, SupervisorRef) or not isinstance(node, ActorHandle):
-            raise PhloemError("unknown_actor", f"{path[:80]!r} is not an actor that takes messages")
+            raise PhloemError(
+                ErrorKind.UNKNOWN_ACTOR, f"{path[:80]!r} is not an actor that takes messages"
+            )
         if not node.is_alive():
-            raise PhloemError("unknown_actor", f"actor {path[:80]!r} is not running")
+            raise PhloemError(ErrorKind.UNKNOWN_ACTOR, f"actor {path[:80]!r} is not running")
         return node
 
     def call(
@@ -294,7 +296,7 @@ class Tree(AgentTreeMethods):
     ) -> None:
         """Route one request; `respond` is called exactly once with the outcome."""
         if self._stopped.is_set():
-            respond(_error("shutting_down", "the tree is stopping"))
+            respond(_error(ErrorKind.SHUTTING_DOWN, "the tree is stopping"))
             return
         try:
             handle = self.resolve(path)
@@ -334,7 +336,7 @@ class Tree(AgentTreeMethods):
                 else _decoder_for(request_type).decode(body)
             )
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            respond(_error("bad_message", f"{handle.name}: {exc}"))
+            respond(_error(ErrorKind.BAD_MESSAGE, f"{handle.name}: {exc}"))
             return
         if tell:
             call = Call(owner, message, _log_tell_outcome)
@@ -342,7 +344,7 @@ class Tree(AgentTreeMethods):
             call = Call(owner, message, respond)
             seconds = self._timeout(timeout)
             if seconds <= 0:
-                respond(_error("timeout", "timeout must be > 0"))
+                respond(_error(ErrorKind.TIMEOUT, "timeout must be > 0"))
                 return
             self._track(handle, call)
             self._deadlines.add(time.monotonic() + seconds, call)
@@ -378,7 +380,9 @@ class Tree(AgentTreeMethods):
         with self._pending_lock:
             calls = self._pending.pop(key, set())
         for call in list(calls):
-            call.fail(PhloemError("noproc", f"the actor stopped before replying ({reason})"))
+            call.fail(
+                PhloemError(ErrorKind.NOPROC, f"the actor stopped before replying ({reason})")
+            )
 
     def _call_plain(
         self,
@@ -391,7 +395,7 @@ class Tree(AgentTreeMethods):
         try:
             message = handle.decode(_any_decoder.decode(body))
         except msgspec.DecodeError as exc:
-            respond(_error("bad_message", str(exc)))
+            respond(_error(ErrorKind.BAD_MESSAGE, str(exc)))
             return
         except PhloemError as err:
             respond((False, err.to_value()))
@@ -405,7 +409,9 @@ class Tree(AgentTreeMethods):
             respond((True, _NIL))
             return
         if not self._plain_asks.acquire(blocking=False):
-            respond(_error("backpressure", f"{MAX_PLAIN_ASKS} asks to plain actors in flight"))
+            respond(
+                _error(ErrorKind.BACKPRESSURE, f"{MAX_PLAIN_ASKS} asks to plain actors in flight")
+            )
             return
         seconds = self._timeout(timeout)
 
@@ -416,9 +422,9 @@ class Tree(AgentTreeMethods):
             except PhloemError as err:
                 respond((False, err.to_value()))
             except (TypeError, msgspec.EncodeError) as exc:
-                respond(_error("actor_error", f"reply is not encodable: {exc}"))
+                respond(_error(ErrorKind.ACTOR_ERROR, f"reply is not encodable: {exc}"))
             except Exception as exc:
-                respond(_error("actor_error", f"{type(exc).__name__}: {redact(str(exc))}"))
+                respond(_error(ErrorKind.ACTOR_ERROR, f"{type(exc).__name__}: {redact(str(exc))}"))
             finally:
                 self._plain_asks.release()
 
@@ -426,7 +432,7 @@ class Tree(AgentTreeMethods):
             self._executor.submit(run)
         except RuntimeError:
             self._plain_asks.release()
-            respond(_error("shutting_down", "the tree is stopping"))
+            respond(_error(ErrorKind.SHUTTING_DOWN, "the tree is stopping"))
 
     # -- streams -------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from phloem.actors.services import DEFER, Call, ServiceActor, register_service, service_factory
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.reasons import ExitReason
 
 MAX_SLEEP_S = 60.0
@@ -35,7 +35,7 @@ class EchoService(ServiceActor):
 
     def _sleep(self, seconds: Any, call: Call) -> Any:
         if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_SLEEP_S:
-            raise PhloemError("bad_message", f"sleep must be between 0 and {MAX_SLEEP_S}")
+            raise PhloemError(ErrorKind.BAD_MESSAGE, f"sleep must be between 0 and {MAX_SLEEP_S}")
         timer = threading.Timer(float(seconds), call.reply, args=({"slept": seconds},))
         timer.daemon = True
         timer.start()
@@ -46,11 +46,15 @@ class EchoService(ServiceActor):
         wait_s = message.get("wait_s", 5.0)
         blocking = message.get("mode", "send") != "publish"
         if not isinstance(name, str) or not isinstance(count, int):
-            raise PhloemError("bad_message", "stream must be a string and count an int")
+            raise PhloemError(ErrorKind.BAD_MESSAGE, "stream must be a string and count an int")
         if not 0 <= count <= MAX_STREAM_EVENTS:
-            raise PhloemError("bad_message", f"count must be between 0 and {MAX_STREAM_EVENTS}")
+            raise PhloemError(
+                ErrorKind.BAD_MESSAGE, f"count must be between 0 and {MAX_STREAM_EVENTS}"
+            )
         if not isinstance(wait_s, int | float) or not 0 <= wait_s <= MAX_STREAM_WAIT_S:
-            raise PhloemError("bad_message", f"wait_s must be between 0 and {MAX_STREAM_WAIT_S}")
+            raise PhloemError(
+                ErrorKind.BAD_MESSAGE, f"wait_s must be between 0 and {MAX_STREAM_WAIT_S}"
+            )
         topic = self.open_topic(f"echo/{name}", owner=call.owner)
 
         def produce() -> None:
@@ -62,7 +66,9 @@ class EchoService(ServiceActor):
                     else:
                         topic.publish({"n": i})
             except PhloemError as err:
-                topic.close(ExitReason.timeout(err.message) if err.kind == "timeout" else None)
+                topic.close(
+                    ExitReason.timeout(err.message) if err.kind == ErrorKind.TIMEOUT else None
+                )
                 return
             topic.close()
 

@@ -44,7 +44,7 @@ import msgspec
 import structlog
 
 from phloem.actors.streams import StreamHub, Topic
-from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.supervision.actor import Actor
 from phloem.supervision.reasons import redact
 from phloem.supervision.refs import Owner, OwnerRegistry
@@ -105,7 +105,7 @@ class Call:
         try:
             body = _encoder.encode(value)
         except (TypeError, msgspec.EncodeError) as exc:
-            return self.fail(PhloemError("actor_error", f"reply is not encodable: {exc}"))
+            return self.fail(PhloemError(ErrorKind.ACTOR_ERROR, f"reply is not encodable: {exc}"))
         return self._finish((True, body))
 
     def fail(self, error: PhloemError | ErrorValue) -> bool:
@@ -158,7 +158,7 @@ class ServiceActor(Actor):
 
     def handle(self, message: Any, call: Call) -> Any:
         """Answer one request (see the module docstring). The default refuses it."""
-        raise PhloemError("unsupported", f"service {self.ctx.name!r} accepts no requests")
+        raise PhloemError(ErrorKind.UNSUPPORTED, f"service {self.ctx.name!r} accepts no requests")
 
     def on_other(self, message: Any) -> Any:
         """Messages that are not client calls; the default ignores them."""
@@ -175,7 +175,9 @@ class ServiceActor(Actor):
             message.fail(err)
         except Exception as exc:
             log.warning("service_handler_failed", service=self.ctx.name, error=type(exc).__name__)
-            message.fail(PhloemError("actor_error", f"{type(exc).__name__}: {redact(str(exc))}"))
+            message.fail(
+                PhloemError(ErrorKind.ACTOR_ERROR, f"{type(exc).__name__}: {redact(str(exc))}")
+            )
         else:
             if result is not DEFER:
                 message.reply(result)
@@ -275,7 +277,7 @@ def configured_services(config: Config) -> list[Service]:
     unknown = sorted(set(config.services.disabled) - known)
     if unknown:
         raise PhloemError(
-            "config_invalid", f"services.disabled: unknown service {', '.join(unknown)}"
+            ErrorKind.CONFIG_INVALID, f"services.disabled: unknown service {', '.join(unknown)}"
         )
     for name, path in config.services.extra.items():
         if name in config.services.disabled:
@@ -288,7 +290,7 @@ def configured_services(config: Config) -> list[Service]:
             factory = target
         else:
             raise PhloemError(
-                "config_invalid",
+                ErrorKind.CONFIG_INVALID,
                 f"services.extra.{name}: {path!r} is neither a ServiceActor nor a factory",
             )
         services = [s for s in services if s.name != name]

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import MAX_STREAM_NAME_CHARS
 from phloem.supervision.credit import CreditStream
 from phloem.supervision.reasons import ExitReason
@@ -80,10 +80,10 @@ class StreamHub:
             raise ValueError(f"name must be 1 to {MAX_STREAM_NAME_CHARS} characters")
         with self._lock:
             if name in self._topics:
-                raise PhloemError("stream_exists", f"stream {name!r} is already open")
+                raise PhloemError(ErrorKind.STREAM_EXISTS, f"stream {name!r} is already open")
             if len(self._topics) >= self.max_streams:
                 raise PhloemError(
-                    "backpressure", f"{len(self._topics)} streams open; max_streams reached"
+                    ErrorKind.BACKPRESSURE, f"{len(self._topics)} streams open; max_streams reached"
                 )
             topic = Topic(self, name, owner)
             self._topics[name] = topic
@@ -94,9 +94,9 @@ class StreamHub:
         with self._lock:
             topic = self._topics.get(name)
         if topic is None:
-            raise PhloemError("unknown_stream", f"no stream named {name[:80]!r}")
+            raise PhloemError(ErrorKind.UNKNOWN_STREAM, f"no stream named {name[:80]!r}")
         if topic.owner is not None and topic.owner != owner:
-            raise PhloemError("not_owner", f"stream {name!r} belongs to another owner")
+            raise PhloemError(ErrorKind.NOT_OWNER, f"stream {name!r} belongs to another owner")
         return topic
 
     def owner_down(self, owner: Owner) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
     pass
@@ -130,6 +130,6 @@ def _cmd_stop(ctx: CommandContext) -> int:
         transport = client.transport
         stopped = isinstance(transport, SocketTransport) and transport.wait_closed(ctx.args.timeout)
     if not stopped:
-        raise PhloemError("timeout", f"the daemon (pid {pid}) did not stop in time")
+        raise PhloemError(ErrorKind.TIMEOUT, f"the daemon (pid {pid}) did not stop in time")
     ctx.emit({"stopped": True, "pid": pid}, text=f"phloem daemon (pid {pid}) stopped")
     return EXIT_OK

@@ -25,7 +25,7 @@ from phloem.models.providers import (
     build_model,
     load_providers,
 )
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 DEFAULT_CONFIG = "conf/phloem.toml"
 DEFAULT_ASK_MAX_OUTPUT_TOKENS = 1024
@@ -79,10 +79,14 @@ def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
     """The provider a command names, or the ad-hoc one its options describe."""
     adhoc = args.protocol or args.model or args.base_url or args.api_key_env
     if args.name and adhoc:
-        raise PhloemError("invalid_argument", "give NAME or ad-hoc --protocol options, not both")
+        raise PhloemError(
+            ErrorKind.INVALID_ARGUMENT, "give NAME or ad-hoc --protocol options, not both"
+        )
     if not args.name:
         if not (args.protocol and args.model):
-            raise PhloemError("invalid_argument", "give a provider NAME, or --protocol and --model")
+            raise PhloemError(
+                ErrorKind.INVALID_ARGUMENT, "give a provider NAME, or --protocol and --model"
+            )
         limit = args.chat_token_limit
         if args.protocol == "openai-chat" and limit is None:
             limit = "max_completion_tokens"
@@ -98,12 +102,12 @@ def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
                 ProviderConfig,
             )
         except msgspec.ValidationError as exc:
-            raise PhloemError("invalid_config", f"ad-hoc provider: {exc}") from None
+            raise PhloemError(ErrorKind.CONFIG_INVALID, f"ad-hoc provider: {exc}") from None
         return "(ad-hoc)", config
     providers = _providers(args)
     if args.name not in providers:
         raise PhloemError(
-            "unknown_provider", f"no provider named {args.name!r} in {_config_path(args)}"
+            ErrorKind.UNKNOWN_PROVIDER, f"no provider named {args.name!r} in {_config_path(args)}"
         )
     return args.name, providers[args.name]
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from phloem.cli.args import json_arg, key_values
 from phloem.cli.commands import CommandContext, Commands
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.plan import PlanError, decode, encode
 from phloem.protocols.result import PlanningResult, encode_result
 
@@ -155,7 +155,7 @@ def _cmd_start(ctx: CommandContext) -> int:
                 elif command:
                     ctx.err.write(f"unknown command {command!r}: use 'await [S]' or 'cancel [R]'\n")
             except PhloemError as err:
-                if err.kind != "planning_await_timeout":
+                if err.kind != ErrorKind.PLANNING_AWAIT_TIMEOUT:
                     raise
                 ctx.emit({"kind": err.kind, "message": err.message}, text=str(err))
         return _emit_result(ctx, client.await_planning(ref))

@@ -30,7 +30,7 @@ from phloem.actors.agents.protocol import (
 )
 from phloem.actors.agents.runner import AgentRun
 from phloem.client.base import ClientBase
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.credit import CreditWindow
 
 if TYPE_CHECKING:
@@ -101,10 +101,10 @@ class AgentClientMethods(ClientBase):
                 try:
                     item = stream.recv(timeout)
                 except PhloemError as err:
-                    if err.kind != "closed":
+                    if err.kind != ErrorKind.CLOSED:
                         raise
                     raise PhloemError(
-                        "run_incomplete",
+                        ErrorKind.RUN_INCOMPLETE,
                         f"the event stream of run {started.ref} ended without its result",
                     ) from None
                 if isinstance(item, AgentRunEvent):

@@ -22,7 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 
 import msgspec
 
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import DaemonStatus
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.snapshot import TreeSnapshot
@@ -41,7 +41,9 @@ def decode_as(data: bytes, type_: Any) -> Any:
     try:
         return decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise PhloemError("bad_message", f"reply does not match the expected type: {exc}") from exc
+        raise PhloemError(
+            ErrorKind.BAD_MESSAGE, f"reply does not match the expected type: {exc}"
+        ) from exc
 
 
 class StreamSource(Protocol):
@@ -91,7 +93,7 @@ class EventStream(Generic[T]):
             try:
                 yield self.recv()
             except PhloemError as err:
-                if err.kind == "closed":
+                if err.kind == ErrorKind.CLOSED:
                     return
                 raise
 
@@ -190,7 +192,7 @@ def _encode(message: Any) -> bytes:
     try:
         return _encoder.encode(message)
     except (TypeError, msgspec.EncodeError) as exc:
-        raise PhloemError("bad_message", f"message is not encodable: {exc}") from exc
+        raise PhloemError(ErrorKind.BAD_MESSAGE, f"message is not encodable: {exc}") from exc
 
 
 class Backlog:

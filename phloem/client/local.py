@@ -9,7 +9,7 @@ import msgspec
 
 from phloem.client.base import StreamSource
 from phloem.client.socket import REPLY_GRACE_S
-from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.wire import NIL
 from phloem.supervision.credit import CreditWindow
 
@@ -32,7 +32,7 @@ class _Slot:
 
     def wait(self, timeout: float | None) -> tuple[bool, bytes | ErrorValue]:
         if not self._event.wait(timeout) or self.outcome is None:
-            raise PhloemError("timeout", "no reply in time")
+            raise PhloemError(ErrorKind.TIMEOUT, "no reply in time")
         return self.outcome
 
 
@@ -47,8 +47,8 @@ class LocalStream:
         try:
             return self._rx.recv(timeout)
         except PhloemError as err:
-            if err.kind == "timeout":
-                raise PhloemError("timeout", f"no event within {timeout} s") from err
+            if err.kind == ErrorKind.TIMEOUT:
+                raise PhloemError(ErrorKind.TIMEOUT, f"no event within {timeout} s") from err
             raise
 
     def close(self) -> None:
@@ -67,7 +67,7 @@ class LocalTransport:
 
     def request(self, op: str, actor: str, body: bytes, timeout: float | None) -> bytes:
         if self._closed:
-            raise PhloemError("closed", "the client is closed")
+            raise PhloemError(ErrorKind.CLOSED, "the client is closed")
         tree = self._tree
         if op in ("ask", "tell"):
             slot = _Slot()
@@ -85,12 +85,12 @@ class LocalTransport:
         if op == "ping":
             return bytes(NIL)
         if op == "stop":
-            raise PhloemError("unsupported", "an embedded tree is stopped by its owner")
+            raise PhloemError(ErrorKind.UNSUPPORTED, "an embedded tree is stopped by its owner")
         raise ValueError(f"unknown op {op!r}")
 
     def subscribe(self, stream: str, window: CreditWindow) -> StreamSource:
         if self._closed:
-            raise PhloemError("closed", "the client is closed")
+            raise PhloemError(ErrorKind.CLOSED, "the client is closed")
         topic = self._tree.streams.get(stream, self.owner)
         local = LocalStream(topic.stream.receiver(window), stream)
         with self._lock:

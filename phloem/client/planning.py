@@ -26,7 +26,7 @@ from phloem.actors.planning.protocol import (
     StartPlanning,
 )
 from phloem.client.base import ClientBase, EventStream
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.plan import DEFAULT_OPTIONS, PlanningOptions
 from phloem.protocols.result import PlanningResult, decode_result
 from phloem.supervision.credit import CreditWindow
@@ -60,9 +60,9 @@ class PlanningMethods(ClientBase):
         try:
             return self.ask(PLANNING_SERVICE, message, reply_type=reply_type, timeout=timeout)
         except PhloemError as err:
-            if err.kind == "unknown_actor":
+            if err.kind == ErrorKind.UNKNOWN_ACTOR:
                 raise PhloemError(
-                    "planning_unavailable",
+                    ErrorKind.PLANNING_UNAVAILABLE,
                     "the daemon runs no planning service: configure [planning.planners] "
                     "and [planning.executors]",
                 ) from None
@@ -112,7 +112,7 @@ class PlanningMethods(ClientBase):
             try:
                 return self._await_once(ref, AWAIT_SLICE_S)
             except PhloemError as err:
-                if err.kind != "planning_await_timeout":
+                if err.kind != ErrorKind.PLANNING_AWAIT_TIMEOUT:
                     raise
 
     def _await_once(self, ref: str, timeout: float) -> PlanningResult:

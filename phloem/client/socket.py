@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from phloem.client.base import StreamSource
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
@@ -59,7 +59,7 @@ DEFAULT_REQUEST_TIMEOUT_S = 30.0
 
 def no_daemon_error(path: Path | str) -> PhloemError:
     return PhloemError(
-        "no_daemon",
+        ErrorKind.NO_DAEMON,
         f"no phloem daemon at {path} (start one with `phloem daemon --config ...`)",
     )
 
@@ -101,13 +101,17 @@ class SocketTransport:
             raise no_daemon_error(path) from exc
         except PermissionError as exc:
             sock.close()
-            raise PhloemError("permission_denied", f"cannot connect to {path}: {exc}") from exc
+            raise PhloemError(
+                ErrorKind.PERMISSION_DENIED, f"cannot connect to {path}: {exc}"
+            ) from exc
         except TimeoutError as exc:
             sock.close()
-            raise PhloemError("timeout", f"connecting to {path} timed out") from exc
+            raise PhloemError(ErrorKind.TIMEOUT, f"connecting to {path} timed out") from exc
         except OSError as exc:
             sock.close()
-            raise PhloemError("connection_lost", f"cannot connect to {path}: {exc}") from exc
+            raise PhloemError(
+                ErrorKind.CONNECTION_LOST, f"cannot connect to {path}: {exc}"
+            ) from exc
         transport = cls(sock, path)
         try:
             transport._handshake(timeout)
@@ -131,14 +135,14 @@ class SocketTransport:
         frame = encode_frame(message)
         with self._wlock:
             if self._closed:
-                raise PhloemError("closed", "the client is closed")
+                raise PhloemError(ErrorKind.CLOSED, "the client is closed")
             try:
                 self._sock.sendall(frame)
             except OSError as exc:
                 raise self._lost(f"send failed: {exc}") from exc
 
     def _lost(self, why: str) -> PhloemError:
-        err = PhloemError("connection_lost", f"connection to {self.path} lost: {why}")
+        err = PhloemError(ErrorKind.CONNECTION_LOST, f"connection to {self.path} lost: {why}")
         with self._cond:
             if self._error is None:
                 self._error = err
@@ -153,9 +157,11 @@ class SocketTransport:
         try:
             data = self._sock.recv(RECV_BYTES)
         except OSError as exc:
-            raise PhloemError("connection_lost", f"receive failed: {exc}") from exc
+            raise PhloemError(ErrorKind.CONNECTION_LOST, f"receive failed: {exc}") from exc
         if not data:
-            raise PhloemError("connection_lost", f"the daemon at {self.path} closed the connection")
+            raise PhloemError(
+                ErrorKind.CONNECTION_LOST, f"the daemon at {self.path} closed the connection"
+            )
         return self._frames.feed(data)
 
     def _pump(self, done: Callable[[], bool], deadline: float | None) -> None:
@@ -165,7 +171,7 @@ class SocketTransport:
                 raise self._error
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise PhloemError("timeout", "no reply from the daemon in time")
+                raise PhloemError(ErrorKind.TIMEOUT, "no reply from the daemon in time")
             if self._reading:
                 self._cond.wait(remaining)
                 continue
@@ -211,7 +217,7 @@ class SocketTransport:
                 stream._buffer.append(bytes(message.body))
                 if len(stream._buffer) > stream.window.messages:
                     self._error = PhloemError(
-                        "bad_frame", "the daemon sent beyond the granted credit"
+                        ErrorKind.BAD_FRAME, "the daemon sent beyond the granted credit"
                     )
         elif isinstance(message, StreamEnd):
             stream = self._subs.pop(message.sub, None)
@@ -275,7 +281,7 @@ class SocketTransport:
             try:
                 self._pump(lambda: False, deadline)
             except PhloemError as err:
-                return err.kind == "connection_lost"
+                return err.kind == ErrorKind.CONNECTION_LOST
         return False
 
     def close(self) -> None:
@@ -288,7 +294,7 @@ class SocketTransport:
         self._sock.close()
         with self._cond:
             if self._error is None:
-                self._error = PhloemError("closed", "the client is closed")
+                self._error = PhloemError(ErrorKind.CLOSED, "the client is closed")
             self._cond.notify_all()
 
     @property
@@ -320,14 +326,16 @@ class RemoteStream:
                 try:
                     t._pump(lambda: bool(self._buffer) or self._end is not None, deadline)
                 except PhloemError as err:
-                    if err.kind == "timeout":
-                        raise PhloemError("timeout", f"no event within {timeout} s") from err
+                    if err.kind == ErrorKind.TIMEOUT:
+                        raise PhloemError(
+                            ErrorKind.TIMEOUT, f"no event within {timeout} s"
+                        ) from err
                     raise
             if not self._buffer:
                 assert self._end is not None
                 kind, detail = self._end
                 if kind == "normal":
-                    raise PhloemError("closed", f"stream {self.name!r} ended")
+                    raise PhloemError(ErrorKind.CLOSED, f"stream {self.name!r} ended")
                 raise PhloemError(kind, f"stream {self.name!r} ended: {detail or kind}")
             item = self._buffer.popleft()
             self._unacked_msgs += 1

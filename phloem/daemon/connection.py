@@ -19,7 +19,7 @@ import msgspec
 import structlog
 
 from phloem._version import __version__
-from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.wire import (
     HEADER_BYTES,
     NIL,
@@ -27,7 +27,6 @@ from phloem.protocols.wire import (
     SUPPORTED_VERSIONS,
     Ask,
     Credit,
-    ErrorKind,
     Event,
     Fail,
     FrameReader,
@@ -210,7 +209,7 @@ class Connection:
             self._fail(err.kind, err.message)
         except Exception:
             log.exception("connection_failed", owner=self.owner.id)
-            self._fail("internal", "the daemon failed to serve this connection")
+            self._fail(ErrorKind.INTERNAL, "the daemon failed to serve this connection")
         finally:
             self._cleanup()
 

@@ -35,10 +35,7 @@ from phloem._version import __version__
 from phloem.config import Config, LoggingConfig, load_config
 from phloem.daemon.connection import Connection, refuse
 from phloem.daemon.socketfile import peer_credentials, prepare_socket_path
-from phloem.protocols.errors import PhloemError
-from phloem.protocols.wire import (
-    ErrorKind,
-)
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.tree import Tree
 
 log = structlog.get_logger("phloem.daemon")
@@ -91,9 +88,9 @@ class Server:
             listener.close()
             if exc.errno == errno.EADDRINUSE:
                 raise PhloemError(
-                    "daemon_running", f"a phloem daemon is already running at {self.path}"
+                    ErrorKind.DAEMON_RUNNING, f"a phloem daemon is already running at {self.path}"
                 ) from exc
-            raise PhloemError("socket_error", f"cannot bind {self.path}: {exc}") from exc
+            raise PhloemError(ErrorKind.SOCKET_ERROR, f"cannot bind {self.path}: {exc}") from exc
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o666 if shared else 0o600)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 log = structlog.get_logger("phloem.daemon")
 _PEERCRED = struct.Struct("3i")
@@ -30,7 +30,7 @@ def prepare_socket_path(path: Path, shared: bool) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(st.st_mode):
-        raise PhloemError("socket_in_use", f"{path} exists and is not a socket")
+        raise PhloemError(ErrorKind.SOCKET_IN_USE, f"{path} exists and is not a socket")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.settimeout(2.0)
@@ -40,11 +40,11 @@ def prepare_socket_path(path: Path, shared: bool) -> None:
         log.warning("stale_socket_removed", socket=str(path))
         return
     except OSError as exc:
-        raise PhloemError("socket_in_use", f"cannot probe {path}: {exc}") from exc
+        raise PhloemError(ErrorKind.SOCKET_IN_USE, f"cannot probe {path}: {exc}") from exc
     finally:
         probe.close()
     raise PhloemError(
-        "daemon_running", f"a phloem daemon is already running at {path}; stop it first"
+        ErrorKind.DAEMON_RUNNING, f"a phloem daemon is already running at {path}; stop it first"
     )
 
 

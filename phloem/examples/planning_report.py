@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from phloem.protocols.errors import ErrorKind
 from phloem.protocols.plan import Plan, Step
 from phloem.protocols.result import Complete, Continue, Error, Ok, Replan
 from phloem.tools.contract import Tool, ToolContext
@@ -145,7 +146,7 @@ def _report_step(client: Any) -> str:
     out = io.StringIO()
     if not run_workload(client, ".", out):
         raise PhloemError(
-            "example_failed", "the repository report did not complete:\n" + out.getvalue()
+            ErrorKind.EXAMPLE_FAILED, "the repository report did not complete:\n" + out.getvalue()
         )
     return out.getvalue()
 

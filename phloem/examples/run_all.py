@@ -26,7 +26,7 @@ import msgspec
 import phloem
 from phloem.cli.render import render_status, render_tree
 from phloem.config import load_config
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -52,7 +52,7 @@ def _echo(client: phloem.Client) -> Any:
     message = {"hello": "phloem", "numbers": [1, 2, 3]}
     reply = client.ask("echo", message)
     if reply != message:
-        raise PhloemError("example_failed", f"echo replied {reply!r}")
+        raise PhloemError(ErrorKind.EXAMPLE_FAILED, f"echo replied {reply!r}")
     return reply
 
 
@@ -61,7 +61,7 @@ def _stream(client: phloem.Client) -> Any:
     window = phloem.CreditWindow(messages=2, bytes=64 * 1024)
     events = [event["n"] for event in client.subscribe(reply["stream"], window)]
     if events != list(range(5)):
-        raise PhloemError("example_failed", f"stream gave {events!r}")
+        raise PhloemError(ErrorKind.EXAMPLE_FAILED, f"stream gave {events!r}")
     return {"stream": reply["stream"], "events": events}
 
 

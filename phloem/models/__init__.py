@@ -4,8 +4,8 @@ request planners (BuiltIn, PlanReAct)."""
 
 from phloem.models.gemini import GeminiModel
 from phloem.models.oneshot import (
+    ONE_SHOT_KINDS,
     FunctionTool,
-    OneShotCode,
     OneShotResult,
     probe,
     run,
@@ -21,10 +21,10 @@ from phloem.models.request_planners import BuiltInPlanner, PlanReActPlanner, Req
 from phloem.models.scripted import ScriptedModel
 
 __all__ = [
+    "ONE_SHOT_KINDS",
     "BuiltInPlanner",
     "FunctionTool",
     "GeminiModel",
-    "OneShotCode",
     "OneShotResult",
     "OpenAIConfig",
     "OpenAIModel",

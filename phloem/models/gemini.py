@@ -21,7 +21,8 @@ from phloem.models.http import (
 )
 from phloem.protocols import gemini as wire
 from phloem.protocols.content import ModelRequest, ModelResponse
-from phloem.protocols.model import ModelError, ModelErrorKind
+from phloem.protocols.errors import ErrorKind
+from phloem.protocols.model import ModelError
 
 MODEL_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -31,7 +32,7 @@ def check_model_name(model: str) -> str:
     name = model.removeprefix("models/") if isinstance(model, str) else ""
     if not MODEL_NAME_RE.match(name):
         raise ModelError(
-            ModelErrorKind.INVALID_CONFIG,
+            ErrorKind.CONFIG_INVALID,
             "model must be 1-128 letters, digits, '.', '_' or '-'",
             details={"field": "model"},
         )
@@ -104,6 +105,6 @@ def _raise_embedded_error(obj: object) -> None:
         status = obj["error"].get("status")
         code = status if isinstance(status, str) and status.isupper() and len(status) < 64 else ""
         raise ModelError(
-            ModelErrorKind.SERVER_ERROR,
+            ErrorKind.SERVER_ERROR,
             "gemini reported an error" + (f" ({code})" if code else ""),
         )

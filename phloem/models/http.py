@@ -26,7 +26,8 @@ import httpx
 import msgspec
 import structlog
 
-from phloem.protocols.model import ModelError, ModelErrorKind, ResponseTooLarge
+from phloem.protocols.errors import ErrorKind
+from phloem.protocols.model import ModelError, ResponseTooLarge
 from phloem.protocols.sse import SseDecoder
 
 log = structlog.get_logger(__name__)
@@ -47,12 +48,12 @@ _CODE_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
 
 
 def check_range(name: str, value: float, low: float, high: float) -> None:
-    """Raise `invalid_config` naming `name` unless low <= value <= high."""
+    """Raise `config_invalid` naming `name` unless low <= value <= high."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ModelError(ModelErrorKind.INVALID_CONFIG, f"{name} must be a number")
+        raise ModelError(ErrorKind.CONFIG_INVALID, f"{name} must be a number")
     if not low <= value <= high:
         raise ModelError(
-            ModelErrorKind.INVALID_CONFIG,
+            ErrorKind.CONFIG_INVALID,
             f"{name} must be between {_fmt(low)} and {_fmt(high)}",
             details={"field": name},
         )
@@ -68,17 +69,15 @@ def check_base_url(base_url: str) -> str:
     try:
         url = httpx.URL(base_url)
     except (httpx.InvalidURL, TypeError) as exc:
-        raise ModelError(ModelErrorKind.INVALID_CONFIG, "base_url is not a valid URL") from exc
+        raise ModelError(ErrorKind.CONFIG_INVALID, "base_url is not a valid URL") from exc
     if url.scheme not in ("http", "https"):
-        raise ModelError(ModelErrorKind.INVALID_CONFIG, "base_url must use http or https")
+        raise ModelError(ErrorKind.CONFIG_INVALID, "base_url must use http or https")
     if not url.host:
-        raise ModelError(ModelErrorKind.INVALID_CONFIG, "base_url must have a host")
+        raise ModelError(ErrorKind.CONFIG_INVALID, "base_url must have a host")
     if url.userinfo:
-        raise ModelError(ModelErrorKind.INVALID_CONFIG, "base_url must not contain userinfo")
+        raise ModelError(ErrorKind.CONFIG_INVALID, "base_url must not contain userinfo")
     if url.query or url.fragment:
-        raise ModelError(
-            ModelErrorKind.INVALID_CONFIG, "base_url must not have a query or fragment"
-        )
+        raise ModelError(ErrorKind.CONFIG_INVALID, "base_url must not have a query or fragment")
     return base_url.rstrip("/")
 
 
@@ -86,10 +85,10 @@ def check_api_key(api_key: object) -> str:
     """An API key must be a string of visible ASCII (it travels in a header). The message
     never repeats the key."""
     if not isinstance(api_key, str):
-        raise ModelError(ModelErrorKind.INVALID_CONFIG, "api_key must be a string")
+        raise ModelError(ErrorKind.CONFIG_INVALID, "api_key must be a string")
     if api_key and not (api_key.isascii() and api_key.isprintable() and " " not in api_key):
         raise ModelError(
-            ModelErrorKind.INVALID_CONFIG,
+            ErrorKind.CONFIG_INVALID,
             "api_key must be visible ASCII without spaces",
             details={"field": "api_key"},
         )
@@ -108,7 +107,7 @@ class RetryPolicy(msgspec.Struct, frozen=True):
     def validate(self) -> None:
         check_range("max_retries", self.max_retries, 0, MAX_MAX_RETRIES)
         if not isinstance(self.max_retries, int):
-            raise ModelError(ModelErrorKind.INVALID_CONFIG, "max_retries must be an integer")
+            raise ModelError(ErrorKind.CONFIG_INVALID, "max_retries must be an integer")
         check_range("initial_backoff", self.initial_backoff, 0, 60)
         check_range("max_backoff", self.max_backoff, 0, 300)
         check_range("max_retry_after", self.max_retry_after, 0, MAX_MAX_RETRY_AFTER)
@@ -159,7 +158,7 @@ class HttpTransport:
             MAX_MAX_RESPONSE_BYTES,
         )
         if not isinstance(max_response_bytes, int):
-            raise ModelError(ModelErrorKind.INVALID_CONFIG, "max_response_bytes must be an integer")
+            raise ModelError(ErrorKind.CONFIG_INVALID, "max_response_bytes must be an integer")
         check_range("timeout", timeout, 0.001, MAX_TIMEOUT)
         retry.validate()
         self.provider = provider
@@ -188,7 +187,7 @@ class HttpTransport:
             return msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
             raise ModelError(
-                ModelErrorKind.MALFORMED_RESPONSE, f"{self.provider} answered with invalid JSON"
+                ErrorKind.MALFORMED_RESPONSE, f"{self.provider} answered with invalid JSON"
             ) from exc
 
     def post_sse(self, url: str, headers: Mapping[str, str], body: Any) -> Iterator[Any]:
@@ -276,14 +275,14 @@ class HttpTransport:
 
     def _transport_error(self, exc: httpx.HTTPError) -> ModelError:
         if isinstance(exc, httpx.TimeoutException):
-            return ModelError(ModelErrorKind.TIMEOUT, f"{self.provider} request timed out")
+            return ModelError(ErrorKind.TIMEOUT, f"{self.provider} request timed out")
         if isinstance(exc, httpx.TransportError):
             return ModelError(
-                ModelErrorKind.TRANSPORT,
+                ErrorKind.TRANSPORT,
                 f"{self.provider} request failed: {type(exc).__name__}",
             )
         return ModelError(
-            ModelErrorKind.TRANSPORT, f"{self.provider} request failed: {type(exc).__name__}"
+            ErrorKind.TRANSPORT, f"{self.provider} request failed: {type(exc).__name__}"
         )
 
     def _check_status(self, resp: httpx.Response) -> None:
@@ -292,7 +291,7 @@ class HttpTransport:
             return
         if 300 <= status < 400:
             raise ModelError(
-                ModelErrorKind.REDIRECT_REFUSED,
+                ErrorKind.REDIRECT_REFUSED,
                 f"{self.provider} answered with a redirect (HTTP {status}); redirects are refused",
                 status=status,
             )
@@ -300,21 +299,21 @@ class HttpTransport:
         suffix = f" ({code})" if code else ""
         details: dict[str, Any] = {}
         if status == 429:
-            kind = ModelErrorKind.RATE_LIMITED
+            kind = ErrorKind.RATE_LIMITED
             retry_after = parse_retry_after(resp.headers.get("retry-after"))
             if retry_after is not None:
                 details["retry_after"] = retry_after
         elif status >= 500:
-            kind = ModelErrorKind.SERVER_ERROR
+            kind = ErrorKind.SERVER_ERROR
             retry_after = parse_retry_after(resp.headers.get("retry-after"))
             if retry_after is not None:
                 details["retry_after"] = retry_after
         elif status in (401, 403):
-            kind = ModelErrorKind.AUTHENTICATION
+            kind = ErrorKind.AUTHENTICATION
         elif status == 408:
-            kind = ModelErrorKind.TIMEOUT
+            kind = ErrorKind.TIMEOUT
         else:
-            kind = ModelErrorKind.CLIENT_ERROR
+            kind = ErrorKind.CLIENT_ERROR
         if code:
             details["code"] = code
         raise ModelError(
@@ -356,7 +355,7 @@ class HttpTransport:
         if encoding == "deflate":
             return zlib.decompressobj()
         raise ModelError(
-            ModelErrorKind.MALFORMED_RESPONSE,
+            ErrorKind.MALFORMED_RESPONSE,
             f"{self.provider} used an unsupported content-encoding",
         )
 
@@ -372,7 +371,7 @@ class HttpTransport:
             for raw in resp.iter_raw():
                 if time.monotonic() > deadline:
                     raise ModelError(
-                        ModelErrorKind.TIMEOUT,
+                        ErrorKind.TIMEOUT,
                         f"{self.provider} response took longer than {_fmt(self.timeout)} s",
                     )
                 if decoder is None:
@@ -402,7 +401,7 @@ class HttpTransport:
                     yield tail
         except zlib.error as exc:
             raise ModelError(
-                ModelErrorKind.MALFORMED_RESPONSE,
+                ErrorKind.MALFORMED_RESPONSE,
                 f"{self.provider} sent a body that does not decompress",
             ) from exc
 
@@ -424,6 +423,6 @@ class HttpTransport:
             return msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
             raise ModelError(
-                ModelErrorKind.MALFORMED_RESPONSE,
+                ErrorKind.MALFORMED_RESPONSE,
                 f"{self.provider} sent a stream event that is not JSON",
             ) from exc

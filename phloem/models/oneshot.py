@@ -17,7 +17,6 @@ import itertools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from enum import StrEnum
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -35,8 +34,8 @@ from phloem.protocols.content import (
     Part,
     Usage,
 )
-from phloem.protocols.errors import ErrorValue, PhloemError
-from phloem.protocols.model import Model, ModelError, ModelErrorKind
+from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.model import Model, ModelError
 from phloem.protocols.openai_chat import INVALID_ARGUMENTS_KEY
 
 log = structlog.get_logger(__name__)
@@ -51,21 +50,28 @@ PROBE_MARKER: Final = "phloem-probe-7f3a"
 DEFAULT_PROBE_MAX_OUTPUT_TOKENS: Final = 64
 
 
-class OneShotCode(StrEnum):
-    """Why a one-shot run or probe did not succeed (the `kind` of `result.error`)."""
+ONE_SHOT_KINDS: Final = frozenset(
+    {
+        ErrorKind.INVALID_ARGUMENT,
+        ErrorKind.CANCELLED,
+        ErrorKind.MODEL_PANIC,
+        ErrorKind.TOOL_PANIC,
+        ErrorKind.OUTPUT_TRUNCATED,
+        ErrorKind.TEXT_TRUNCATED,
+        ErrorKind.MODEL_CALL_LIMIT,
+        ErrorKind.TOOL_CALL_LIMIT,
+        ErrorKind.TOOL_CALLING_UNSUPPORTED,
+        ErrorKind.NO_FINAL_RESPONSE,
+        ErrorKind.EXECUTION_FAILED,
+        ErrorKind.CLEANUP_FAILED,
+    }
+)
+"""Why a one-shot run or probe did not succeed: every `kind` `result.error` may carry.
 
-    INVALID_ARGUMENT = "invalid_argument"
-    CANCELED = "canceled"
-    MODEL_PANIC = "model_panic"
-    TOOL_PANIC = "tool_panic"
-    OUTPUT_TRUNCATED = "output_truncated"
-    TEXT_TRUNCATED = "text_truncated"
-    MODEL_CALL_LIMIT = "model_call_limit"
-    TOOL_CALL_LIMIT = "tool_call_limit"
-    TOOL_CALLING_UNSUPPORTED = "tool_calling_unsupported"
-    NO_FINAL_RESPONSE = "no_final_response"
-    EXECUTION_FAILED = "execution_failed"
-    CLEANUP_FAILED = "cleanup_failed"
+These are plasmid's one-shot result codes in the one `ErrorKind` vocabulary. The only
+spelling that differs is plasmid's `canceled`, which phloem writes `cancelled` as
+everywhere else: a `OneShotResult` is phloem's own value (it is never exchanged with
+plasmid, and no conformance fixture covers it), so no translation table is kept."""
 
 
 @runtime_checkable
@@ -138,7 +144,7 @@ class EphemeralSessions:
         with self._lock:
             if len(self._sessions) >= self.limit:
                 raise PhloemError(
-                    OneShotCode.INVALID_ARGUMENT.value,
+                    ErrorKind.INVALID_ARGUMENT,
                     f"too many concurrent one-shot runs (limit {self.limit})",
                 )
             session_id = f"oneshot-{next(self._ids)}"
@@ -168,14 +174,14 @@ DEFAULT_SESSIONS: Final = EphemeralSessions()
 class _Stop(Exception):
     """Ends a run with a code; the result so far is kept."""
 
-    def __init__(self, code: OneShotCode, message: str, details: dict[str, Any] | None = None):
+    def __init__(self, code: ErrorKind, message: str, details: dict[str, Any] | None = None):
         super().__init__(message)
-        self.error = ErrorValue(kind=code.value, message=message, details=details)
+        self.error = ErrorValue(kind=code, message=message, details=details)
 
 
 def _positive(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _Stop(OneShotCode.INVALID_ARGUMENT, f"{name} must be a positive integer")
+        raise _Stop(ErrorKind.INVALID_ARGUMENT, f"{name} must be a positive integer")
 
 
 def _bounded_text(text: str, limit: int) -> tuple[str, bool]:
@@ -209,7 +215,7 @@ class _Run:
 
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():
-            raise _Stop(OneShotCode.CANCELED, "the one-shot run was cancelled")
+            raise _Stop(ErrorKind.CANCELLED, "the one-shot run was cancelled")
 
     def call_model(self, request: ModelRequest) -> ModelResponse:
         self.check_cancel()
@@ -221,16 +227,16 @@ class _Run:
                 response = self.model.generate(request)
         except ModelError as exc:
             code = (
-                OneShotCode.TOOL_CALLING_UNSUPPORTED
-                if exc.kind == ModelErrorKind.UNSUPPORTED_TOOL_CALL
-                else OneShotCode.EXECUTION_FAILED
+                ErrorKind.TOOL_CALLING_UNSUPPORTED
+                if exc.kind == ErrorKind.UNSUPPORTED_TOOL_CALL
+                else ErrorKind.EXECUTION_FAILED
             )
             raise _Stop(
                 code, f"model call failed: {exc.kind}: {exc.message}", {"model_error": exc.kind}
             ) from None
         except Exception as exc:
             log.warning("oneshot_model_panic", error_type=type(exc).__name__)
-            raise _Stop(OneShotCode.MODEL_PANIC, f"the model raised {type(exc).__name__}") from None
+            raise _Stop(ErrorKind.MODEL_PANIC, f"the model raised {type(exc).__name__}") from None
         if response.usage is not None:
             self.usage = self.usage + response.usage
         self.check_cancel()
@@ -256,14 +262,14 @@ class _Run:
         except Exception as exc:
             log.warning("oneshot_tool_panic", tool=call.name, error_type=type(exc).__name__)
             raise _Stop(
-                OneShotCode.TOOL_PANIC, f"tool {call.name!r} raised {type(exc).__name__}"
+                ErrorKind.TOOL_PANIC, f"tool {call.name!r} raised {type(exc).__name__}"
             ) from None
         result = value if isinstance(value, dict) else {"result": value}
         try:
             msgspec.json.encode(result)
         except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
             raise _Stop(
-                OneShotCode.EXECUTION_FAILED, f"tool {call.name!r} returned a non-JSON value"
+                ErrorKind.EXECUTION_FAILED, f"tool {call.name!r} returned a non-JSON value"
             ) from None
         response = FunctionResponse(name=call.name, response=result, id=call.id)
         return Part(function_response=response), response
@@ -325,33 +331,31 @@ def run(
     sessions: EphemeralSessions = DEFAULT_SESSIONS,
 ) -> OneShotResult:
     """Run one bounded invocation; see the module docstring. Never raises for a failed
-    run: the result's `error` carries the code (`OneShotCode`)."""
+    run: the result's `error` carries the kind (one of `ONE_SHOT_KINDS`)."""
     state = _Run(model, {}, 1, "sequential", cancel, recover_arguments=False)
     try:
         if not callable(getattr(model, "generate", None)):
-            raise _Stop(OneShotCode.INVALID_ARGUMENT, "model must have a generate method")
+            raise _Stop(ErrorKind.INVALID_ARGUMENT, "model must have a generate method")
         if not isinstance(instruction, str) or not isinstance(prompt, str):
-            raise _Stop(OneShotCode.INVALID_ARGUMENT, "instruction and prompt must be strings")
+            raise _Stop(ErrorKind.INVALID_ARGUMENT, "instruction and prompt must be strings")
         if not prompt:
-            raise _Stop(OneShotCode.INVALID_ARGUMENT, "prompt must not be empty")
+            raise _Stop(ErrorKind.INVALID_ARGUMENT, "prompt must not be empty")
         _positive("max_output_tokens", max_output_tokens)
         _positive("max_returned_text_bytes", max_returned_text_bytes)
         _positive("max_model_calls", max_model_calls)
         _positive("max_tool_calls_per_response", max_tool_calls_per_response)
         if tool_execution not in ("sequential", "parallel"):
-            raise _Stop(
-                OneShotCode.INVALID_ARGUMENT, "tool_execution must be sequential or parallel"
-            )
+            raise _Stop(ErrorKind.INVALID_ARGUMENT, "tool_execution must be sequential or parallel")
         by_name: dict[str, OneShotTool] = {}
         for i, tool in enumerate(tools):
             if not isinstance(tool, OneShotTool):
                 raise _Stop(
-                    OneShotCode.INVALID_ARGUMENT,
+                    ErrorKind.INVALID_ARGUMENT,
                     f"tools[{i}] must have a declaration and call(args)",
                 )
             if tool.declaration.name in by_name:
                 raise _Stop(
-                    OneShotCode.INVALID_ARGUMENT,
+                    ErrorKind.INVALID_ARGUMENT,
                     f"tools has two tools named {tool.declaration.name!r}",
                 )
             by_name[tool.declaration.name] = tool
@@ -391,7 +395,7 @@ def run(
             log.error("oneshot_cleanup_failed", error_type=type(exc).__name__)
             if error is None:
                 error = ErrorValue(
-                    kind=OneShotCode.CLEANUP_FAILED.value,
+                    kind=ErrorKind.CLEANUP_FAILED,
                     message=f"deleting the ephemeral session failed: {type(exc).__name__}",
                 )
     return state.result(error)
@@ -419,22 +423,20 @@ def _loop(
             calls = response.function_calls
             truncated = state.set_text(response.text)
             if response.finish_reason == "MAX_TOKENS":
-                raise _Stop(OneShotCode.OUTPUT_TRUNCATED, "the model's output was truncated")
+                raise _Stop(ErrorKind.OUTPUT_TRUNCATED, "the model's output was truncated")
             if not calls:
                 if response.content is None or not response.content.parts:
-                    raise _Stop(
-                        OneShotCode.NO_FINAL_RESPONSE, "the model returned no final response"
-                    )
+                    raise _Stop(ErrorKind.NO_FINAL_RESPONSE, "the model returned no final response")
                 if truncated:
                     raise _Stop(
-                        OneShotCode.TEXT_TRUNCATED,
+                        ErrorKind.TEXT_TRUNCATED,
                         f"final text exceeded max_returned_text_bytes "
                         f"({state.max_text} bytes) and was cut",
                     )
                 return None
             if len(calls) > max_tool_calls_per_response:
                 raise _Stop(
-                    OneShotCode.TOOL_CALL_LIMIT,
+                    ErrorKind.TOOL_CALL_LIMIT,
                     f"the model asked for {len(calls)} tool calls; "
                     f"max_tool_calls_per_response is {max_tool_calls_per_response}",
                 )
@@ -442,7 +444,7 @@ def _loop(
             answers = state.run_tools(calls)
             sessions.append(session_id, Content(role="user", parts=tuple(answers)))
         raise _Stop(
-            OneShotCode.MODEL_CALL_LIMIT,
+            ErrorKind.MODEL_CALL_LIMIT,
             f"the model was still calling tools after max_model_calls ({max_model_calls})",
         )
     except _Stop as stop:
@@ -460,7 +462,7 @@ def probe(
     state = _Run(model, {}, 1 << 20, "sequential", cancel, recover_arguments=False)
     try:
         if not callable(getattr(model, "generate", None)):
-            raise _Stop(OneShotCode.INVALID_ARGUMENT, "model must have a generate method")
+            raise _Stop(ErrorKind.INVALID_ARGUMENT, "model must have a generate method")
         _positive("max_output_tokens", max_output_tokens)
         request = ModelRequest(
             contents=(
@@ -488,18 +490,18 @@ def probe(
         state.set_text(response.text)
         calls = response.function_calls
         if response.finish_reason == "MAX_TOKENS":
-            raise _Stop(OneShotCode.OUTPUT_TRUNCATED, "the probe answer was truncated")
+            raise _Stop(ErrorKind.OUTPUT_TRUNCATED, "the probe answer was truncated")
         if not calls and not response.text:
-            raise _Stop(OneShotCode.NO_FINAL_RESPONSE, "the model returned nothing")
+            raise _Stop(ErrorKind.NO_FINAL_RESPONSE, "the model returned nothing")
         if len(calls) != 1:
             raise _Stop(
-                OneShotCode.TOOL_CALLING_UNSUPPORTED,
+                ErrorKind.TOOL_CALLING_UNSUPPORTED,
                 f"expected exactly one {PROBE_TOOL} call, got {len(calls)} calls",
             )
         call = calls[0]
         if call.name != PROBE_TOOL or call.args != {"marker": PROBE_MARKER}:
             raise _Stop(
-                OneShotCode.TOOL_CALLING_UNSUPPORTED,
+                ErrorKind.TOOL_CALLING_UNSUPPORTED,
                 f"the model's call did not match the {PROBE_TOOL} contract",
             )
     except _Stop as stop:

@@ -26,7 +26,8 @@ from phloem.models.http import (
 )
 from phloem.protocols import openai_chat, openai_responses
 from phloem.protocols.content import ModelRequest, ModelResponse
-from phloem.protocols.model import ModelError, ModelErrorKind
+from phloem.protocols.errors import ErrorKind
+from phloem.protocols.model import ModelError
 from phloem.protocols.openai_chat import CHAT_TOKEN_LIMITS, ChatTokenLimit
 
 OpenAIProtocol = Literal["responses", "chat_completions"]
@@ -48,10 +49,10 @@ class OpenAIConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     chat_token_limit: str | None = None
 
     def validate(self) -> None:
-        """Raise `invalid_config` naming the first bad field."""
+        """Raise `config_invalid` naming the first bad field."""
         if self.protocol not in PROTOCOLS:
             raise ModelError(
-                ModelErrorKind.INVALID_CONFIG,
+                ErrorKind.CONFIG_INVALID,
                 "protocol must be responses or chat_completions",
                 details={"field": "protocol"},
             )
@@ -62,7 +63,7 @@ class OpenAIConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             or self.model.strip() != self.model
         ):
             raise ModelError(
-                ModelErrorKind.INVALID_CONFIG,
+                ErrorKind.CONFIG_INVALID,
                 f"model must be 1-{MAX_MODEL_NAME} printable characters without surrounding spaces",
                 details={"field": "model"},
             )
@@ -71,13 +72,13 @@ class OpenAIConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         if self.protocol == "chat_completions":
             if self.chat_token_limit not in CHAT_TOKEN_LIMITS:
                 raise ModelError(
-                    ModelErrorKind.INVALID_CONFIG,
+                    ErrorKind.CONFIG_INVALID,
                     "chat_token_limit must be max_tokens or max_completion_tokens",
                     details={"field": "chat_token_limit"},
                 )
         elif self.chat_token_limit is not None:
             raise ModelError(
-                ModelErrorKind.INVALID_CONFIG,
+                ErrorKind.CONFIG_INVALID,
                 "chat_token_limit applies only to chat_completions",
                 details={"field": "chat_token_limit"},
             )
@@ -178,6 +179,6 @@ class OpenAIModel:
     def stream(self, request: ModelRequest) -> Iterator[ModelResponse]:
         """Streaming is not offered for OpenAI protocols: raises `unsupported_streaming`."""
         raise ModelError(
-            ModelErrorKind.UNSUPPORTED_STREAMING,
+            ErrorKind.UNSUPPORTED_STREAMING,
             f"openai {self.protocol} supports only non-streaming generation",
         )

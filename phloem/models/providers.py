@@ -41,8 +41,8 @@ from phloem.models.http import (
 )
 from phloem.models.openai import OpenAIModel
 from phloem.protocols import gemini as gemini_wire
-from phloem.protocols.errors import PhloemError
-from phloem.protocols.model import ModelError, ModelErrorKind, validation_path
+from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.model import ModelError, validation_path
 from phloem.settings import read_toml
 
 ProviderProtocol = Literal["gemini", "openai-chat", "openai-responses"]
@@ -91,7 +91,7 @@ class ProviderConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
 
 
 def _invalid(message: str) -> ModelError:
-    return ModelError(ModelErrorKind.INVALID_CONFIG, message)
+    return ModelError(ErrorKind.CONFIG_INVALID, message)
 
 
 def decode_providers(table: Any, source: str = "providers") -> dict[str, ProviderConfig]:
@@ -183,7 +183,7 @@ class ProviderRegistry:
             return self._configs[name]
         except KeyError:
             raise PhloemError(
-                "unknown_provider", f"no provider named {name!r} is configured"
+                ErrorKind.UNKNOWN_PROVIDER, f"no provider named {name!r} is configured"
             ) from None
 
     def get(self, name: str) -> GeminiModel | OpenAIModel:

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TypeAlias
 
 from phloem.protocols.content import ModelRequest, ModelResponse
-from phloem.protocols.model import ModelError, ModelErrorKind
+from phloem.protocols.errors import ErrorKind
+from phloem.protocols.model import ModelError
 
 ScriptEntry: TypeAlias = (
     str | ModelResponse | BaseException | Callable[[ModelRequest], ModelResponse]
@@ -60,7 +61,7 @@ class ScriptedModel:
             self._requests.append(request)
             if index >= len(self._script):
                 raise ModelError(
-                    ModelErrorKind.SCRIPT_EXHAUSTED,
+                    ErrorKind.SCRIPT_EXHAUSTED,
                     f"scripted model {self.name!r} has no response for call {index + 1} "
                     f"(script has {len(self._script)})",
                 )

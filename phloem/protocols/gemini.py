@@ -25,7 +25,8 @@ from phloem.protocols.content import (
     Usage,
     fill_call_ids,
 )
-from phloem.protocols.model import ModelError, ModelErrorKind, validation_path
+from phloem.protocols.errors import ErrorKind
+from phloem.protocols.model import ModelError, validation_path
 
 DEFAULT_BASE_URL: Final = "https://generativelanguage.googleapis.com/v1beta"
 DEFAULT_MODEL: Final = "gemini-3.1-flash-lite"
@@ -177,7 +178,7 @@ _DECODER: Final = msgspec.json.Decoder(_Response)
 
 
 def _malformed(where: str) -> ModelError:
-    return ModelError(ModelErrorKind.MALFORMED_RESPONSE, f"malformed Gemini response at {where}")
+    return ModelError(ErrorKind.MALFORMED_RESPONSE, f"malformed Gemini response at {where}")
 
 
 def _decode_part(index: int, part: _Part) -> Part | None:
@@ -186,13 +187,13 @@ def _decode_part(index: int, part: _Part) -> Part | None:
         call = part.function_call
         if not call.name:
             raise ModelError(
-                ModelErrorKind.MISSING_FUNCTION_NAME,
+                ErrorKind.MISSING_FUNCTION_NAME,
                 f"Gemini function call at part {index} has no name",
             )
         args = {} if call.args is None else call.args
         if not isinstance(args, dict):
             raise ModelError(
-                ModelErrorKind.MALFORMED_ARGUMENTS,
+                ErrorKind.MALFORMED_ARGUMENTS,
                 f"Gemini function call {call.name!r} has arguments that are not an object",
             )
         return Part(
@@ -210,7 +211,7 @@ def _decode_part(index: int, part: _Part) -> Part | None:
         # A bare signature closes a thinking turn; keep it on an empty text part.
         return Part(text="", thought_signature=signature)
     raise ModelError(
-        ModelErrorKind.UNSUPPORTED_CONTENT,
+        ErrorKind.UNSUPPORTED_CONTENT,
         f"Gemini response part {index} carries no supported payload",
     )
 
@@ -251,10 +252,10 @@ def decode_response(data: bytes | Any, *, partial: bool = False) -> ModelRespons
             )
         if partial:
             return ModelResponse(usage=usage, model_version=raw.model_version, partial=True)
-        raise ModelError(ModelErrorKind.EMPTY_CHOICES, "Gemini response has no candidates")
+        raise ModelError(ErrorKind.EMPTY_CHOICES, "Gemini response has no candidates")
     if len(raw.candidates) > 1:
         raise ModelError(
-            ModelErrorKind.MULTIPLE_CHOICES,
+            ErrorKind.MULTIPLE_CHOICES,
             f"Gemini response has {len(raw.candidates)} candidates; phloem asks for one",
         )
     cand = raw.candidates[0]
@@ -320,7 +321,7 @@ class StreamAggregator:
         parts = fill_call_ids(p for p in self._parts if p.text != "" or p.thought_signature)
         content = Content(role="model", parts=parts) if parts else None
         if content is None and self._finish is None:
-            raise ModelError(ModelErrorKind.EMPTY_CHOICES, "Gemini stream ended without content")
+            raise ModelError(ErrorKind.EMPTY_CHOICES, "Gemini stream ended without content")
         return ModelResponse(
             content=content,
             finish_reason=self._finish,

@@ -9,59 +9,61 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from enum import StrEnum
 from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
 from phloem.protocols.content import ModelRequest, ModelResponse
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
-
-class ModelErrorKind(StrEnum):
-    """Every `kind` a `ModelError` may carry."""
-
-    # configuration and requests
-    INVALID_CONFIG = "invalid_config"
-    INVALID_REQUEST = "invalid_request"
-    UNSUPPORTED_CONTENT = "unsupported_content"
-    UNSUPPORTED_STREAMING = "unsupported_streaming"
-    INVALID_TOOL_RESULT = "invalid_tool_result"
-    # transport and HTTP
-    TRANSPORT = "transport"
-    TIMEOUT = "timeout"
-    REDIRECT_REFUSED = "redirect_refused"
-    RESPONSE_TOO_LARGE = "response_too_large"
-    RATE_LIMITED = "rate_limited"
-    AUTHENTICATION = "authentication"
-    SERVER_ERROR = "server_error"
-    CLIENT_ERROR = "client_error"
-    # response decoding
-    MALFORMED_RESPONSE = "malformed_response"
-    EMPTY_CHOICES = "empty_choices"
-    MULTIPLE_CHOICES = "multiple_choices"
-    MALFORMED_ARGUMENTS = "malformed_arguments"
-    MISSING_FUNCTION_NAME = "missing_function_name"
-    DUPLICATE_TOOL_CALL_ID = "duplicate_tool_call_id"
-    UNSUPPORTED_TOOL_CALL = "unsupported_tool_call"
-    PROMPT_BLOCKED = "prompt_blocked"
-    # test doubles
-    SCRIPT_EXHAUSTED = "script_exhausted"
+MODEL_ERROR_KINDS: Final = frozenset(
+    {
+        # configuration and requests
+        ErrorKind.CONFIG_INVALID,
+        ErrorKind.INVALID_REQUEST,
+        ErrorKind.UNSUPPORTED_CONTENT,
+        ErrorKind.UNSUPPORTED_STREAMING,
+        ErrorKind.INVALID_TOOL_RESULT,
+        # transport and HTTP
+        ErrorKind.TRANSPORT,
+        ErrorKind.TIMEOUT,
+        ErrorKind.REDIRECT_REFUSED,
+        ErrorKind.RESPONSE_TOO_LARGE,
+        ErrorKind.RATE_LIMITED,
+        ErrorKind.AUTHENTICATION,
+        ErrorKind.SERVER_ERROR,
+        ErrorKind.CLIENT_ERROR,
+        # response decoding
+        ErrorKind.MALFORMED_RESPONSE,
+        ErrorKind.EMPTY_CHOICES,
+        ErrorKind.MULTIPLE_CHOICES,
+        ErrorKind.MALFORMED_ARGUMENTS,
+        ErrorKind.MISSING_FUNCTION_NAME,
+        ErrorKind.DUPLICATE_TOOL_CALL_ID,
+        ErrorKind.UNSUPPORTED_TOOL_CALL,
+        ErrorKind.PROMPT_BLOCKED,
+        # test doubles
+        ErrorKind.SCRIPT_EXHAUSTED,
+    }
+)
+"""Every `kind` a `ModelError` may carry (members of the one `ErrorKind` vocabulary)."""
 
 
 class ModelError(PhloemError):
-    """A failed model call. `kind` is a `ModelErrorKind` value; the message never holds a
+    """A failed model call. `kind` is one of `MODEL_ERROR_KINDS`; the message never holds a
     response body, header or credential. `status` is the HTTP status when there was one."""
 
     def __init__(
         self,
-        kind: ModelErrorKind | str,
+        kind: ErrorKind | str,
         message: str,
         *,
         status: int | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
-        kind = ModelErrorKind(kind)
+        kind = ErrorKind(kind)
+        if kind not in MODEL_ERROR_KINDS:
+            raise ValueError(f"{kind.value!r} is not a model error kind")
         merged = dict(details or {})
         if status is not None:
             merged["status"] = status
@@ -76,10 +78,10 @@ class ModelError(PhloemError):
 
 _RETRYABLE = frozenset(
     {
-        ModelErrorKind.RATE_LIMITED,
-        ModelErrorKind.SERVER_ERROR,
-        ModelErrorKind.TRANSPORT,
-        ModelErrorKind.TIMEOUT,
+        ErrorKind.RATE_LIMITED,
+        ErrorKind.SERVER_ERROR,
+        ErrorKind.TRANSPORT,
+        ErrorKind.TIMEOUT,
     }
 )
 
@@ -89,7 +91,7 @@ class ResponseTooLarge(ModelError):
 
     def __init__(self, limit: int) -> None:
         super().__init__(
-            ModelErrorKind.RESPONSE_TOO_LARGE,
+            ErrorKind.RESPONSE_TOO_LARGE,
             f"response exceeded max_response_bytes ({limit} bytes after decompression)",
             details={"limit": limit},
         )

@@ -29,7 +29,8 @@ from phloem.protocols.content import (
     Usage,
     fill_call_ids,
 )
-from phloem.protocols.model import ModelError, ModelErrorKind, validation_path
+from phloem.protocols.errors import ErrorKind
+from phloem.protocols.model import ModelError, validation_path
 
 ChatTokenLimit = Literal["max_tokens", "max_completion_tokens"]
 CHAT_TOKEN_LIMITS: Final = ("max_tokens", "max_completion_tokens")
@@ -73,7 +74,7 @@ HistoryItem = UserTurn | AssistantTurn | ToolResult
 
 
 def _unsupported(message: str) -> ModelError:
-    return ModelError(ModelErrorKind.UNSUPPORTED_CONTENT, message)
+    return ModelError(ErrorKind.UNSUPPORTED_CONTENT, message)
 
 
 def encode_tool_output(response: dict[str, Any], name: str) -> str:
@@ -81,7 +82,7 @@ def encode_tool_output(response: dict[str, Any], name: str) -> str:
         return msgspec.json.encode(response).decode("utf-8")
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
         raise ModelError(
-            ModelErrorKind.INVALID_TOOL_RESULT,
+            ErrorKind.INVALID_TOOL_RESULT,
             f"result of tool {name!r} cannot be encoded as JSON",
         ) from None
 
@@ -141,11 +142,11 @@ def resolve_history(contents: Sequence[Content]) -> Iterator[HistoryItem]:
             if match is None:
                 if resp.id is not None and resp.id in answered:
                     raise ModelError(
-                        ModelErrorKind.DUPLICATE_TOOL_CALL_ID,
+                        ErrorKind.DUPLICATE_TOOL_CALL_ID,
                         f"contents[{ci}]: a second result for call id {resp.id!r}",
                     )
                 raise ModelError(
-                    ModelErrorKind.INVALID_TOOL_RESULT,
+                    ErrorKind.INVALID_TOOL_RESULT,
                     f"contents[{ci}]: result for tool {resp.name!r} matches no earlier call",
                 )
             original, wire, name = pending.pop(match)
@@ -312,7 +313,7 @@ def parse_arguments(name: str, text: str | None, *, recover: bool = False) -> di
         reason = "arguments are not a JSON object"
     if recover:
         return {INVALID_ARGUMENTS_KEY: reason}
-    raise ModelError(ModelErrorKind.MALFORMED_ARGUMENTS, f"call of {name!r}: {reason}")
+    raise ModelError(ErrorKind.MALFORMED_ARGUMENTS, f"call of {name!r}: {reason}")
 
 
 def split_think(text: str) -> tuple[str | None, str]:
@@ -346,25 +347,25 @@ def decode_response(data: bytes | Any, *, recover_arguments: bool = False) -> Mo
             raw = msgspec.convert(data, _Response)
     except msgspec.ValidationError as exc:
         raise ModelError(
-            ModelErrorKind.MALFORMED_RESPONSE,
+            ErrorKind.MALFORMED_RESPONSE,
             f"malformed chat completion at {validation_path(exc)}",
         ) from None
     except msgspec.DecodeError:
         raise ModelError(
-            ModelErrorKind.MALFORMED_RESPONSE, "chat completion is not valid JSON"
+            ErrorKind.MALFORMED_RESPONSE, "chat completion is not valid JSON"
         ) from None
     if not raw.choices:
-        raise ModelError(ModelErrorKind.EMPTY_CHOICES, "chat completion has no choices")
+        raise ModelError(ErrorKind.EMPTY_CHOICES, "chat completion has no choices")
     if len(raw.choices) > 1:
         raise ModelError(
-            ModelErrorKind.MULTIPLE_CHOICES,
+            ErrorKind.MULTIPLE_CHOICES,
             f"chat completion has {len(raw.choices)} choices; phloem asks for one",
         )
     choice = raw.choices[0]
     message = choice.message
     if message is None:
         raise ModelError(
-            ModelErrorKind.MALFORMED_RESPONSE, "malformed chat completion at $.choices[0].message"
+            ErrorKind.MALFORMED_RESPONSE, "malformed chat completion at $.choices[0].message"
         )
     parts: list[Part] = []
     if message.reasoning_content:
@@ -382,13 +383,11 @@ def decode_response(data: bytes | Any, *, recover_arguments: bool = False) -> Mo
     for i, tc in enumerate(message.tool_calls or ()):
         if tc.type not in (None, "function"):
             raise ModelError(
-                ModelErrorKind.UNSUPPORTED_TOOL_CALL,
+                ErrorKind.UNSUPPORTED_TOOL_CALL,
                 f"tool call {i} has unsupported type {_short(tc.type)}",
             )
         if tc.function is None or not tc.function.name:
-            raise ModelError(
-                ModelErrorKind.MISSING_FUNCTION_NAME, f"tool call {i} has no function name"
-            )
+            raise ModelError(ErrorKind.MISSING_FUNCTION_NAME, f"tool call {i} has no function name")
         args = parse_arguments(tc.function.name, tc.function.arguments, recover=recover_arguments)
         parts.append(
             Part(function_call=FunctionCall(name=tc.function.name, args=args, id=tc.id or None))

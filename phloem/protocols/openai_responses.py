@@ -23,7 +23,8 @@ from phloem.protocols.content import (
     Usage,
     fill_call_ids,
 )
-from phloem.protocols.model import ModelError, ModelErrorKind, validation_path
+from phloem.protocols.errors import ErrorKind
+from phloem.protocols.model import ModelError, validation_path
 from phloem.protocols.openai_chat import (
     AssistantTurn,
     UserTurn,
@@ -47,7 +48,7 @@ def _user_item(parts: list[Part]) -> dict[str, Any]:
             content.append({"type": "input_image", "image_url": data_url(part)})
         else:
             raise ModelError(
-                ModelErrorKind.UNSUPPORTED_CONTENT,
+                ErrorKind.UNSUPPORTED_CONTENT,
                 "the responses protocol accepts only text and image parts from the user",
             )
     return {"type": "message", "role": "user", "content": content}
@@ -101,9 +102,7 @@ def encode_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
     if cfg.top_p is not None:
         body["top_p"] = cfg.top_p
     if cfg.stop_sequences:
-        raise ModelError(
-            ModelErrorKind.INVALID_REQUEST, "stop_sequences are not supported by responses"
-        )
+        raise ModelError(ErrorKind.INVALID_REQUEST, "stop_sequences are not supported by responses")
     thinking = cfg.thinking_config
     if thinking is not None and thinking.include_thoughts:
         body["reasoning"] = {"summary": "auto"}
@@ -185,15 +184,15 @@ def decode_response(data: bytes | Any, *, recover_arguments: bool = False) -> Mo
             raw = msgspec.convert(data, _Response)
     except msgspec.ValidationError as exc:
         raise ModelError(
-            ModelErrorKind.MALFORMED_RESPONSE, f"malformed response at {validation_path(exc)}"
+            ErrorKind.MALFORMED_RESPONSE, f"malformed response at {validation_path(exc)}"
         ) from None
     except msgspec.DecodeError:
-        raise ModelError(ModelErrorKind.MALFORMED_RESPONSE, "response is not valid JSON") from None
+        raise ModelError(ErrorKind.MALFORMED_RESPONSE, "response is not valid JSON") from None
     if raw.status == "failed":
         code = raw.error.code if raw.error and raw.error.code else None
         safe = code if code and code.replace("_", "").isalnum() and len(code) <= 64 else None
         raise ModelError(
-            ModelErrorKind.SERVER_ERROR,
+            ErrorKind.SERVER_ERROR,
             "response failed" + (f" ({safe})" if safe else ""),
         )
     finish: FinishReason = "STOP"
@@ -211,14 +210,12 @@ def decode_response(data: bytes | Any, *, recover_arguments: bool = False) -> Mo
                     finish = "SAFETY"
                 else:
                     raise ModelError(
-                        ModelErrorKind.UNSUPPORTED_CONTENT,
+                        ErrorKind.UNSUPPORTED_CONTENT,
                         f"output[{i}] holds an unsupported content item",
                     )
         elif item.type == "function_call":
             if not item.name:
-                raise ModelError(
-                    ModelErrorKind.MISSING_FUNCTION_NAME, f"output[{i}] call has no name"
-                )
+                raise ModelError(ErrorKind.MISSING_FUNCTION_NAME, f"output[{i}] call has no name")
             args = parse_arguments(item.name, item.arguments, recover=recover_arguments)
             parts.append(
                 Part(function_call=FunctionCall(name=item.name, args=args, id=item.call_id))
@@ -229,7 +226,7 @@ def decode_response(data: bytes | Any, *, recover_arguments: bool = False) -> Mo
                 parts.append(Part.from_thought(text))
         else:
             raise ModelError(
-                ModelErrorKind.UNSUPPORTED_TOOL_CALL,
+                ErrorKind.UNSUPPORTED_TOOL_CALL,
                 f"output[{i}] is an output item phloem does not support",
             )
     return ModelResponse(

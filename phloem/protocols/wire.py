@@ -21,13 +21,16 @@ A frame that cannot be decoded, or longer than the maximum frame size, gets one
 
 from __future__ import annotations
 
-import enum
 import struct
 from typing import Any
 
 import msgspec
 
-from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.errors import (
+    ErrorKind as ErrorKind,  # noqa: PLC0414 (re-exported: the one vocabulary)
+    ErrorValue,
+    PhloemError,
+)
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION})
@@ -38,30 +41,6 @@ MAX_FRAME_BYTES_LIMIT = 64 * 1024 * 1024
 MAX_ACTOR_PATH_CHARS = 512
 MAX_STREAM_NAME_CHARS = 512
 MAX_REQUEST_ID = 2**63 - 1
-
-
-class ErrorKind(enum.StrEnum):
-    """Stable kinds of errors that the daemon and clients report."""
-
-    BAD_FRAME = "bad_frame"
-    FRAME_TOO_LARGE = "frame_too_large"
-    UNSUPPORTED_VERSION = "unsupported_version"
-    BAD_MESSAGE = "bad_message"  # a payload that fails to decode against the target's type
-    UNKNOWN_ACTOR = "unknown_actor"
-    UNKNOWN_STREAM = "unknown_stream"
-    NOT_OWNER = "not_owner"
-    INVALID_REF = "invalid_ref"
-    BACKPRESSURE = "backpressure"
-    TIMEOUT = "timeout"
-    NOPROC = "noproc"  # the target stopped before replying
-    ACTOR_ERROR = "actor_error"  # the handler raised something that is not a PhloemError
-    PERMISSION_DENIED = "permission_denied"
-    TOO_MANY_CONNECTIONS = "too_many_connections"
-    SHUTTING_DOWN = "shutting_down"
-    CONNECTION_LOST = "connection_lost"
-    NO_DAEMON = "no_daemon"
-    DUPLICATE_ID = "duplicate_id"
-    UNSUPPORTED = "unsupported"
 
 
 class _Msg(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=True):

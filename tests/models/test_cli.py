@@ -104,11 +104,11 @@ def test_providers_decode_with_defaults_and_build_models(tmp_path: Path) -> None
     assert isinstance(flash, GeminiModel)
 
 
-def test_missing_key_variable_is_an_invalid_config_naming_the_variable(tmp_path: Path) -> None:
+def test_missing_key_variable_is_config_invalid_naming_the_variable(tmp_path: Path) -> None:
     providers = load_providers(write_config(tmp_path, "http://127.0.0.1:1"))
     with pytest.raises(ModelError) as info:
         build_model(providers["local"], {})
-    assert info.value.kind == "invalid_config"
+    assert info.value.kind == "config_invalid"
     assert info.value.message == "environment variable LOCAL_KEY (api_key_env) is not set"
 
 
@@ -139,7 +139,7 @@ def test_missing_key_variable_is_an_invalid_config_naming_the_variable(tmp_path:
 def test_provider_config_errors_name_the_key(table: dict[str, object], message: str) -> None:
     with pytest.raises(ModelError) as info:
         decode_providers(table)
-    assert info.value.kind == "invalid_config"
+    assert info.value.kind == "config_invalid"
     assert message in info.value.message
 
 

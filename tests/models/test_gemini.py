@@ -264,7 +264,7 @@ def test_invalid_model_names_are_refused_before_any_request() -> None:
     for bad in ("", "../x", "a b", "x?y"):
         with pytest.raises(ModelError) as info:
             GeminiModel(bad, "k")
-        assert info.value.kind == "invalid_config"
+        assert info.value.kind == "config_invalid"
         assert info.value.details == {"field": "model"}
     assert GeminiModel("models/gemini-x", "k").model == "gemini-x"
 

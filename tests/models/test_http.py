@@ -105,7 +105,7 @@ def test_response_limit_is_validated_at_its_edges() -> None:
     for bad in (0, MAX_MAX_RESPONSE_BYTES + 1):
         with pytest.raises(ModelError) as info:
             GeminiModel("g", max_response_bytes=bad)
-        assert info.value.kind == "invalid_config"
+        assert info.value.kind == "config_invalid"
         assert info.value.message == "max_response_bytes must be between 1 and 268435456"
     GeminiModel("g", max_response_bytes=1).close()
     GeminiModel("g", max_response_bytes=MAX_MAX_RESPONSE_BYTES).close()
@@ -287,7 +287,7 @@ def test_api_keys_that_cannot_travel_in_a_header_are_refused_without_echo(bad: s
     ):
         with pytest.raises(ModelError) as info:
             build()
-        assert info.value.kind == "invalid_config"
+        assert info.value.kind == "config_invalid"
         assert info.value.message == "api_key must be visible ASCII without spaces"
 
 
@@ -301,5 +301,5 @@ def test_timeout_and_retry_after_caps_are_validated_at_their_edges() -> None:
         for value in bad:
             with pytest.raises(ModelError) as info:
                 GeminiModel("g", **{name: value})  # type: ignore[arg-type]
-            assert info.value.kind == "invalid_config"
+            assert info.value.kind == "config_invalid"
             assert info.value.message.startswith(f"{name} must be between")

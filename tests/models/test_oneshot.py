@@ -220,7 +220,7 @@ def test_cancellation_before_and_between_steps(sessions: EphemeralSessions) -> N
     cancel.set()
     model = ScriptedModel(["never"])
     result = go(model, sessions=sessions, cancel=cancel)
-    assert result.error is not None and result.error.kind == "canceled"
+    assert result.error is not None and result.error.kind == "cancelled"
     assert model.calls == 0
 
     cancel2 = threading.Event()
@@ -231,7 +231,7 @@ def test_cancellation_before_and_between_steps(sessions: EphemeralSessions) -> N
 
     model = ScriptedModel([calls(("add", {"a": 1, "b": 2})), "unused"])
     result = go(model, [FunctionTool("add", cancelling)], sessions, cancel=cancel2)
-    assert result.error is not None and result.error.kind == "canceled"
+    assert result.error is not None and result.error.kind == "cancelled"
     assert [r.response for r in result.tool_results] == [{"result": 3}]
     assert model.calls == 1
     assert len(sessions) == 0

@@ -500,7 +500,7 @@ def test_config_errors_name_the_field(
     options.update(override)
     with pytest.raises(ModelError) as info:
         OpenAIModel(**options)  # type: ignore[arg-type]
-    assert info.value.kind == "invalid_config"
+    assert info.value.kind == "config_invalid"
     if message is not None:
         assert info.value.message == message
     if field is not None:

@@ -20,8 +20,8 @@ from typing import Protocol, TypeAlias
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.events import Event
-from phloem.protocols.errors import ErrorValue
-from phloem.supervision.reasons import redact
+from phloem.protocols.errors import ErrorKind, ErrorValue
+from phloem.supervision.reasons import ExitKind, redact
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,16 @@ class GroupExecutor(Protocol):
 
 def crash_error(exc: BaseException) -> ErrorValue:
     """The error of an agent whose `run` raised instead of yielding an error event."""
-    return ErrorValue(kind="agent_crashed", message=redact(f"{type(exc).__name__}: {exc}"))
+    return ErrorValue(kind=ErrorKind.AGENT_CRASHED, message=redact(f"{type(exc).__name__}: {exc}"))
+
+
+def exit_error_kind(exit_kind: ExitKind) -> ErrorKind:
+    """The error kind of an agent whose child ended with `exit_kind` before its result:
+    `agent_<exit kind>` (`agent_killed`, `agent_heap_exceeded`, ...). `exception` and
+    `normal` are the caller's to name (`agent_crashed`, `agent_error`)."""
+    if exit_kind in (ExitKind.EXCEPTION, ExitKind.NORMAL):
+        raise ValueError(f"no agent_{exit_kind.value} kind")
+    return ErrorKind(f"agent_{exit_kind.value}")
 
 
 class InlineExecutor:

@@ -24,7 +24,7 @@ from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.protocols.content import Content
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.supervision.spec import Limits
 
@@ -81,7 +81,9 @@ class FunctionAgent(Agent):
         missing = [k for k in self.input_keys if k not in ctx.state]
         if missing:
             yield self.error_event(
-                ctx, "missing_input", f"{self.name}: missing input keys: {', '.join(missing)}"
+                ctx,
+                ErrorKind.MISSING_INPUT,
+                f"{self.name}: missing input keys: {', '.join(missing)}",
             )
             return
         kwargs = {k: ctx.state[k] for k in self.input_keys}
@@ -96,7 +98,9 @@ class FunctionAgent(Agent):
             yield self.error_event(ctx, exc.kind, exc.message)
             return
         except Exception as exc:
-            yield self.error_event(ctx, "agent_error", f"{self.name}: {type(exc).__name__}: {exc}")
+            yield self.error_event(
+                ctx, ErrorKind.AGENT_ERROR, f"{self.name}: {type(exc).__name__}: {exc}"
+            )
             return
         yield from self._result_events(ctx, value)
 
@@ -108,13 +112,15 @@ class FunctionAgent(Agent):
                 size = json_size(result.value)
             except (TypeError, msgspec.EncodeError) as exc:
                 yield self.error_event(
-                    ctx, "invalid_output", f"{self.name}: output is not JSON-encodable: {exc}"
+                    ctx,
+                    ErrorKind.INVALID_OUTPUT,
+                    f"{self.name}: output is not JSON-encodable: {exc}",
                 )
                 return
             if size > MAX_OUTPUT_BYTES:
                 yield self.error_event(
                     ctx,
-                    "invalid_output",
+                    ErrorKind.INVALID_OUTPUT,
                     f"{self.name}: output is {size} bytes, over MAX_OUTPUT_BYTES"
                     f" ({MAX_OUTPUT_BYTES})",
                 )

@@ -32,7 +32,7 @@ from phloem.actors.agents.planning import (
     PlanningContext,
     RunAgents,
 )
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 log = structlog.get_logger("phloem.agents")
 
@@ -162,11 +162,12 @@ class GoalOrientedPlanner(Planner):
         state = ctx.state
         if self.goal not in state:
             return PhloemError(
-                "goal_missing", f"goal key {self.goal!r} is missing at the end of the run"
+                ErrorKind.GOAL_MISSING, f"goal key {self.goal!r} is missing at the end of the run"
             )
         if not self._check.present(state, self.goal):
             return PhloemError(
-                "goal_missing", f"goal key {self.goal!r} holds a value that fails validation"
+                ErrorKind.GOAL_MISSING,
+                f"goal key {self.goal!r} holds a value that fails validation",
             )
         return None
 

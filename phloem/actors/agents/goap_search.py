@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from phloem.actors.agents.metadata import AgentMetadata, check_unique_outputs
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 Groups = list[list[str]]
 
@@ -69,13 +69,13 @@ class DfsSearch:
             meta = producer.get(key)
             if meta is None:
                 raise PhloemError(
-                    "plan_error",
+                    ErrorKind.PLAN_ERROR,
                     f"cannot resolve dependency {key!r}: no agent produces it",
                     {"key": key},
                 )
             if key in visiting:
                 raise PhloemError(
-                    "plan_error", f"circular dependency involving key {key!r}", {"key": key}
+                    ErrorKind.PLAN_ERROR, f"circular dependency involving key {key!r}", {"key": key}
                 )
             visiting.add(key)
             for dep in meta.input_keys:
@@ -145,7 +145,7 @@ class AStarSearch:
             expansions += 1
             if expansions > self.max_expansions:
                 raise PhloemError(
-                    "plan_error",
+                    ErrorKind.PLAN_ERROR,
                     f"search gave up after max_expansions ({self.max_expansions}) states",
                 )
             for m in metadata:
@@ -158,7 +158,7 @@ class AStarSearch:
                     frontier, (g + 1 + needed(nxt), next(tie), g + 1, nxt, (*path, m.agent))
                 )
         raise PhloemError(
-            "plan_error",
+            ErrorKind.PLAN_ERROR,
             f"cannot reach goal {goal!r}: no sequence of agents produces it from the present keys",
             {"key": goal},
         )

@@ -12,10 +12,12 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from phloem.protocols.errors import PhloemError
+from phloem.actors.agents.executor import exit_error_kind
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.channel import Channel, ChannelError, ChannelTimeout
 from phloem.supervision.handle import ChildHandle
 from phloem.supervision.process import ProcessHandle, start_process
+from phloem.supervision.reasons import ExitKind
 from phloem.supervision.spec import ChildSpec, ProcessTarget
 
 if TYPE_CHECKING:
@@ -53,23 +55,23 @@ def call_isolated(agent: FunctionAgent, kwargs: dict[str, Any], ctx: InvocationC
     except ChannelTimeout:
         handle.kill()
         raise PhloemError(
-            "agent_timeout", f"{agent.name}: no result within {agent.timeout_s}s"
+            ErrorKind.AGENT_TIMEOUT, f"{agent.name}: no result within {agent.timeout_s}s"
         ) from None
     except ChannelError:
         reason = handle.wait(timeout=5.0)
         if ctx.cancel.cancelled:
-            raise PhloemError("cancelled", f"{agent.name}: cancelled") from None
+            raise PhloemError(ErrorKind.CANCELLED, f"{agent.name}: cancelled") from None
         if reason is None:
             handle.kill()
             reason = handle.wait(timeout=5.0)
-        if reason is None or reason.kind == "exception":
-            kind = "agent_error"
+        if reason is None or reason.kind in (ExitKind.EXCEPTION, ExitKind.NORMAL):
+            kind = ErrorKind.AGENT_ERROR
         else:
-            kind = f"agent_{reason.kind.value}"
+            kind = exit_error_kind(reason.kind)
         raise PhloemError(kind, f"{agent.name}: process child ended: {reason}") from None
     finally:
         ctx.cancel.remove(kill)
     handle.wait(timeout=5.0)
     if not isinstance(reply, dict) or "value" not in reply:
-        raise PhloemError("invalid_output", f"{agent.name}: malformed reply from the child")
+        raise PhloemError(ErrorKind.INVALID_OUTPUT, f"{agent.name}: malformed reply from the child")
     return reply["value"]

@@ -16,7 +16,7 @@ import jsonschema
 import structlog
 
 from phloem.actors.agents.agent import check_agent_name
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 log = structlog.get_logger("phloem.agents")
 
@@ -91,12 +91,12 @@ def check_unique_outputs(metadata: Sequence[AgentMetadata]) -> None:
     agents: set[str] = set()
     for m in metadata:
         if m.agent in agents:
-            raise PhloemError("plan_error", f"agent {m.agent!r} has more than one contract")
+            raise PhloemError(ErrorKind.PLAN_ERROR, f"agent {m.agent!r} has more than one contract")
         agents.add(m.agent)
         other = seen.get(m.output_key)
         if other is not None:
             raise PhloemError(
-                "plan_error",
+                ErrorKind.PLAN_ERROR,
                 f"duplicate output key {m.output_key!r} (agents {other!r} and {m.agent!r})",
                 {"output_key": m.output_key, "agents": [other, m.agent]},
             )

@@ -40,7 +40,7 @@ from phloem.actors.agents.planning import (
     RunAgents,
 )
 from phloem.protocols.content import Content
-from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.supervision.reasons import redact
 
 log = structlog.get_logger("phloem.agents")
@@ -115,7 +115,7 @@ class PlannerAgent(Agent):
         planner = self.planner_factory()
         if not isinstance(planner, Planner):
             raise PhloemError(
-                "plan_error",
+                ErrorKind.PLAN_ERROR,
                 f"planner_factory returned {type(planner).__name__}, not a Planner",
             )
         return planner

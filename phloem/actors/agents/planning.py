@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from phloem.actors.agents.events import Event
 from phloem.protocols.content import Content, Usage
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
     from phloem.actors.agents.agent import Agent
@@ -116,7 +116,7 @@ class PlanningContext:
             return self._by_name[name]
         except KeyError:
             raise PhloemError(
-                "plan_error",
+                ErrorKind.PLAN_ERROR,
                 f"unknown agent {name!r} (available: {', '.join(self.agent_names)})",
                 {"agent": name},
             ) from None

@@ -27,7 +27,7 @@ from phloem.actors.agents.planning import Planner
 from phloem.actors.agents.sequential import SequentialPlanner
 from phloem.actors.agents.supervisor import SupervisorPlanner
 from phloem.protocols.content import ModelRequest, ModelResponse
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model
 from phloem.supervision.spec import Limits
 
@@ -47,9 +47,11 @@ class AgentRegistry:
         with self._lock:
             existing = self._agents.get(agent.name)
             if existing is not None and existing is not agent and not replace:
-                raise PhloemError("agent_exists", f"an agent named {agent.name!r} is registered")
+                raise PhloemError(
+                    ErrorKind.AGENT_EXISTS, f"an agent named {agent.name!r} is registered"
+                )
             if existing is None and len(self._agents) >= MAX_AGENTS:
-                raise PhloemError("limit_exceeded", f"MAX_AGENTS ({MAX_AGENTS}) reached")
+                raise PhloemError(ErrorKind.LIMIT_EXCEEDED, f"MAX_AGENTS ({MAX_AGENTS}) reached")
             self._agents[agent.name] = agent
         return agent
 
@@ -57,7 +59,7 @@ class AgentRegistry:
         with self._lock:
             agent = self._agents.get(name)
         if agent is None:
-            raise PhloemError("unknown_agent", f"no agent named {name[:80]!r}")
+            raise PhloemError(ErrorKind.UNKNOWN_AGENT, f"no agent named {name[:80]!r}")
         return agent
 
     def names(self) -> list[str]:
@@ -70,7 +72,7 @@ class AgentRegistry:
 
 
 def _invalid(message: str) -> PhloemError:
-    return PhloemError("config_invalid", message)
+    return PhloemError(ErrorKind.CONFIG_INVALID, message)
 
 
 class ProviderModel:
@@ -89,7 +91,7 @@ class ProviderModel:
 
 
 def _no_models(name: str) -> Model:
-    raise PhloemError("unknown_provider", f"no provider named {name!r} is configured")
+    raise PhloemError(ErrorKind.UNKNOWN_PROVIDER, f"no provider named {name!r} is configured")
 
 
 def build_registry(
@@ -234,6 +236,6 @@ def planned_groups(agent: Agent, state: Mapping[str, Any]) -> list[list[str]]:
     if isinstance(planner, ParallelPlanner):
         return [names] if names else []
     raise PhloemError(
-        "plan_unavailable",
+        ErrorKind.PLAN_UNAVAILABLE,
         f"agent {agent.name!r} decides as it goes ({type(planner).__name__}); no plan ahead",
     )

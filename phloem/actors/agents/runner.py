@@ -22,7 +22,7 @@ from phloem.actors.agents.executor import GroupExecutor, crash_error
 from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
 from phloem.actors.agents.session import InMemorySessionService, Session
 from phloem.protocols.content import Content
-from phloem.protocols.errors import ErrorValue
+from phloem.protocols.errors import ErrorKind, ErrorValue
 
 USER_AUTHOR = "user"
 
@@ -147,7 +147,7 @@ def _derive_outcome(
             status=OutcomeStatus.CANCELLED,
             agent=agent.name,
             message=f"cancelled: {ctx.cancel.reason}",
-            error=ErrorValue(kind="cancelled", message=str(ctx.cancel.reason)),
+            error=ErrorValue(kind=ErrorKind.CANCELLED, message=str(ctx.cancel.reason)),
             final_event=final,
         )
     if error is not None:

@@ -47,7 +47,7 @@ from phloem.actors.agents.runner import AgentRun, run_agent
 from phloem.actors.agents.supervised import SupervisedExecutor
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
     Actor,
@@ -71,8 +71,8 @@ SERVICE_PATH = f"{SERVICE_NAME}/{SERVICE_ID}"
 RUN_REF_KIND = RefKind(
     "agent_run",
     prefix="agentrun_",
-    invalid_error="invalid_ref",
-    not_owner_error="not_owner",
+    invalid_error=ErrorKind.INVALID_REF,
+    not_owner_error=ErrorKind.NOT_OWNER,
 )
 STREAM_SEND_TIMEOUT_S = 60.0  # a subscriber that grants no credit this long cancels the run
 MAX_AGENT_INPUT_CHARS = 100_000
@@ -261,7 +261,7 @@ class AgentService(ServiceActor):
             assert isinstance(run, _Run)
             run.token.cancel("cancelled by its owner")
             return {"cancelled": message.ref}
-        raise PhloemError("bad_message", f"unexpected request {type(message).__name__}")
+        raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
 
     def on_other(self, message: Any) -> Any:
         if isinstance(message, _Finished):
@@ -277,12 +277,15 @@ class AgentService(ServiceActor):
     def _start(self, request: StartAgentRun, owner: Owner) -> AgentRunStarted:
         agent = self.registry.get(request.name)
         if request.input is not None and len(request.input) > MAX_AGENT_INPUT_CHARS:
-            raise PhloemError("bad_message", f"input must be at most {MAX_AGENT_INPUT_CHARS} chars")
+            raise PhloemError(
+                ErrorKind.BAD_MESSAGE, f"input must be at most {MAX_AGENT_INPUT_CHARS} chars"
+            )
         if not 0 <= request.subscribe_wait_s <= 60:
-            raise PhloemError("bad_message", "subscribe_wait_s must be between 0 and 60")
+            raise PhloemError(ErrorKind.BAD_MESSAGE, "subscribe_wait_s must be between 0 and 60")
         if len(self.runs) >= self.max_runs:
             raise PhloemError(
-                "backpressure", f"{len(self.runs)} agent runs live; max_concurrent_runs reached"
+                ErrorKind.BACKPRESSURE,
+                f"{len(self.runs)} agent runs live; max_concurrent_runs reached",
             )
         runs = self.runs_supervisor()
         run_id = f"{agent.name}-{next(self._ids)}"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phloem.actors.agents.events import Event
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 APP_PREFIX = "app:"
 USER_PREFIX = "user:"
@@ -127,9 +127,11 @@ class InMemorySessionService:
         with self._lock:
             sid = session_id or f"s-{secrets.token_hex(8)}"
             if sid in self._sessions:
-                raise PhloemError("session_exists", f"session {sid!r} already exists")
+                raise PhloemError(ErrorKind.SESSION_EXISTS, f"session {sid!r} already exists")
             if len(self._sessions) >= self.max_sessions:
-                raise PhloemError("limit_exceeded", f"max_sessions ({self.max_sessions}) reached")
+                raise PhloemError(
+                    ErrorKind.LIMIT_EXCEEDED, f"max_sessions ({self.max_sessions}) reached"
+                )
             session = Session(
                 id=sid,
                 app=app,
@@ -147,7 +149,7 @@ class InMemorySessionService:
             try:
                 return self._sessions[session_id]
             except KeyError:
-                raise PhloemError("unknown_session", f"no session {session_id!r}") from None
+                raise PhloemError(ErrorKind.UNKNOWN_SESSION, f"no session {session_id!r}") from None
 
     def list_sessions(self, app: str, user: str | None = None) -> list[Session]:
         with self._lock:
@@ -166,7 +168,7 @@ class InMemorySessionService:
         with self._lock:
             if len(session._events) >= self.max_events:
                 raise PhloemError(
-                    "limit_exceeded",
+                    ErrorKind.LIMIT_EXCEEDED,
                     f"session {session.id!r} reached max_events ({self.max_events})",
                 )
             session._events.append(event)

@@ -27,12 +27,19 @@ import structlog
 
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken, InvocationContext
-from phloem.actors.agents.executor import AgentDone, AgentEvent, GroupItem, Invocation
-from phloem.protocols.errors import ErrorValue
+from phloem.actors.agents.executor import (
+    AgentDone,
+    AgentEvent,
+    GroupItem,
+    Invocation,
+    exit_error_kind,
+)
+from phloem.protocols.errors import ErrorKind, ErrorValue
 from phloem.supervision import (
     Actor,
     ChildHandle,
     ChildSpec,
+    ExitKind,
     ExitReason,
     Supervisor,
     SupervisorChild,
@@ -202,7 +209,7 @@ class SupervisedExecutor:
                         yield AgentDone(
                             name,
                             ErrorValue(
-                                kind="agent_timeout",
+                                kind=ErrorKind.AGENT_TIMEOUT,
                                 message=f"{name}: still running after invocation_timeout_s"
                                 f" ({self.invocation_timeout_s}s); killed",
                             ),
@@ -232,7 +239,7 @@ class SupervisedExecutor:
                 )
             )
         except Exception as exc:
-            return ErrorValue(kind="agent_start_failed", message=f"{agent.name}: {exc}")
+            return ErrorValue(kind=ErrorKind.AGENT_START_FAILED, message=f"{agent.name}: {exc}")
         name = agent.name
 
         def on_exit(reason: ExitReason) -> None:
@@ -251,5 +258,8 @@ class SupervisedExecutor:
 def _error_of(reason: ExitReason) -> ErrorValue | None:
     if reason.is_normal:
         return None
-    kind = "agent_crashed" if reason.kind == "exception" else f"agent_{reason.kind}"
+    if reason.kind is ExitKind.EXCEPTION:
+        kind = ErrorKind.AGENT_CRASHED
+    else:
+        kind = exit_error_kind(reason.kind)
     return ErrorValue(kind=kind, message=str(reason))

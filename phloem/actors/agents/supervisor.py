@@ -25,7 +25,7 @@ from phloem.actors.agents.planning import (
     RunAgents,
 )
 from phloem.protocols.content import Content, ModelRequest
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model
 from phloem.supervision.reasons import redact
 
@@ -108,7 +108,7 @@ class SupervisorPlanner(Planner):
         unknown = [n for n in names if n not in ctx.agent_names]
         if unknown:
             raise PhloemError(
-                "plan_error",
+                ErrorKind.PLAN_ERROR,
                 f"supervisor answered with unknown agent {unknown[0]!r}"
                 f" (available: {', '.join(ctx.agent_names)})",
                 {"answer": redact(text[:MAX_ANSWER_CHARS]), "unknown": unknown},
@@ -118,7 +118,7 @@ class SupervisorPlanner(Planner):
     def _ask(self, ctx: PlanningContext) -> PlannerAction:
         if self._calls >= self.max_model_calls:
             raise PhloemError(
-                "iteration_limit",
+                ErrorKind.ITERATION_LIMIT,
                 f"supervisor reached max_model_calls ({self.max_model_calls})",
                 {"max_model_calls": self.max_model_calls},
             )
@@ -133,7 +133,7 @@ class SupervisorPlanner(Planner):
             ctx.record_model_call(None)
             kind = getattr(exc, "kind", type(exc).__name__)
             raise PhloemError(
-                "model_failed",
+                ErrorKind.MODEL_FAILED,
                 f"supervisor model call failed: {redact(str(exc))}",
                 {"error_kind": str(kind)},
             ) from None

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 PLACEHOLDER_RE: Final = re.compile(r"\{((?:app:|user:|temp:)?[A-Za-z_][A-Za-z0-9_]*)(\?)?\}")
 
@@ -24,6 +24,8 @@ def render(template: str, state: Mapping[str, Any]) -> str:
             return "" if value is None else str(value)
         if optional:
             return ""
-        raise PhloemError("missing_state_key", f"instruction needs state key {key!r}", {"key": key})
+        raise PhloemError(
+            ErrorKind.MISSING_STATE_KEY, f"instruction needs state key {key!r}", {"key": key}
+        )
 
     return PLACEHOLDER_RE.sub(fill, template)

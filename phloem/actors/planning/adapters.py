@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import JsonValueError, json_size, json_value
 from phloem.protocols.plan import Plan as PlanDoc, Step
 from phloem.protocols.result import ExecutorOutcome, PlannerDecision, PlannerOutcome
@@ -85,7 +85,7 @@ def _adapter_error(role: str, reason: str, message: str, name: str | None = None
     details: dict[str, Any] = {"role": role, "reason": reason}
     if name is not None:
         details["name"] = name
-    return PhloemError("invalid_planning_adapter", message, details)
+    return PhloemError(ErrorKind.INVALID_PLANNING_ADAPTER, message, details)
 
 
 def load_adapter(role: Role, spec: str) -> Any:

@@ -42,7 +42,7 @@ from phloem.actors.planning.run import (
     RunRecord,
     RunSpec,
 )
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.plan import (
     PlanError,
@@ -65,9 +65,9 @@ log = structlog.get_logger("phloem.planning")
 PLANNING_REF_KIND = RefKind(
     name="planning",
     prefix="plan_",
-    invalid_error="invalid_planning_ref",
-    not_owner_error="not_planning_owner",
-    too_many_error="too_many_planning_runs",
+    invalid_error=ErrorKind.INVALID_PLANNING_REF,
+    not_owner_error=ErrorKind.NOT_PLANNING_OWNER,
+    too_many_error=ErrorKind.TOO_MANY_PLANNING_RUNS,
 )
 DEFAULT_MAX_ACTIVE_RUNS = 1024
 MAX_ACTIVE_RUNS_RANGE = (1, 100_000)
@@ -84,7 +84,7 @@ EventSink = tuple[CreditWindow, Callable[[PlanningEvent], None], Callable[[ExitR
 
 
 def _request_error(message: str) -> PhloemError:
-    return PhloemError("invalid_planning_request", message)
+    return PhloemError(ErrorKind.INVALID_PLANNING_REQUEST, message)
 
 
 class PlanningRuntime:
@@ -157,10 +157,10 @@ class PlanningRuntime:
         spec = self.prepare(planner, executor, goal, context, options)
         with self._lock:
             if not self.supervisor.is_alive():
-                raise PhloemError("planning_unavailable", "the planning runtime is stopped")
+                raise PhloemError(ErrorKind.PLANNING_UNAVAILABLE, "the planning runtime is stopped")
             if self._active >= self.max_active_runs:
                 raise PhloemError(
-                    "backpressure",
+                    ErrorKind.BACKPRESSURE,
                     f"{self._active} planning runs are active; max_active_runs is "
                     f"{self.max_active_runs}",
                 )
@@ -191,7 +191,9 @@ class PlanningRuntime:
                 return ref
             self.refs.discard(ref)
             release()
-            raise PhloemError("planning_unavailable", f"run could not start: {exc}") from None
+            raise PhloemError(
+                ErrorKind.PLANNING_UNAVAILABLE, f"run could not start: {exc}"
+            ) from None
         assert isinstance(handle, ActorHandle)
         handle.add_exit_callback(lambda reason: self._ended(record, reason, release))
         with record._lock:
@@ -257,7 +259,7 @@ class PlanningRuntime:
         record = self.record(owner, ref)
         if not record.done.wait(wait):
             raise PhloemError(
-                "planning_await_timeout", f"planning run still running after {timeout} s"
+                ErrorKind.PLANNING_AWAIT_TIMEOUT, f"planning run still running after {timeout} s"
             )
         return self.take_result(owner, ref, record)
 
@@ -265,7 +267,9 @@ class PlanningRuntime:
         """The ended run's result; its ref is forgotten (an await consumes it)."""
         result = record.result
         if result is None:  # abandoned: only possible when this owner went down
-            raise PhloemError("not_planning_owner", "planning ref is not held by this owner")
+            raise PhloemError(
+                ErrorKind.NOT_PLANNING_OWNER, "planning ref is not held by this owner"
+            )
         try:
             self.refs.release(str(ref), owner, "planning")
         except PhloemError:
@@ -283,10 +287,10 @@ class PlanningRuntime:
         try:
             return bool(handle.ask(CancelRun(reason), timeout=CANCEL_ACK_TIMEOUT_S))
         except PhloemError as exc:
-            if exc.kind == "noproc" or record.done.is_set():
+            if exc.kind == ErrorKind.NOPROC or record.done.is_set():
                 return False
             raise PhloemError(
-                "planning_cancel_timeout", f"cancel not acknowledged: {exc}"
+                ErrorKind.PLANNING_CANCEL_TIMEOUT, f"cancel not acknowledged: {exc}"
             ) from None
 
     def subscribe(
@@ -371,9 +375,11 @@ def check_timeout(timeout: float | None) -> float | None:
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise PhloemError("invalid_planning_request", "timeout must be a number or None")
+        raise PhloemError(ErrorKind.INVALID_PLANNING_REQUEST, "timeout must be a number or None")
     if math.isnan(timeout) or timeout < 0:
-        raise PhloemError("invalid_planning_request", "timeout must be >= 0")
+        raise PhloemError(ErrorKind.INVALID_PLANNING_REQUEST, "timeout must be >= 0")
     if timeout > MAX_AWAIT_TIMEOUT_S:
-        raise PhloemError("invalid_planning_request", f"timeout must be <= {MAX_AWAIT_TIMEOUT_S}")
+        raise PhloemError(
+            ErrorKind.INVALID_PLANNING_REQUEST, f"timeout must be <= {MAX_AWAIT_TIMEOUT_S}"
+        )
     return float(timeout)

@@ -50,7 +50,7 @@ from phloem.actors.planning.runtime import (
 )
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.result import encode_result
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.reasons import ExitReason
@@ -101,7 +101,9 @@ class PlanningService(ServiceActor):
         me = self._phloem_handle
         runs = sibling_of(me, "runs") if me is not None else None
         if not isinstance(runs, SupervisorRef):
-            raise PhloemError("planning_unavailable", "the planning runs supervisor is not running")
+            raise PhloemError(
+                ErrorKind.PLANNING_UNAVAILABLE, "the planning runs supervisor is not running"
+            )
         return runs
 
     def handle(self, message: Any, call: Call) -> Any:
@@ -114,7 +116,7 @@ class PlanningService(ServiceActor):
                 return self._await(message, call)
             case CancelPlanning(ref=ref, reason=reason):
                 return PlanningCancelled(self._runtime().cancel(call.owner, ref, reason))
-        raise PhloemError("bad_message", "unknown planning request")
+        raise PhloemError(ErrorKind.BAD_MESSAGE, "unknown planning request")
 
     # -- requests ------------------------------------------------------------------------
 
@@ -122,7 +124,8 @@ class PlanningService(ServiceActor):
         self._pending_topics = {n: t for n, t in self._pending_topics.items() if not t.closed}
         if len(self._pending_topics) >= MAX_PENDING_EVENT_TOPICS:
             raise PhloemError(
-                "backpressure", f"{MAX_PENDING_EVENT_TOPICS} planning event topics are unused"
+                ErrorKind.BACKPRESSURE,
+                f"{MAX_PENDING_EVENT_TOPICS} planning event topics are unused",
             )
         name = f"planning/events-{secrets.token_hex(12)}"
         self._pending_topics[name] = self.open_topic(name, owner=call.owner)
@@ -135,7 +138,9 @@ class PlanningService(ServiceActor):
         if message.events is not None:
             topic = self._pending_topics.get(message.events)
             if topic is None or topic.closed or topic.owner != call.owner:
-                raise PhloemError("unknown_stream", "events must name a topic from open_events")
+                raise PhloemError(
+                    ErrorKind.UNKNOWN_STREAM, "events must name a topic from open_events"
+                )
             sink = _forward_to(topic)
         ref = runtime.start(
             call.owner,
@@ -188,7 +193,9 @@ class PlanningService(ServiceActor):
 
 
 def _await_timeout(timeout: float | None) -> PhloemError:
-    return PhloemError("planning_await_timeout", f"planning run still running after {timeout} s")
+    return PhloemError(
+        ErrorKind.PLANNING_AWAIT_TIMEOUT, f"planning run still running after {timeout} s"
+    )
 
 
 def _forward_to(topic: Topic) -> Any:
