@@ -23,7 +23,6 @@ from phloem.models.oneshot import ONE_SHOT_KINDS
 from phloem.protocols import wire
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.model import MODEL_ERROR_KINDS, ModelError
-from phloem.protocols.plan import PlanningErrorKind
 from phloem.supervision.reasons import ExitKind
 from phloem.tools.errors import ERROR_CODES
 
@@ -233,11 +232,6 @@ def test_one_spelling_for_cancelled_and_config_invalid() -> None:
     assert "canceled" not in KINDS and "invalid_config" not in KINDS
     assert ErrorKind.CANCELLED in ONE_SHOT_KINDS
     assert ErrorKind.CONFIG_INVALID in MODEL_ERROR_KINDS
-
-
-def test_planning_kinds_are_declared_under_the_same_names() -> None:
-    for kind in PlanningErrorKind:
-        assert ErrorKind[kind.name] == kind.value
 
 
 def test_failed_agent_outcomes_are_kinds() -> None:

@@ -22,8 +22,6 @@ Two neighbouring vocabularies are deliberately separate:
   say why a process or actor stopped. When an exit ends a stream receiver, its non-normal
   exit kind becomes the error kind, so those are declared here too, with the same spelling.
 
-`PlanningErrorKind` (`phloem.protocols.plan`) still lists the planning kinds under their
-own names; each is declared here under the same name and value (checked by the tests).
 """
 
 from __future__ import annotations
@@ -164,7 +162,7 @@ class ErrorKind(enum.StrEnum):
     INVALID_OUTPUT = "invalid_output", "an agent's output is not JSON, too large or malformed"
     TOOL_ROUND_LIMIT = "tool_round_limit", "an LlmAgent still calls tools after max_tool_rounds"
 
-    # --- planning runtime (same names as `PlanningErrorKind`) ---------------------------
+    # --- planning runtime ----------------------------------------------------------------
     UNKNOWN_PLAN_FIELDS = "unknown_plan_fields", "a plan has unknown fields"
     UNKNOWN_PLAN_STEP_FIELDS = "unknown_plan_step_fields", "a plan step has unknown fields"
     DUPLICATE_PLAN_FIELD = "duplicate_plan_field", "a plan document repeats a field"

@@ -32,14 +32,13 @@ credential-shaped keys removed by `prune_secrets` (the one rule, `phloem.protoco
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import (
     JsonValueError,
     canonical_json,
@@ -59,7 +58,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "Plan",
     "PlanError",
-    "PlanningErrorKind",
     "PlanningOptions",
     "Step",
     "check_initial_plan",
@@ -80,55 +78,7 @@ SCHEMA_VERSION = 1
 MAX_PLAN_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 
-class PlanningErrorKind(enum.StrEnum):
-    """Every stable error kind of the planning runtime."""
-
-    # plan codec
-    UNKNOWN_PLAN_FIELDS = "unknown_plan_fields"
-    UNKNOWN_PLAN_STEP_FIELDS = "unknown_plan_step_fields"
-    DUPLICATE_PLAN_FIELD = "duplicate_plan_field"
-    MISSING_PLAN_FIELD = "missing_plan_field"
-    DUPLICATE_PLAN_STEP_ID = "duplicate_plan_step_id"
-    INVALID_PLAN_STEP = "invalid_plan_step"
-    INVALID_PLAN_FIELD = "invalid_plan_field"
-    INVALID_PLAN_JSON = "invalid_plan_json"
-    UNSUPPORTED_PLAN_SCHEMA_VERSION = "unsupported_plan_schema_version"
-    INVALID_PLAN_IDENTITY = "invalid_plan_identity"
-    PLAN_SIZE_LIMIT_EXCEEDED = "plan_size_limit_exceeded"
-    INVALID_PLANNING_RESULT = "invalid_planning_result"
-    # configuration (raised before a run starts)
-    INVALID_PLANNING_OPTIONS = "invalid_planning_options"
-    INVALID_PLANNING_ADAPTER = "invalid_planning_adapter"
-    INVALID_PLANNING_REQUEST = "invalid_planning_request"
-    # refs and waiting
-    NOT_PLANNING_OWNER = "not_planning_owner"
-    INVALID_PLANNING_REF = "invalid_planning_ref"
-    PLANNING_AWAIT_TIMEOUT = "planning_await_timeout"
-    PLANNING_UNAVAILABLE = "planning_unavailable"
-    # terminal result error kinds
-    PLANNER_FAILED = "planner_failed"
-    INVALID_PLANNER_OUTPUT = "invalid_planner_output"
-    PLANNER_CALLBACK_FAILED = "planner_callback_failed"
-    INVALID_INITIAL_PLAN = "invalid_initial_plan"
-    INVALID_REPLAN = "invalid_replan"
-    INVALID_PLANNER_DECISION = "invalid_planner_decision"
-    MAX_STEPS_EXCEEDED = "max_steps_exceeded"
-    MAX_REPLANS_EXCEEDED = "max_replans_exceeded"
-    DEADLINE_EXCEEDED = "deadline_exceeded"
-    STEP_FAILED = "step_failed"
-    EMPTY_PLAN_EXECUTION = "empty_plan_execution"
-    INVALID_PLANNER_RESULT = "invalid_planner_result"
-    CANCELLED = "cancelled"
-    INTERNAL_RESULT_VALIDATION_FAILED = "internal_result_validation_failed"
-    RUN_CRASHED = "run_crashed"  # phloem: the run's own actor failed (a bug), reason = why
-    # observation error kinds
-    EXECUTOR_FAILED = "executor_failed"
-    EXECUTOR_CALLBACK_FAILED = "executor_callback_failed"
-    INVALID_EXECUTOR_RESULT = "invalid_executor_result"
-    INVALID_EXECUTOR_OUTPUT = "invalid_executor_output"
-
-
-K = PlanningErrorKind
+K = ErrorKind  # planning kinds are ErrorKind members
 
 
 class PlanError(PhloemError):

@@ -25,11 +25,11 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
+from phloem.protocols.errors import ErrorKind as K
 from phloem.protocols.jsonvalue import canonical_json, duplicate_keys, is_int
 from phloem.protocols.plan import (
     Plan,
     PlanError,
-    PlanningErrorKind as K,
     from_mapping,
     parse_document,
     planning_json,

@@ -30,11 +30,11 @@ import structlog
 from phloem.actors.planning.adapters import AdapterRef
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
 from phloem.actors.planning.events import PlanningEvent, event_size
+from phloem.protocols.errors import ErrorKind as K
 from phloem.protocols.jsonvalue import canonical_json
 from phloem.protocols.plan import (
     Plan,
     PlanError,
-    PlanningErrorKind as K,
     PlanningOptions,
     check_initial_plan,
     check_replacement_plan,

@@ -46,7 +46,6 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.plan import (
     PlanError,
-    PlanningErrorKind,
     PlanningOptions,
     parse_options,
     sanitize,
@@ -221,7 +220,7 @@ class PlanningRuntime:
                     duration_ms=0,
                     observations=(),
                     result=None,
-                    error=ResultError(PlanningErrorKind.RUN_CRASHED, str(reason)),
+                    error=ResultError(ErrorKind.RUN_CRASHED, str(reason)),
                     metadata=record.spec.options.result_metadata,
                 )
             )
