@@ -5,7 +5,6 @@ request planners (BuiltIn, PlanReAct)."""
 from phloem.models.gemini import GeminiModel
 from phloem.models.oneshot import (
     ONE_SHOT_KINDS,
-    FunctionTool,
     OneShotResult,
     probe,
     run,
@@ -23,7 +22,6 @@ from phloem.models.scripted import ScriptedModel
 __all__ = [
     "ONE_SHOT_KINDS",
     "BuiltInPlanner",
-    "FunctionTool",
     "GeminiModel",
     "OneShotResult",
     "OpenAIConfig",

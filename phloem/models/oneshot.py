@@ -7,8 +7,15 @@ lives in an ephemeral session that is deleted before `run` returns — also afte
 cancellation, a model or tool exception, or a limit. The result (text, tool results in
 response order, metadata) is always returned; `result.error` says why it stopped early.
 
+Tools follow the one tool contract (`phloem.tools.contract`): `Tool`s (`FunctionTool`, or
+coding tools given a `tool_context`) and plain callables. A call's arguments are validated
+against the tool's schema first; failure values (`arguments`, `unknown_tool`, the tool's
+own codes) go back to the model like any result; a tool that raises ends the run with
+`tool_panic`.
+
 `probe(model)` checks that a model can make a tool call: one non-streaming request forcing
-a call of the inert `phloem_ping` tool with a fixed marker. Only exactly that call passes.
+a call of the inert `phloem_ping` tool with a fixed marker. Only a call whose arguments
+validate against that tool's schema (exactly the marker) passes; the tool never runs.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import itertools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal
 
 import msgspec
 import structlog
@@ -37,6 +44,17 @@ from phloem.protocols.content import (
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.model import Model, ModelError
 from phloem.protocols.openai_chat import INVALID_ARGUMENTS_KEY
+from phloem.tools.contract import (
+    JSON,
+    Tool,
+    ToolContext,
+    as_tool,
+    object_schema,
+    unknown_tool,
+    validate_arguments,
+)
+from phloem.tools.errors import ToolFailure
+from phloem.tools.registry import ToolRegistry
 
 log = structlog.get_logger(__name__)
 
@@ -74,34 +92,27 @@ everywhere else: a `OneShotResult` is phloem's own value (it is never exchanged 
 plasmid, and no conformance fixture covers it), so no translation table is kept."""
 
 
-@runtime_checkable
-class OneShotTool(Protocol):
-    """A tool: its declaration, and `call(args)` returning a JSON-compatible value (a dict
-    is sent as is; anything else as `{"result": value}`). Same shape as `LlmAgent` tools."""
+class _PingTool(Tool):
+    """The probe's inert tool: declared to the model, never run."""
 
-    @property
-    def declaration(self) -> FunctionDeclaration: ...
+    name = PROBE_TOOL
+    description = "Inert connectivity check; does nothing."
+    input_schema = object_schema({"marker": {"type": "string", "enum": [PROBE_MARKER]}}, ["marker"])
+    needs_workspace = False
 
-    def call(self, args: dict[str, Any]) -> Any: ...
+    def call(self, args: JSON, ctx: ToolContext) -> JSON:
+        return {}
 
 
-class FunctionTool:
-    """A plain function as a one-shot tool, called with the arguments as keywords."""
+_PING: Final = _PingTool()
 
-    def __init__(
-        self,
-        name: str,
-        fn: Callable[..., Any],
-        description: str = "",
-        parameters: dict[str, Any] | None = None,
-    ) -> None:
-        self.fn = fn
-        self.declaration = FunctionDeclaration(
-            name=name, description=description, parameters=parameters
-        )
 
-    def call(self, args: dict[str, Any]) -> Any:
-        return self.fn(**args)
+def _conforms(tool: Tool, args: Any) -> bool:
+    try:
+        validate_arguments(tool.input_schema, args)
+    except ToolFailure:
+        return False
+    return True
 
 
 class OneShotMetadata(msgspec.Struct, frozen=True):
@@ -195,7 +206,8 @@ class _Run:
     def __init__(
         self,
         model: Model,
-        tools: dict[str, OneShotTool],
+        tools: ToolRegistry,
+        tool_context: ToolContext,
         max_returned_text_bytes: int,
         tool_execution: ToolExecution,
         cancel: threading.Event | None,
@@ -203,6 +215,7 @@ class _Run:
     ) -> None:
         self.model = model
         self.tools = tools
+        self.tool_context = tool_context
         self.max_text = max_returned_text_bytes
         self.parallel = tool_execution == "parallel"
         self.cancel = cancel
@@ -250,21 +263,20 @@ class _Run:
         """Run one call; returns the part for the model and the completed tool result."""
         if INVALID_ARGUMENTS_KEY in call.args:
             reason = str(call.args[INVALID_ARGUMENTS_KEY])
-            answer = {"error": "invalid tool arguments", "reason": reason}
-            return Part.from_function_response(call.name, answer, id=call.id), None
+            failure = ToolFailure("arguments", f"invalid tool arguments: {reason}")
+            return Part.from_function_response(call.name, failure.to_value(), id=call.id), None
         tool = self.tools.get(call.name)
         if tool is None:
-            answer = {"error": f"unknown tool {call.name!r}"}
+            answer = unknown_tool(call.name)
             return Part.from_function_response(call.name, answer, id=call.id), None
         self.check_cancel()
         try:
-            value = tool.call(dict(call.args))
+            result = tool.run(dict(call.args), self.tool_context)
         except Exception as exc:
             log.warning("oneshot_tool_panic", tool=call.name, error_type=type(exc).__name__)
             raise _Stop(
                 ErrorKind.TOOL_PANIC, f"tool {call.name!r} raised {type(exc).__name__}"
             ) from None
-        result = value if isinstance(value, dict) else {"result": value}
         try:
             msgspec.json.encode(result)
         except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
@@ -316,11 +328,36 @@ def _wants_recovery(model: Model) -> bool:
     return isinstance(model, OpenAIModel) and model.protocol == "chat_completions"
 
 
+def _registry(
+    tools: Sequence[Tool | Callable[..., Any]], tool_context: ToolContext | None
+) -> ToolRegistry:
+    """The run's exact tool list by name; anything unusable is `invalid_argument`."""
+    registry = ToolRegistry()
+    for i, value in enumerate(tools):
+        try:
+            tool = as_tool(value)
+        except (TypeError, ValueError) as exc:
+            raise _Stop(ErrorKind.INVALID_ARGUMENT, f"tools[{i}]: {exc}") from None
+        if tool.needs_workspace and tool_context is None:
+            raise _Stop(
+                ErrorKind.INVALID_ARGUMENT,
+                f"tool {tool.name!r} needs tool_context (its workspace)",
+            )
+        if tool.name in registry:
+            raise _Stop(ErrorKind.INVALID_ARGUMENT, f"tools has two tools named {tool.name!r}")
+        try:
+            tool.declaration()
+            registry.register(tool)
+        except ValueError as exc:
+            raise _Stop(ErrorKind.INVALID_ARGUMENT, f"tools[{i}]: {exc}") from None
+    return registry
+
+
 def run(
     model: Model,
     instruction: str,
     prompt: str,
-    tools: Sequence[OneShotTool],
+    tools: Sequence[Tool | Callable[..., Any]],
     *,
     max_output_tokens: int,
     max_returned_text_bytes: int,
@@ -329,10 +366,14 @@ def run(
     tool_execution: ToolExecution = "sequential",
     cancel: threading.Event | None = None,
     sessions: EphemeralSessions = DEFAULT_SESSIONS,
+    tool_context: ToolContext | None = None,
 ) -> OneShotResult:
     """Run one bounded invocation; see the module docstring. Never raises for a failed
-    run: the result's `error` carries the kind (one of `ONE_SHOT_KINDS`)."""
-    state = _Run(model, {}, 1, "sequential", cancel, recover_arguments=False)
+    run: the result's `error` carries the kind (one of `ONE_SHOT_KINDS`). Tools run in
+    `tool_context` (required by tools that need a workspace), else in a context without
+    a workspace whose `cancel` is the run's."""
+    ctx = tool_context if tool_context is not None else ToolContext(cancel=cancel)
+    state = _Run(model, ToolRegistry(), ctx, 1, "sequential", cancel, recover_arguments=False)
     try:
         if not callable(getattr(model, "generate", None)):
             raise _Stop(ErrorKind.INVALID_ARGUMENT, "model must have a generate method")
@@ -346,30 +387,19 @@ def run(
         _positive("max_tool_calls_per_response", max_tool_calls_per_response)
         if tool_execution not in ("sequential", "parallel"):
             raise _Stop(ErrorKind.INVALID_ARGUMENT, "tool_execution must be sequential or parallel")
-        by_name: dict[str, OneShotTool] = {}
-        for i, tool in enumerate(tools):
-            if not isinstance(tool, OneShotTool):
-                raise _Stop(
-                    ErrorKind.INVALID_ARGUMENT,
-                    f"tools[{i}] must have a declaration and call(args)",
-                )
-            if tool.declaration.name in by_name:
-                raise _Stop(
-                    ErrorKind.INVALID_ARGUMENT,
-                    f"tools has two tools named {tool.declaration.name!r}",
-                )
-            by_name[tool.declaration.name] = tool
+        registry = _registry(tools, tool_context)
     except _Stop as stop:
         return state.result(stop.error)
     state = _Run(
         model,
-        by_name,
+        registry,
+        ctx,
         max_returned_text_bytes,
         tool_execution,
         cancel,
         recover_arguments=_wants_recovery(model),
     )
-    declarations = tuple(t.declaration for t in by_name.values())
+    declarations = registry.declarations()
     config = GenerateConfig(max_output_tokens=max_output_tokens)
     try:
         session_id = sessions.create()
@@ -459,7 +489,9 @@ def probe(
 ) -> OneShotResult:
     """Check tool calling with one forced call of the inert ping tool; see the module
     docstring. No session is created and no tool runs."""
-    state = _Run(model, {}, 1 << 20, "sequential", cancel, recover_arguments=False)
+    state = _Run(
+        model, ToolRegistry(), ToolContext(), 1 << 20, "sequential", cancel, recover_arguments=False
+    )
     try:
         if not callable(getattr(model, "generate", None)):
             raise _Stop(ErrorKind.INVALID_ARGUMENT, "model must have a generate method")
@@ -472,18 +504,7 @@ def probe(
                 ),
             ),
             system_instruction="You are checking that tool calling works.",
-            tools=(
-                FunctionDeclaration(
-                    name=PROBE_TOOL,
-                    description="Inert connectivity check; does nothing.",
-                    parameters={
-                        "type": "object",
-                        "properties": {"marker": {"type": "string", "enum": [PROBE_MARKER]}},
-                        "required": ["marker"],
-                        "additionalProperties": False,
-                    },
-                ),
-            ),
+            tools=(_PING.declaration(),),
             config=GenerateConfig(max_output_tokens=max_output_tokens, forced_function=PROBE_TOOL),
         )
         response = state.call_model(request)
@@ -499,7 +520,7 @@ def probe(
                 f"expected exactly one {PROBE_TOOL} call, got {len(calls)} calls",
             )
         call = calls[0]
-        if call.name != PROBE_TOOL or call.args != {"marker": PROBE_MARKER}:
+        if call.name != PROBE_TOOL or not _conforms(_PING, call.args):
             raise _Stop(
                 ErrorKind.TOOL_CALLING_UNSUPPORTED,
                 f"the model's call did not match the {PROBE_TOOL} contract",

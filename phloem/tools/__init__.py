@@ -1,8 +1,10 @@
 """Agent tools: the tool contract and registry, and the coding tools.
 
-The seven coding tools (read, write, edit, bash, grep, find, ls) follow plasmid's
-contracts: exact JSON input schemas, failures as values with a stable `error` code,
-workspace confinement, a per-session read ledger, output limiting and a session budget.
+`Tool` is the one contract for anything a model can call: the coding tools, plain
+functions (`FunctionTool`, `as_tool`) and the agents' `exit_loop` alike. The seven coding
+tools (read, write, edit, bash, grep, find, ls) follow plasmid's contracts: exact JSON
+input schemas, failures as values with a stable `error` code, workspace confinement, a
+per-session read ledger, output limiting and a session budget.
 
     from phloem.tools import default_registry, ToolContext, Workspace
     ctx = ToolContext(workspace=Workspace("/path/to/repo"), session="s1")
@@ -10,11 +12,14 @@ workspace confinement, a per-session read ledger, output limiting and a session 
 """
 
 from phloem.tools.contract import (
+    FunctionTool,
     Tool,
     ToolContext,
     ToolWarning,
+    as_tool,
     is_failure,
     object_schema,
+    unknown_tool,
     validate_arguments,
 )
 from phloem.tools.diff import unified_diff
@@ -26,6 +31,7 @@ from phloem.tools.workspace import Touch, Workspace
 
 __all__ = [
     "ERROR_CODES",
+    "FunctionTool",
     "OutputBudget",
     "OutputPolicy",
     "PathGlob",
@@ -38,6 +44,7 @@ __all__ = [
     "ToolWarning",
     "Touch",
     "Workspace",
+    "as_tool",
     "coding_tools",
     "default_registry",
     "is_failure",
@@ -45,5 +52,6 @@ __all__ = [
     "run_tool",
     "split_glob_list",
     "unified_diff",
+    "unknown_tool",
     "validate_arguments",
 ]

@@ -1,19 +1,28 @@
-"""The tool contract: `Tool`, `ToolContext` and argument validation.
+"""The one tool contract: `Tool`, `ToolContext`, argument validation and failure values.
 
-A tool has a `name`, a `description`, an exact JSON input schema (an object schema with
-`additionalProperties: false`) and `run(args, ctx) -> dict`. `run` validates the arguments
-against the schema first (unknown keys, missing required keys and wrong types, including
-1.5 for an integer, fail with error code `arguments`), fills defaults, then calls the
-tool's `call`. Failures come back as values: `{"error": code, "message": ...}`.
+Every callable tool — a coding tool, a plain Python function (`FunctionTool`), an agent's
+`exit_loop` — is a `Tool`: a `name`, a `description`, an exact JSON input schema (an
+object schema with `additionalProperties: false`) and `run(args, ctx) -> dict`. `run`
+validates the arguments against the schema first (unknown keys, missing required keys
+and wrong types, including 1.5 for an integer, fail with error code `arguments`), fills
+defaults, then calls the tool's `call`. Failures come back as values with a stable code:
+`{"error": code, "message": ...}`. Any other exception escapes `run`: it is a bug in the
+tool, and its caller decides what it means (an `LlmAgent` answers the model with the
+failure value `exception`; a one-shot run stops with `tool_panic`).
+
+`tool.declaration()` is the one conversion to a model-facing `FunctionDeclaration`;
+`as_tool` turns a plain callable into a `FunctionTool`; `unknown_tool(name)` is the
+failure value for a call of a tool nobody declared.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import structlog
@@ -43,21 +52,43 @@ class ToolWarning:
         return {"code": self.code, "path": self.path, "line": self.line, "source": self.source}
 
 
-@dataclass
 class ToolContext:
     """Everything a tool call may use besides its arguments.
 
-    `session` keys the read ledger and the output budget; `cancel` aborts the call with
-    `cancelled`; `on_touch` and `on_warning` receive touches and walk warnings.
+    `workspace` confines the coding tools' paths; a context without one serves tools
+    that never touch it (`needs_workspace` false, e.g. a `FunctionTool`), and reading
+    `ctx.workspace` there fails the call with `no_workspace`. `session` keys the read
+    ledger and the output budget; `cancel` aborts the call with `cancelled`; `on_touch`
+    and `on_warning` receive touches and walk warnings.
     """
 
-    workspace: Workspace
-    session: str = "default"
-    cancel: threading.Event = field(default_factory=threading.Event)
-    policy: OutputPolicy = field(default_factory=OutputPolicy)
-    budget: OutputBudget | None = None
-    on_touch: Callable[[Touch], None] | None = None
-    on_warning: Callable[[ToolWarning], None] | None = None
+    def __init__(
+        self,
+        workspace: Workspace | None = None,
+        session: str = "default",
+        cancel: threading.Event | None = None,
+        policy: OutputPolicy | None = None,
+        budget: OutputBudget | None = None,
+        on_touch: Callable[[Touch], None] | None = None,
+        on_warning: Callable[[ToolWarning], None] | None = None,
+    ) -> None:
+        self._workspace = workspace
+        self.session = session
+        self.cancel = cancel if cancel is not None else threading.Event()
+        self.policy = policy if policy is not None else OutputPolicy()
+        self.budget = budget
+        self.on_touch = on_touch
+        self.on_warning = on_warning
+
+    @property
+    def workspace(self) -> Workspace:
+        if self._workspace is None:
+            raise ToolFailure("no_workspace", "this tool call has no workspace")
+        return self._workspace
+
+    def __repr__(self) -> str:
+        root = self._workspace.root if self._workspace is not None else None
+        return f"ToolContext(workspace={root!s}, session={self.session!r})"
 
     def check_cancelled(self) -> None:
         if self.cancel.is_set():
@@ -114,13 +145,19 @@ class ToolContext:
 
 
 class Tool(ABC):
-    """A named operation with an exact JSON input schema; see the module docstring."""
+    """A named operation with an exact JSON input schema; see the module docstring.
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    input_schema: ClassVar[JSON]
+    Subclasses set `name`, `description` and `input_schema` (class attributes, or per
+    instance as `FunctionTool` does) and implement `call`.
+    """
+
+    name: str
+    description: str
+    input_schema: JSON
     read_only: ClassVar[bool] = False
     """True when the tool never changes the workspace (safe for planning examples)."""
+    needs_workspace: ClassVar[bool] = True
+    """False when the tool never reads `ctx.workspace`; only such tools run without one."""
 
     def run(self, args: Any, ctx: ToolContext) -> JSON:
         """Validate `args`, run the tool, and return its result or failure value."""
@@ -138,9 +175,16 @@ class Tool(ABC):
         """Run with validated arguments (defaults filled); raise `ToolFailure` to fail."""
 
     def declaration(self) -> FunctionDeclaration:
-        """The tool as a model-facing function declaration (name, description, schema)."""
+        """The tool as a model-facing function declaration (name, description, schema);
+        a tool without arguments declares no parameters."""
+        schema = self.input_schema
+        takes_arguments = bool(schema.get("properties")) or (
+            schema.get("additionalProperties", True) is not False
+        )
         return FunctionDeclaration(
-            name=self.name, description=self.description, parameters=self.input_schema
+            name=self.name,
+            description=self.description,
+            parameters=schema if takes_arguments else None,
         )
 
     def describe(self) -> JSON:
@@ -150,6 +194,112 @@ class Tool(ABC):
             "description": self.description,
             "input_schema": self.input_schema,
         }
+
+
+class FunctionTool(Tool):
+    """A plain Python function as a tool: the validated arguments go in as keywords; a
+    dict result is returned as is, any other JSON value as `{"result": value}`.
+
+    `parameters` is the input schema; without it the schema comes from the function's
+    signature (parameters annotated `str`, `int`, `float`, `bool`, `dict` or `list` get
+    that JSON type, others take any value; those without a default are required). Either
+    way the schema is made exact (`additionalProperties: false`). Arguments the function
+    cannot take fail with `arguments`; so does raising `ToolFailure`. It needs no
+    workspace.
+    """
+
+    needs_workspace = False
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        description: str = "",
+        parameters: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError("fn must be callable")
+        self.fn = fn
+        self.name = name
+        self.description = description
+        try:
+            self._signature: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self._signature = None
+        if parameters is None:
+            parameters = _signature_schema(self._signature)
+        self.input_schema = _exact(parameters)
+        self.declaration()  # refuses a name or schema no model could be given, now
+
+    @classmethod
+    def from_callable(cls, fn: Callable[..., Any]) -> FunctionTool:
+        """A tool named after `fn`, described by its docstring, typed by its signature."""
+        name = getattr(fn, "__name__", None)
+        if not isinstance(name, str):
+            raise TypeError("a tool function needs a __name__")
+        return cls(name, fn, inspect.getdoc(fn) or "")
+
+    def call(self, args: JSON, ctx: ToolContext) -> JSON:
+        if self._signature is not None:
+            try:
+                self._signature.bind(**args)
+            except TypeError as exc:
+                raise ToolFailure("arguments", str(exc)) from None
+        value = self.fn(**args)
+        return value if isinstance(value, dict) else {"result": value}
+
+
+_JSON_TYPES: dict[type, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    dict: "object",
+    list: "array",
+}
+
+
+def _signature_schema(signature: inspect.Signature | None) -> JSON:
+    """An object schema for the keyword parameters of `signature`."""
+    properties: JSON = {}
+    required: list[str] = []
+    for pname, param in signature.parameters.items() if signature is not None else ():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            continue
+        ann = param.annotation
+        spec: JSON = {}
+        if isinstance(ann, type) and ann in _JSON_TYPES:
+            spec["type"] = _JSON_TYPES[ann]
+        elif isinstance(ann, str):  # postponed annotations (`from __future__ import ...`)
+            kind = next((t for t in _JSON_TYPES if t.__name__ == ann), None)
+            if kind is not None:
+                spec["type"] = _JSON_TYPES[kind]
+        properties[pname] = spec
+        if param.default is param.empty:
+            required.append(pname)
+    return object_schema(properties, required)
+
+
+def _exact(parameters: Mapping[str, Any]) -> JSON:
+    if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
+        raise ValueError("parameters must be an object schema")
+    if parameters.get("additionalProperties", False) is not False:
+        raise ValueError("parameters must not allow additional properties")
+    return {**parameters, "type": "object", "additionalProperties": False}
+
+
+def as_tool(value: Tool | Callable[..., Any]) -> Tool:
+    """`value` as a tool: a `Tool` as is, a plain callable as `FunctionTool.from_callable`."""
+    if isinstance(value, Tool):
+        return value
+    if callable(value):
+        return FunctionTool.from_callable(value)
+    raise TypeError("a tool must be a phloem.tools Tool or a plain callable")
+
+
+def unknown_tool(name: str) -> JSON:
+    """The failure value for a call of a tool nobody declared (`unknown_tool`)."""
+    return ToolFailure("unknown_tool", f"no tool named {name}").to_value()
 
 
 def is_failure(result: Mapping[str, Any]) -> bool:
@@ -166,56 +316,78 @@ _TYPE_NAMES = {
     "boolean": "a boolean",
     "array": "an array",
     "object": "an object",
+    "null": "null",
 }
 
 
-def _check_type(name: str, kind: str, value: Any) -> Any:
-    """Return `value` (integral floats become ints) or raise for a wrong JSON type."""
-    ok: bool
+def _type_ok(kind: str, value: Any) -> tuple[bool, Any]:
+    """Whether `value` has JSON type `kind`, and the value (integral floats become ints)."""
     if kind == "string":
-        ok = isinstance(value, str)
-    elif kind == "boolean":
-        ok = isinstance(value, bool)
-    elif kind == "integer":
+        return isinstance(value, str), value
+    if kind == "boolean":
+        return isinstance(value, bool), value
+    if kind == "integer":
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind == "number":
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        ok = ok and math.isfinite(value)
-    elif kind == "array":
-        ok = isinstance(value, list)
-    elif kind == "object":
-        ok = isinstance(value, dict)
-    else:
-        raise ValueError(f"unsupported schema type {kind!r} for {name}")
-    if not ok:
-        raise ToolFailure("arguments", f"{name} must be {_TYPE_NAMES[kind]}")
-    return value
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if kind == "number":
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return number and math.isfinite(value), value
+    if kind == "array":
+        return isinstance(value, list), value
+    if kind == "object":
+        return isinstance(value, dict), value
+    if kind == "null":
+        return value is None, value
+    raise ValueError(f"unsupported schema type {kind!r}")
 
 
-def _check_value(name: str, spec: Mapping[str, Any], value: Any) -> Any:
-    value = _check_type(name, spec["type"], value)
+def _check_type(name: str, kinds: list[str], value: Any) -> Any:
+    """Return `value` (integral floats become ints) or raise for a wrong JSON type."""
+    for kind in kinds:
+        ok, converted = _type_ok(kind, value)
+        if ok:
+            return converted
+    expected = " or ".join(_TYPE_NAMES.get(kind, kind) for kind in kinds)
+    raise ToolFailure("arguments", f"{name} must be {expected}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_value(name: str, spec: Any, value: Any) -> Any:
+    if not isinstance(spec, Mapping):
+        return value  # `true` or a bare schema: any value
+    kind = spec.get("type")
+    if kind is not None:
+        value = _check_type(name, [kind] if isinstance(kind, str) else list(kind), value)
     if "enum" in spec and value not in spec["enum"]:
         choices = ", ".join(str(choice) for choice in spec["enum"])
         raise ToolFailure("arguments", f"{name} must be one of {choices}")
-    if "minimum" in spec and value < spec["minimum"]:
+    if _is_number(value) and "minimum" in spec and value < spec["minimum"]:
         raise ToolFailure("arguments", f"{name} must be >= {spec['minimum']}")
-    if "maximum" in spec and value > spec["maximum"]:
+    if _is_number(value) and "maximum" in spec and value > spec["maximum"]:
         raise ToolFailure("arguments", f"{name} must be <= {spec['maximum']}")
-    if "minLength" in spec and len(value) < spec["minLength"]:
+    if isinstance(value, str) and "minLength" in spec and len(value) < spec["minLength"]:
         if spec["minLength"] == 1:
             raise ToolFailure("arguments", f"{name} must not be empty")
         raise ToolFailure("arguments", f"{name} must have at least {spec['minLength']} characters")
-    if "maxLength" in spec and len(value) > spec["maxLength"]:
+    if isinstance(value, str) and "maxLength" in spec and len(value) > spec["maxLength"]:
         raise ToolFailure("arguments", f"{name} must have at most {spec['maxLength']} characters")
-    if spec["type"] == "array" and "items" in spec:
+    if isinstance(value, list) and "items" in spec:
         return [_check_value(f"{name}[{i}]", spec["items"], item) for i, item in enumerate(value)]
     return value
 
 
 def validate_arguments(schema: Mapping[str, Any], args: Any) -> JSON:
-    """Check `args` against an object schema; return a copy with defaults filled in."""
+    """Check `args` against an exact object schema; return a copy with defaults filled in.
+
+    The one argument check of every tool: unknown and missing keys, then per value its
+    `type` (a name or a list of names; none means any), `enum`, `minimum`/`maximum`,
+    `minLength`/`maxLength` and array `items`. Nested object properties are not checked.
+    A failure is `ToolFailure("arguments", ...)` naming the parameter.
+    """
     if not isinstance(args, dict):
         raise ToolFailure("arguments", "arguments must be a JSON object")
     properties: Mapping[str, Any] = schema.get("properties", {})
@@ -229,7 +401,7 @@ def validate_arguments(schema: Mapping[str, Any], args: Any) -> JSON:
     for key, spec in properties.items():
         if key in args:
             checked[key] = _check_value(key, spec, args[key])
-        elif "default" in spec:
+        elif isinstance(spec, Mapping) and "default" in spec:
             checked[key] = spec["default"]
     return checked
 

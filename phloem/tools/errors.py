@@ -29,9 +29,13 @@ ERROR_CODES = frozenset(
         "io",
         "unknown_tool",
         "spawn_failed",
+        "no_workspace",
+        "exception",
     }
 )
-"""Every `error` code a built-in tool can return."""
+"""Every `error` code a failure value can carry: the built-in tools' codes, `unknown_tool`
+(no such tool), `no_workspace` (a workspace tool called without one) and `exception` (an
+`LlmAgent`'s answer when a tool raised)."""
 
 
 class ToolFailure(Exception):

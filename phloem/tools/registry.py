@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from phloem.tools.contract import JSON, Tool, ToolContext
-from phloem.tools.errors import ToolFailure
+from phloem.protocols.content import FunctionDeclaration
+from phloem.tools.contract import JSON, Tool, ToolContext, unknown_tool
 from phloem.tools.workspace import Workspace
 
 MAX_TOOLS = 1024
@@ -58,11 +58,15 @@ class ToolRegistry:
     def describe(self) -> list[JSON]:
         return [tool.describe() for tool in self.tools()]
 
+    def declarations(self) -> tuple[FunctionDeclaration, ...]:
+        """Every tool as a model-facing function declaration, in registration order."""
+        return tuple(tool.declaration() for tool in self.tools())
+
     def run(self, name: str, args: Any, ctx: ToolContext) -> JSON:
         """Run tool `name`; an unknown name is the failure value `unknown_tool`."""
         tool = self.get(name)
         if tool is None:
-            return ToolFailure("unknown_tool", f"no tool named {name}").to_value()
+            return unknown_tool(name)
         return tool.run(args, ctx)
 
     def __contains__(self, name: object) -> bool:

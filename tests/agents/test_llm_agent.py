@@ -61,7 +61,8 @@ def test_tool_calls_are_executed_and_answered() -> None:
     assert answers is not None
     responses = [p.function_response for p in answers.parts]
     assert responses[0] is not None and responses[0].response == {"filing": "ACME 10-K"}
-    assert responses[1] is not None and "RuntimeError: down" in responses[1].response["error"]
+    assert responses[1] is not None
+    assert responses[1].response == {"error": "exception", "message": "RuntimeError: down"}
     decl = model.requests[0].tools[0]
     assert decl.name == "lookup" and decl.parameters is not None
     assert decl.parameters["properties"]["company"] == {"type": "string"}
@@ -142,3 +143,124 @@ def test_exit_loop_escalates_and_ends_a_loop_planner() -> None:
     assert [e.author for e in escalations] == ["critic"]
     assert model.calls == 5
     assert run.events[-2].author == "critic" and run.events[-2].text == "good now"
+
+
+# -- one tool contract for plain callables and coding tools -----------------------------
+
+
+def _answers(events: list[Any]) -> list[dict[str, Any]]:
+    """The tool answers of an agent run, in call order."""
+    responses = []
+    for event in events:
+        for part in event.content.parts if event.content is not None else ():
+            if part.function_response is not None:
+                responses.append(part.function_response.response)
+    return responses
+
+
+def _lookup(company: str) -> str:
+    """Look up the latest filing."""
+    return f"{company} 10-K"
+
+
+def test_a_callable_and_a_coding_tool_are_exposed_through_the_one_contract(
+    tmp_path: Any,
+) -> None:
+    from phloem.tools import FunctionTool, ToolContext, Workspace
+    from phloem.tools.read import ReadTool
+
+    (tmp_path / "notes.txt").write_text("ACME ships on Fridays\n")
+    ctx = ToolContext(workspace=Workspace(tmp_path))
+    call = ModelResponse.from_parts(
+        [
+            Part.from_function_call("_lookup", {"company": "ACME"}),
+            Part.from_function_call("read", {"path": "notes.txt"}),
+        ]
+    )
+    model = ScriptedModel([call, "ok"])
+    agent = LlmAgent("f", "", model, tools=[_lookup, ReadTool()], tool_context=ctx)
+    lookup, read = _answers(list(agent.run(InvocationContext())))
+    assert lookup == {"result": "ACME 10-K"}
+    assert read["content"] == "     1\tACME ships on Fridays\n"
+    # the declarations the model sees are the tools' own, one conversion for both
+    expected = [FunctionTool.from_callable(_lookup).declaration(), ReadTool().declaration()]
+    assert list(model.requests[0].tools) == expected
+    assert all(d.parameters and d.parameters["additionalProperties"] is False for d in expected)
+
+
+@pytest.mark.parametrize(
+    ("lookup_args", "read_args", "message"),
+    [
+        ({"company": "ACME", "extra": 1}, {"path": "a", "extra": 1}, "unknown argument extra"),
+        ({"company": 5}, {"path": 5}, "{} must be a string"),
+        ({}, {}, "{} is required"),
+    ],
+)
+def test_invalid_arguments_give_the_same_failure_value_for_callables_and_coding_tools(
+    tmp_path: Any, lookup_args: Any, read_args: Any, message: str
+) -> None:
+    from phloem.tools import ToolContext, Workspace
+    from phloem.tools.read import ReadTool
+
+    ctx = ToolContext(workspace=Workspace(tmp_path))
+    parts = [
+        Part.from_function_call("_lookup", lookup_args),
+        Part.from_function_call("read", read_args),
+    ]
+    model = ScriptedModel([ModelResponse.from_parts(parts), "ok"])
+    agent = LlmAgent("f", "", model, tools=[_lookup, ReadTool()], tool_context=ctx)
+    lookup, read = _answers(list(agent.run(InvocationContext())))
+    assert lookup == {"error": "arguments", "message": message.format("company")}
+    assert read == {"error": "arguments", "message": message.format("path")}
+
+
+def test_unknown_tools_and_oversized_results_are_failure_values() -> None:
+    from phloem.actors.agents.llm_agent import MAX_TOOL_RESULT_BYTES
+
+    def huge() -> str:
+        return "x" * MAX_TOOL_RESULT_BYTES
+
+    call = ModelResponse.from_parts(
+        [Part.from_function_call("nope", {}), Part.from_function_call("huge", {})]
+    )
+    agent = LlmAgent("f", "", ScriptedModel([call, "ok"]), tools=[huge])
+    nope, too_big = _answers(list(agent.run(InvocationContext())))
+    assert nope == {"error": "unknown_tool", "message": "no tool named nope"}
+    assert too_big == {
+        "error": "too_large",
+        "message": f"tool result over {MAX_TOOL_RESULT_BYTES} bytes",
+    }
+
+
+def test_tools_must_follow_the_contract() -> None:
+    model = ScriptedModel([])
+    with pytest.raises(TypeError, match=r"^a tool must be a phloem.tools Tool or a plain"):
+        LlmAgent("f", "", model, tools=["read"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r"^a tool named _lookup is already registered$"):
+        LlmAgent("f", "", model, tools=[_lookup, _lookup])
+
+
+def test_agents_and_one_shot_runs_answer_a_bad_call_with_the_same_failure_value() -> None:
+    from phloem.models.oneshot import run
+
+    def bad_call() -> ModelResponse:
+        return ModelResponse.from_parts([Part.from_function_call("_lookup", {"company": 5})])
+
+    agent_model = ScriptedModel([bad_call(), "ok"])
+    agent = LlmAgent("f", "", agent_model, tools=[_lookup])
+    [from_agent] = _answers(list(agent.run(InvocationContext())))
+    one_shot = run(
+        ScriptedModel([bad_call(), "ok"]),
+        "",
+        "go",
+        [_lookup],
+        max_output_tokens=10,
+        max_returned_text_bytes=100,
+        max_model_calls=2,
+        max_tool_calls_per_response=1,
+    )
+    assert one_shot.ok, one_shot.error
+    [from_one_shot] = [r.response for r in one_shot.tool_results]
+    assert (
+        from_agent == from_one_shot == {"error": "arguments", "message": "company must be a string"}
+    )

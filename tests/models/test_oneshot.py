@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,6 @@ from phloem.models.oneshot import (
     PROBE_MARKER,
     PROBE_TOOL,
     EphemeralSessions,
-    FunctionTool,
     OneShotResult,
     probe,
     run,
@@ -28,6 +28,8 @@ from phloem.protocols.content import (
 )
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.model import ModelError
+from phloem.tools import FunctionTool, ToolContext, Workspace
+from phloem.tools.read import ReadTool
 
 from .fake_provider import (
     FakeProvider,
@@ -242,7 +244,8 @@ def test_unknown_tools_get_a_model_visible_error(sessions: EphemeralSessions) ->
     result = go(model, [add_tool()], sessions)
     assert result.ok and result.text == "sorry"
     answer = model.requests[1].contents[2].parts[0].function_response
-    assert answer is not None and answer.response == {"error": "unknown tool 'nope'"}
+    assert answer is not None
+    assert answer.response == {"error": "unknown_tool", "message": "no tool named nope"}
     assert result.metadata.tool_calls == 0
 
 
@@ -272,6 +275,51 @@ def test_invalid_arguments_are_reported_without_calling_the_model(
 def test_duplicate_tool_names_are_invalid() -> None:
     result = go(ScriptedModel(["x"]), [add_tool(), add_tool()])
     assert result.error is not None and result.error.kind == "invalid_argument"
+
+
+def test_coding_tools_run_in_the_given_tool_context(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("five\n")
+    model = ScriptedModel([calls(("read", {"path": "notes.txt"}), ("read", {"path": 1})), "5"])
+    ctx = ToolContext(workspace=Workspace(tmp_path))
+    result = go(model, [ReadTool()], tool_context=ctx)
+    assert result.ok, result.error
+    read, bad = [r.response for r in result.tool_results]
+    assert read["content"] == "     1\tfive\n"
+    assert bad == {"error": "arguments", "message": "path must be a string"}
+    assert model.requests[0].tools == (ReadTool().declaration(),)
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        (["add"], "tools[0]: a tool must be a phloem.tools Tool or a plain callable"),
+        ([object()], "tools[0]: a tool must be a phloem.tools Tool or a plain callable"),
+        ([lambda: 0], "tools[0]: function_declaration.name must match"),
+        ([ReadTool()], "tool 'read' needs tool_context (its workspace)"),
+    ],
+)
+def test_tools_outside_the_contract_are_invalid(tools: Any, message: str) -> None:
+    model = ScriptedModel(["x"])
+    result = go(model, tools)
+    assert result.error is not None and result.error.kind == "invalid_argument"
+    assert result.error.message.startswith(message)
+    assert model.calls == 0
+
+
+def test_a_plain_callable_is_a_tool_and_bad_arguments_reach_the_model_as_a_value() -> None:
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    model = ScriptedModel([calls(("add", {"a": 2, "b": "3"}), ("add", {"a": 2, "b": 3})), "5"])
+    result = go(model, [add])
+    assert result.ok, result.error
+    assert [r.response for r in result.tool_results] == [
+        {"error": "arguments", "message": "b must be an integer"},
+        {"result": 5},
+    ]
+    [declaration] = model.requests[0].tools
+    assert (declaration.name, declaration.description) == ("add", "Add two integers.")
 
 
 def test_a_full_session_store_refuses_new_runs() -> None:
@@ -360,6 +408,12 @@ def test_probe_passes_only_for_exactly_the_ping_call() -> None:
         (ping(marker="other"), "tool_calling_unsupported"),
         (ping(name="other_tool"), "tool_calling_unsupported"),
         (ModelResponse.from_parts([*ping().parts, *ping().parts]), "tool_calling_unsupported"),
+        (
+            ModelResponse.from_parts(
+                [Part.from_function_call(PROBE_TOOL, {"marker": PROBE_MARKER, "extra": 1})]
+            ),
+            "tool_calling_unsupported",
+        ),
         (ModelResponse(), "no_final_response"),
         (ModelResponse.from_text("cut", finish_reason="MAX_TOKENS"), "output_truncated"),
         (ModelError("malformed_arguments", "bad"), "execution_failed"),

@@ -10,130 +10,54 @@ executed, their responses added, and the model is called again — at most
 A request planner (`BuiltInPlanner`, `PlanReActPlanner` from
 `phloem.models.request_planners`) shapes each request and answer when given.
 
-Tools are plain callables (their name, docstring and annotated parameters become the
-declaration), `phloem.tools` tools (given a `tool_context` naming their workspace), or
-any object with `declaration` and `call(args) -> dict`. The `exit_loop` tool lets the
-model end an enclosing `LoopPlanner`: its answer event escalates.
+Tools follow the one tool contract (`phloem.tools.contract`): `Tool`s — the coding tools
+need a `tool_context` naming their workspace — and plain callables, which become
+`FunctionTool`s (their name, docstring and annotated parameters are the declaration).
+Arguments are validated alike, and every answer is the tool's result or a failure value
+`{"error": code, "message": ...}`: `arguments`, the tool's own codes, `unknown_tool`,
+`too_large` (over `MAX_TOOL_RESULT_BYTES`) or `exception` (the tool raised; the message
+is redacted). The `exit_loop` tool lets the model end an enclosing `LoopPlanner`: its
+answer event escalates.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.templating import render
 from phloem.models.request_planners import RequestPlanner
-from phloem.protocols.content import (
-    Content,
-    FunctionCall,
-    FunctionDeclaration,
-    ModelRequest,
-    Part,
-)
+from phloem.protocols.content import Content, FunctionCall, ModelRequest, Part
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.model import Model
 from phloem.supervision.reasons import redact
-from phloem.tools.contract import Tool, ToolContext
+from phloem.tools.contract import JSON, Tool, ToolContext, as_tool, object_schema, unknown_tool
+from phloem.tools.errors import ToolFailure
+from phloem.tools.registry import ToolRegistry
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 MAX_TOOL_ROUNDS_RANGE = (1, 100)
 MAX_CONTEXT_EVENTS = 50
 MAX_TOOL_RESULT_BYTES = 1024 * 1024
 
-_JSON_TYPES = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    dict: "object",
-    list: "array",
-}
 
-
-@runtime_checkable
-class AgentTool(Protocol):
-    @property
-    def declaration(self) -> FunctionDeclaration: ...
-
-    def call(self, args: dict[str, Any]) -> dict[str, Any]: ...
-
-
-class CallableTool:
-    """A plain function as a tool: keyword arguments in, any JSON value out."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
-        props: dict[str, Any] = {}
-        required: list[str] = []
-        for pname, param in inspect.signature(fn).parameters.items():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            ann = param.annotation
-            schema: dict[str, Any] = {}
-            if isinstance(ann, type) and ann in _JSON_TYPES:
-                schema["type"] = _JSON_TYPES[ann]
-            elif isinstance(ann, str) and ann in {t.__name__ for t in _JSON_TYPES}:
-                schema["type"] = _JSON_TYPES[next(t for t in _JSON_TYPES if t.__name__ == ann)]
-            props[pname] = schema
-            if param.default is param.empty:
-                required.append(pname)
-        params: dict[str, Any] | None = None
-        if props:
-            params = {"type": "object", "properties": props, "required": required}
-        self.declaration = FunctionDeclaration(
-            name=fn.__name__, description=inspect.getdoc(fn) or "", parameters=params
-        )
-
-    def call(self, args: dict[str, Any]) -> dict[str, Any]:
-        value = self.fn(**args)
-        return value if isinstance(value, dict) else {"result": value}
-
-
-class ContractTool:
-    """A `phloem.tools` tool (read, write, edit, bash, grep, ...) bound to a context."""
-
-    def __init__(self, tool: Tool, ctx: ToolContext) -> None:
-        self.tool = tool
-        self.ctx = ctx
-        self.declaration = FunctionDeclaration(
-            name=tool.name, description=tool.description, parameters=dict(tool.input_schema)
-        )
-
-    def call(self, args: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.tool.run(args, self.ctx)
-        return result
-
-
-class ExitLoopTool:
+class ExitLoopTool(Tool):
     """`exit_loop`: the model calls it to end an enclosing `LoopPlanner` (escalation)."""
 
-    declaration = FunctionDeclaration(
-        name="exit_loop",
-        description="Call this when the work is complete and the loop should stop.",
-    )
+    name = "exit_loop"
+    description = "Call this when the work is complete and the loop should stop."
+    input_schema = object_schema({}, [])
+    needs_workspace = False
 
-    def call(self, args: dict[str, Any]) -> dict[str, Any]:
+    def call(self, args: JSON, ctx: ToolContext) -> JSON:
         return {"status": "loop exit requested"}
 
 
 exit_loop = ExitLoopTool()
-
-
-def as_tool(tool: Any, tool_context: ToolContext | None = None) -> AgentTool:
-    if isinstance(tool, Tool):
-        if tool_context is None:
-            raise TypeError(f"tool {tool.name!r} needs tool_context (its workspace)")
-        return ContractTool(tool, tool_context)
-    if isinstance(tool, AgentTool):
-        return tool
-    if callable(tool):
-        return CallableTool(tool)
-    raise TypeError("tools must be callables or objects with declaration and call(args)")
 
 
 class LlmAgent(Agent):
@@ -143,7 +67,7 @@ class LlmAgent(Agent):
         description: str,
         model: Model,
         instruction: str = "",
-        tools: Sequence[Any] = (),
+        tools: Sequence[Tool | Callable[..., Any]] = (),
         output_key: str | None = None,
         *,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
@@ -160,10 +84,13 @@ class LlmAgent(Agent):
             raise ValueError(f"max_tool_rounds must be between {lo} and {hi}")
         self.model = model
         self.instruction = instruction
-        self.tools = tuple(as_tool(t, tool_context) for t in tools)
-        self._by_name = {t.declaration.name: t for t in self.tools}
-        if len(self._by_name) != len(self.tools):
-            raise ValueError("tools must have unique names")
+        self.tools = tuple(as_tool(t) for t in tools)
+        for tool in self.tools:
+            if tool.needs_workspace and tool_context is None:
+                raise TypeError(f"tool {tool.name!r} needs tool_context (its workspace)")
+        self.tool_context = tool_context if tool_context is not None else ToolContext()
+        self._registry = ToolRegistry(self.tools)
+        self._declarations = self._registry.declarations()
         self.output_key = output_key
         self.max_tool_rounds = max_tool_rounds
         if planner is not None and not isinstance(planner, RequestPlanner):
@@ -187,7 +114,7 @@ class LlmAgent(Agent):
             yield self.error_event(ctx, exc.kind, f"{self.name}: {exc.message}")
             return
         contents = self.history(ctx)
-        declarations = tuple(t.declaration for t in self.tools)
+        declarations = self._declarations
         for _ in range(self.max_tool_rounds + 1):
             if ctx.cancelled:
                 return
@@ -218,7 +145,7 @@ class LlmAgent(Agent):
             yield Event(author=self.name, invocation_id=ctx.invocation_id, content=reply)
             contents.append(reply)
             answers = Content(role="user", parts=tuple(self._call(c) for c in calls))
-            escalate = any(isinstance(self._by_name.get(c.name), ExitLoopTool) for c in calls)
+            escalate = any(isinstance(self._registry.get(c.name), ExitLoopTool) for c in calls)
             yield Event(
                 author=self.name,
                 invocation_id=ctx.invocation_id,
@@ -233,14 +160,16 @@ class LlmAgent(Agent):
         )
 
     def _call(self, call: FunctionCall) -> Part:
-        tool = self._by_name.get(call.name)
+        tool = self._registry.get(call.name)
         if tool is None:
-            response: dict[str, Any] = {"error": f"unknown tool {call.name!r}"}
+            response = unknown_tool(call.name)
         else:
             try:
-                response = tool.call(dict(call.args))
+                response = tool.run(dict(call.args), self.tool_context)
                 if json_size(response) > MAX_TOOL_RESULT_BYTES:
-                    response = {"error": f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"}
+                    message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"
+                    response = ToolFailure("too_large", message).to_value()
             except Exception as exc:
-                response = {"error": redact(f"{type(exc).__name__}: {exc}")}
+                message = redact(f"{type(exc).__name__}: {exc}")
+                response = ToolFailure("exception", message).to_value()
         return Part.from_function_response(call.name, response, id=call.id)
