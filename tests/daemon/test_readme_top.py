@@ -46,12 +46,13 @@ def test_every_python_example_in_the_readme_top_runs(
 ) -> None:
     monkeypatch.setenv("PHLOEM_SOCKET", str(readme_daemon.socket))
     blocks = re.findall(r"```python\n(.*?)```", _top(), re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     for i, block in enumerate(blocks):
         exec(compile(block, f"README.md#python-{i}", "exec"), {})
     out = capsys.readouterr().out
     assert "{'hello': 'phloem'}" in out
     assert "[0, 1, 2]" in out
+    assert "[0, 1, 2] 100" in out  # AsyncClient: 100 pipelined asks
     assert "unknown_actor" in out
     assert "echo\n" in out
     assert "├── echo  actor  running" in out

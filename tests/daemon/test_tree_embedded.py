@@ -157,14 +157,18 @@ def test_status_counts_services_refs_and_streams(tree: Tree) -> None:
     assert status.refs == 1 and status.state == "running"
 
 
-def test_the_async_client_offers_the_same_api() -> None:
+def test_the_async_client_is_socket_only_and_says_what_to_use() -> None:
+    """`AsyncClient` speaks the socket protocol; from asyncio, an embedded tree's blocking
+    client runs in a worker thread."""
+
     async def main(tree: Tree) -> list[object]:
-        client = phloem.AsyncClient(tree.client())
-        async with client:
-            reply = await client.ask("echo", {"stream": "async", "count": 3})
-            stream = await client.subscribe(reply["stream"], CreditWindow(1, 1024))
-            events = [e async for e in stream]
-            return [await client.ask("echo", 7), events]
+        with tree.client() as client:
+            with pytest.raises(TypeError, match="socket-only"):
+                phloem.AsyncClient(client)  # type: ignore[arg-type]
+            reply = await asyncio.to_thread(client.ask, "echo", {"stream": "async", "count": 3})
+            stream = client.subscribe(reply["stream"], CreditWindow(1, 1024))
+            events = await asyncio.to_thread(list, stream)
+            return [await asyncio.to_thread(client.ask, "echo", 7), events]
 
     with phloem.Tree.start() as tree:
         assert asyncio.run(main(tree)) == [7, [{"n": 0}, {"n": 1}, {"n": 2}]]

@@ -7,11 +7,15 @@ driven the same way as the daemon. Figures:
 - one client, sequential asks: median round trip (target: at most twice the raw round
   trip), and the same against the sum of the two hops an ask is made of (a raw socket
   round trip plus a raw pykka ask), which shows phloem's own overhead;
-- 64 concurrent clients (threads, one connection each): total asks per second.
+- 64 concurrent clients (threads, one connection each): total asks per second;
+- 64 concurrent asks pipelined on ONE connection (native `AsyncClient`, 64 coroutines at
+  the daemon's default in-flight limit): total asks per second, against the same raw
+  64-connection echo floor.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
@@ -138,6 +142,24 @@ class _Asker:
         self.client.close()
 
 
+def _pipelined_rate(path: Path) -> float:
+    """Asks/s of `CLIENTS` coroutines sharing one native `AsyncClient` connection."""
+
+    async def main() -> float:
+        async with await phloem.AsyncClient.connect(path) as client:
+            await asyncio.gather(*(client.ask("echo", PAYLOAD) for _ in range(200)))  # warm-up
+
+            async def worker() -> None:
+                for _ in range(ASKS_PER_CLIENT):
+                    await client.ask("echo", PAYLOAD)
+
+            start = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(CLIENTS)))
+            return CLIENTS * ASKS_PER_CLIENT / (time.perf_counter() - start)
+
+    return asyncio.run(main())
+
+
 def _pykka_ask_seconds() -> float:
     """Median round trip of a bare pykka ask in this process (the actor hop)."""
     import pykka
@@ -170,6 +192,7 @@ def run() -> list[dict[str, Any]]:
         pykka_floor = _pykka_ask_seconds()
         raw_rate = _throughput(lambda: _RawClient(tmp / "raw.sock"), "roundtrip")
         rate = _throughput(lambda: _Asker(tmp / "d.sock"), "ask")
+        pipelined_rate = _pipelined_rate(tmp / "d.sock")
     finally:
         for proc in procs:
             proc.terminate()
@@ -199,6 +222,15 @@ def run() -> list[dict[str, Any]]:
         row(
             f"{CLIENTS} concurrent clients, asks/s",
             rate,
+            "asks/s",
+            f"raw Unix-socket echo, {CLIENTS} connections",
+            raw_rate,
+            None,
+            higher_is_better=True,
+        ),
+        row(
+            f"{CLIENTS} concurrent asks pipelined on ONE connection (native AsyncClient), asks/s",
+            pipelined_rate,
             "asks/s",
             f"raw Unix-socket echo, {CLIENTS} connections",
             raw_rate,
