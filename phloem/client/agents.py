@@ -9,7 +9,8 @@ only in that process (a daemon's agents come from its config).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -29,7 +30,7 @@ from phloem.actors.agents.protocol import (
     StartAgentRun,
 )
 from phloem.actors.agents.runner import AgentRun
-from phloem.client.base import ClientBase
+from phloem.client.base import AsyncClientBase, ClientBase
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.credit import CreditWindow
 
@@ -152,3 +153,84 @@ class AgentTreeMethods:
             return run
         finally:
             client.close()
+
+
+class AsyncAgentMethods(AsyncClientBase):
+    """The agent methods of `AsyncClient`, as coroutines (same requests and errors)."""
+
+    async def list_agents(self, *, timeout: float | None = None) -> list[AgentInfo]:
+        result: list[AgentInfo] = await self.ask(
+            SERVICE, ListAgents(), timeout=timeout, reply_type=list[AgentInfo]
+        )
+        return result
+
+    async def plan_agent(
+        self, name: str, state: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> list[list[str]]:
+        """The groups `name` would run first given `state` (GOAP and fixed planners)."""
+        plan = await self.ask(
+            SERVICE,
+            PlanAgent(name, dict(state or {})),
+            timeout=timeout,
+            reply_type=AgentPlan,
+        )
+        return plan.groups
+
+    async def start_agent_run(
+        self,
+        name: str,
+        *,
+        input: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> AgentRunStarted:
+        """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`."""
+        started: AgentRunStarted = await self.ask(
+            SERVICE,
+            StartAgentRun(name, input, dict(state or {})),
+            timeout=timeout,
+            reply_type=AgentRunStarted,
+        )
+        return started
+
+    async def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
+        await self.ask(SERVICE, CancelAgentRun(ref), timeout=timeout)
+
+    async def run_agent(
+        self,
+        name: str,
+        *,
+        input: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        on_event: Callable[[Event], Awaitable[None] | None] | None = None,
+        window: CreditWindow | None = None,
+        timeout: float = DEFAULT_RUN_TIMEOUT_S,
+    ) -> AgentRun:
+        """Run agent `name` to its end; `on_event` (a function or a coroutine function)
+        sees each event as it arrives; `timeout` bounds the wait for each stream item."""
+        if not isinstance(name, str):
+            raise TypeError("name must be a str (register Agent objects on an embedded tree)")
+        started = await self.start_agent_run(name, input=input, state=state)
+        stream = await self.subscribe(
+            started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
+        )
+        events: list[Event] = []
+        async with stream:
+            while True:
+                try:
+                    item = await stream.recv(timeout)
+                except PhloemError as err:
+                    if err.kind != "closed":
+                        raise
+                    raise PhloemError(
+                        "run_incomplete",
+                        f"the event stream of run {started.ref} ended without its result",
+                    ) from None
+                if isinstance(item, AgentRunEvent):
+                    events.append(item.event)
+                    if on_event is not None:
+                        outcome = on_event(item.event)
+                        if inspect.isawaitable(outcome):
+                            await outcome
+                elif isinstance(item, AgentRunEnd):
+                    return msgspec.structs.replace(item.run, events=tuple(events))

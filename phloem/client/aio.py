@@ -22,38 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import itertools
 import os
-import re
-from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, TypeVar
 
 import msgspec
 
-from phloem.actors.agents.events import Event as AgentEvent
-from phloem.actors.agents.protocol import (
-    AgentInfo,
-    AgentPlan,
-    AgentRunEnd,
-    AgentRunEvent,
-    AgentRunStarted,
-    AgentStreamItem,
-    CancelAgentRun,
-    ListAgents,
-    PlanAgent,
-    StartAgentRun,
-)
-from phloem.actors.agents.runner import AgentRun
-from phloem.actors.planning.events import (
-    DEFAULT_EVENT_WINDOW_BYTES,
-    DEFAULT_EVENT_WINDOW_MESSAGES,
-    PlanningEvent,
-)
-from phloem.client import agents as _agents, planning as _planning
-from phloem.client.base import _encode, decode_as
+from phloem.client.agents import AsyncAgentMethods
+from phloem.client.aiostream import AsyncEventStream
+from phloem.client.base import AsyncClientBase, _encode, decode_as
+from phloem.client.planning import AsyncPlanningMethods
 from phloem.client.socket import (
     DEFAULT_CONNECT_TIMEOUT_S,
     RECV_BYTES,
@@ -61,22 +41,11 @@ from phloem.client.socket import (
     no_daemon_error,
 )
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.plan import (
-    AwaitPlanning,
-    CancelPlanning,
-    OpenPlanningEvents,
-    PlanningCancelled,
-    PlanningResult,
-    PlanningStarted,
-    StartPlanning,
-    decode_result,
-)
 from phloem.protocols.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     HEADER_BYTES,
     PROTOCOL_VERSION,
     Ask,
-    Credit,
     DaemonStatus,
     Event,
     Fail,
@@ -104,21 +73,6 @@ T = TypeVar("T")
 # DEFAULT_MAX_INFLIGHT; a test keeps the two equal without importing the config here).
 DEFAULT_MAX_INFLIGHT = 64
 MAX_INFLIGHT_LIMIT = 10_000  # the top of the daemon's range for the setting
-# The daemon refuses an ask or tell over its in-flight limit with this `backpressure`
-# message (phloem/daemon/connection.py `_admit`) before running it. It counts a request
-# done only just after writing its reply, so a request sent the moment a reply arrives
-# can be refused although the client stayed within the limit; such a refusal is retried
-# after a pause that doubles from the first to the second of these (seconds).
-_ADMISSION_REFUSED = re.compile(r"\d+ requests in flight")
-ADMISSION_RETRY_S = (0.001, 0.05)
-
-
-def _refused_at_admission(result: Reply | Fail) -> bool:
-    return (
-        type(result) is Fail
-        and result.error.kind == "backpressure"
-        and _ADMISSION_REFUSED.fullmatch(result.error.message) is not None
-    )
 
 
 def _resolve_path(path: str | os.PathLike[str] | None) -> Path:
@@ -140,116 +94,7 @@ def _check_max_inflight(value: int) -> None:
         raise ValueError(f"max_inflight must be between 1 and {MAX_INFLIGHT_LIMIT}")
 
 
-class AsyncEventStream(Generic[T]):
-    """Events of a subscription, decoded into `event_type`: `async for event in stream`.
-
-    Iteration ends when the stream ends normally (or the client is closed); an abnormal
-    end (`backpressure`, `owner_down`, `connection_lost`, ...) raises `PhloemError`.
-    Credit goes back to the daemon as you read (in batches of half the window), so the
-    daemon never runs ahead of you by more than the window.
-    """
-
-    def __init__(
-        self, client: AsyncClient, name: str, window: CreditWindow, event_type: Any = Any
-    ) -> None:
-        self._client = client
-        self.name = name
-        self.window = window
-        self._type = event_type
-        self.sub: int | None = None
-        self._buffer: deque[bytes] = deque()
-        self._end: PhloemError | None = None
-        self._waiter: asyncio.Future[None] | None = None
-        self._abandoned = False  # the subscribing coroutine gave up before the reply
-        self._unacked_msgs = 0
-        self._unacked_bytes = 0
-        self._batch_msgs = max(1, window.messages // 2)
-        self._batch_bytes = max(1, window.bytes // 2)
-
-    # -- fed by the client's reader task -------------------------------------------------
-
-    def _push(self, data: bytes) -> bool:
-        """Buffer one event; False if the daemon sent beyond the granted credit."""
-        self._buffer.append(data)
-        self._wake()
-        return len(self._buffer) <= self.window.messages
-
-    def _finish(self, err: PhloemError) -> None:
-        if self._end is None:
-            self._end = err
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # -- consumer ------------------------------------------------------------------------
-
-    async def recv(self, timeout: float | None = None) -> T:
-        """The next event. Waits up to `timeout` seconds (None: until an event arrives,
-        the stream ends or the connection drops); `PhloemError` `timeout`, `closed` (ended
-        normally) or the end's kind."""
-        if not self._buffer and self._end is None:
-            self._flush()
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                async with asyncio.timeout(timeout):
-                    await waiter
-            except TimeoutError:
-                raise PhloemError("timeout", f"no event within {timeout} s") from None
-            finally:
-                self._waiter = None
-        if not self._buffer:
-            assert self._end is not None
-            raise self._end
-        item = self._buffer.popleft()
-        self._unacked_msgs += 1
-        self._unacked_bytes += len(item)
-        if self._unacked_msgs >= self._batch_msgs or self._unacked_bytes >= self._batch_bytes:
-            self._flush()
-        result: T = decode_as(item, self._type)
-        return result
-
-    def _flush(self) -> None:
-        if self._unacked_msgs and self.sub is not None and self._end is None:
-            msgs, nbytes = self._unacked_msgs, self._unacked_bytes
-            self._unacked_msgs = self._unacked_bytes = 0
-            self._client._write(encode_frame(Credit(self.sub, msgs, nbytes)))
-
-    def __aiter__(self) -> AsyncEventStream[T]:
-        return self
-
-    async def __anext__(self) -> T:
-        try:
-            return await self.recv()
-        except PhloemError as err:
-            if err.kind == "closed":
-                raise StopAsyncIteration from None
-            raise
-
-    async def aclose(self) -> None:
-        """Unsubscribe (waits at most `REPLY_GRACE_S` for the daemon's answer); events
-        still buffered are dropped and `recv` raises `closed` from now on."""
-        sub, client = self.sub, self._client
-        self._buffer.clear()
-        if sub is None or self._end is not None or client.closed:
-            self._finish(PhloemError("closed", f"stream {self.name!r} closed"))
-            return
-        with contextlib.suppress(PhloemError):
-            await client._request(lambda rid: Unsubscribe(rid, sub), REPLY_GRACE_S)
-        client._subs.pop(sub, None)
-        self._buffer.clear()  # what arrived while unsubscribing
-        self._finish(PhloemError("closed", f"stream {self.name!r} unsubscribed"))
-
-    async def __aenter__(self) -> AsyncEventStream[T]:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class AsyncClient:
+class AsyncClient(AsyncAgentMethods, AsyncPlanningMethods, AsyncClientBase):
     """A native asyncio client over one pipelined connection to a phloem daemon.
 
         async with await phloem.AsyncClient.connect() as client:
@@ -338,6 +183,10 @@ class AsyncClient:
         client._max_frame_bytes = welcome.max_frame_bytes
         client._frames.max_frame_bytes = max(welcome.max_frame_bytes, 1024)
         client.request_timeout_s = welcome.request_timeout_s
+        if welcome.max_inflight is not None and welcome.max_inflight < client.max_inflight:
+            # Never more outstanding than the daemon admits (nothing is in flight yet).
+            client.max_inflight = welcome.max_inflight
+            client._slots = asyncio.Semaphore(welcome.max_inflight)
         return client
 
     # -- connection ----------------------------------------------------------------------
@@ -455,21 +304,13 @@ class AsyncClient:
         if self._error is not None:
             raise self._error
         sent = False
-        backoff = ADMISSION_RETRY_S[0]
         try:
             async with asyncio.timeout(wait):
-                while True:
-                    if counted:
-                        await self._slots.acquire()
-                    rid = self._send(make, counted)
-                    sent = True
-                    result = await self._reply(rid)
-                    if counted and _refused_at_admission(result):
-                        # Not run: the daemon's count was one reply behind ours. Again.
-                        await asyncio.sleep(backoff)
-                        backoff = min(backoff * 2, ADMISSION_RETRY_S[1])
-                        continue
-                    break
+                if counted:
+                    await self._slots.acquire()
+                rid = self._send(make, counted)
+                sent = True
+                result = await self._reply(rid)
         except TimeoutError:
             if sent:
                 raise PhloemError("timeout", f"no reply from the daemon within {wait} s") from None
@@ -517,21 +358,6 @@ class AsyncClient:
         return (timeout if timeout is not None else self.request_timeout_s) + REPLY_GRACE_S
 
     # -- the client API ------------------------------------------------------------------
-
-    @overload
-    async def ask(
-        self, actor: str, message: Any = None, *, timeout: float | None = None
-    ) -> Any: ...
-
-    @overload
-    async def ask(
-        self,
-        actor: str,
-        message: Any = None,
-        *,
-        timeout: float | None = None,
-        reply_type: type[T],
-    ) -> T: ...
 
     async def ask(
         self,
@@ -617,196 +443,3 @@ class AsyncClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    # -- planning (see phloem.client.planning: same requests, replies and errors) --------
-
-    async def _planning_ask(
-        self, message: Any, reply_type: Any, timeout: float | None = None
-    ) -> Any:
-        try:
-            return await self.ask(
-                _planning.PLANNING_SERVICE, message, reply_type=reply_type, timeout=timeout
-            )
-        except PhloemError as err:
-            if err.kind == "unknown_actor":
-                raise PhloemError(
-                    "planning_unavailable",
-                    "the daemon runs no planning service: configure [planning.planners] "
-                    "and [planning.executors]",
-                ) from None
-            raise
-
-    async def start_planning(
-        self,
-        planner: Any,
-        executor: Any,
-        goal: Any = None,
-        context: Any = None,
-        options: _planning.Options = None,
-        *,
-        events: AsyncEventStream[Any] | None = None,
-    ) -> str:
-        """Start a run; its opaque, owner-bound ref (see `Client.start_planning`)."""
-        request = StartPlanning(
-            planner=planner,
-            executor=executor,
-            goal=goal,
-            context=context,
-            options=_planning._options(options),
-            events=events.name if events is not None else None,
-        )
-        started: PlanningStarted = await self._planning_ask(request, PlanningStarted)
-        return started.ref
-
-    async def open_planning_events(
-        self, window: CreditWindow | None = None
-    ) -> AsyncEventStream[PlanningEvent]:
-        """A stream for the next `start_planning(events=...)`; ends after `terminal`."""
-        name = await self._planning_ask(OpenPlanningEvents(), str)
-        window = window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
-        return await self.subscribe(name, window, event_type=PlanningEvent)
-
-    async def await_planning(self, ref: str, timeout: float | None = None) -> PlanningResult:
-        """The run's result; `planning_await_timeout` if it is still running after
-        `timeout` seconds (None: wait until it ends, in slices of `AWAIT_SLICE_S`)."""
-        if timeout is not None:
-            return await self._await_once(ref, timeout)
-        while True:
-            try:
-                return await self._await_once(ref, _planning.AWAIT_SLICE_S)
-            except PhloemError as err:
-                if err.kind != "planning_await_timeout":
-                    raise
-
-    async def _await_once(self, ref: str, timeout: float) -> PlanningResult:
-        text = await self._planning_ask(
-            AwaitPlanning(ref=ref, timeout_s=timeout), str, timeout + _planning.REQUEST_SLACK_S
-        )
-        return decode_result(text)
-
-    async def cancel_planning(self, ref: str, reason: Any = "user_cancelled") -> bool:
-        """Cancel the run (its active worker is killed); False if it had already ended."""
-        reply: PlanningCancelled = await self._planning_ask(
-            CancelPlanning(ref=ref, reason=reason), PlanningCancelled
-        )
-        return reply.cancelled
-
-    async def run_planning(
-        self,
-        planner: Any,
-        executor: Any,
-        goal: Any = None,
-        context: Any = None,
-        options: _planning.Options = None,
-        *,
-        on_event: Callable[[PlanningEvent], Awaitable[None] | None] | None = None,
-    ) -> PlanningResult:
-        """Start a run and wait for its result; `on_event(event)` (a function or a
-        coroutine function) sees its progress."""
-        if on_event is None:
-            ref = await self.start_planning(planner, executor, goal, context, options)
-            return await self.await_planning(ref)
-        stream = await self.open_planning_events()
-
-        async def pump() -> None:
-            async for event in stream:
-                outcome = on_event(event)
-                if inspect.isawaitable(outcome):
-                    await outcome
-
-        reader = asyncio.create_task(pump(), name="planning-events")
-        try:
-            ref = await self.start_planning(
-                planner, executor, goal, context, options, events=stream
-            )
-            result = await self.await_planning(ref)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reader), _planning.REQUEST_SLACK_S)
-        finally:
-            if not reader.done():
-                reader.cancel()
-            await asyncio.wait([reader])
-            await stream.aclose()
-        failure = None if reader.cancelled() else reader.exception()
-        if failure is not None and not isinstance(failure, PhloemError):
-            raise failure
-        return result
-
-    # -- agents (see phloem.client.agents) ----------------------------------------------
-
-    async def list_agents(self, *, timeout: float | None = None) -> list[AgentInfo]:
-        result: list[AgentInfo] = await self.ask(
-            _agents.SERVICE, ListAgents(), timeout=timeout, reply_type=list[AgentInfo]
-        )
-        return result
-
-    async def plan_agent(
-        self, name: str, state: Mapping[str, Any] | None = None, *, timeout: float | None = None
-    ) -> list[list[str]]:
-        """The groups `name` would run first given `state` (GOAP and fixed planners)."""
-        plan = await self.ask(
-            _agents.SERVICE,
-            PlanAgent(name, dict(state or {})),
-            timeout=timeout,
-            reply_type=AgentPlan,
-        )
-        return plan.groups
-
-    async def start_agent_run(
-        self,
-        name: str,
-        *,
-        input: str | None = None,
-        state: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-    ) -> AgentRunStarted:
-        """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`."""
-        started: AgentRunStarted = await self.ask(
-            _agents.SERVICE,
-            StartAgentRun(name, input, dict(state or {})),
-            timeout=timeout,
-            reply_type=AgentRunStarted,
-        )
-        return started
-
-    async def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
-        await self.ask(_agents.SERVICE, CancelAgentRun(ref), timeout=timeout)
-
-    async def run_agent(
-        self,
-        name: str,
-        *,
-        input: str | None = None,
-        state: Mapping[str, Any] | None = None,
-        on_event: Callable[[AgentEvent], Awaitable[None] | None] | None = None,
-        window: CreditWindow | None = None,
-        timeout: float = _agents.DEFAULT_RUN_TIMEOUT_S,
-    ) -> AgentRun:
-        """Run agent `name` to its end; `on_event` (a function or a coroutine function)
-        sees each event as it arrives; `timeout` bounds the wait for each stream item."""
-        if not isinstance(name, str):
-            raise TypeError("name must be a str (register Agent objects on an embedded tree)")
-        started = await self.start_agent_run(name, input=input, state=state)
-        stream = await self.subscribe(
-            started.stream, window or _agents.DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
-        )
-        events: list[AgentEvent] = []
-        async with stream:
-            while True:
-                try:
-                    item = await stream.recv(timeout)
-                except PhloemError as err:
-                    if err.kind != "closed":
-                        raise
-                    raise PhloemError(
-                        "run_incomplete",
-                        f"the event stream of run {started.ref} ended without its result",
-                    ) from None
-                if isinstance(item, AgentRunEvent):
-                    events.append(item.event)
-                    if on_event is not None:
-                        outcome = on_event(item.event)
-                        if inspect.isawaitable(outcome):
-                            await outcome
-                elif isinstance(item, AgentRunEnd):
-                    return msgspec.structs.replace(item.run, events=tuple(events))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import Any, Generic, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import msgspec
 
@@ -26,6 +26,9 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import DaemonStatus
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.snapshot import TreeSnapshot
+
+if TYPE_CHECKING:
+    from phloem.client.aiostream import AsyncEventStream
 
 T = TypeVar("T")
 
@@ -186,6 +189,41 @@ class ClientBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AsyncClientBase:
+    """What the asyncio feature mixins (`AsyncPlanningMethods`, `AsyncAgentMethods`)
+    build on; `phloem.client.aio.AsyncClient` implements it over one connection."""
+
+    @overload
+    async def ask(
+        self, actor: str, message: Any = None, *, timeout: float | None = None
+    ) -> Any: ...
+
+    @overload
+    async def ask(
+        self,
+        actor: str,
+        message: Any = None,
+        *,
+        timeout: float | None = None,
+        reply_type: type[T],
+    ) -> T: ...
+
+    async def ask(
+        self,
+        actor: str,
+        message: Any = None,
+        *,
+        timeout: float | None = None,
+        reply_type: Any = Any,
+    ) -> Any:
+        raise NotImplementedError
+
+    async def subscribe(
+        self, stream: str, window: CreditWindow | None = None, *, event_type: Any = Any
+    ) -> AsyncEventStream[Any]:
+        raise NotImplementedError
 
 
 def _encode(message: Any) -> bytes:

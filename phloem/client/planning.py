@@ -8,8 +8,11 @@ methods as coroutines.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from phloem.actors.planning.events import (
@@ -25,7 +28,8 @@ from phloem.actors.planning.protocol import (
     PlanningStarted,
     StartPlanning,
 )
-from phloem.client.base import ClientBase, EventStream
+from phloem.client.aiostream import AsyncEventStream
+from phloem.client.base import AsyncClientBase, ClientBase, EventStream
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.plan import DEFAULT_OPTIONS, PlanningOptions
 from phloem.protocols.result import PlanningResult, decode_result
@@ -162,4 +166,118 @@ class PlanningMethods(ClientBase):
             stream.close()
         if failure and not isinstance(failure[0], PhloemError):
             raise failure[0]
+        return result
+
+
+class AsyncPlanningMethods(AsyncClientBase):
+    """The planning methods of `AsyncClient`, as coroutines (same requests and errors)."""
+
+    async def _planning_ask(
+        self, message: Any, reply_type: Any, timeout: float | None = None
+    ) -> Any:
+        try:
+            return await self.ask(PLANNING_SERVICE, message, reply_type=reply_type, timeout=timeout)
+        except PhloemError as err:
+            if err.kind == "unknown_actor":
+                raise PhloemError(
+                    "planning_unavailable",
+                    "the daemon runs no planning service: configure [planning.planners] "
+                    "and [planning.executors]",
+                ) from None
+            raise
+
+    async def start_planning(
+        self,
+        planner: Any,
+        executor: Any,
+        goal: Any = None,
+        context: Any = None,
+        options: Options = None,
+        *,
+        events: AsyncEventStream[Any] | None = None,
+    ) -> str:
+        """Start a run; its opaque, owner-bound ref (see `Client.start_planning`)."""
+        request = StartPlanning(
+            planner=planner,
+            executor=executor,
+            goal=goal,
+            context=context,
+            options=_options(options),
+            events=events.name if events is not None else None,
+        )
+        started: PlanningStarted = await self._planning_ask(request, PlanningStarted)
+        return started.ref
+
+    async def open_planning_events(
+        self, window: CreditWindow | None = None
+    ) -> AsyncEventStream[PlanningEvent]:
+        """A stream for the next `start_planning(events=...)`; ends after `terminal`."""
+        name = await self._planning_ask(OpenPlanningEvents(), str)
+        window = window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
+        return await self.subscribe(name, window, event_type=PlanningEvent)
+
+    async def await_planning(self, ref: str, timeout: float | None = None) -> PlanningResult:
+        """The run's result; `planning_await_timeout` if it is still running after
+        `timeout` seconds (None: wait until it ends, in slices of `AWAIT_SLICE_S`)."""
+        if timeout is not None:
+            return await self._await_once(ref, timeout)
+        while True:
+            try:
+                return await self._await_once(ref, AWAIT_SLICE_S)
+            except PhloemError as err:
+                if err.kind != "planning_await_timeout":
+                    raise
+
+    async def _await_once(self, ref: str, timeout: float) -> PlanningResult:
+        text = await self._planning_ask(
+            AwaitPlanning(ref=ref, timeout_s=timeout), str, timeout + REQUEST_SLACK_S
+        )
+        return decode_result(text)
+
+    async def cancel_planning(self, ref: str, reason: Any = "user_cancelled") -> bool:
+        """Cancel the run (its active worker is killed); False if it had already ended."""
+        reply: PlanningCancelled = await self._planning_ask(
+            CancelPlanning(ref=ref, reason=reason), PlanningCancelled
+        )
+        return reply.cancelled
+
+    async def run_planning(
+        self,
+        planner: Any,
+        executor: Any,
+        goal: Any = None,
+        context: Any = None,
+        options: Options = None,
+        *,
+        on_event: Callable[[PlanningEvent], Awaitable[None] | None] | None = None,
+    ) -> PlanningResult:
+        """Start a run and wait for its result; `on_event(event)` (a function or a
+        coroutine function) sees its progress."""
+        if on_event is None:
+            ref = await self.start_planning(planner, executor, goal, context, options)
+            return await self.await_planning(ref)
+        stream = await self.open_planning_events()
+
+        async def pump() -> None:
+            async for event in stream:
+                outcome = on_event(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+
+        reader = asyncio.create_task(pump(), name="planning-events")
+        try:
+            ref = await self.start_planning(
+                planner, executor, goal, context, options, events=stream
+            )
+            result = await self.await_planning(ref)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(reader), REQUEST_SLACK_S)
+        finally:
+            if not reader.done():
+                reader.cancel()
+            await asyncio.wait([reader])
+            await stream.aclose()
+        failure = None if reader.cancelled() else reader.exception()
+        if failure is not None and not isinstance(failure, PhloemError):
+            raise failure
         return result

@@ -91,6 +91,7 @@ class Connection:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._inflight = 0
+        self._replying = 0  # replies out of the in-flight count, still being written
         self._draining = False  # the peer stopped sending; waiting for in-flight replies
         self._subs: dict[int, tuple[CreditStream[bytes], Subscription]] = {}
         self._sub_ids = itertools.count(1)
@@ -220,7 +221,7 @@ class Connection:
         hangup.register(self.sock, select.POLLHUP)
         with self._idle:
             self._draining = True
-            while self._inflight > 0:
+            while self._inflight > 0 or self._replying > 0:
                 if any(ev & (select.POLLHUP | select.POLLERR) for _, ev in hangup.poll(0)):
                     return
                 self._idle.wait(INFLIGHT_POLL_S)
@@ -270,6 +271,7 @@ class Connection:
                     pid=os.getpid(),
                     max_frame_bytes=cfg.max_frame_bytes,
                     request_timeout_s=cfg.request_timeout_s,
+                    max_inflight=cfg.max_inflight_per_connection,
                 )
             )
         )
@@ -347,9 +349,15 @@ class Connection:
             else:
                 assert isinstance(value, ErrorValue)
                 frame = encode_frame(Fail(rid, value))
+            # The request stops counting against the in-flight limit before its reply is
+            # written: a client that sends its next request the moment this reply
+            # arrives must find the slot free. Drain still waits for the write.
+            with self._lock:
+                self._inflight -= 1
+                self._replying += 1
             self.send_frame(frame)
             with self._idle:
-                self._inflight -= 1
+                self._replying -= 1
                 if self._draining:
                     self._idle.notify_all()
 

@@ -123,6 +123,9 @@ class Welcome(_Msg, tag="welcome", frozen=True):
     pid: int
     max_frame_bytes: int
     request_timeout_s: float = 30.0
+    # The daemon's `max_inflight_per_connection` (None from daemons that predate it): a
+    # pipelining client keeps at most this many asks and tells outstanding.
+    max_inflight: int | None = None
 
 
 class Reply(_Msg, tag="reply", frozen=True):

@@ -136,21 +136,39 @@ def test_more_concurrent_asks_than_the_limit_wait_for_a_slot_and_all_complete(
     assert peak <= 4
 
 
-def test_a_client_limit_above_the_daemons_still_completes_every_ask(tmp_short: Path) -> None:
-    """Asks the daemon refuses at its limit were not run: the client sends them again."""
+def test_a_client_limit_above_the_daemons_is_lowered_to_it(tmp_short: Path) -> None:
+    """The welcome carries the daemon's limit: the client never exceeds it."""
     daemon = own_daemon(tmp_short, "[daemon]\nmax_inflight_per_connection = 2\n")
 
-    async def main() -> list[Any]:
+    async def main() -> tuple[int, list[Any]]:
         async with await AsyncClient.connect(daemon.socket, max_inflight=16) as client:
-            return await asyncio.gather(
+            replies = await asyncio.gather(
                 *(client.ask("echo", {"sleep": 0.01} if i % 3 else i) for i in range(48))
             )
+            return client.max_inflight, replies
+
+    try:
+        limit, replies = run(main())
+    finally:
+        daemon.stop()
+    assert limit == 2
+    assert replies == [{"slept": 0.01} if i % 3 else i for i in range(48)]
+
+
+def test_a_reply_frees_its_slot_before_the_next_request_can_arrive(tmp_short: Path) -> None:
+    """At a limit of one, every ask is sent the moment the previous reply arrives; the
+    daemon must already count that request as done (none refused with backpressure)."""
+    daemon = own_daemon(tmp_short, "[daemon]\nmax_inflight_per_connection = 1\n")
+
+    async def main() -> list[Any]:
+        async with await AsyncClient.connect(daemon.socket) as client:
+            return await asyncio.gather(*(client.ask("echo", i) for i in range(3000)))
 
     try:
         replies = run(main())
     finally:
         daemon.stop()
-    assert replies == [{"slept": 0.01} if i % 3 else i for i in range(48)]
+    assert replies == list(range(3000))
 
 
 def test_max_inflight_is_checked(daemon: DaemonProc) -> None:
