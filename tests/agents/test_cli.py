@@ -11,7 +11,7 @@ import pytest
 
 from phloem.cli.agents import parse_state
 from phloem.cli.commands import UsageError
-from tests.daemon.conftest import ROOT, DaemonProc, run_cli, short_tmpdir
+from tests.helpers import ROOT, DaemonProc, run_cli, short_tmpdir
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -29,7 +29,7 @@ from phloem.protocols.wire import (
     encode_frame,
 )
 from phloem.supervision.credit import CreditWindow
-from tests.daemon.conftest import FIXTURE_CONFIG, ROOT, DaemonProc, short_tmpdir
+from tests.helpers import FIXTURE_CONFIG, ROOT, DaemonProc, short_tmpdir
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -32,8 +32,8 @@ from phloem.protocols.wire import (
 )
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.snapshot import TreeSnapshot
-from tests.daemon.conftest import FIXTURE_CONFIG, PY, ROOT, DaemonProc, run_cli
 from tests.daemon.fixture_services import Cancelled, Die, Hold, Peek
+from tests.helpers import FIXTURE_CONFIG, PY, ROOT, DaemonProc, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from phloem.examples import run_all
-from tests.daemon.conftest import ROOT
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -27,7 +27,7 @@ from phloem.protocols.wire import (
     encode_body,
     encode_frame,
 )
-from tests.daemon.conftest import DaemonProc, short_tmpdir
+from tests.helpers import DaemonProc, short_tmpdir
 
 MAX_FRAME = 64 * 1024
 CONFIG = f"""

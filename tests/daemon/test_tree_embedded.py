@@ -14,8 +14,8 @@ from phloem.protocols.errors import PhloemError
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.snapshot import tree_snapshot
 from phloem.tree import Tree
-from tests.daemon.conftest import FIXTURE_CONFIG
 from tests.daemon.fixture_services import Cancelled, Crash, Hold, Peek
+from tests.helpers import FIXTURE_CONFIG
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -18,15 +18,10 @@ from phloem.actors.planning.worker import MAX_CALLBACK_OUTPUT_BYTES
 from phloem.protocols import jsonvalue as jv, plan as pl
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.refs import Owner
+from tests.helpers import raises_kind
 from tests.planning.conftest import read_pids
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def kind(fn: Any, *args: Any) -> str:
-    with pytest.raises(PhloemError) as info:
-        fn(*args)
-    return info.value.kind
 
 
 @pytest.mark.parametrize("name", sorted(pl.OPTION_RANGES))
@@ -50,13 +45,13 @@ def test_result_metadata_is_accepted_up_to_its_limit() -> None:
 
 def test_plan_documents_beyond_the_parse_limit_are_refused_unread() -> None:
     data = b" " * (pl.MAX_PLAN_DOCUMENT_BYTES + 1)
-    assert kind(pl.decode, data) == "plan_size_limit_exceeded"
-    assert kind(pl.decode, b" " * pl.MAX_PLAN_DOCUMENT_BYTES) == "invalid_plan_json"
+    assert raises_kind(pl.decode, data) == "plan_size_limit_exceeded"
+    assert raises_kind(pl.decode, b" " * pl.MAX_PLAN_DOCUMENT_BYTES) == "invalid_plan_json"
 
 
 def test_adapter_names_and_descriptors_are_bounded(runtime: PlanningRuntime, owner: Owner) -> None:
     name = "x" * (adapters_mod.MAX_ADAPTER_NAME_CHARS + 1)
-    assert kind(runtime.start, owner, name, "scripted", 1) == "invalid_planning_adapter"
+    assert raises_kind(runtime.start, owner, name, "scripted", 1) == "invalid_planning_adapter"
     limit = adapters_mod.MAX_ADAPTER_DESCRIPTOR_BYTES
     overhead = len(jv.canonical_json(["", None]))
     at_edge = {"name": "scripted", "target": "x" * (limit - overhead)}
@@ -111,7 +106,7 @@ def test_active_runs_are_bounded(adapters: AdapterRegistry, tmp_path: Path) -> N
         sleeper = {"name": "scripted", "target": {"steps": [{"op": "sleep", "fifo": fifo}]}}
         ref = rt.start(owner, sleeper, "scripted", 1)
         read_pids(fifo)
-        assert kind(rt.start, owner, "scripted", "scripted", 1) == "backpressure"
+        assert raises_kind(rt.start, owner, "scripted", "scripted", 1) == "backpressure"
         rt.cancel(owner, ref)
         assert rt.await_result(owner, ref, 5).status == "cancelled"
         assert rt.active_runs == 0
@@ -123,5 +118,5 @@ def test_active_runs_are_bounded(adapters: AdapterRegistry, tmp_path: Path) -> N
 @pytest.mark.parametrize("timeout", [-1, float("nan"), runtime_mod.MAX_AWAIT_TIMEOUT_S + 1, "1"])
 def test_await_timeouts_are_validated(runtime: PlanningRuntime, owner: Owner, timeout: Any) -> None:
     ref = runtime.start(owner, "scripted", "scripted", 1)
-    assert kind(runtime.await_result, owner, ref, timeout) == "invalid_planning_request"
+    assert raises_kind(runtime.await_result, owner, ref, timeout) == "invalid_planning_request"
     assert runtime.await_result(owner, ref, runtime_mod.MAX_AWAIT_TIMEOUT_S).status == "completed"

@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 from phloem.protocols import jsonvalue as jv, plan as pl, result as rs, secrets as sec
 from phloem.protocols.plan import PlanError, Step
 from phloem.protocols.result import PlanningResult, ResultError
+from tests.helpers import raises_kind
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -27,12 +28,6 @@ def doc(**over: Any) -> dict[str, Any]:
     }
     base.update(over)
     return base
-
-
-def kind_of(fn: Any, *args: Any) -> str:
-    with pytest.raises(PlanError) as info:
-        fn(*args)
-    return info.value.kind
 
 
 # --- round trip and pruning (their "plan codec round trip and secret pruning") ---------
@@ -106,9 +101,9 @@ def test_decoding_canonicalises_a_single_alternative_spelling() -> None:
 
 
 def test_opaque_code_such_as_a_function_is_rejected_as_non_json() -> None:
-    assert kind_of(pl.decode, doc(goal={"f": lambda: 1})) == "invalid_plan_json"
+    assert raises_kind(pl.decode, doc(goal={"f": lambda: 1})) == "invalid_plan_json"
     steps = [{"id": "s", "description": "d", "action": {"run": print}}]
-    assert kind_of(pl.encode, doc(steps=steps)) == "invalid_plan_json"
+    assert raises_kind(pl.encode, doc(steps=steps)) == "invalid_plan_json"
 
 
 @pytest.mark.parametrize(
@@ -116,7 +111,7 @@ def test_opaque_code_such_as_a_function_is_rejected_as_non_json() -> None:
     [b"bytes", {1, 2}, float("nan"), float("inf"), object(), {1: "int key"}, "\ud800"],
 )
 def test_non_json_values_are_rejected(value: Any) -> None:
-    assert kind_of(pl.decode, doc(goal={"v": value})) == "invalid_plan_json"
+    assert raises_kind(pl.decode, doc(goal={"v": value})) == "invalid_plan_json"
 
 
 def test_duplicate_step_ids_are_rejected() -> None:
@@ -142,40 +137,40 @@ def test_unknown_step_field_is_rejected_with_its_index() -> None:
 
 
 def test_unknown_plan_field_is_rejected() -> None:
-    assert kind_of(pl.decode, doc(extra=1)) == "unknown_plan_fields"
+    assert raises_kind(pl.decode, doc(extra=1)) == "unknown_plan_fields"
 
 
 def test_a_field_given_under_two_spellings_is_rejected() -> None:
-    assert kind_of(pl.decode, doc(ID="other")) == "duplicate_plan_field"
-    assert kind_of(pl.decode, doc(schemaVersion=1)) == "duplicate_plan_field"
+    assert raises_kind(pl.decode, doc(ID="other")) == "duplicate_plan_field"
+    assert raises_kind(pl.decode, doc(schemaVersion=1)) == "duplicate_plan_field"
     step = {"id": "a", "Id": "a", "description": "x", "action": {}}
-    assert kind_of(pl.decode, doc(steps=[step])) == "duplicate_plan_field"
+    assert raises_kind(pl.decode, doc(steps=[step])) == "duplicate_plan_field"
 
 
 def test_a_key_repeated_in_json_text_is_rejected() -> None:
     step = '{"id":"a","description":"d","action":{}}'
     text = '{"id":"p","id":"q","revision":0,"goal":1,"steps":[' + step + "]}"
-    assert kind_of(pl.decode, text) == "duplicate_plan_field"
+    assert raises_kind(pl.decode, text) == "duplicate_plan_field"
     nested = '{"id":"p","revision":0,"goal":{"a":1,"a":2},"steps":[' + step + "]}"
-    assert kind_of(pl.decode, nested) == "invalid_plan_json"
+    assert raises_kind(pl.decode, nested) == "invalid_plan_json"
 
 
 def test_invalid_utf8_and_non_json_text_are_rejected() -> None:
     good = json.dumps(doc()).encode()
-    assert kind_of(pl.decode, good.replace(b"report", b"rep\xffort")) == "invalid_plan_json"
-    assert kind_of(pl.decode, good.replace(b'"report"', b"NaN")) == "invalid_plan_json"
-    assert kind_of(pl.decode, b"{") == "invalid_plan_json"
+    assert raises_kind(pl.decode, good.replace(b"report", b"rep\xffort")) == "invalid_plan_json"
+    assert raises_kind(pl.decode, good.replace(b'"report"', b"NaN")) == "invalid_plan_json"
+    assert raises_kind(pl.decode, b"{") == "invalid_plan_json"
 
 
 def test_missing_and_empty_fields_are_rejected() -> None:
     d = doc()
     del d["goal"]
-    assert kind_of(pl.decode, d) == "missing_plan_field"
-    assert kind_of(pl.decode, doc(id="")) == "invalid_plan_field"
-    assert kind_of(pl.decode, doc(steps=[])) == "invalid_plan_field"
-    assert kind_of(pl.decode, doc(revision=-1)) == "invalid_plan_field"
-    assert kind_of(pl.decode, doc(revision=True)) == "invalid_plan_field"
-    assert kind_of(pl.decode, doc(schema_version=2)) == "unsupported_plan_schema_version"
+    assert raises_kind(pl.decode, d) == "missing_plan_field"
+    assert raises_kind(pl.decode, doc(id="")) == "invalid_plan_field"
+    assert raises_kind(pl.decode, doc(steps=[])) == "invalid_plan_field"
+    assert raises_kind(pl.decode, doc(revision=-1)) == "invalid_plan_field"
+    assert raises_kind(pl.decode, doc(revision=True)) == "invalid_plan_field"
+    assert raises_kind(pl.decode, doc(schema_version=2)) == "unsupported_plan_schema_version"
     bad_steps: list[Any] = [
         [{"id": "", "description": "x", "action": {}}],
         [{"id": "a", "description": "", "action": {}}],
@@ -183,8 +178,8 @@ def test_missing_and_empty_fields_are_rejected() -> None:
         ["not a step"],
     ]
     for steps in bad_steps:
-        assert kind_of(pl.decode, doc(steps=steps)) == "invalid_plan_step"
-    assert kind_of(pl.decode, doc(steps=[{"id": "a", "action": {}}])) == "missing_plan_field"
+        assert raises_kind(pl.decode, doc(steps=steps)) == "invalid_plan_step"
+    assert raises_kind(pl.decode, doc(steps=[{"id": "a", "action": {}}])) == "missing_plan_field"
 
 
 def test_nesting_deeper_than_the_limit_is_rejected_and_at_the_limit_accepted() -> None:
@@ -195,7 +190,7 @@ def test_nesting_deeper_than_the_limit_is_rejected_and_at_the_limit_accepted() -
         return v
 
     assert pl.decode(doc(goal=nest(jv.MAX_JSON_DEPTH - 1))).goal == nest(jv.MAX_JSON_DEPTH - 1)
-    assert kind_of(pl.decode, doc(goal=nest(jv.MAX_JSON_DEPTH + 1))) == "invalid_plan_json"
+    assert raises_kind(pl.decode, doc(goal=nest(jv.MAX_JSON_DEPTH + 1))) == "invalid_plan_json"
 
 
 def test_plan_size_budget_is_checked_against_canonical_json() -> None:
@@ -316,7 +311,7 @@ def test_result_decoder_rejects_unknown_fields_versions_and_inconsistency() -> N
     def bad(mutate: Any) -> str:
         obj = json.loads(json.dumps(good))
         mutate(obj)
-        return kind_of(rs.decode_result, json.dumps(obj))
+        return raises_kind(rs.decode_result, json.dumps(obj))
 
     assert bad(lambda o: o.update(extra=1)) == "invalid_planning_result"
     assert bad(lambda o: o.pop("metadata")) == "invalid_planning_result"
@@ -332,7 +327,7 @@ def test_result_decoder_rejects_unknown_fields_versions_and_inconsistency() -> N
     )
     assert bad(lambda o: o["observations"][1].pop("error")) == "invalid_planning_result"
     assert bad(lambda o: o["plan"].update(code="x")) == "invalid_planning_result"
-    assert kind_of(rs.decode_result, b'{"status":"completed","status":"failed"}') == (
+    assert raises_kind(rs.decode_result, b'{"status":"completed","status":"failed"}') == (
         "invalid_planning_result"
     )
 

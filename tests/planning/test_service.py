@@ -19,9 +19,8 @@ import pytest
 import phloem
 from phloem.client import AsyncClient, Client
 from phloem.config import parse_config
-from phloem.protocols.errors import PhloemError
 from phloem.protocols.result import decode_result
-from tests.daemon.conftest import ROOT, DaemonProc, short_tmpdir
+from tests.helpers import ROOT, DaemonProc, raises_kind, short_tmpdir
 from tests.planning.conftest import read_pids
 
 pytestmark = pytest.mark.timeout(60)
@@ -55,12 +54,6 @@ def client(daemon: DaemonProc) -> Iterator[Client]:
 
 def sleeper(fifo: str) -> dict[str, Any]:
     return {"name": "scripted", "target": {"steps": [{"op": "sleep", "fifo": fifo}]}}
-
-
-def kind(fn: Any, *args: Any) -> str:
-    with pytest.raises(PhloemError) as info:
-        fn(*args)
-    return info.value.kind
 
 
 # --- the reference's API cases, over the socket -----------------------------------------
@@ -101,7 +94,7 @@ def test_await_with_timeout_zero_is_a_timeout_error(client: Client, tmp_path: Pa
     os.mkfifo(fifo)
     ref = client.start_planning(sleeper(fifo), "scripted", 1)
     read_pids(fifo)
-    assert kind(client.await_planning, ref, 0) == "planning_await_timeout"
+    assert raises_kind(client.await_planning, ref, 0) == "planning_await_timeout"
     assert client.cancel_planning(ref) is True
     assert client.await_planning(ref, 5).status == "cancelled"
 
@@ -114,23 +107,25 @@ def test_a_foreign_owner_gets_not_planning_owner_for_await_and_cancel(
     ref = client.start_planning(sleeper(fifo), "scripted", 1)
     read_pids(fifo)
     with Client.connect(daemon.socket) as other:
-        assert kind(other.await_planning, ref, 0) == "not_planning_owner"
-        assert kind(other.cancel_planning, ref) == "not_planning_owner"
+        assert raises_kind(other.await_planning, ref, 0) == "not_planning_owner"
+        assert raises_kind(other.cancel_planning, ref) == "not_planning_owner"
     client.cancel_planning(ref)
     assert client.await_planning(ref, 5).status == "cancelled"
 
 
 @pytest.mark.parametrize("ref", ["garbage", "plan_123", "ref_" + "0" * 32, "", "plan_" + "G" * 32])
 def test_malformed_refs_fail_explicitly(client: Client, ref: str) -> None:
-    assert kind(client.await_planning, ref, 0) == "invalid_planning_ref"
-    assert kind(client.cancel_planning, ref) == "invalid_planning_ref"
+    assert raises_kind(client.await_planning, ref, 0) == "invalid_planning_ref"
+    assert raises_kind(client.cancel_planning, ref) == "invalid_planning_ref"
 
 
 def test_configuration_errors_come_back_before_anything_starts(client: Client) -> None:
-    assert kind(client.start_planning, "nope", "scripted", 1) == "invalid_planning_adapter"
-    assert kind(client.start_planning, "scripted", "os:system", 1) == "invalid_planning_adapter"
+    assert raises_kind(client.start_planning, "nope", "scripted", 1) == "invalid_planning_adapter"
+    assert (
+        raises_kind(client.start_planning, "scripted", "os:system", 1) == "invalid_planning_adapter"
+    )
     opts = {"max_heap_words": 500_000}
-    assert kind(client.start_planning, "scripted", "scripted", 1, None, opts) == (
+    assert raises_kind(client.start_planning, "scripted", "scripted", 1, None, opts) == (
         "invalid_planning_options"
     )
 
@@ -294,29 +289,16 @@ def test_tree_clients_are_separate_owners() -> None:
     with phloem.Tree.start(parse_config(CONFIG)) as tree:
         a, b = tree.client(), tree.client()
         ref = a.start_planning("scripted", "scripted", 1)
-        assert kind(b.await_planning, ref, 5) == "not_planning_owner"
+        assert raises_kind(b.await_planning, ref, 5) == "not_planning_owner"
         assert a.await_planning(ref, 10).status == "completed"
-        assert kind(a.await_planning, ref, 0) == "not_planning_owner"  # handed out once
+        assert raises_kind(a.await_planning, ref, 0) == "not_planning_owner"  # handed out once
 
 
 def test_a_tree_without_planning_config_says_planning_is_unavailable() -> None:
     with phloem.Tree.start(parse_config("")) as tree, tree.client() as client:
-        assert kind(client.start_planning, "scripted", "scripted", 1) == "planning_unavailable"
-
-
-def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Planning runtime", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        exec(compile(code.group(1), "README.md", "exec"), {})
-    finally:
-        os.chdir(cwd)
-    printed = capsys.readouterr().out
-    assert "plan_accepted" in printed and "completed 4" in printed
+        assert (
+            raises_kind(client.start_planning, "scripted", "scripted", 1) == "planning_unavailable"
+        )
 
 
 def test_the_make_run_workload_completes() -> None:

@@ -235,13 +235,6 @@ def test_limits_are_validated_at_their_edges() -> None:
         Limits(max_cpu_seconds=True)
 
 
-def test_the_readme_example_runs() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("## Process children", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme_process_children"})
-
-
 def test_many_threads_can_start_and_stop_children_at_once() -> None:
     errors: list[BaseException] = []
     pids: list[int] = []

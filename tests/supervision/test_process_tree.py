@@ -7,8 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -20,18 +18,11 @@ from phloem.supervision._bootstrap import POOL_SIZE, proc_table
 from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, ProcessTarget
+from tests.helpers import wait_until
 from tests.supervision import process_targets as targets
 from tests.supervision.process_fixtures import lean_fork_server  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("lean_fork_server")
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll a condition on processes we do not parent (there is nothing to wait on)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def descendants(pid: int) -> list[int]:

@@ -1,22 +1,29 @@
-"""Fixtures: a real daemon process on a temporary socket, and configs for it."""
+"""What many tests share: the repository root, a real daemon process on a short socket
+path, the CLI as a subprocess, README code blocks, `raises_kind` and `wait_until`.
+
+Import from here (`from tests.helpers import ...`); fixtures live in `tests/conftest.py`."""
 
 from __future__ import annotations
 
 import json
 import os
 import queue
-import shutil
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from phloem.protocols.errors import PhloemError
+
+ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 READY_TIMEOUT_S = 20.0
 
@@ -102,40 +109,48 @@ def run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.fixture
-def tmp_short() -> Iterator[Path]:
-    d = short_tmpdir()
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def fixture_config(tmp_short: Path) -> Path:
-    path = tmp_short / "phloem.toml"
-    path.write_text(FIXTURE_CONFIG)
-    return path
-
-
-@pytest.fixture(scope="module")
-def shared_daemon() -> Iterator[DaemonProc]:
-    """One daemon (with the fixture services) for the tests of a module."""
-    d = short_tmpdir()
-    config = d / "phloem.toml"
-    config.write_text(FIXTURE_CONFIG)
-    daemon = DaemonProc(d / "run" / "phloem.sock", config).wait_ready()
-    yield daemon
-    daemon.stop()
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def _no_phloem_socket_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PHLOEM_SOCKET", raising=False)
-
-
 def pids_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     return True
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    """Poll `predicate` until it holds, for state nothing can be waited on (another
+    process's children, a file appearing); fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"condition not met in {timeout} s {what}".strip()
+        time.sleep(0.01)
+
+
+def raises_kind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+    """The `kind` of the `PhloemError` that `fn(*args, **kwargs)` raises (fails if none)."""
+    with pytest.raises(PhloemError) as info:
+        fn(*args, **kwargs)
+    return str(info.value.kind)
+
+
+def readme_section(title: str) -> str:
+    """The README text under the `## title` heading, up to the next `## ` heading."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    _, found, rest = text.partition(f"\n## {title}\n")
+    assert found, f"README has no section {title!r}"
+    return rest.split("\n## ", 1)[0]
+
+
+def readme_python_blocks(title: str) -> list[str]:
+    """The ```python blocks of a README section, in order."""
+    return re.findall(r"```python\n(.*?)```", readme_section(title), re.S)
+
+
+def run_readme_block(code: str, where: str) -> None:
+    """Run one README block as a fresh module, from the repository root."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        exec(compile(code, f"README.md#{where}", "exec"), {"__name__": "__readme__"})
+    finally:
+        os.chdir(cwd)
