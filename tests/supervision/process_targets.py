@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any
 
-from phloem.supervision._bootstrap import CHANNEL_FD
 from phloem.supervision.channel import Channel, ChannelClosed, ChannelError
+from phloem.supervision.childwire import CHANNEL_FD
 
 SECRET_MESSAGE = "upstream said api_key=sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ012345 is invalid"
 
