@@ -14,7 +14,8 @@ import contextlib
 import psutil
 import structlog
 
-from phloem.supervision import proctree
+from phloem.supervision.proctree import descendants, has_marker, kill_all, proc_table
+from phloem.supervision.proctree import wait_gone as _wait_gone
 
 log = structlog.get_logger("phloem.supervision.process")
 
@@ -25,9 +26,9 @@ LEFTOVER_WAIT_S = 2.0
 def outside_group(pid: int) -> list[psutil.Process]:
     """`pid`'s current descendants outside its process group (psutil handles, which
     guard against pid reuse when they are killed later)."""
-    table = proctree.proc_table()
+    table = proc_table()
     out = []
-    for p in proctree.descendants(table, [pid]):
+    for p in descendants(table, [pid]):
         if table.get(p, (0, pid, False))[1] != pid:
             with contextlib.suppress(psutil.Error):
                 out.append(psutil.Process(p))
@@ -51,29 +52,26 @@ def sweep(pid: int, marker: str, *, server_pid: int | None, tracked: set[int]) -
     orphans (children of the fork server `server_pid`, or of anyone if it is gone) that
     carry `marker` — with all their descendants. `tracked` pids (other children of the
     fork server) are never roots. Returns how many processes were killed."""
-    table = proctree.proc_table()
+    table = proc_table()
     roots = [
         p
         for p, (ppid, pgid, zombie) in table.items()
         if not zombie
         and p != pid
         and p not in tracked
-        and (
-            pgid == pid
-            or ((ppid == server_pid or server_pid is None) and proctree.has_marker(p, marker))
-        )
+        and (pgid == pid or ((ppid == server_pid or server_pid is None) and has_marker(p, marker)))
     ]
-    found = proctree.descendants(table, roots)
+    found = descendants(table, roots)
     if found:
         log.info("process_leftovers_killed", handle=marker, count=len(found))
-        proctree.kill_all(found)
+        kill_all(found)
         wait_gone(found)
     return len(found)
 
 
 def wait_gone(pids: list[int], timeout: float = LEFTOVER_WAIT_S) -> bool:
     """`proctree.wait_gone`, logged when some of `pids` outlive `timeout`."""
-    if proctree.wait_gone(pids, timeout):
+    if _wait_gone(pids, timeout):
         return True
     log.warning("process_leftovers_still_running", pids=pids)
     return False

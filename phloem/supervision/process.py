@@ -46,11 +46,11 @@ import msgspec
 import psutil
 import structlog
 
-from phloem.supervision import leftovers
 from phloem.supervision.channel import Channel, ChannelError
 from phloem.supervision.childwire import MAX_PAYLOAD_BYTES, CommandStart, Spawn, TargetStart
 from phloem.supervision.forkserver import ForkServer, ForkServerLost, get_server
 from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, HandleStats
+from phloem.supervision.leftovers import kill_procs, outside_group, sweep, wait_gone
 from phloem.supervision.notifier import ExitNotifier
 from phloem.supervision.reasons import ExitKind, ExitReason, redact
 from phloem.supervision.spec import Command, Limits, ProcessTarget
@@ -306,7 +306,7 @@ class ProcessHandle(ChildHandle):
             pid = self.pid
         if pid:
             self._signal_tree(signal.SIGKILL)
-            leftovers.wait_gone([pid])
+            wait_gone([pid])
         self._status_seen()
         self._needs_sweep = True
         heap = (
@@ -366,13 +366,13 @@ class ProcessHandle(ChildHandle):
                 if not self._reaped.wait(reap_timeout):
                     self._give_up()
             else:
-                snapshot = leftovers.outside_group(self.pid) if self.pid else []
+                snapshot = outside_group(self.pid) if self.pid else []
                 self._signal_tree(signal.SIGTERM, group_only=True)
                 if not self._reaped.wait(timeout):
                     self._kill_tree("stop timeout")
                     if not self._reaped.wait(reap_timeout):
                         self._give_up()
-                leftovers.kill_procs(snapshot)
+                kill_procs(snapshot)
         reason = self.wait()
         assert reason is not None
         return reason
@@ -427,10 +427,10 @@ class ProcessHandle(ChildHandle):
                 os.kill(pid, sig)
 
     def _sweep(self) -> None:
-        """Kill what is left of the child's tree (see `leftovers.sweep`)."""
+        """Kill what is left of the child's tree (see `sweep`)."""
         server = self._server
         if self.pid:
-            leftovers.sweep(
+            sweep(
                 self.pid,
                 self.handle_id,
                 server_pid=server.pid if server is not None and not self._server_lost else None,
