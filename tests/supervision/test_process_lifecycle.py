@@ -226,14 +226,18 @@ def test_limits_are_validated_at_their_edges() -> None:
     assert Limits(max_open_files=lo).max_open_files == lo
     assert Limits(max_open_files=hi).max_open_files == hi
     for bad in (lo - 1, hi + 1):
-        with pytest.raises(ValueError, match=rf"^max_open_files must be between {lo} and {hi}$"):
+        with pytest.raises(
+            ValueError, match=rf"^invalid_argument: max_open_files must be between {lo} and {hi}$"
+        ):
             Limits(max_open_files=bad)
     lo, hi = MAX_CPU_SECONDS_RANGE
     assert Limits(max_cpu_seconds=lo).max_cpu_seconds == lo
     for bad in (lo - 1, hi + 1):
-        with pytest.raises(ValueError, match=rf"^max_cpu_seconds must be between {lo} and {hi}$"):
+        with pytest.raises(
+            ValueError, match=rf"^invalid_argument: max_cpu_seconds must be between {lo} and {hi}$"
+        ):
             Limits(max_cpu_seconds=bad)
-    with pytest.raises(TypeError, match=r"^max_cpu_seconds must be an int$"):
+    with pytest.raises(TypeError, match=r"^invalid_argument: max_cpu_seconds must be an int$"):
         Limits(max_cpu_seconds=True)
 
 
