@@ -26,6 +26,7 @@ import psutil
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
+from phloem.actors.planning.outcomes import OkOutcome
 from phloem.actors.planning.worker import invoke
 from phloem.protocols.plan import canonical_json
 from phloem.supervision import Actor, ChildSpec, Supervisor, SupervisorSpec
@@ -78,7 +79,7 @@ def _callback_round_trip(runner: CallbackRunner) -> None:
 
     runner.start(REQUEST, 10.0, MEMORY, on_done)
     done.wait(10)
-    assert box and box[0].wire is not None and box[0].wire["tag"] == "ok", box
+    assert box and isinstance(box[0].answer, OkOutcome), box
 
 
 def _median(fn: Any, n: int, warmup: int = 5) -> float:

@@ -2,10 +2,10 @@
 
 `PlanningRuntime` (runtime) validates requests and supervises runs; `PlanningRun` (run) is
 one run's actor; `CallbackRunner` (callbacks) isolates every callback in a capped process
-child running `worker.callback_main`; `AdapterRegistry` (adapters) loads adapters by
-configured name only. The data types live in `phloem.protocols.plan`.
+child running `worker.invoke`, which answers an `outcomes.Outcome`; `AdapterRegistry`
+(adapters) loads adapters by configured name only. The data types live in `phloem.protocols.plan`.
 
-Names are imported lazily: a callback child imports only `worker` and `adapters`.
+Names are imported lazily: a callback child imports only `worker`, `outcomes` and `adapters`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """What runs inside a callback process child: load the adapter, call it, check the answer.
 
-The parent sends one canonical-JSON request ``{role, spec, callback, args}``; the child
-loads the adapter from its configured spec, calls the callback and answers with one
-canonical-JSON *wire outcome*, checked here so that only plain JSON ever reaches the
-daemon:
-
-- ``{"tag": "ok" | "complete", "value": JSON}``, ``{"tag": "continue"}``,
-  ``{"tag": "replan", "plan": JSON}``, ``{"tag": "fail" | "error", "reason": JSON}``;
-- ``{"tag": "invalid_result", "message": str}`` — the callback returned something that is
-  not one of its outcomes;
-- ``{"tag": "invalid_output", "of": tag, "message": str}`` — a right outcome holding
-  non-JSON data (`of` names the outcome: ``ok``, ``complete``, ``replan``, ...);
-- ``{"tag": "exception", "type": str, "message": str}`` (message redacted);
-- ``{"tag": "memory_exceeded"}`` — `MemoryError` under the run's memory cap.
-
-The parent maps these onto observation or terminal error kinds.
+The parent (`callbacks`, through `phloem.supervision.childcall.call_in_child`) has the
+child call `invoke` with one canonical-JSON request ``{role, spec, callback, args}``; the
+child loads the adapter from its configured spec, calls the callback and answers with one
+`outcomes.Outcome` as canonical JSON, checked here so that only plain JSON ever reaches
+the daemon (see `outcomes` for the shapes). The parent maps these onto observation or
+terminal error kinds.
 """
 
 from __future__ import annotations
@@ -23,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from phloem.actors.planning import outcomes as out
 from phloem.actors.planning.adapters import load_adapter
 from phloem.protocols.plan import (
     Complete,
@@ -34,7 +26,6 @@ from phloem.protocols.plan import (
     PlanError,
     Replan,
     Step,
-    canonical_json,
     from_mapping,
     json_value,
 )
@@ -56,37 +47,30 @@ def _plan_json(value: Any) -> Any:
     return json_value(value, "$.plan")
 
 
-def outcome_to_wire(callback: str, outcome: Any) -> dict[str, Any]:
-    """Check a callback's return value and turn it into plain JSON (see module doc)."""
+def check_outcome(callback: str, outcome: Any) -> out.Outcome:
+    """Check a callback's return value and turn it into an `Outcome` of plain JSON."""
     allowed = _ALLOWED[callback]
     if not isinstance(outcome, allowed):
         names = " | ".join(t.__name__ for t in allowed)
-        return {
-            "tag": "invalid_result",
-            "message": f"{callback}() must return {names}, not {type(outcome).__name__}",
-        }
+        return out.InvalidResult(f"{callback}() must return {names}, not {type(outcome).__name__}")
     try:
         match outcome:
             case Ok(value=value) if callback == "plan":
-                return {"tag": "ok", "value": _plan_json(value)}
+                return out.OkOutcome(_plan_json(value))
             case Ok(value=value):
-                return {"tag": "ok", "value": json_value(value, "$.output")}
+                return out.OkOutcome(json_value(value, "$.output"))
             case Complete(value=value):
-                return {"tag": "complete", "value": json_value(value, "$.value")}
+                return out.CompleteOutcome(json_value(value, "$.value"))
             case Continue():
-                return {"tag": "continue"}
+                return out.ContinueOutcome()
             case Replan(plan=plan):
-                return {"tag": "replan", "plan": _plan_json(plan)}
+                return out.ReplanOutcome(_plan_json(plan))
             case Fail(reason=reason):
-                return {"tag": "fail", "reason": json_value(reason, "$.reason")}
+                return out.FailOutcome(json_value(reason, "$.reason"))
             case Error(reason=reason):
-                return {"tag": "error", "reason": json_value(reason, "$.reason")}
+                return out.ErrorOutcome(json_value(reason, "$.reason"))
     except PlanError as exc:
-        return {
-            "tag": "invalid_output",
-            "of": type(outcome).__name__.lower(),
-            "message": exc.message,
-        }
+        return out.InvalidOutput(exc.message, of=type(outcome).__name__.lower())
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -109,34 +93,26 @@ def _call(obj: Any, callback: str, args: dict[str, Any]) -> Any:
 
 
 def invoke(request: bytes) -> bytes:
-    """Run one callback described by `request` and return its wire outcome (JSON bytes)."""
+    """Run one callback described by `request` and return its outcome (JSON bytes).
+
+    Runs in the callback child (`call_in_child` sends the returned bytes back)."""
     req = msgspec.json.decode(request)
+    outcome: out.Outcome
     try:
         adapter = load_adapter(req["role"], req["spec"])
-        wire = outcome_to_wire(req["callback"], _call(adapter, req["callback"], req["args"]))
+        outcome = check_outcome(req["callback"], _call(adapter, req["callback"], req["args"]))
     except MemoryError:
-        wire = {"tag": "memory_exceeded"}
+        outcome = out.MemoryExceeded()
     except Exception as exc:
-        wire = {"tag": "exception", "type": type(exc).__name__, "message": redact(str(exc))}
+        outcome = out.CallbackRaised(type(exc).__name__, redact(str(exc)))
     try:
-        data = canonical_json(wire)
+        data = out.encode(outcome)
     except MemoryError:
-        data = b'{"tag":"memory_exceeded"}'
+        data = out.MEMORY_EXCEEDED_JSON
     if len(data) > MAX_CALLBACK_OUTPUT_BYTES:
-        data = canonical_json(
-            {
-                "tag": "invalid_output",
-                "message": f"callback output is {len(data)} bytes, more than "
-                f"{MAX_CALLBACK_OUTPUT_BYTES}",
-            }
+        data = out.encode(
+            out.InvalidOutput(
+                f"callback output is {len(data)} bytes, more than {MAX_CALLBACK_OUTPUT_BYTES}"
+            )
         )
     return data
-
-
-def callback_main(channel: Any, request: bytes) -> None:
-    """Entry point of a callback child: answer `request` once on `channel`.
-
-    This module and what it imports are all a callback child loads besides the adapter,
-    so the package `__init__` stays lazy.
-    """
-    channel.send(invoke(request))
