@@ -104,3 +104,21 @@ class SlowToLoad:
 
     def __reduce__(self) -> tuple[Any, tuple[float]]:
         return (time.sleep, (self.seconds,))
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+def fail_with(message: str) -> None:
+    raise ValueError(message)
+
+
+def exit_on_sigterm(code: int) -> None:
+    """Wait; on SIGTERM exit with `code` (a child that handles its stop itself)."""
+
+    def on_term(signum: int, frame: object) -> None:
+        os._exit(code)
+
+    signal.signal(signal.SIGTERM, on_term)
+    threading.Event().wait()

@@ -109,6 +109,20 @@ def test_an_external_sigterm_is_killed_by_signal_15_not_shutdown() -> None:
     assert h.wait(10) == ExitReason(ExitKind.KILLED, detail="signal 15", signal=15)
 
 
+def test_a_child_exiting_on_its_own_after_sigterm_is_shutdown_with_its_exit_code() -> None:
+    h = start_process(ProcessTarget(targets.exit_on_sigterm, (5,)), name="tidy")
+    reason = h.stop(5)
+    assert reason == ExitReason(ExitKind.SHUTDOWN, exit_code=5)
+    assert (reason.exit_code, reason.signal) == (5, None)
+
+
+def test_reasons_not_from_a_reported_exit_carry_neither_exit_code_nor_signal() -> None:
+    assert ExitReason.normal().exit_code is None and ExitReason.normal().signal is None
+    with pytest.raises(ChildStartError) as info:
+        start_process(Command(["/nonexistent/phloem-test-binary"]), name="missing")
+    assert (info.value.reason.exit_code, info.value.reason.signal) == (None, None)
+
+
 def test_stop_escalates_to_kill_for_a_child_ignoring_sigterm() -> None:
     h = start_process(ProcessTarget(targets.serve, pass_channel=True), name="stubborn")
     assert h.request({"op": "ignore_sigterm"}, timeout=5) == "armed"
@@ -298,5 +312,6 @@ def test_a_stop_whose_kill_is_never_reported_ends_at_the_reap_deadline(
     monkeypatch.setattr(h, "_signal_tree", lambda sig, group_only=False: None)
     reason = h.stop(timeout=0.1)
     assert reason.kind == "killed" and reason.detail == "no exit report after kill"
+    assert (reason.exit_code, reason.signal) == (None, None)  # no wait status was reported
     os.kill(h.pid, signal.SIGKILL)  # the child really is still there: end it
     assert leftovers.wait_gone([h.pid], 10)
