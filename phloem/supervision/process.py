@@ -10,12 +10,11 @@ a `Command` once the exec succeeded. The returned `ProcessHandle` is a `ChildHan
   child is gone, descendants that outlived it — including ones that left the group with
   `setsid` — are found (process group, parentage, and the `PHLOEM_PROCESS_ID`
   environment marker they inherited) and killed, so nothing is left behind.
-- exit reasons (`status`): exit 0 `normal`; gone after our SIGTERM `shutdown`; SIGKILLed
-  by us `killed`; killed by someone else `killed` ("signal N"); the target raised
-  `exception` (type and redacted message); MemoryError, or resident memory over
-  `max_memory_bytes` `heap_exceeded`; over `max_cpu_seconds` `timeout` ("cpu"); a
-  command exiting non-zero `exception` with error type `ExitStatus` ("exit status N").
-  Every reason from a reported exit carries `exit_code` or `signal`.
+- exit reasons (made in `status`): exit 0 `normal`; gone after our SIGTERM `shutdown`;
+  SIGKILLed by us, or by someone else ("signal N"), `killed`; the target raised
+  `exception` (type, redacted message); MemoryError or RSS over `max_memory_bytes`
+  `heap_exceeded`; over `max_cpu_seconds` `timeout` ("cpu"); a command exiting non-zero
+  `exception` `ExitStatus` ("exit status N"). Each carries `exit_code` or `signal`.
 - `send`/`recv`/`request` talk to a `ProcessTarget(pass_channel=True)` child over a
   framed msgpack `Channel`.
 
@@ -46,6 +45,7 @@ import msgspec
 import psutil
 import structlog
 
+from phloem.limits import check_range
 from phloem.supervision.channel import Channel, ChannelError
 from phloem.supervision.childwire import MAX_PAYLOAD_BYTES, CommandStart, Spawn, TargetStart
 from phloem.supervision.forkserver import ForkServer, ForkServerLost, get_server
@@ -67,6 +67,9 @@ KILL_REAP_TIMEOUT_S = 30.0
 """How long a stop waits, after SIGKILL, for the fork server's exit report (unless told
 otherwise). Past it the child is recorded as `killed` (detail `no exit report after
 kill`) so no caller hangs."""
+
+REAP_TIMEOUT_RANGE = (0.0, 3_600.0)
+"""Accepted `reap_timeout` of `ProcessHandle.stop`, in seconds."""
 
 _watchdog = RssWatchdog()
 
@@ -357,6 +360,7 @@ class ProcessHandle(ChildHandle):
                 raise ValueError("timeout must be >= 0")
         if reap_timeout is None:
             reap_timeout = KILL_REAP_TIMEOUT_S
+        check_range("reap_timeout", reap_timeout, *REAP_TIMEOUT_RANGE, integer=False)
         if not self._reaped.is_set():
             with self._ctl:
                 self._stop_requested = True
@@ -397,8 +401,14 @@ class ProcessHandle(ChildHandle):
         with self._sweep_lock:
             if not self._swept:
                 self._swept = True
-                if self._needs_sweep or self._stop_requested or self._killed_by_us:
-                    self._sweep()
+                server = self._server
+                if self.pid and (self._needs_sweep or self._stop_requested or self._killed_by_us):
+                    sweep(  # what is left of the child's tree
+                        self.pid,
+                        self.handle_id,
+                        server_pid=None if server is None or self._server_lost else server.pid,
+                        tracked=server.tracked_pids() if server is not None else set(),
+                    )
         assert self._final is not None
         self._set_exit(self._final)
 
@@ -425,17 +435,6 @@ class ProcessHandle(ChildHandle):
         if not group_only:
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-
-    def _sweep(self) -> None:
-        """Kill what is left of the child's tree (see `sweep`)."""
-        server = self._server
-        if self.pid:
-            sweep(
-                self.pid,
-                self.handle_id,
-                server_pid=server.pid if server is not None and not self._server_lost else None,
-                tracked=server.tracked_pids() if server is not None else set(),
-            )
 
     # -- channel -------------------------------------------------------------------------
 
