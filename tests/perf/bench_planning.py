@@ -27,8 +27,8 @@ import psutil
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
 from phloem.actors.planning.outcomes import OkOutcome
-from phloem.actors.planning.worker import invoke
-from phloem.protocols.plan import canonical_json
+from phloem.actors.planning.worker import CallbackRequest, ExecuteCall, invoke
+from phloem.protocols.plan import Step, canonical_json
 from phloem.supervision import Actor, ChildSpec, Supervisor, SupervisorSpec
 from phloem.supervision.process import start_process
 from phloem.supervision.refs import Owner
@@ -39,17 +39,11 @@ EXECUTOR = "tests.planning.adapters:ScriptedExecutor"
 PLANNER = "tests.planning.adapters:ScriptedPlanner"
 MEMORY = 256 * 1024 * 1024
 REQUEST = canonical_json(
-    {
-        "role": "executor",
-        "spec": EXECUTOR,
-        "callback": "execute",
-        "args": {
-            "target": None,
-            "step": {"id": "s", "description": "d", "action": {"op": "echo"}, "metadata": {}},
-            "context": {},
-            "config": None,
-        },
-    }
+    CallbackRequest(
+        "executor",
+        EXECUTOR,
+        ExecuteCall(target=None, step=Step("s", "d", {"op": "echo"}), context={}),
+    )
 )
 
 

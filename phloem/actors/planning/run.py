@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pykka
 import structlog
 
@@ -39,6 +40,13 @@ from phloem.actors.planning.outcomes import (
     OkOutcome,
     ReplanOutcome,
     describe,
+)
+from phloem.actors.planning.worker import (
+    Call,
+    CallbackRequest,
+    ExecuteCall,
+    PlanCall,
+    ReviewCall,
 )
 from phloem.protocols.plan import (
     Observation,
@@ -202,8 +210,8 @@ class PlanningRun(Actor):
 
     def _begin(self) -> None:
         s = self.spec
-        args = {"target": s.planner.target, "goal": s.goal, "context": s.context}
-        self._callback(s.planner, "plan", args, self._on_plan)
+        call = PlanCall(target=s.planner.target, goal=s.goal, context=s.context)
+        self._callback(s.planner, call, self._on_plan)
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, _Begin):
@@ -242,8 +250,7 @@ class PlanningRun(Actor):
     def _callback(
         self,
         adapter: AdapterRef,
-        callback: str,
-        args: dict[str, Any],
+        call: Call,
         then: Callable[[CallbackOutcome], None],
     ) -> None:
         remaining = self.deadline - time.monotonic()
@@ -254,14 +261,8 @@ class PlanningRun(Actor):
         self.capped = remaining < own
         self.seq += 1
         seq = self.seq
-        request = canonical_json(
-            {
-                "role": adapter.role,
-                "spec": adapter.spec,
-                "callback": callback,
-                "args": args | {"config": adapter.config},
-            }
-        )
+        call = msgspec.structs.replace(call, config=adapter.config)
+        request = canonical_json(CallbackRequest(adapter.role, adapter.spec, call))
         self.on_callback = then
         actor_ref = self.actor_ref
 
@@ -276,7 +277,7 @@ class PlanningRun(Actor):
             min(own, remaining),
             self.options.max_memory_bytes,
             post,
-            name=f"planning-{adapter.role}-{callback}",
+            name=f"planning-{adapter.role}-{call.__struct_config__.tag}",
         )
 
     def _kill_task(self) -> None:
@@ -348,17 +349,8 @@ class PlanningRun(Actor):
                 "attempt": self.steps_executed,
             },
         )
-        args = {
-            "target": self.spec.executor.target,
-            "step": {
-                "id": step.id,
-                "description": step.description,
-                "action": step.action,
-                "metadata": step.metadata,
-            },
-            "context": self.spec.context,
-        }
-        self._callback(self.spec.executor, "execute", args, self._on_execute)
+        call = ExecuteCall(target=self.spec.executor.target, step=step, context=self.spec.context)
+        self._callback(self.spec.executor, call, self._on_execute)
 
     def _on_execute(self, outcome: CallbackOutcome) -> None:
         plan = self.plan
@@ -386,14 +378,14 @@ class PlanningRun(Actor):
         self.observations.append(obs)
         observation = obs.to_builtins()
         self._event("observation", observation)
-        args = {
-            "target": self.spec.planner.target,
-            "plan": plan.to_builtins(),
-            "step_id": step.id,
-            "observation": observation,
-            "context": self.spec.context,
-        }
-        self._callback(self.spec.planner, "review", args, self._on_review)
+        call = ReviewCall(
+            target=self.spec.planner.target,
+            plan=plan.to_builtins(),
+            step_id=step.id,
+            observation=observation,
+            context=self.spec.context,
+        )
+        self._callback(self.spec.planner, call, self._on_review)
 
     # -- planner: review -----------------------------------------------------------------
 

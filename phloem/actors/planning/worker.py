@@ -1,8 +1,9 @@
 """What runs inside a callback process child: load the adapter, call it, check the answer.
 
 The parent (`callbacks`, through `phloem.supervision.childcall.call_in_child`) has the
-child call `invoke` with one canonical-JSON request ``{role, spec, callback, args}``; the
-child loads the adapter from its configured spec, calls the callback and answers with one
+child call `invoke` with one `CallbackRequest` as canonical JSON: the adapter's role and
+configured spec, and the call — `PlanCall`, `ReviewCall` or `ExecuteCall`, tagged by the
+field `callback`. The child loads the adapter, calls the callback and answers with one
 `outcomes.Outcome` as canonical JSON, checked here so that only plain JSON ever reaches
 the daemon (see `outcomes` for the shapes). The parent maps these onto observation or
 terminal error kinds.
@@ -15,7 +16,7 @@ from typing import Any
 import msgspec
 
 from phloem.actors.planning import outcomes as out
-from phloem.actors.planning.adapters import load_adapter
+from phloem.actors.planning.adapters import Role, load_adapter
 from phloem.protocols.plan import (
     Complete,
     Continue,
@@ -33,6 +34,54 @@ from phloem.supervision.reasons import redact
 
 # The largest wire outcome a callback may send back (canonical JSON bytes).
 MAX_CALLBACK_OUTPUT_BYTES = 4 * 1024 * 1024
+
+
+class _Call(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="callback"):
+    pass
+
+
+class PlanCall(_Call, frozen=True, tag="plan"):
+    """`planner.plan(target, goal, context, config)`."""
+
+    target: Any
+    goal: Any
+    context: Any
+    config: Any = None
+
+
+class ReviewCall(_Call, frozen=True, tag="review"):
+    """`planner.review(target, plan, step, observation, context, config)`; `plan` is the
+    plan's mapping (checked again in the child), `step_id` names the step in it."""
+
+    target: Any
+    plan: Any
+    step_id: str
+    observation: Any
+    context: Any
+    config: Any = None
+
+
+class ExecuteCall(_Call, frozen=True, tag="execute"):
+    """`executor.execute(target, step, context, config)`."""
+
+    target: Any
+    step: Step
+    context: Any
+    config: Any = None
+
+
+Call = PlanCall | ReviewCall | ExecuteCall
+
+
+class CallbackRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a callback child is asked: which adapter (`role`, configured `spec`), which call."""
+
+    role: Role
+    spec: str
+    call: Call
+
+
+_request_decoder = msgspec.json.Decoder(CallbackRequest)
 
 _ALLOWED: dict[str, tuple[type, ...]] = {
     "plan": (Ok, Complete, Error),
@@ -74,33 +123,28 @@ def check_outcome(callback: str, outcome: Any) -> out.Outcome:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _call(obj: Any, callback: str, args: dict[str, Any]) -> Any:
-    if callback == "plan":
-        return obj.plan(args["target"], args["goal"], args["context"], args["config"])
-    if callback == "review":
-        plan = from_mapping(args["plan"])
-        step = next(s for s in plan.steps if s.id == args["step_id"])
-        return obj.review(
-            args["target"],
-            plan,
-            step,
-            args["observation"],
-            args["context"],
-            args["config"],
-        )
-    step = Step(**args["step"])
-    return obj.execute(args["target"], step, args["context"], args["config"])
+def _call(obj: Any, call: Call) -> Any:
+    match call:
+        case PlanCall():
+            return obj.plan(call.target, call.goal, call.context, call.config)
+        case ReviewCall():
+            plan = from_mapping(call.plan)
+            step = next(s for s in plan.steps if s.id == call.step_id)
+            return obj.review(call.target, plan, step, call.observation, call.context, call.config)
+        case ExecuteCall():
+            return obj.execute(call.target, call.step, call.context, call.config)
 
 
 def invoke(request: bytes) -> bytes:
     """Run one callback described by `request` and return its outcome (JSON bytes).
 
     Runs in the callback child (`call_in_child` sends the returned bytes back)."""
-    req = msgspec.json.decode(request)
+    req = _request_decoder.decode(request)
+    callback = str(type(req.call).__struct_config__.tag)
     outcome: out.Outcome
     try:
-        adapter = load_adapter(req["role"], req["spec"])
-        outcome = check_outcome(req["callback"], _call(adapter, req["callback"], req["args"]))
+        adapter = load_adapter(req.role, req.spec)
+        outcome = check_outcome(callback, _call(adapter, req.call))
     except MemoryError:
         outcome = out.MemoryExceeded()
     except Exception as exc:
