@@ -20,7 +20,6 @@ import pytest
 from phloem.actors.agents.executor import exit_error_kind
 from phloem.actors.agents.outcome import OK_STATUSES, OutcomeStatus
 from phloem.models.oneshot import ONE_SHOT_KINDS
-from phloem.protocols import wire
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.model import MODEL_ERROR_KINDS, ModelError
 from phloem.supervision.reasons import ExitKind
@@ -222,10 +221,6 @@ def msgspec_roundtrip(value: ErrorValue) -> object:
     assert isinstance(data, dict)
     data.pop("details", None)
     return data
-
-
-def test_the_wire_module_uses_the_one_vocabulary() -> None:
-    assert wire.ErrorKind is ErrorKind
 
 
 def test_one_spelling_for_cancelled_and_config_invalid() -> None:

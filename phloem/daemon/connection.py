@@ -375,7 +375,8 @@ class Connection:
         try:
             window = CreditWindow(message.window_messages, message.window_bytes)
         except (TypeError, ValueError) as exc:
-            self._fail(ErrorKind.BAD_MESSAGE, f"window {exc}", message.id)
+            why = exc.message if isinstance(exc, PhloemError) else str(exc)
+            self._fail(ErrorKind.BAD_MESSAGE, f"window {why}", message.id)
             return
         try:
             topic = self.server.tree.streams.get(message.stream, self.owner)

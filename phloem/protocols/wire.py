@@ -21,21 +21,17 @@ A frame that cannot be decoded, or longer than the maximum frame size, gets one
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import msgspec
 
-from phloem.protocols.errors import (
-    ErrorKind as ErrorKind,  # noqa: PLC0414 (re-exported: the one vocabulary)
-    ErrorValue,
-    PhloemError,
-)
+from phloem.protocols import framing
+from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION})
-HEADER = struct.Struct(">I")
-HEADER_BYTES = HEADER.size
+HEADER = framing.HEADER
+HEADER_BYTES = framing.HEADER_BYTES
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_FRAME_BYTES_LIMIT = 64 * 1024 * 1024
 MAX_ACTOR_PATH_CHARS = 512
@@ -170,9 +166,8 @@ def encode_body(value: Any) -> msgspec.Raw:
 
 
 def encode_frame(message: _Msg) -> bytes:
-    """Header + msgpack of one message."""
-    body = _encoder.encode(message)
-    return HEADER.pack(len(body)) + body
+    """Header + msgpack of one message (see `phloem.protocols.framing`)."""
+    return framing.frame(_encoder.encode(message))
 
 
 def error_frame(kind: str, message: str, request_id: RequestId | None = None) -> bytes:
@@ -187,55 +182,19 @@ def check_max_frame_bytes(value: int) -> int:
     return value
 
 
-class FrameReader:
-    """Splits a byte stream into frame bodies; refuses frames over `max_frame_bytes`.
+class FrameReader(framing.FrameDecoder):
+    """Splits the client stream into frame bodies; refuses frames over `max_frame_bytes`.
 
-    Keeps at most one frame's bytes plus one read's worth buffered.
+    A `framing.FrameDecoder` with the wire's default and bounds for the limit: `feed`
+    returns the complete bodies; a header announcing more than `max_frame_bytes` raises
+    `frame_too_large` (a `PhloemError`), after the frames before it have been returned
+    (the error is then raised by the next call, or by `check`).
     """
 
-    __slots__ = ("_buf", "_error", "max_frame_bytes")
+    __slots__ = ()
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self.max_frame_bytes = check_max_frame_bytes(max_frame_bytes)
-        self._buf = bytearray()
-        self._error: PhloemError | None = None
-
-    def check(self) -> None:
-        """Raise the pending `frame_too_large`, if any."""
-        if self._error is not None:
-            raise self._error
-
-    @property
-    def partial(self) -> bool:
-        """True while a frame has started but not completed."""
-        return bool(self._buf)
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; the complete frame bodies now available.
-
-        A header announcing more than `max_frame_bytes` raises `frame_too_large`, after
-        the frames before it have been returned (the error is raised by the next call,
-        or by `check`).
-        """
-        self.check()
-        self._buf += data
-        frames: list[bytes] = []
-        while len(self._buf) >= HEADER_BYTES:
-            (length,) = HEADER.unpack_from(self._buf)
-            if length > self.max_frame_bytes:
-                self._error = PhloemError(
-                    ErrorKind.FRAME_TOO_LARGE,
-                    f"frame of {length} bytes exceeds max_frame_bytes {self.max_frame_bytes}",
-                )
-                if frames:
-                    return frames
-                self.check()
-            end = HEADER_BYTES + length
-            if len(self._buf) < end:
-                break
-            frames.append(bytes(self._buf[HEADER_BYTES:end]))
-            del self._buf[:end]
-        return frames
+        super().__init__(check_max_frame_bytes(max_frame_bytes))
 
 
 def decode_client(frame: bytes) -> Any:

@@ -1,10 +1,10 @@
 """A framed msgpack channel over a Unix stream socket: request/reply with a process child.
 
-Each frame is a 4-byte big-endian length followed by one msgpack value (msgspec). A frame
-is never larger than `MAX_FRAME_BYTES`: sending one is refused before a byte is written,
-and receiving a header that announces one breaks the channel (the stream cannot be
-resynchronised) — both raise `FrameTooLarge`, so neither side waits forever. Every wait
-has a timeout. Errors by cause::
+Each frame (`phloem.protocols.framing`) is a 4-byte big-endian length followed by one
+msgpack value (msgspec). A frame is never larger than `MAX_FRAME_BYTES`: sending one is
+refused before a byte is written, and receiving a header that announces one breaks the
+channel (the stream cannot be resynchronised) — both raise `FrameTooLarge`, so neither
+side waits forever. Every wait has a timeout. Errors by cause::
 
     ChannelError (PhloemError)
     ├── ChannelClosed    the peer went away, or this end was closed
@@ -19,13 +19,13 @@ import contextlib
 import math
 import select
 import socket
-import struct
 import time
 from _thread import allocate_lock
 from typing import Any
 
 import msgspec
 
+from phloem.protocols import framing
 from phloem.protocols.errors import PhloemError
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
@@ -35,7 +35,6 @@ MIN_FRAME_BYTES = 64
 RECV_CHUNK_BYTES = 256 * 1024
 """Bytes asked of the kernel per read once a frame's size is known to be large."""
 
-_HEADER = struct.Struct(">I")
 _POLL_IN = select.POLLIN | select.POLLPRI
 _POLL_OUT = select.POLLOUT
 
@@ -54,11 +53,8 @@ class ChannelTimeout(ChannelError):
         super().__init__("channel_timeout", message)
 
 
-class FrameTooLarge(ChannelError):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__("frame_too_large", f"frame of {size} bytes exceeds the limit of {limit}")
-        self.size = size
-        self.limit = limit
+class FrameTooLarge(ChannelError, framing.FrameTooLarge):
+    """`framing.FrameTooLarge` on a channel (`size`, `limit`), also a `ChannelError`."""
 
 
 class BadFrame(ChannelError):
@@ -105,8 +101,8 @@ class Channel:
         # `_thread` locks: importing `threading` would slow every fork of the fork server.
         self._send_lock = allocate_lock()
         self._recv_lock = allocate_lock()
-        self._buf = bytearray()
-        self._eof = False  # no more bytes will arrive; frames left in _buf still count
+        self._frames = framing.FrameDecoder(max_frame_bytes)
+        self._eof = False  # no more bytes will arrive; frames already buffered still count
         self._broken: ChannelError | None = None  # receiving is impossible from now on
         self._send_buf = bytearray()
         self._send_broken: ChannelError | None = None  # a frame was cut short: no more sends
@@ -124,16 +120,16 @@ class Channel:
                 raise self._send_broken
             buf = self._send_buf
             buf.clear()
-            buf.extend(b"\0\0\0\0")
+            buf.extend(bytes(framing.HEADER_BYTES))
             try:
-                self._encoder.encode_into(obj, buf, 4)
+                self._encoder.encode_into(obj, buf, framing.HEADER_BYTES)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise ChannelError("unencodable", f"value cannot be sent: {exc}") from None
-            size = len(buf) - 4
-            if size > self.max_frame_bytes:
+            try:
+                framing.seal(buf, self.max_frame_bytes)
+            except framing.FrameTooLarge as exc:
                 self._shrink_send_buf()
-                raise FrameTooLarge(size, self.max_frame_bytes)
-            _HEADER.pack_into(buf, 0, size)
+                raise FrameTooLarge(exc.size, exc.limit) from None
             try:
                 self._send_all(buf, deadline)
             finally:
@@ -201,37 +197,16 @@ class Channel:
         """Decode one complete frame from the buffer (a 1-tuple), or None if incomplete."""
         if self._broken is not None:
             raise self._broken
-        buf = self._buf
-        if len(buf) < 4:
-            return None
-        (size,) = _HEADER.unpack_from(buf, 0)
-        if size > self.max_frame_bytes:
-            self._broken = FrameTooLarge(size, self.max_frame_bytes)
-            buf.clear()
+        try:
+            return self._frames.decode_next(self._decoder.decode)
+        except framing.FrameTooLarge as exc:
+            self._broken = FrameTooLarge(exc.size, exc.limit)
             self._shutdown()
             with self._send_lock:
                 self._close_socket()
-            raise self._broken
-        end = 4 + size
-        if len(buf) < end:
-            return None
-        view = memoryview(buf)
-        part = view[4:end]
-        try:
-            value = self._decoder.decode(part)
+            raise self._broken from None
         except msgspec.DecodeError as exc:
-            error: BadFrame | None = BadFrame(str(exc))
-        else:
-            error = None
-        finally:
-            part.release()
-            view.release()
-        del buf[:end]
-        if len(buf) == 0 and end > RECV_CHUNK_BYTES:
-            self._buf = bytearray()
-        if error is not None:
-            raise error
-        return (value,)
+            raise BadFrame(str(exc)) from None
 
     def _fill(self) -> None:
         """Read what the kernel has (at least one byte unless EOF)."""
@@ -239,10 +214,7 @@ class Channel:
         if sock is None:
             self._eof = True
             return
-        want = RECV_CHUNK_BYTES
-        if len(self._buf) >= 4:
-            (size,) = _HEADER.unpack_from(self._buf, 0)
-            want = max(want, min(size + 4 - len(self._buf), self.max_frame_bytes))
+        want = max(RECV_CHUNK_BYTES, self._frames.missing)
         try:
             data = sock.recv(want)
         except BlockingIOError:
@@ -252,7 +224,7 @@ class Channel:
         if not data:
             self._eof = True
             return
-        self._buf += data
+        self._frames.append(data)
 
     def _wait(self, events: int, deadline: float | None) -> bool:
         """Poll the socket; False if the deadline passed first."""
@@ -289,14 +261,15 @@ class Channel:
             return  # a reader is still busy; it will see EOF and the socket is closed later
         try:
             sock = self._sock
-            while sock is not None and len(self._buf) <= self.max_frame_bytes + 4:
+            limit = self.max_frame_bytes + framing.HEADER_BYTES
+            while sock is not None and self._frames.buffered <= limit:
                 try:
                     data = sock.recv(RECV_CHUNK_BYTES)
                 except (BlockingIOError, OSError):
                     break
                 if not data:
                     break
-                self._buf += data
+                self._frames.append(data)
             self._eof = True
             with self._send_lock:
                 self._close_socket()
@@ -318,4 +291,4 @@ class Channel:
 
     def __repr__(self) -> str:
         state = "closed" if self._sock is None else f"fd {self._fd}"
-        return f"<Channel {state}, {len(self._buf)} bytes buffered>"
+        return f"<Channel {state}, {self._frames.buffered} bytes buffered>"

@@ -38,6 +38,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import structlog
 
+from phloem.limits import check_range
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.reasons import ExitKind, ExitReason
 
@@ -59,17 +60,6 @@ DEFAULT_MAX_SUBSCRIBERS = 1_024
 MAX_SUBSCRIBERS_RANGE = (1, 100_000)
 
 
-def _check_range(name: str, value: object, bounds: tuple[int, int]) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int")
-    lo, hi = bounds
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}")
-    if value > hi:
-        raise ValueError(f"{name} must be <= {hi}")
-    return value
-
-
 class CreditWindow(msgspec.Struct, frozen=True):
     """How much a consumer accepts outstanding at once: item count and total bytes."""
 
@@ -77,8 +67,8 @@ class CreditWindow(msgspec.Struct, frozen=True):
     bytes: int = DEFAULT_WINDOW_BYTES
 
     def __post_init__(self) -> None:
-        _check_range("messages", self.messages, WINDOW_MESSAGES_RANGE)
-        _check_range("bytes", self.bytes, WINDOW_BYTES_RANGE)
+        check_range("messages", self.messages, *WINDOW_MESSAGES_RANGE)
+        check_range("bytes", self.bytes, *WINDOW_BYTES_RANGE)
 
 
 class CreditUsage(msgspec.Struct, frozen=True):
@@ -195,8 +185,8 @@ class CreditStream(Generic[T]):
     ) -> None:
         self.name = name
         self._size_of = size_of
-        self.max_subscribers = _check_range(
-            "max_subscribers", max_subscribers, MAX_SUBSCRIBERS_RANGE
+        self.max_subscribers = check_range(
+            "max_subscribers", max_subscribers, *MAX_SUBSCRIBERS_RANGE
         )
         self._lock = threading.RLock()
         self._room = threading.Condition(self._lock)
@@ -222,8 +212,8 @@ class CreditStream(Generic[T]):
             raise TypeError("window must be a CreditWindow")
         if not callable(deliver):
             raise TypeError("deliver must be callable")
-        _check_range("max_pending_messages", max_pending_messages, PENDING_MESSAGES_RANGE)
-        _check_range("max_pending_bytes", max_pending_bytes, PENDING_BYTES_RANGE)
+        check_range("max_pending_messages", max_pending_messages, *PENDING_MESSAGES_RANGE)
+        check_range("max_pending_bytes", max_pending_bytes, *PENDING_BYTES_RANGE)
         with self._lock:
             if self._closed is not None:
                 raise PhloemError("closed", f"stream {self.name!r} is closed")

@@ -3,7 +3,8 @@
 The daemon is threaded, and forking a threaded process is unsafe (locks held by other
 threads stay held in the child). So process children are forked from a small,
 single-threaded server process instead, spawned once, lazily (and again if it dies).
-Its serving loop and the child side live in `_bootstrap`.
+Its serving loop lives in `_bootstrap`, the child side in `_child`, the messages in
+`childwire`.
 
 Speed: a fork costs time in proportion to the forking process's memory, so the server
 imports only what a child needs. Importing `phloem.supervision._bootstrap` normally runs
@@ -20,7 +21,7 @@ time and passes the daemon one end of a socket to each (`Idle(pid)`); the daemon
 request straight to one of them (then tells the server `Claimed(pid)`, which refills the
 pool once things are quiet). With none idle, it sends `Spawn` and the server forks.
 
-Wire protocol, over one Unix stream socketpair, 4-byte big-endian length + msgpack:
+Wire protocol (`childwire`), over one Unix stream socketpair, framed msgpack:
 daemon → server `Spawn` (the child's status pipe and channel fds attached by
 SCM_RIGHTS), `Claimed(pid)`; server → daemon `Idle(pid)` (socket attached),
 `Started(id, pid)`, `SpawnFailed(id, error)`, `Exited(pid, status, cpu_seconds)`,
@@ -47,10 +48,10 @@ from typing import Protocol
 import msgspec
 import structlog
 
-from phloem.supervision._bootstrap import (
-    EXIT_GRACE_S,
+from phloem.protocols import framing
+from phloem.supervision._bootstrap import EXIT_GRACE_S
+from phloem.supervision.childwire import (
     MAX_CONTROL_FRAME_BYTES,
-    MAX_PAYLOAD_BYTES,
     Claimed,
     Exited,
     FromServer,
@@ -59,19 +60,14 @@ from phloem.supervision._bootstrap import (
     Spawn,
     SpawnFailed,
     Started,
-    frame,
-    pop_frames,
-    proc_table,
+    encode,
 )
 
 __all__ = [
-    "MAX_PAYLOAD_BYTES",
     "ForkServer",
     "ForkServerLost",
-    "Spawn",
     "configure",
     "get_server",
-    "proc_table",
     "server_pid",
     "shutdown_server",
 ]
@@ -80,7 +76,8 @@ log = structlog.get_logger("phloem.supervision.forkserver")
 
 PRELOAD_ENV = "PHLOEM_FORKSERVER_PRELOAD"
 DEFAULT_PRELOAD = ("phloem.supervision._bootstrap", "phloem.supervision.channel")
-"""Always imported by the fork server (see the module docstring for adding more)."""
+"""Always imported by the fork server (see the module docstring for adding more); the
+server loop brings the child side (`_child`) and the messages (`childwire`) along."""
 
 # Run by the server's interpreter (`python -c`): defer the package initialisers, then serve.
 _LAUNCHER = """
@@ -167,7 +164,7 @@ class ForkServer:
         env = dict(os.environ)
         if env != self.env:  # children see the daemon's environment as it is now
             request = msgspec.structs.replace(request, env=env)
-        data = frame(msgspec.structs.replace(request, nfds=len(fds)))
+        data = encode(msgspec.structs.replace(request, nfds=len(fds)))
         while True:
             with self._lock:
                 if not self._alive or not self._idle:
@@ -191,7 +188,7 @@ class ForkServer:
                 raise ForkServerLost("fork server is not running")
             spawn_id = next(self._ids)
             self._pending[spawn_id] = child
-        data = frame(msgspec.structs.replace(request, id=spawn_id, nfds=len(fds)))
+        data = encode(msgspec.structs.replace(request, id=spawn_id, nfds=len(fds)))
         try:
             self._send(data, fds)
         except OSError as exc:
@@ -204,7 +201,7 @@ class ForkServer:
     def claimed(self, pid: int) -> None:
         """Tell the server its idle child `pid` was used, so it can fork a replacement."""
         with contextlib.suppress(OSError):  # a lost server is noticed by the reader
-            self._send(frame(Claimed(pid)))
+            self._send(encode(Claimed(pid)))
 
     def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
         with self._send_lock:
@@ -214,7 +211,7 @@ class ForkServer:
 
     def _read_loop(self) -> None:
         decoder = msgspec.msgpack.Decoder(FromServer)
-        buf = bytearray()
+        frames = framing.FrameDecoder(MAX_CONTROL_FRAME_BYTES)
         fds: list[int] = []  # received with Idle messages, in order
         try:
             while True:
@@ -222,8 +219,7 @@ class ForkServer:
                 fds += new_fds
                 if not data:
                     break
-                buf += data
-                for body in pop_frames(buf, MAX_CONTROL_FRAME_BYTES):
+                for body in frames.feed(data):
                     msg = decoder.decode(body)
                     if isinstance(msg, Idle):
                         self._add_idle(msg.pid, fds.pop(0))

@@ -35,13 +35,18 @@ class ExitReason(msgspec.Struct, frozen=True):
 
     `kind` is the stable machine-readable part; `error_type` and `message` are set for
     `exception` (the message is redacted); `detail` carries a short free-form hint such as
-    the exit status of a command or the signal that killed it.
+    the exit status of a command or the signal that killed it. For a process child whose
+    end the fork server reported, `exit_code` is its exit status (it exited) or `signal`
+    the number of the signal that ended it; both are None for actors and supervisors, and
+    when no exit was reported.
     """
 
     kind: ExitKind
     error_type: str | None = None
     message: str | None = None
     detail: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
 
     @property
     def is_normal(self) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from phloem.limits import check_range
 from phloem.supervision.actor import Actor
 
 
@@ -52,9 +53,9 @@ class Limits:
             if self.max_memory_bytes < MIN_MEMORY_BYTES:
                 raise ValueError(f"max_memory_bytes must be >= {MIN_MEMORY_BYTES}")
         if self.max_open_files is not None:
-            _check_range("max_open_files", self.max_open_files, MAX_OPEN_FILES_RANGE)
+            check_range("max_open_files", self.max_open_files, *MAX_OPEN_FILES_RANGE)
         if self.max_cpu_seconds is not None:
-            _check_range("max_cpu_seconds", self.max_cpu_seconds, MAX_CPU_SECONDS_RANGE)
+            check_range("max_cpu_seconds", self.max_cpu_seconds, *MAX_CPU_SECONDS_RANGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +186,3 @@ def _check_start(start: Any) -> None:
 def _check_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int")
-
-
-def _check_range(name: str, value: object, bounds: tuple[int, int]) -> None:
-    _check_int(name, value)
-    assert isinstance(value, int)
-    lo, hi = bounds
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi}")

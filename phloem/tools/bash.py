@@ -2,8 +2,10 @@
 
 The command runs as `bash -c COMMAND` (or `sh -c` without bash) from the supervision
 core's fork server: its own process group, stdin at /dev/null, a few environment
-additions for non-interactive use. On timeout or cancellation the group gets SIGTERM,
-then SIGKILL after a 2 s grace, and every descendant is reaped (none is left behind).
+additions for non-interactive use. On timeout or cancellation it is stopped with the
+process child's own stop sequence (`ProcessHandle.stop`): SIGTERM to the group, SIGKILL
+after a 2 s grace, every descendant reaped (none is left behind). The exit code and signal
+come from the exit reason's `exit_code` and `signal` fields.
 stdout and stderr go to private capture files; each is then limited by the output policy.
 
 bash is not a security boundary: the command sees the whole machine as the daemon's user.
@@ -13,14 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import tempfile
 import time
 from pathlib import Path
-
-import structlog
 
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle, start_process
@@ -40,7 +39,8 @@ MAX_CAPTURE_BYTES = 256 * 1024 * 1024
 """A command that writes more than this to one stream is killed (`killed`, output_overflow)."""
 WATCH_INTERVAL_S = 0.05
 STOP_WAIT_S = 5.0
-"""After SIGKILL, how long to wait for the child's exit report before giving up on it."""
+"""After SIGKILL, how long to wait for the child's exit report before giving up on it
+(the `reap_timeout` of `ProcessHandle.stop`)."""
 ENV_ADDITIONS = {
     "TERM": "dumb",
     "PAGER": "cat",
@@ -49,9 +49,6 @@ ENV_ADDITIONS = {
     "DEBIAN_FRONTEND": "noninteractive",
     "NO_COLOR": "1",
 }
-log = structlog.get_logger(__name__)
-_EXIT_STATUS = re.compile(r"exit status (-?\d+)")
-_SIGNAL = re.compile(r"signal (\d+)")
 _REDIRECT = 'exec "$0" -c "$1" >"$2" 2>"$3"'
 
 
@@ -224,9 +221,7 @@ class BashTool(Tool):
                 break
         stopped = timed_out or cancelled or overflow
         if reason is None:
-            reason = self._stop(handle)
-        else:
-            _kill_group(handle.pid)
+            reason = handle.stop(self.kill_grace_s, reap_timeout=STOP_WAIT_S)
         exit_code, sig = _exit_of(reason, stopped=stopped)
         killed = stopped and sig == "SIGKILL"
         if cancelled:
@@ -241,28 +236,6 @@ class BashTool(Tool):
             result["output_overflow"] = True
         return result
 
-    def _stop(self, handle: ProcessHandle) -> ExitReason:
-        """SIGTERM to the group, `kill_grace_s` to go, then SIGKILL to the whole tree; every
-        wait is bounded, so a lost exit report cannot hang the call."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(handle.pid, signal.SIGTERM)
-        reason = handle.wait(self.kill_grace_s)
-        if reason is None:
-            handle.kill()
-            reason = handle.wait(STOP_WAIT_S)
-        if reason is None:
-            log.error("bash_exit_not_reported", pid=handle.pid, waited_s=STOP_WAIT_S)
-            return ExitReason.killed("exit not reported")
-        return reason
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL what the finished shell left in its process group (background jobs). The
-    group id cannot be reused while the group has members, so this hits only those."""
-    if pgid > 0:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-
 
 def _size(path: Path) -> int:
     with contextlib.suppress(OSError):
@@ -272,15 +245,11 @@ def _size(path: Path) -> int:
 
 def _exit_of(reason: ExitReason, stopped: bool) -> tuple[int, str]:
     """(exit code or -1, signal name or "") from the process child's exit reason."""
-    if reason.kind == ExitKind.NORMAL:
-        return 0, ""
-    detail = reason.detail or ""
-    found = _EXIT_STATUS.search(detail)
-    if reason.kind == ExitKind.EXCEPTION and found:
-        return int(found.group(1)), ""
-    numbered = _SIGNAL.search(detail)
-    if numbered:
-        return -1, _signal_name(int(numbered.group(1)))
+    if reason.signal is not None:
+        return -1, _signal_name(reason.signal)
+    if reason.exit_code is not None:
+        return reason.exit_code, ""
+    # No exit was reported (the child was given up on after SIGKILL): say what we sent.
     if reason.kind == ExitKind.SHUTDOWN:
         return -1, "SIGTERM"
     if reason.kind == ExitKind.KILLED or stopped:

@@ -26,8 +26,10 @@ import psutil
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
-from phloem.actors.planning.worker import invoke
+from phloem.actors.planning.outcomes import OkOutcome
+from phloem.actors.planning.worker import CallbackRequest, ExecuteCall, invoke
 from phloem.protocols.jsonvalue import canonical_json
+from phloem.protocols.plan import Step
 from phloem.supervision import Actor, ChildSpec, Supervisor, SupervisorSpec
 from phloem.supervision.process import start_process
 from phloem.supervision.refs import Owner
@@ -38,17 +40,11 @@ EXECUTOR = "tests.planning.adapters:ScriptedExecutor"
 PLANNER = "tests.planning.adapters:ScriptedPlanner"
 MEMORY = 256 * 1024 * 1024
 REQUEST = canonical_json(
-    {
-        "role": "executor",
-        "spec": EXECUTOR,
-        "callback": "execute",
-        "args": {
-            "target": None,
-            "step": {"id": "s", "description": "d", "action": {"op": "echo"}, "metadata": {}},
-            "context": {},
-            "config": None,
-        },
-    }
+    CallbackRequest(
+        "executor",
+        EXECUTOR,
+        ExecuteCall(target=None, step=Step("s", "d", {"op": "echo"}), context={}),
+    )
 )
 
 
@@ -78,7 +74,7 @@ def _callback_round_trip(runner: CallbackRunner) -> None:
 
     runner.start(REQUEST, 10.0, MEMORY, on_done)
     done.wait(10)
-    assert box and box[0].wire is not None and box[0].wire["tag"] == "ok", box
+    assert box and isinstance(box[0].answer, OkOutcome), box
 
 
 def _median(fn: Any, n: int, warmup: int = 5) -> float:

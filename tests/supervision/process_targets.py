@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any
 
-from phloem.supervision._bootstrap import CHANNEL_FD
 from phloem.supervision.channel import Channel, ChannelClosed, ChannelError
+from phloem.supervision.childwire import CHANNEL_FD
 
 SECRET_MESSAGE = "upstream said api_key=sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ012345 is invalid"
 
@@ -104,3 +104,23 @@ class SlowToLoad:
 
     def __reduce__(self) -> tuple[Any, tuple[float]]:
         return (time.sleep, (self.seconds,))
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+def fail_with(message: str) -> None:
+    raise ValueError(message)
+
+
+def exit_on_sigterm(ch: Channel, code: int) -> None:
+    """Wait; on SIGTERM exit with `code` (a child that handles its stop itself). Says
+    "armed" once its handler is in place, so a stop cannot arrive before it."""
+
+    def on_term(signum: int, frame: object) -> None:
+        os._exit(code)
+
+    signal.signal(signal.SIGTERM, on_term)
+    ch.send("armed")
+    threading.Event().wait()

@@ -42,16 +42,18 @@ def test_window_defaults_and_ranges_are_validated() -> None:
     assert (w.messages, w.bytes) == (DEFAULT_WINDOW_MESSAGES, DEFAULT_WINDOW_BYTES)
     CreditWindow(WINDOW_MESSAGES_RANGE[0], WINDOW_BYTES_RANGE[0])
     CreditWindow(WINDOW_MESSAGES_RANGE[1], WINDOW_BYTES_RANGE[1])
-    with pytest.raises(ValueError, match=r"^messages must be >= 1$"):
+    messages = r"^invalid_argument: messages must be between 1 and 65536$"
+    with pytest.raises(ValueError, match=messages):
         CreditWindow(0, 10)
-    with pytest.raises(ValueError, match=r"^bytes must be >= 1$"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: bytes must be between 1 and "):
         CreditWindow(1, 0)
-    with pytest.raises(ValueError, match=r"^messages must be <= 65536$"):
+    with pytest.raises(ValueError, match=messages):
         CreditWindow(WINDOW_MESSAGES_RANGE[1] + 1, 10)
-    with pytest.raises(ValueError, match=r"^bytes must be <= "):
+    with pytest.raises(ValueError, match=r"^invalid_argument: bytes must be between 1 and "):
         CreditWindow(1, WINDOW_BYTES_RANGE[1] + 1)
-    with pytest.raises(TypeError, match=r"^messages must be an int$"):
+    with pytest.raises(TypeError, match=r"^invalid_argument: messages must be an int$") as err:
         CreditWindow(True, 10)
+    assert isinstance(err.value, PhloemError) and err.value.details == {"field": "messages"}
 
 
 def test_the_producer_stops_at_the_message_window_and_resumes_on_ack() -> None:
@@ -202,9 +204,9 @@ def test_subscriber_count_is_bounded() -> None:
     with pytest.raises(PhloemError) as err:
         stream.subscribe(CreditWindow(), Sink().deliver)
     assert err.value.kind == "backpressure"
-    with pytest.raises(ValueError, match=r"^max_subscribers must be >= 1$"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: max_subscribers must be between 1"):
         CreditStream("s", max_subscribers=0)
-    with pytest.raises(ValueError, match=r"^max_pending_messages must be >= 0$"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: max_pending_messages must be betw"):
         stream.subscribe(CreditWindow(), Sink().deliver, max_pending_messages=-1)
 
 

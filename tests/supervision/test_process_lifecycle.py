@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from phloem.supervision import leftovers
 from phloem.supervision.handle import ChildStartError, ChildState
 from phloem.supervision.process import READY_TIMEOUT_RANGE, ProcessHandle, start_process
 from phloem.supervision.reasons import REDACTED, ExitKind, ExitReason
@@ -56,22 +57,23 @@ def test_stop_ends_a_target_with_shutdown_and_runs_exit_callbacks_once() -> None
         done.set()
 
     h.add_exit_callback(on_exit)
-    assert h.stop(5) == ExitReason.shutdown()
+    terminated = ExitReason(ExitKind.SHUTDOWN, signal=signal.SIGTERM)
+    assert h.stop(5) == terminated
     assert done.wait(5)
-    assert h.stop(5) == ExitReason.shutdown()  # stopping again returns the same reason
-    assert seen == [ExitReason.shutdown()]
+    assert h.stop(5) == terminated  # stopping again returns the same reason
+    assert seen == [terminated]
     assert not h.is_alive() and h.state is ChildState.EXITED
     assert h.stats().rss_bytes is None
 
 
 def test_a_target_that_returns_ends_normal() -> None:
     h = start_process(ProcessTarget(os.getpid), name="quick")
-    assert h.wait(10) == ExitReason.normal()
+    assert h.wait(10) == ExitReason(ExitKind.NORMAL, exit_code=0)
 
 
 def test_a_lambda_target_runs_too() -> None:
     h = start_process(ProcessTarget(lambda: sys.exit(0)), name="lambda")
-    assert h.wait(10) == ExitReason.normal()
+    assert h.wait(10) == ExitReason(ExitKind.NORMAL, exit_code=0)
 
 
 def test_an_exception_comes_back_with_its_type_and_a_redacted_message() -> None:
@@ -89,7 +91,7 @@ def test_an_exception_comes_back_with_its_type_and_a_redacted_message() -> None:
 def test_a_nonzero_exit_is_an_exit_status_exception() -> None:
     h = start_process(ProcessTarget(targets.sleep_then_exit, (0, 3)), name="exit3")
     assert h.wait(10) == ExitReason(
-        ExitKind.EXCEPTION, error_type="ExitStatus", detail="exit status 3"
+        ExitKind.EXCEPTION, error_type="ExitStatus", detail="exit status 3", exit_code=3
     )
 
 
@@ -98,27 +100,42 @@ def test_an_external_sigkill_is_noticed_as_killed_by_signal_9(
 ) -> None:
     h = start_process(ProcessTarget(targets.run_forever), name="victim")
     os.kill(h.pid, signal.SIGKILL)
-    assert h.wait(10) == ExitReason.killed("signal 9")
+    assert h.wait(10) == ExitReason(ExitKind.KILLED, detail="signal 9", signal=9)
 
 
 def test_an_external_sigterm_is_killed_by_signal_15_not_shutdown() -> None:
     h = start_process(ProcessTarget(targets.run_forever), name="victim")
     os.kill(h.pid, signal.SIGTERM)
-    assert h.wait(10) == ExitReason.killed("signal 15")
+    assert h.wait(10) == ExitReason(ExitKind.KILLED, detail="signal 15", signal=15)
+
+
+def test_a_child_exiting_on_its_own_after_sigterm_is_shutdown_with_its_exit_code() -> None:
+    h = start_process(ProcessTarget(targets.exit_on_sigterm, (5,), pass_channel=True), name="tidy")
+    assert h.recv(timeout=5) == "armed"
+    reason = h.stop(5)
+    assert reason == ExitReason(ExitKind.SHUTDOWN, exit_code=5)
+    assert (reason.exit_code, reason.signal) == (5, None)
+
+
+def test_reasons_not_from_a_reported_exit_carry_neither_exit_code_nor_signal() -> None:
+    assert ExitReason.normal().exit_code is None and ExitReason.normal().signal is None
+    with pytest.raises(ChildStartError) as info:
+        start_process(Command(["/nonexistent/phloem-test-binary"]), name="missing")
+    assert (info.value.reason.exit_code, info.value.reason.signal) == (None, None)
 
 
 def test_stop_escalates_to_kill_for_a_child_ignoring_sigterm() -> None:
     h = start_process(ProcessTarget(targets.serve, pass_channel=True), name="stubborn")
     assert h.request({"op": "ignore_sigterm"}, timeout=5) == "armed"
-    assert h.stop(0.2) == ExitReason.killed("stop timeout")
+    assert h.stop(0.2) == ExitReason(ExitKind.KILLED, detail="stop timeout", signal=9)
 
 
 def test_stop_zero_and_kill_kill_at_once() -> None:
     a = start_process(ProcessTarget(targets.run_forever), name="a")
     b = start_process(ProcessTarget(targets.run_forever), name="b")
-    assert a.stop(0) == ExitReason.killed()
+    assert a.stop(0) == ExitReason(ExitKind.KILLED, signal=signal.SIGKILL)
     b.kill()
-    assert b.wait(10) == ExitReason.killed()
+    assert b.wait(10) == ExitReason(ExitKind.KILLED, signal=signal.SIGKILL)
 
 
 def test_stop_timeout_is_validated(started: list[ProcessHandle]) -> None:
@@ -140,7 +157,7 @@ def test_a_command_runs_with_added_environment_and_cwd(tmp_path: Path) -> None:
         Command(["sh", "-c", script], env={"PHLOEM_TEST_VALUE": "added"}, cwd=str(tmp_path)),
         name="cmd",
     )
-    assert h.wait(10) == ExitReason.normal()
+    assert h.wait(10) == ExitReason(ExitKind.NORMAL, exit_code=0)
     value, cwd, home = out.read_text().split(" ")
     assert value == "added"
     assert Path(cwd).resolve() == tmp_path.resolve()
@@ -150,14 +167,14 @@ def test_a_command_runs_with_added_environment_and_cwd(tmp_path: Path) -> None:
 def test_a_command_exiting_nonzero_reports_its_status() -> None:
     h = start_process(Command(["sh", "-c", "exit 7"]), name="cmd")
     assert h.wait(10) == ExitReason(
-        ExitKind.EXCEPTION, error_type="ExitStatus", detail="exit status 7"
+        ExitKind.EXCEPTION, error_type="ExitStatus", detail="exit status 7", exit_code=7
     )
 
 
 def test_stopping_a_command_is_shutdown() -> None:
     h = start_process(Command(["sleep", "300"]), name="sleeper")
     assert h.is_alive()
-    assert h.stop(5) == ExitReason.shutdown()
+    assert h.stop(5) == ExitReason(ExitKind.SHUTDOWN, signal=signal.SIGTERM)
 
 
 def test_a_missing_executable_is_a_start_error_with_a_clear_message() -> None:
@@ -224,14 +241,18 @@ def test_limits_are_validated_at_their_edges() -> None:
     assert Limits(max_open_files=lo).max_open_files == lo
     assert Limits(max_open_files=hi).max_open_files == hi
     for bad in (lo - 1, hi + 1):
-        with pytest.raises(ValueError, match=rf"^max_open_files must be between {lo} and {hi}$"):
+        with pytest.raises(
+            ValueError, match=rf"^invalid_argument: max_open_files must be between {lo} and {hi}$"
+        ):
             Limits(max_open_files=bad)
     lo, hi = MAX_CPU_SECONDS_RANGE
     assert Limits(max_cpu_seconds=lo).max_cpu_seconds == lo
     for bad in (lo - 1, hi + 1):
-        with pytest.raises(ValueError, match=rf"^max_cpu_seconds must be between {lo} and {hi}$"):
+        with pytest.raises(
+            ValueError, match=rf"^invalid_argument: max_cpu_seconds must be between {lo} and {hi}$"
+        ):
             Limits(max_cpu_seconds=bad)
-    with pytest.raises(TypeError, match=r"^max_cpu_seconds must be an int$"):
+    with pytest.raises(TypeError, match=r"^invalid_argument: max_cpu_seconds must be an int$"):
         Limits(max_cpu_seconds=True)
 
 
@@ -271,7 +292,7 @@ def test_children_see_the_daemons_environment_as_it_is_when_they_start(
     finally:
         h.stop(0)
     out = start_process(Command(["sh", "-c", 'test "$PHLOEM_TEST_LATE_VAR" = late']), name="c")
-    assert out.wait(10) == ExitReason.normal()
+    assert out.wait(10) == ExitReason(ExitKind.NORMAL, exit_code=0)
 
 
 def test_a_stop_whose_kill_is_never_reported_ends_at_the_reap_deadline(
@@ -285,5 +306,6 @@ def test_a_stop_whose_kill_is_never_reported_ends_at_the_reap_deadline(
     monkeypatch.setattr(h, "_signal_tree", lambda sig, group_only=False: None)
     reason = h.stop(timeout=0.1)
     assert reason.kind == "killed" and reason.detail == "no exit report after kill"
+    assert (reason.exit_code, reason.signal) == (None, None)  # no wait status was reported
     os.kill(h.pid, signal.SIGKILL)  # the child really is still there: end it
-    assert process._wait_gone([h.pid], 10)
+    assert leftovers.wait_gone([h.pid], 10)

@@ -14,8 +14,9 @@ import pytest
 import structlog.testing
 
 from phloem.supervision import forkserver
-from phloem.supervision._bootstrap import POOL_SIZE, proc_table
+from phloem.supervision._bootstrap import POOL_SIZE
 from phloem.supervision.process import ProcessHandle, start_process
+from phloem.supervision.proctree import proc_table
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, ProcessTarget
 from tests.helpers import wait_until
@@ -67,7 +68,7 @@ def test_stopping_a_command_leaves_no_grandchildren_even_setsid_ones() -> None:
     h = start_process(Command(["bash", "-c", "sleep 300 & setsid sleep 300 & wait"]), name="tree")
     sleepers = sleepers_of(h, 2)
     assert any(os.getsid(p) == p for p in sleepers)  # one left the session and group
-    assert h.stop(5) == ExitReason.shutdown()
+    assert h.stop(5) == ExitReason(ExitKind.SHUTDOWN, signal=signal.SIGTERM)
     assert all(gone(p) for p in sleepers)
 
 
@@ -77,7 +78,7 @@ def test_killing_a_target_with_a_process_tree_leaves_nothing_behind() -> None:
     info = h.request({"op": "spawn_tree"}, timeout=10)
     sleepers = sleepers_of(h, 2)
     assert int(info["line"]) in sleepers
-    assert h.stop(0) == ExitReason.killed()
+    assert h.stop(0) == ExitReason(ExitKind.KILLED, signal=signal.SIGKILL)
     assert all(gone(p) for p in [info["bash"], *sleepers])
 
 
@@ -86,7 +87,7 @@ def test_grandchildren_of_a_child_killed_from_outside_are_cleaned_up() -> None:
     h = start_process(Command(["bash", "-c", "sleep 300 & setsid sleep 300 & wait"]), name="tree")
     sleepers = sleepers_of(h, 2)
     os.kill(h.pid, signal.SIGKILL)
-    assert h.wait(10) == ExitReason.killed("signal 9")
+    assert h.wait(10) == ExitReason(ExitKind.KILLED, detail="signal 9", signal=9)
     assert all(gone(p) for p in sleepers)
 
 
@@ -128,7 +129,7 @@ def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None
     for i in range(1_000):
         h = start_process(target, name=f"cycle-{i}")
         reason = h.stop(0)
-        assert reason in (ExitReason.killed(), ExitReason.shutdown(), ExitReason.normal())
+        assert reason.kind in (ExitKind.KILLED, ExitKind.SHUTDOWN, ExitKind.NORMAL)
     wait_until(lambda: _counts() == before, timeout=10)
     assert _counts() == before
 
@@ -197,7 +198,7 @@ def test_the_process_answering_is_always_the_one_the_handle_names() -> None:
         h = start_process(ProcessTarget(targets.serve, pass_channel=True), name="who")
         assert h.request({"op": "pid"}, timeout=5) == h.pid
         h.send({"op": "exit", "code": 0})
-        assert h.wait(5) == ExitReason.normal()
+        assert h.wait(5) == ExitReason(ExitKind.NORMAL, exit_code=0)
 
 
 def _has_module(name: str) -> ProcessTarget:
@@ -209,14 +210,14 @@ def _has_module(name: str) -> ProcessTarget:
 def test_configured_preload_modules_are_already_imported_in_children() -> None:
     running = start_process(ProcessTarget(targets.run_forever), name="running")
     assert start_process(_has_module("colorsys"), name="check").wait(10) == ExitReason(
-        ExitKind.EXCEPTION, error_type="ExitStatus", detail="exit status 3"
+        ExitKind.EXCEPTION, error_type="ExitStatus", detail="exit status 3", exit_code=3
     )
     forkserver.configure(["colorsys"])
     try:
         forkserver.shutdown_server()  # its children go with it
         assert running.wait(10) == ExitReason.killed("fork server died")
         assert start_process(_has_module("colorsys"), name="check").wait(10) == (
-            ExitReason.normal()
+            ExitReason(ExitKind.NORMAL, exit_code=0)
         )
     finally:
         forkserver.configure([])
@@ -230,7 +231,7 @@ def test_a_preload_that_fails_is_reported_by_the_daemon_and_children_still_start
         forkserver.shutdown_server()
         with structlog.testing.capture_logs() as logs:
             h = start_process(ProcessTarget(os.getpid), name="after-bad-preload")
-            assert h.wait(10) == ExitReason.normal()
+            assert h.wait(10) == ExitReason(ExitKind.NORMAL, exit_code=0)
             wait_until(lambda: any(e["event"] == "forkserver_preload_failed" for e in logs))
         notice = next(e for e in logs if e["event"] == "forkserver_preload_failed")
         assert "phloem_no_such_module_xyz" in notice["detail"]

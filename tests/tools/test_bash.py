@@ -60,6 +60,16 @@ def test_a_command_ignoring_sigterm_is_killed_after_the_grace(ctx: ToolContext) 
     assert (result["timed_out"], result["killed"], result["signal"]) == (True, True, "SIGKILL")
 
 
+def test_a_command_exiting_on_its_own_after_sigterm_reports_its_exit_code(
+    ctx: ToolContext,
+) -> None:
+    result = BashTool(kill_grace_s=5).run(
+        {"command": "trap 'exit 7' TERM; sleep 30 & wait", "timeout_ms": 1000}, ctx
+    )
+    assert (result["timed_out"], result["killed"]) == (True, False)
+    assert (result["exit_code"], result["signal"]) == (7, "")
+
+
 def test_background_jobs_left_by_a_finished_command_are_killed(ctx: ToolContext) -> None:
     marker = f"phloem-{uuid.uuid4().hex}"
     result = BashTool().run({"command": f"(exec -a {marker} sleep 300) & echo started"}, ctx)

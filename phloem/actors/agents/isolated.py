@@ -1,24 +1,26 @@
 """Run a `FunctionAgent`'s callable in a capped process child (`isolate=True`).
 
-The child receives the function and its keyword arguments, calls it, and sends the
-return value back over its channel (msgpack). Under a supervised executor the child is a
-temporary child of the run's supervisor; otherwise it is started directly. A crash,
-a memory cap (`heap_exceeded`) or a timeout ends only the child, and comes back as a
-`PhloemError` whose kind says which; cancelling the run kills the child.
+The call goes through `phloem.supervision.childcall.call_in_child`: the child receives
+the function and its keyword arguments, calls it, and sends the return value back over
+its channel (msgpack). Under a supervised executor the child is a temporary child of the
+run's supervisor; otherwise it is started directly. A crash, a memory cap
+(`heap_exceeded`) or a timeout ends only the child, and comes back as a `PhloemError`
+whose kind says which (`agent_error`, `agent_heap_exceeded`, `agent_killed`, ...,
+`agent_timeout`); cancelling the run kills the child (`cancelled`).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from phloem.actors.agents.executor import exit_error_kind
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.supervision.channel import Channel, ChannelError, ChannelTimeout
+from phloem.supervision.childcall import CallControl, ChildCallError, Starter, call_in_child
 from phloem.supervision.handle import ChildHandle
-from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.reasons import ExitKind
-from phloem.supervision.spec import ChildSpec, ProcessTarget
+from phloem.supervision.spec import ChildSpec, Limits, ProcessTarget
 
 if TYPE_CHECKING:
     from phloem.actors.agents.context import InvocationContext
@@ -27,51 +29,56 @@ if TYPE_CHECKING:
 _ids = itertools.count(1)
 
 
-def _child_main(channel: Channel, fn: Any, kwargs: dict[str, Any]) -> None:
-    """Runs in the child: call, send the value back, exit (an exception exits the child)."""
-    channel.send({"value": fn(**kwargs)})
+def _apply(call: tuple[Callable[..., Any], dict[str, Any]]) -> Any:
+    """Runs in the child: `fn(**kwargs)` (an exception ends the child)."""
+    fn, kwargs = call
+    return fn(**kwargs)
 
 
 def call_isolated(agent: FunctionAgent, kwargs: dict[str, Any], ctx: InvocationContext) -> Any:
     """Call `agent.fn(**kwargs)` in a process child; its return value."""
-    target = ProcessTarget(_child_main, (agent.fn, kwargs), pass_channel=True)
     child_id = f"{agent.name}.process#{next(_ids)}"
     supervisor = getattr(ctx.executor, "supervisor", None)
-    handle: ChildHandle
-    if supervisor is not None:
-        handle = supervisor.start_child(
-            ChildSpec(child_id, target, restart="temporary", shutdown=1.0, limits=agent.limits)
-        )
-    else:
-        handle = start_process(target, name=child_id, limits=agent.limits)
-    assert isinstance(handle, ProcessHandle)
-
-    def kill() -> None:
-        handle.kill()
-
-    ctx.cancel.on_cancel(kill)
+    control = CallControl()
+    ctx.cancel.on_cancel(control.cancel)
     try:
-        reply = handle.recv(timeout=agent.timeout_s)
-    except ChannelTimeout:
-        handle.kill()
-        raise PhloemError(
-            ErrorKind.AGENT_TIMEOUT, f"{agent.name}: no result within {agent.timeout_s}s"
-        ) from None
-    except ChannelError:
-        reason = handle.wait(timeout=5.0)
-        if ctx.cancel.cancelled:
-            raise PhloemError(ErrorKind.CANCELLED, f"{agent.name}: cancelled") from None
-        if reason is None:
-            handle.kill()
-            reason = handle.wait(timeout=5.0)
-        if reason is None or reason.kind in (ExitKind.EXCEPTION, ExitKind.NORMAL):
-            kind = ErrorKind.AGENT_ERROR
-        else:
-            kind = exit_error_kind(reason.kind)
-        raise PhloemError(kind, f"{agent.name}: process child ended: {reason}") from None
+        return call_in_child(
+            _apply,
+            (agent.fn, kwargs),
+            name=child_id,
+            limits=agent.limits,
+            timeout=agent.timeout_s,
+            control=control,
+            start=None if supervisor is None else _under(supervisor, child_id, agent.limits),
+        )
+    except ChildCallError as exc:
+        raise _agent_error(agent, exc) from None
     finally:
-        ctx.cancel.remove(kill)
-    handle.wait(timeout=5.0)
-    if not isinstance(reply, dict) or "value" not in reply:
-        raise PhloemError(ErrorKind.INVALID_OUTPUT, f"{agent.name}: malformed reply from the child")
-    return reply["value"]
+        ctx.cancel.remove(control.cancel)
+
+
+def _under(supervisor: Any, child_id: str, limits: Limits) -> Starter:
+    """Start the child as a temporary child of the run's supervisor."""
+
+    def start(target: ProcessTarget, ready_timeout: float) -> ChildHandle:
+        spec = ChildSpec(child_id, target, restart="temporary", shutdown=1.0, limits=limits)
+        handle: ChildHandle = supervisor.start_child(spec)
+        return handle
+
+    return start
+
+
+def _agent_error(agent: FunctionAgent, exc: ChildCallError) -> PhloemError:
+    reason = exc.reason
+    if exc.kind == ErrorKind.CHILD_CANCELLED:
+        return PhloemError(ErrorKind.CANCELLED, f"{agent.name}: cancelled")
+    if exc.kind == ErrorKind.CHILD_TIMEOUT:
+        return PhloemError(
+            ErrorKind.AGENT_TIMEOUT, f"{agent.name}: no result within {agent.timeout_s}s"
+        )
+    if reason is None or reason.kind in (ExitKind.EXCEPTION, ExitKind.NORMAL):
+        kind = ErrorKind.AGENT_ERROR  # a normal exit without a reply is the function's fault
+    else:
+        kind = exit_error_kind(reason.kind)
+    what = "did not start" if exc.kind == ErrorKind.CHILD_START_FAILED else "ended"
+    return PhloemError(kind, f"{agent.name}: process child {what}: {reason}")

@@ -2,11 +2,12 @@
 
 `PlanningRuntime` (runtime) validates requests and supervises runs; `PlanningRun` (run) is
 one run's actor; `CallbackRunner` (callbacks) isolates every callback in a capped process
-child running `worker.callback_main`; `AdapterRegistry` (adapters) loads adapters by
-configured name only. The documents live in `phloem.protocols.plan` (plans, options) and
-`phloem.protocols.result` (results, callback outcomes); the service messages in `protocol`.
+child running `worker.invoke`, which answers an `outcomes.Outcome`; `AdapterRegistry`
+(adapters) loads adapters by configured name only. The documents live in
+`phloem.protocols.plan` (plans, options) and `phloem.protocols.result` (results, callback
+outcomes); the service messages in `protocol`.
 
-Names are imported lazily: a callback child imports only `worker` and `adapters`.
+Names are imported lazily: a callback child imports only `worker`, `outcomes` and `adapters`.
 """
 
 from __future__ import annotations

@@ -1,50 +1,46 @@
 """Running one planner/executor callback in its own capped, monitored process child.
 
-`CallbackRunner.start` returns at once with a `CallbackTask`; a small waiter thread starts
-the child (from the fork server, with the run's memory cap as `RLIMIT_AS`), waits for its
-single answer (start and answer together within the callback's timeout), makes sure the
-child and all its descendants are gone, and then calls `on_done(CallbackOutcome)` exactly
-once — unless the task was cancelled first: then the child is killed, nothing reported.
+`CallbackRunner.start` returns at once with a `CallbackTask`; a small waiter thread calls
+`worker.invoke` in a process child with `phloem.supervision.childcall.call_in_child`
+(from the fork server, with the run's memory cap as `RLIMIT_AS`; start and answer
+together within the callback's timeout; the child and all its descendants gone before it
+returns), and then calls `on_done(CallbackOutcome)` exactly once — unless the task was
+cancelled first: then the child is killed, nothing reported.
 
-A `CallbackOutcome` is either the child's wire outcome (see `worker`) or a failure:
-`callback_timeout`, `callback_worker_down`, `callback_memory_exceeded` (the child hit its
-memory cap) or `callback_exception`.
+A `CallbackOutcome` is either the child's checked answer (an `outcomes.Outcome`) or a
+failure: `callback_timeout`, `callback_worker_down`, `callback_memory_exceeded` (the
+child hit its memory cap) or `callback_exception`.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 import structlog
 
-from phloem.actors.planning import worker
-from phloem.protocols.errors import PhloemError
-from phloem.supervision.handle import ChildStartError
+from phloem.actors.planning import outcomes, worker
+from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.reasons import ExitKind
-from phloem.supervision.spec import Limits, ProcessTarget
+from phloem.supervision.spec import Limits
 
 log = structlog.get_logger("phloem.planning")
 
 Failure = Literal[
     "callback_timeout", "callback_worker_down", "callback_memory_exceeded", "callback_exception"
 ]
-# How long a child that already answered gets to exit before it is killed.
-CHILD_EXIT_GRACE_S = 1.0
-# A callback's timeout covers its child's start too; start_process accepts this range.
-MIN_READY_TIMEOUT_S = 0.001
-MAX_READY_TIMEOUT_S = 3600.0
+CANCEL_WAIT_S = 5.0
+"""How long `CallbackTask.cancel` waits for the killed child to be reaped."""
 
 
 @dataclass(frozen=True, slots=True)
 class CallbackOutcome:
-    """The child's checked wire outcome, or why there is none."""
+    """The child's checked answer, or why there is none."""
 
-    wire: dict[str, Any] | None = None
+    answer: outcomes.Outcome | None = None
     failure: Failure | None = None
     detail: str | None = None
     pid: int | None = None
@@ -54,36 +50,24 @@ class CallbackTask:
     """One callback in flight. `cancel()` kills its child; `on_done` is then never called."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cancelled = False
-        self._handle: Any = None
-        self.pid: int | None = None
+        self.control = CallControl()
         self.done = threading.Event()
+
+    @property
+    def pid(self) -> int | None:
+        return self.control.pid
 
     def cancel(self) -> None:
         """Kill the child (and its descendants) now; wait until it is reaped."""
-        with self._lock:
-            self._cancelled = True
-            handle = self._handle
-        if handle is not None:
-            handle.kill()
-            handle.wait(5.0)
+        self.control.cancel(wait=CANCEL_WAIT_S)
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled
-
-
-def _reap(handle: Any) -> Any:
-    """Wait briefly for a child that answered (or hung up) to exit; then kill it."""
-    reason = handle.wait(CHILD_EXIT_GRACE_S)
-    if reason is None:
-        reason = handle.stop(0)
-    return reason
+        return self.control.cancelled
 
 
 class CallbackRunner:
-    """Starts callback children through `phloem.supervision.process.start_process`."""
+    """Runs each callback in a child of its own through `call_in_child`."""
 
     def start(
         self,
@@ -129,55 +113,43 @@ class CallbackRunner:
         max_memory_bytes: int,
         name: str,
     ) -> CallbackOutcome:
-        from phloem.supervision.process import start_process
-
-        deadline = time.monotonic() + timeout_s
-        with task._lock:
-            if task.cancelled:
-                return CallbackOutcome(failure="callback_worker_down", detail="cancelled")
-            try:
-                handle = start_process(
-                    ProcessTarget(worker.callback_main, (request,), pass_channel=True),
-                    name=name,
-                    limits=Limits(max_memory_bytes=max_memory_bytes),
-                    ready_timeout=min(MAX_READY_TIMEOUT_S, max(MIN_READY_TIMEOUT_S, timeout_s)),
-                )
-            except ChildStartError as exc:
-                if exc.reason.kind is ExitKind.TIMEOUT:
-                    return CallbackOutcome(failure="callback_timeout", detail="start")
-                return CallbackOutcome(failure="callback_worker_down", detail=str(exc))
-            except Exception as exc:
-                return CallbackOutcome(failure="callback_worker_down", detail=str(exc))
-            task._handle = handle
-            task.pid = handle.pid
         try:
-            data = handle.recv(max(0.0, deadline - time.monotonic()))
-        except PhloemError as exc:
-            if exc.kind == "channel_timeout":
-                handle.kill()
-                handle.wait(5.0)
-                return CallbackOutcome(failure="callback_timeout", pid=task.pid)
-            reason = _reap(handle)
-            if reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED:
+            data = call_in_child(
+                worker.invoke,
+                request,
+                name=name,
+                limits=Limits(max_memory_bytes=max_memory_bytes),
+                timeout=timeout_s,
+                control=task.control,
+            )
+        except ChildCallError as exc:
+            return _failed(exc)
+        except Exception as exc:
+            return CallbackOutcome(failure="callback_worker_down", detail=str(exc))
+        try:
+            answer = outcomes.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
+            return CallbackOutcome(failure="callback_worker_down", detail="bad answer")
+        match answer:
+            case outcomes.MemoryExceeded():
                 return CallbackOutcome(failure="callback_memory_exceeded", pid=task.pid)
-            return CallbackOutcome(
-                failure="callback_worker_down",
-                detail=str(reason) if reason is not None else exc.kind,
-                pid=task.pid,
-            )
-        _reap(handle)
-        try:
-            wire = msgspec.json.decode(data)
-        except (msgspec.DecodeError, TypeError):
-            return CallbackOutcome(failure="callback_worker_down", detail="bad answer")
-        if not isinstance(wire, dict) or not isinstance(wire.get("tag"), str):
-            return CallbackOutcome(failure="callback_worker_down", detail="bad answer")
-        if wire["tag"] == "memory_exceeded":
-            return CallbackOutcome(failure="callback_memory_exceeded", pid=task.pid)
-        if wire["tag"] == "exception":
-            return CallbackOutcome(
-                failure="callback_exception",
-                detail=f"{wire.get('type')}: {wire.get('message')}",
-                pid=task.pid,
-            )
-        return CallbackOutcome(wire=wire, pid=task.pid)
+            case outcomes.CallbackRaised(error_type=error_type, message=message):
+                return CallbackOutcome(
+                    failure="callback_exception", detail=f"{error_type}: {message}", pid=task.pid
+                )
+        return CallbackOutcome(answer=answer, pid=task.pid)
+
+
+def _failed(exc: ChildCallError) -> CallbackOutcome:
+    """The failure for a callback child that gave no answer."""
+    reason = exc.reason
+    match exc.kind:
+        case "child_timeout":
+            detail = "start" if exc.pid is None else None
+            return CallbackOutcome(failure="callback_timeout", detail=detail, pid=exc.pid)
+        case "child_cancelled":
+            return CallbackOutcome(failure="callback_worker_down", detail="cancelled", pid=exc.pid)
+        case "child_exited" if reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED:
+            return CallbackOutcome(failure="callback_memory_exceeded", pid=exc.pid)
+    detail = str(reason) if reason is not None else exc.message
+    return CallbackOutcome(failure="callback_worker_down", detail=detail, pid=exc.pid)

@@ -24,12 +24,30 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pykka
 import structlog
 
 from phloem.actors.planning.adapters import AdapterRef
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
 from phloem.actors.planning.events import PlanningEvent, event_size
+from phloem.actors.planning.outcomes import (
+    CompleteOutcome,
+    ContinueOutcome,
+    ErrorOutcome,
+    FailOutcome,
+    InvalidOutput,
+    OkOutcome,
+    ReplanOutcome,
+    describe,
+)
+from phloem.actors.planning.worker import (
+    Call,
+    CallbackRequest,
+    ExecuteCall,
+    PlanCall,
+    ReviewCall,
+)
 from phloem.protocols.errors import ErrorKind as K
 from phloem.protocols.jsonvalue import canonical_json
 from phloem.protocols.plan import (
@@ -189,8 +207,8 @@ class PlanningRun(Actor):
 
     def _begin(self) -> None:
         s = self.spec
-        args = {"target": s.planner.target, "goal": s.goal, "context": s.context}
-        self._callback(s.planner, "plan", args, self._on_plan)
+        call = PlanCall(target=s.planner.target, goal=s.goal, context=s.context)
+        self._callback(s.planner, call, self._on_plan)
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, _Begin):
@@ -229,8 +247,7 @@ class PlanningRun(Actor):
     def _callback(
         self,
         adapter: AdapterRef,
-        callback: str,
-        args: dict[str, Any],
+        call: Call,
         then: Callable[[CallbackOutcome], None],
     ) -> None:
         remaining = self.deadline - time.monotonic()
@@ -241,14 +258,8 @@ class PlanningRun(Actor):
         self.capped = remaining < own
         self.seq += 1
         seq = self.seq
-        request = canonical_json(
-            {
-                "role": adapter.role,
-                "spec": adapter.spec,
-                "callback": callback,
-                "args": args | {"config": adapter.config},
-            }
-        )
+        call = msgspec.structs.replace(call, config=adapter.config)
+        request = canonical_json(CallbackRequest(adapter.role, adapter.spec, call))
         self.on_callback = then
         actor_ref = self.actor_ref
 
@@ -263,7 +274,7 @@ class PlanningRun(Actor):
             min(own, remaining),
             self.options.max_memory_bytes,
             post,
-            name=f"planning-{adapter.role}-{callback}",
+            name=f"planning-{adapter.role}-{call.__struct_config__.tag}",
         )
 
     def _kill_task(self) -> None:
@@ -289,26 +300,27 @@ class PlanningRun(Actor):
         if failure is not None:
             self._fail(failure)
             return
-        wire = outcome.wire or {}
-        tag = wire["tag"]
-        if tag == "ok":
-            try:
-                plan = from_mapping(wire["value"])
-                check_initial_plan(plan, self.spec.goal, self.options.max_plan_bytes)
-            except PlanError as exc:
-                self._fail(ResultError(K.INVALID_INITIAL_PLAN, _plan_reason(exc)))
-                return
-            self.plan = plan
-            self._event("plan_accepted", {"plan": plan.to_builtins()})
-            self._next_step()
-        elif tag == "complete":
-            self._finish("completed", result=prune_secrets(wire["value"]))
-        elif tag == "error":
-            self._fail(ResultError(K.PLANNER_FAILED, prune_secrets(wire["reason"])))
-        elif tag == "invalid_output" and wire.get("of") == "complete":
-            self._fail(ResultError(K.INVALID_PLANNER_RESULT, wire["message"]))
-        else:
-            self._fail(ResultError(K.INVALID_PLANNER_OUTPUT, wire.get("message", tag)))
+        answer = outcome.answer
+        assert answer is not None
+        match answer:
+            case OkOutcome(value=value):
+                try:
+                    plan = from_mapping(value)
+                    check_initial_plan(plan, self.spec.goal, self.options.max_plan_bytes)
+                except PlanError as exc:
+                    self._fail(ResultError(K.INVALID_INITIAL_PLAN, _plan_reason(exc)))
+                    return
+                self.plan = plan
+                self._event("plan_accepted", {"plan": plan.to_builtins()})
+                self._next_step()
+            case CompleteOutcome(value=value):
+                self._finish("completed", result=prune_secrets(value))
+            case ErrorOutcome(reason=reason):
+                self._fail(ResultError(K.PLANNER_FAILED, prune_secrets(reason)))
+            case InvalidOutput(of="complete", message=message):
+                self._fail(ResultError(K.INVALID_PLANNER_RESULT, message))
+            case _:
+                self._fail(ResultError(K.INVALID_PLANNER_OUTPUT, describe(answer)))
 
     # -- executor ------------------------------------------------------------------------
 
@@ -334,17 +346,8 @@ class PlanningRun(Actor):
                 "attempt": self.steps_executed,
             },
         )
-        args = {
-            "target": self.spec.executor.target,
-            "step": {
-                "id": step.id,
-                "description": step.description,
-                "action": step.action,
-                "metadata": step.metadata,
-            },
-            "context": self.spec.context,
-        }
-        self._callback(self.spec.executor, "execute", args, self._on_execute)
+        call = ExecuteCall(target=self.spec.executor.target, step=step, context=self.spec.context)
+        self._callback(self.spec.executor, call, self._on_execute)
 
     def _on_execute(self, outcome: CallbackOutcome) -> None:
         plan = self.plan
@@ -354,30 +357,32 @@ class PlanningRun(Actor):
         if failure is not None and failure.kind == K.DEADLINE_EXCEEDED:
             self._fail(failure)
             return
-        wire = outcome.wire or {}
         output: Any = None
-        if failure is not None:
-            error: ResultError | None = failure
-        elif wire["tag"] == "ok":
-            error, output = None, prune_secrets(wire["value"])
-        elif wire["tag"] == "error":
-            error = ResultError(K.EXECUTOR_FAILED, prune_secrets(wire["reason"]))
-        elif wire["tag"] == "invalid_output":
-            error = ResultError(K.INVALID_EXECUTOR_OUTPUT, wire["message"])
-        else:
-            error = ResultError(K.INVALID_EXECUTOR_RESULT, wire.get("message", wire["tag"]))
+        error: ResultError | None = failure
+        if failure is None:
+            answer = outcome.answer
+            assert answer is not None
+            match answer:
+                case OkOutcome(value=value):
+                    output = prune_secrets(value)
+                case ErrorOutcome(reason=reason):
+                    error = ResultError(K.EXECUTOR_FAILED, prune_secrets(reason))
+                case InvalidOutput(message=message):
+                    error = ResultError(K.INVALID_EXECUTOR_OUTPUT, message)
+                case _:
+                    error = ResultError(K.INVALID_EXECUTOR_RESULT, describe(answer))
         obs = _observation(plan, step.id, self.steps_executed, output, error)
         self.observations.append(obs)
         observation = obs.to_builtins()
         self._event("observation", observation)
-        args = {
-            "target": self.spec.planner.target,
-            "plan": plan.to_builtins(),
-            "step_id": step.id,
-            "observation": observation,
-            "context": self.spec.context,
-        }
-        self._callback(self.spec.planner, "review", args, self._on_review)
+        call = ReviewCall(
+            target=self.spec.planner.target,
+            plan=plan.to_builtins(),
+            step_id=step.id,
+            observation=observation,
+            context=self.spec.context,
+        )
+        self._callback(self.spec.planner, call, self._on_review)
 
     # -- planner: review -----------------------------------------------------------------
 
@@ -388,31 +393,32 @@ class PlanningRun(Actor):
             return
         plan = self.plan
         assert plan is not None
-        wire = outcome.wire or {}
-        tag = wire["tag"]
-        if tag == "continue":
-            if self.cursor + 1 < len(plan.steps):
-                self.cursor += 1
-                self._next_step()
-                return
-            last = self.observations[-1]
-            if last.status == "ok":
-                self._finish("completed", result=last.output)
-            else:
-                assert isinstance(last.error, ResultError)
-                self._fail(ResultError(K.STEP_FAILED, last.error.to_builtins()))
-        elif tag == "replan":
-            self._replan(plan, wire["plan"])
-        elif tag == "complete":
-            self._finish("completed", result=prune_secrets(wire["value"]))
-        elif tag in ("fail", "error"):
-            self._fail(ResultError(K.PLANNER_FAILED, prune_secrets(wire["reason"])))
-        elif tag == "invalid_output" and wire.get("of") == "replan":
-            self._fail(ResultError(K.INVALID_REPLAN, wire["message"]))
-        elif tag == "invalid_output" and wire.get("of") == "complete":
-            self._fail(ResultError(K.INVALID_PLANNER_RESULT, wire["message"]))
-        else:
-            self._fail(ResultError(K.INVALID_PLANNER_DECISION, wire.get("message", tag)))
+        answer = outcome.answer
+        assert answer is not None
+        match answer:
+            case ContinueOutcome():
+                if self.cursor + 1 < len(plan.steps):
+                    self.cursor += 1
+                    self._next_step()
+                    return
+                last = self.observations[-1]
+                if last.status == "ok":
+                    self._finish("completed", result=last.output)
+                else:
+                    assert isinstance(last.error, ResultError)
+                    self._fail(ResultError(K.STEP_FAILED, last.error.to_builtins()))
+            case ReplanOutcome(plan=data):
+                self._replan(plan, data)
+            case CompleteOutcome(value=value):
+                self._finish("completed", result=prune_secrets(value))
+            case FailOutcome(reason=reason) | ErrorOutcome(reason=reason):
+                self._fail(ResultError(K.PLANNER_FAILED, prune_secrets(reason)))
+            case InvalidOutput(of="replan", message=message):
+                self._fail(ResultError(K.INVALID_REPLAN, message))
+            case InvalidOutput(of="complete", message=message):
+                self._fail(ResultError(K.INVALID_PLANNER_RESULT, message))
+            case _:
+                self._fail(ResultError(K.INVALID_PLANNER_DECISION, describe(answer)))
 
     def _replan(self, current: Plan, data: Any) -> None:
         if self.replans >= self.options.max_replans:

@@ -1,0 +1,190 @@
+"""One function call in a capped process child: `call_in_child`.
+
+`call_in_child(fn, arg, name=..., limits=..., timeout=...)` starts a process child (from
+the fork server, `limits` applied as rlimits before any user code), has it compute
+`fn(arg)` and send the value back over its channel, returns that value, and makes sure
+the child is gone (an answered child gets `ANSWERED_EXIT_GRACE_S` to exit, then is
+killed). `fn` and `arg` travel pickled, like a `ProcessTarget`'s; the value comes back
+as plain msgpack data (dicts, lists, str, bytes, numbers).
+
+Everything that can go wrong is one typed `ChildCallError` (a `PhloemError`), with the
+child's `ExitReason` when there is one:
+
+    child_start_failed  the child did not start (`reason` says why)
+    child_timeout       no answer within `timeout`, start included; the child is killed
+    child_exited        it ended without answering: raised, heap cap, signal, ...
+    child_cancelled     `CallControl.cancel()` was called (before or during the call)
+
+Its users (isolated function agents, planning callbacks) map these onto their own error
+kinds. By default the child is started with `start_process`; `start=` lets a caller
+start it some other way, e.g. as a temporary child of a supervisor.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.supervision._child import serve_call
+from phloem.supervision.channel import ChannelError, ChannelTimeout
+from phloem.supervision.handle import ChildHandle, ChildStartError
+from phloem.supervision.process import READY_TIMEOUT_RANGE, ProcessHandle, start_process
+from phloem.supervision.reasons import ExitKind, ExitReason
+from phloem.supervision.spec import Limits, ProcessTarget
+
+ANSWERED_EXIT_GRACE_S = 1.0
+"""How long a child that answered gets to exit before it is killed."""
+EXIT_REPORT_WAIT_S = 5.0
+"""How long to wait for the exit report of a child that hung up, or that was killed."""
+DEFAULT_READY_TIMEOUT_S = 10.0
+"""`start_process`'s ready timeout when the call has no `timeout`."""
+
+Failure = Literal[
+    ErrorKind.CHILD_START_FAILED,
+    ErrorKind.CHILD_TIMEOUT,
+    ErrorKind.CHILD_EXITED,
+    ErrorKind.CHILD_CANCELLED,
+]
+Starter = Callable[[ProcessTarget, float], ChildHandle]
+"""Starts the child for a target within a ready timeout (seconds); returns its handle."""
+
+
+class ChildCallError(PhloemError):
+    """A `call_in_child` that did not return a value: `kind` says why (see the module
+    docstring), `reason` is how the child ended (None if unknown or never started)."""
+
+    def __init__(
+        self, kind: Failure, message: str, reason: ExitReason | None = None, pid: int | None = None
+    ) -> None:
+        super().__init__(kind, message)
+        self.reason = reason
+        self.pid = pid
+
+
+class CallControl:
+    """A handle on one `call_in_child` for other threads: `cancel()` it, read its `pid`."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._cancelled = False
+        self._starting = False
+        self._handle: ProcessHandle | None = None
+        self.pid: int | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self, wait: float = 0.0) -> None:
+        """Kill the child (and its descendants) now — or, before it started, make sure it
+        never runs — and wait up to `wait` seconds for it to be gone (a start under way
+        is waited for too). The call then raises `child_cancelled` unless it already had
+        its answer."""
+        deadline = time.monotonic() + wait
+        with self._cond:
+            self._cancelled = True
+            while self._starting and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+            handle = self._handle
+        if handle is not None:
+            handle.kill()
+            left = deadline - time.monotonic()
+            if left > 0:
+                handle.wait(left)
+
+    def _begin(self) -> bool:
+        """A start begins; False if the call was cancelled already."""
+        with self._cond:
+            self._starting = not self._cancelled
+            return self._starting
+
+    def _started(self, handle: ProcessHandle | None) -> bool:
+        """The start ended (None: it failed); False if the call was cancelled meanwhile."""
+        with self._cond:
+            self._starting = False
+            self._handle = handle
+            if handle is not None:
+                self.pid = handle.pid or None
+            self._cond.notify_all()
+            return not self._cancelled
+
+
+def call_in_child(
+    fn: Callable[[Any], Any],
+    arg: Any,
+    *,
+    name: str,
+    limits: Limits | None = None,
+    timeout: float | None = None,
+    control: CallControl | None = None,
+    start: Starter | None = None,
+) -> Any:
+    """`fn(arg)` computed in a process child; `ChildCallError` if there is no value.
+
+    `timeout` (seconds, None: no limit) covers the start and the answer together.
+    """
+    control = control if control is not None else CallControl()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    target = ProcessTarget(serve_call, (fn, arg), pass_channel=True)
+    lo, hi = READY_TIMEOUT_RANGE
+    ready = DEFAULT_READY_TIMEOUT_S if timeout is None else min(hi, max(lo, timeout))
+    starter = start if start is not None else _start_process(name, limits)
+    if not control._begin():
+        raise ChildCallError(ErrorKind.CHILD_CANCELLED, f"{name}: cancelled before it started")
+    try:
+        started = starter(target, ready)
+    except ChildStartError as exc:
+        control._started(None)
+        kind: Failure = (
+            ErrorKind.CHILD_TIMEOUT
+            if exc.reason.kind is ExitKind.TIMEOUT
+            else ErrorKind.CHILD_START_FAILED
+        )
+        raise ChildCallError(kind, f"{name}: {exc}", exc.reason) from None
+    except BaseException:
+        control._started(None)
+        raise
+    if not isinstance(started, ProcessHandle):
+        control._started(None)
+        started.stop(0)
+        raise TypeError(f"start must return a ProcessHandle, not {type(started).__name__}")
+    handle = started
+    if not control._started(handle):
+        stopped = handle.stop(0)
+        raise ChildCallError(ErrorKind.CHILD_CANCELLED, f"{name}: cancelled", stopped, handle.pid)
+    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        value = handle.recv(remaining)
+    except ChannelTimeout:
+        handle.kill()
+        reason: ExitReason | None = handle.wait(EXIT_REPORT_WAIT_S)
+        raise ChildCallError(
+            ErrorKind.CHILD_TIMEOUT,
+            f"{name}: no answer within {timeout or 0:g}s",
+            reason,
+            handle.pid,
+        ) from None
+    except ChannelError:
+        reason = handle.wait(EXIT_REPORT_WAIT_S)
+        if reason is None:  # it hung up but lives on
+            reason = handle.stop(0)
+        if control.cancelled:
+            raise ChildCallError(
+                ErrorKind.CHILD_CANCELLED, f"{name}: cancelled", reason, handle.pid
+            ) from None
+        raise ChildCallError(
+            ErrorKind.CHILD_EXITED, f"{name}: process child ended: {reason}", reason, handle.pid
+        ) from None
+    if handle.wait(ANSWERED_EXIT_GRACE_S) is None:
+        handle.stop(0)
+    return value
+
+
+def _start_process(name: str, limits: Limits | None) -> Starter:
+    def start(target: ProcessTarget, ready_timeout: float) -> ChildHandle:
+        return start_process(target, name=name, limits=limits, ready_timeout=ready_timeout)
+
+    return start
