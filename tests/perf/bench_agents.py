@@ -9,7 +9,7 @@ import pykka
 
 from phloem.actors.agents import FunctionAgent, PlannerAgent, SequentialPlanner, run_agent
 from phloem.actors.agents.supervised import SupervisedExecutor
-from tests.agents.helpers import SUPPLIER, supplier_agents
+from tests.actors.agents.helpers import SUPPLIER, supplier_agents
 from tests.perf.common import median_seconds, row
 
 

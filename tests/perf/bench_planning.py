@@ -36,8 +36,8 @@ from phloem.supervision.refs import Owner
 from phloem.supervision.spec import Limits, ProcessTarget, Strategy
 from tests.perf.common import row
 
-EXECUTOR = "tests.planning.adapters:ScriptedExecutor"
-PLANNER = "tests.planning.adapters:ScriptedPlanner"
+EXECUTOR = "tests.actors.planning.adapters:ScriptedExecutor"
+PLANNER = "tests.actors.planning.adapters:ScriptedPlanner"
 MEMORY = 256 * 1024 * 1024
 REQUEST = canonical_json(
     CallbackRequest(

@@ -37,9 +37,9 @@ T = TypeVar("T")
 
 PLANNING_CONFIG = """
 [planning.planners]
-scripted = "tests.planning.adapters:ScriptedPlanner"
+scripted = "tests.actors.planning.adapters:ScriptedPlanner"
 [planning.executors]
-scripted = "tests.planning.adapters:ScriptedExecutor"
+scripted = "tests.actors.planning.adapters:ScriptedExecutor"
 """
 
 

@@ -29,7 +29,7 @@ from phloem.actors.agents import (
     SequentialPlanner,
     run_agent,
 )
-from tests.agents.helpers import ScriptAgent, writer
+from tests.actors.agents.helpers import ScriptAgent, writer
 
 pytestmark = pytest.mark.timeout(45)
 

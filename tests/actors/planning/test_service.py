@@ -20,17 +20,17 @@ import phloem
 from phloem.client import AsyncClient, Client
 from phloem.config import parse_config
 from phloem.protocols.result import decode_result
+from tests.actors.planning.conftest import read_pids
 from tests.helpers import ROOT, DaemonProc, raises_kind, short_tmpdir
-from tests.planning.conftest import read_pids
 
 pytestmark = pytest.mark.timeout(60)
 
 CONFIG = """
 [planning.planners]
-scripted = "tests.planning.adapters:ScriptedPlanner"
+scripted = "tests.actors.planning.adapters:ScriptedPlanner"
 report = "phloem.examples.planning_report:ReportPlanner"
 [planning.executors]
-scripted = "tests.planning.adapters:ScriptedExecutor"
+scripted = "tests.actors.planning.adapters:ScriptedExecutor"
 readonly_tools = "phloem.examples.planning_report:ReadOnlyToolsExecutor"
 """
 

@@ -23,7 +23,7 @@ from phloem.protocols.errors import PhloemError
 from phloem.protocols.result import PlanningResult, decode_result, encode_result
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.refs import Owner
-from tests.planning.conftest import read_pids
+from tests.actors.planning.conftest import read_pids
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -349,7 +349,7 @@ def test_an_unregistered_adapter_name_imports_nothing(
     for planner in (
         "os:system",
         "subprocess",
-        {"name": "tests.planning.never_imported:Planner"},
+        {"name": "tests.actors.planning.never_imported:Planner"},
         {"name": "json", "target": {}},
         42,
     ):
@@ -366,10 +366,10 @@ def test_an_unregistered_adapter_name_imports_nothing(
 
 def test_configured_adapters_are_checked_at_load() -> None:
     with pytest.raises(PhloemError) as info:
-        AdapterRegistry.load({"bad": "tests.planning.adapters:NotAPlanner"})
+        AdapterRegistry.load({"bad": "tests.actors.planning.adapters:NotAPlanner"})
     assert info.value.details == {"role": "planner", "reason": "missing_callback"}
     with pytest.raises(PhloemError) as info:
-        AdapterRegistry.load(executors={"bad": "tests.planning.absent_module:Executor"})
+        AdapterRegistry.load(executors={"bad": "tests.actors.planning.absent_module:Executor"})
     assert info.value.details == {"role": "executor", "reason": "unavailable"}
 
 

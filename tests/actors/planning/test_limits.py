@@ -18,8 +18,8 @@ from phloem.actors.planning.worker import MAX_CALLBACK_OUTPUT_BYTES
 from phloem.protocols import jsonvalue as jv, plan as pl
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.refs import Owner
+from tests.actors.planning.conftest import read_pids
 from tests.helpers import raises_kind
-from tests.planning.conftest import read_pids
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,7 +66,7 @@ def test_adapter_names_and_descriptors_are_bounded(runtime: PlanningRuntime, own
 
 def test_adapters_per_role_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(adapters_mod, "MAX_ADAPTERS_PER_ROLE", 2)
-    spec = "tests.planning.adapters:ScriptedPlanner"
+    spec = "tests.actors.planning.adapters:ScriptedPlanner"
     registry = AdapterRegistry.load({"a": spec, "b": spec})
     with pytest.raises(PhloemError, match="more than 2 planners"):
         registry.register("planner", "c", spec)

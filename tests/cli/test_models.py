@@ -25,8 +25,7 @@ from phloem.models.providers import (
 )
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.model import ModelError
-
-from .fake_provider import (
+from tests.models.fake_provider import (
     FakeProvider,
     Reply,
     chat_calls,

@@ -12,7 +12,7 @@ from phloem.actors.agents import (
     GoalOrientedPlanner,
     ReplanPolicy,
 )
-from tests.agents.helpers import SUPPLIER, SUPPLIER_GROUPS
+from tests.actors.agents.helpers import SUPPLIER, SUPPLIER_GROUPS
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -13,11 +13,11 @@ from phloem.supervision import forkserver
 from phloem.supervision.refs import Owner
 
 PLANNERS = {
-    "scripted": "tests.planning.adapters:ScriptedPlanner",
+    "scripted": "tests.actors.planning.adapters:ScriptedPlanner",
     "report": "phloem.examples.planning_report:ReportPlanner",
 }
 EXECUTORS = {
-    "scripted": "tests.planning.adapters:ScriptedExecutor",
+    "scripted": "tests.actors.planning.adapters:ScriptedExecutor",
     "readonly_tools": "phloem.examples.planning_report:ReadOnlyToolsExecutor",
 }
 

@@ -24,7 +24,7 @@ from phloem.actors.agents.planner_agent import MAX_SUB_AGENTS
 from phloem.actors.agents.service import MAX_AGENT_INPUT_CHARS
 from phloem.actors.agents.supervised import GROUP_QUEUE_LIMIT
 from phloem.config import Config
-from tests.agents.helpers import writer
+from tests.actors.agents.helpers import writer
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,7 +15,7 @@ from phloem.actors.agents import (
     ReplanPolicy,
     run_agent,
 )
-from tests.agents.helpers import SUPPLIER, SUPPLIER_GROUPS, supplier_agents
+from tests.actors.agents.helpers import SUPPLIER, SUPPLIER_GROUPS, supplier_agents
 
 pytestmark = pytest.mark.timeout(30)
 

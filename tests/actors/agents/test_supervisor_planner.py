@@ -8,7 +8,7 @@ from phloem.actors.agents import PlannerAgent, SupervisorPlanner, run_agent
 from phloem.models import ScriptedModel
 from phloem.protocols.content import ModelResponse, Usage
 from phloem.protocols.model import ModelError
-from tests.agents.helpers import writer
+from tests.actors.agents.helpers import writer
 
 pytestmark = pytest.mark.timeout(30)
 

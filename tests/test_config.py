@@ -23,6 +23,7 @@ from phloem.config import (
 )
 from phloem.protocols.errors import PhloemError
 from phloem.settings import load_component
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -153,7 +154,7 @@ def test_components_load_only_from_trusted_module_attribute_paths() -> None:
 
 
 def test_the_shipped_config_is_valid_and_commented() -> None:
-    path = Path(__file__).resolve().parents[2] / "conf" / "phloem.toml"
+    path = ROOT / "conf" / "phloem.toml"
     assert isinstance(load_config(path), Config)
     assert path.read_text().count("#") > 20
 
