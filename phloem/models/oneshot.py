@@ -16,6 +16,9 @@ own codes) go back to the model like any result; a tool that raises ends the run
 `probe(model)` checks that a model can make a tool call: one non-streaming request forcing
 a call of the inert `phloem_ping` tool with a fixed marker. Only a call whose arguments
 validate against that tool's schema (exactly the marker) passes; the tool never runs.
+
+Size: one module on purpose — `run` and `probe` share the bounded request/response loop
+and the one result shape; its limits are listed once, here.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ Decisions worth knowing:
 `CreditReceiver` is the in-process pull side (embedded users, tests): `recv(timeout)`
 returns the next item and acks for you (lazily, in batches, always before it waits), or
 acks only when you call `ack()`.
+
+Size: one module on purpose — the stream, its per-subscriber accounting and the receiver
+share one lock and one credit invariant (delivered minus acked never exceeds the window).
 """
 
 from __future__ import annotations

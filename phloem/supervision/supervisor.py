@@ -14,6 +14,9 @@ Semantics (see the README's supervision section for the full table):
 - children start in order; a child that fails to start aborts the supervisor's start;
   stop is in reverse order, each child with its own shutdown (seconds, `brutal_kill`,
   `infinity`).
+
+Size: one module on purpose — the supervisor's start, restart, intensity and stop rules
+are one state machine over one child list, and splitting it would spread that invariant.
 """
 
 from __future__ import annotations

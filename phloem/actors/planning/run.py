@@ -14,6 +14,9 @@ Budgets: `max_steps` (executor calls across all revisions), `max_replans`, one a
 deadline (`timeout_ms`) capping every callback's own `callback_timeout_ms`. Every end is a
 `PlanningResult` handed to the run's `RunRecord`, except when the owner went away: then
 the active worker is killed and the run stops without a result.
+
+Size: one module on purpose — it is the run's state machine above, every transition of
+which checks the same budgets and ends in the same `finish`.
 """
 
 from __future__ import annotations
