@@ -20,7 +20,6 @@ from phloem.actors.agents.events import Event
 from phloem.actors.agents.protocol import (
     AgentInfo,
     AgentPlan,
-    AgentRunEnd,
     AgentRunEvent,
     AgentRunStarted,
     AgentStreamItem,
@@ -41,6 +40,37 @@ SERVICE = "agents/service"  # the service actor inside the `agents` supervisor
 DEFAULT_EVENT_WINDOW = CreditWindow(64, 4 * 1024 * 1024)
 DEFAULT_RUN_TIMEOUT_S = 3_600.0  # waiting for the next stream item; a run that is silent
 # longer than this is abandoned by the client (the daemon keeps its own limits)
+
+
+class _RunFold:
+    """Folds an agent run's stream items into its `AgentRun` (both clients use it)."""
+
+    def __init__(self, ref: str) -> None:
+        self.ref = ref
+        self.events: list[Event] = []
+
+    def take(self, item: AgentStreamItem) -> Event | AgentRun:
+        """An event to show, or the finished run (the end carries outcome and state;
+        the events came one by one)."""
+        if isinstance(item, AgentRunEvent):
+            self.events.append(item.event)
+            return item.event
+        return msgspec.structs.replace(item.run, events=tuple(self.events))
+
+    def ended(self, err: PhloemError) -> PhloemError:
+        """What a stream end before the result means: the stream's own error, or
+        `run_incomplete` when it merely closed."""
+        if err.kind != ErrorKind.CLOSED:
+            return err
+        return PhloemError(
+            ErrorKind.RUN_INCOMPLETE,
+            f"the event stream of run {self.ref} ended without its result",
+        )
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError("name must be a str (register Agent objects on an embedded tree)")
 
 
 class AgentClientMethods(ClientBase):
@@ -90,31 +120,22 @@ class AgentClientMethods(ClientBase):
         timeout: float = DEFAULT_RUN_TIMEOUT_S,
     ) -> AgentRun:
         """Run agent `name` to its end; `on_event` sees each event as it arrives."""
-        if not isinstance(name, str):
-            raise TypeError("name must be a str (register Agent objects on an embedded tree)")
+        _check_name(name)
         started = self.start_agent_run(name, input=input, state=state)
         stream = self.subscribe(
             started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
         )
-        events: list[Event] = []
+        fold = _RunFold(started.ref)
         with stream:
             while True:
                 try:
-                    item = stream.recv(timeout)
+                    got = fold.take(stream.recv(timeout))
                 except PhloemError as err:
-                    if err.kind != ErrorKind.CLOSED:
-                        raise
-                    raise PhloemError(
-                        ErrorKind.RUN_INCOMPLETE,
-                        f"the event stream of run {started.ref} ended without its result",
-                    ) from None
-                if isinstance(item, AgentRunEvent):
-                    events.append(item.event)
-                    if on_event is not None:
-                        on_event(item.event)
-                elif isinstance(item, AgentRunEnd):
-                    # The end carries the outcome and state; events came one by one.
-                    return msgspec.structs.replace(item.run, events=tuple(events))
+                    raise fold.ended(err) from None
+                if isinstance(got, AgentRun):
+                    return got
+                if on_event is not None:
+                    on_event(got)
 
 
 class _TreeLike(Protocol):
@@ -208,29 +229,21 @@ class AsyncAgentMethods(AsyncClientBase):
     ) -> AgentRun:
         """Run agent `name` to its end; `on_event` (a function or a coroutine function)
         sees each event as it arrives; `timeout` bounds the wait for each stream item."""
-        if not isinstance(name, str):
-            raise TypeError("name must be a str (register Agent objects on an embedded tree)")
+        _check_name(name)
         started = await self.start_agent_run(name, input=input, state=state)
         stream = await self.subscribe(
             started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
         )
-        events: list[Event] = []
+        fold = _RunFold(started.ref)
         async with stream:
             while True:
                 try:
-                    item = await stream.recv(timeout)
+                    got = fold.take(await stream.recv(timeout))
                 except PhloemError as err:
-                    if err.kind != "closed":
-                        raise
-                    raise PhloemError(
-                        "run_incomplete",
-                        f"the event stream of run {started.ref} ended without its result",
-                    ) from None
-                if isinstance(item, AgentRunEvent):
-                    events.append(item.event)
-                    if on_event is not None:
-                        outcome = on_event(item.event)
-                        if inspect.isawaitable(outcome):
-                            await outcome
-                elif isinstance(item, AgentRunEnd):
-                    return msgspec.structs.replace(item.run, events=tuple(events))
+                    raise fold.ended(err) from None
+                if isinstance(got, AgentRun):
+                    return got
+                if on_event is not None:
+                    outcome = on_event(got)
+                    if inspect.isawaitable(outcome):
+                        await outcome

@@ -57,6 +57,44 @@ def _options(options: Options) -> dict[str, Any] | None:
     return dict(options)
 
 
+def _unavailable(err: PhloemError) -> PhloemError:
+    """`unknown_actor` from the planning service's path means the daemon runs none."""
+    if err.kind != ErrorKind.UNKNOWN_ACTOR:
+        return err
+    return PhloemError(
+        ErrorKind.PLANNING_UNAVAILABLE,
+        "the daemon runs no planning service: configure [planning.planners] "
+        "and [planning.executors]",
+    )
+
+
+def _start_request(
+    planner: Any, executor: Any, goal: Any, context: Any, options: Options, events: str | None
+) -> StartPlanning:
+    return StartPlanning(
+        planner=planner,
+        executor=executor,
+        goal=goal,
+        context=context,
+        options=_options(options),
+        events=events,
+    )
+
+
+def _event_window(window: CreditWindow | None) -> CreditWindow:
+    return window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
+
+
+def _await_request(ref: str, timeout: float | None) -> tuple[AwaitPlanning, float]:
+    """One await request (None: one slice of `AWAIT_SLICE_S`) and its request timeout."""
+    wait = AWAIT_SLICE_S if timeout is None else timeout
+    return AwaitPlanning(ref=ref, timeout_s=wait), wait + REQUEST_SLACK_S
+
+
+def _still_running(err: PhloemError) -> bool:
+    return err.kind == ErrorKind.PLANNING_AWAIT_TIMEOUT
+
+
 class PlanningMethods(ClientBase):
     """`run_planning`, `start_planning`, `await_planning`, `cancel_planning`."""
 
@@ -64,13 +102,7 @@ class PlanningMethods(ClientBase):
         try:
             return self.ask(PLANNING_SERVICE, message, reply_type=reply_type, timeout=timeout)
         except PhloemError as err:
-            if err.kind == ErrorKind.UNKNOWN_ACTOR:
-                raise PhloemError(
-                    ErrorKind.PLANNING_UNAVAILABLE,
-                    "the daemon runs no planning service: configure [planning.planners] "
-                    "and [planning.executors]",
-                ) from None
-            raise
+            raise _unavailable(err) from None
 
     def start_planning(
         self,
@@ -87,13 +119,8 @@ class PlanningMethods(ClientBase):
 
         Pass `events=client.open_planning_events()` to receive every event of the run.
         """
-        request = StartPlanning(
-            planner=planner,
-            executor=executor,
-            goal=goal,
-            context=context,
-            options=_options(options),
-            events=events.name if events is not None else None,
+        request = _start_request(
+            planner, executor, goal, context, options, events.name if events else None
         )
         started: PlanningStarted = self._planning_ask(request, PlanningStarted)
         return started.ref
@@ -104,26 +131,18 @@ class PlanningMethods(ClientBase):
         """A stream for the next `start_planning(events=...)`: subscribed before it starts,
         so no event is missed. Ends after the run's `terminal` event."""
         name = self._planning_ask(OpenPlanningEvents(), str)
-        window = window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
-        return self.subscribe(name, window, event_type=PlanningEvent)
+        return self.subscribe(name, _event_window(window), event_type=PlanningEvent)
 
     def await_planning(self, ref: str, timeout: float | None = None) -> PlanningResult:
         """The run's result; `planning_await_timeout` if it is still running after
         `timeout` seconds (None: wait until it ends). A result is handed out once."""
-        if timeout is not None:
-            return self._await_once(ref, timeout)
         while True:
+            request, wait = _await_request(ref, timeout)
             try:
-                return self._await_once(ref, AWAIT_SLICE_S)
+                return decode_result(self._planning_ask(request, str, wait))
             except PhloemError as err:
-                if err.kind != ErrorKind.PLANNING_AWAIT_TIMEOUT:
+                if timeout is not None or not _still_running(err):
                     raise
-
-    def _await_once(self, ref: str, timeout: float) -> PlanningResult:
-        text = self._planning_ask(
-            AwaitPlanning(ref=ref, timeout_s=timeout), str, timeout + REQUEST_SLACK_S
-        )
-        return decode_result(text)
 
     def cancel_planning(self, ref: str, reason: Any = "user_cancelled") -> bool:
         """Cancel the run (its active worker is killed); False if it had already ended."""
@@ -178,13 +197,7 @@ class AsyncPlanningMethods(AsyncClientBase):
         try:
             return await self.ask(PLANNING_SERVICE, message, reply_type=reply_type, timeout=timeout)
         except PhloemError as err:
-            if err.kind == "unknown_actor":
-                raise PhloemError(
-                    "planning_unavailable",
-                    "the daemon runs no planning service: configure [planning.planners] "
-                    "and [planning.executors]",
-                ) from None
-            raise
+            raise _unavailable(err) from None
 
     async def start_planning(
         self,
@@ -197,13 +210,8 @@ class AsyncPlanningMethods(AsyncClientBase):
         events: AsyncEventStream[Any] | None = None,
     ) -> str:
         """Start a run; its opaque, owner-bound ref (see `Client.start_planning`)."""
-        request = StartPlanning(
-            planner=planner,
-            executor=executor,
-            goal=goal,
-            context=context,
-            options=_options(options),
-            events=events.name if events is not None else None,
+        request = _start_request(
+            planner, executor, goal, context, options, events.name if events else None
         )
         started: PlanningStarted = await self._planning_ask(request, PlanningStarted)
         return started.ref
@@ -213,26 +221,18 @@ class AsyncPlanningMethods(AsyncClientBase):
     ) -> AsyncEventStream[PlanningEvent]:
         """A stream for the next `start_planning(events=...)`; ends after `terminal`."""
         name = await self._planning_ask(OpenPlanningEvents(), str)
-        window = window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
-        return await self.subscribe(name, window, event_type=PlanningEvent)
+        return await self.subscribe(name, _event_window(window), event_type=PlanningEvent)
 
     async def await_planning(self, ref: str, timeout: float | None = None) -> PlanningResult:
         """The run's result; `planning_await_timeout` if it is still running after
         `timeout` seconds (None: wait until it ends, in slices of `AWAIT_SLICE_S`)."""
-        if timeout is not None:
-            return await self._await_once(ref, timeout)
         while True:
+            request, wait = _await_request(ref, timeout)
             try:
-                return await self._await_once(ref, AWAIT_SLICE_S)
+                return decode_result(await self._planning_ask(request, str, wait))
             except PhloemError as err:
-                if err.kind != "planning_await_timeout":
+                if timeout is not None or not _still_running(err):
                     raise
-
-    async def _await_once(self, ref: str, timeout: float) -> PlanningResult:
-        text = await self._planning_ask(
-            AwaitPlanning(ref=ref, timeout_s=timeout), str, timeout + REQUEST_SLACK_S
-        )
-        return decode_result(text)
 
     async def cancel_planning(self, ref: str, reason: Any = "user_cancelled") -> bool:
         """Cancel the run (its active worker is killed); False if it had already ended."""
