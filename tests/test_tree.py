@@ -219,7 +219,9 @@ def test_open_streams_are_bounded_by_max_streams() -> None:
     first.close()
     hub.open("c")
     assert hub.names() == ["b", "c"]
-    with pytest.raises(ValueError, match=r"^max_streams must be between 1 and 1000000$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_streams must be between 1 and 1000000$"
+    ):
         StreamHub(max_streams=0)
 
 

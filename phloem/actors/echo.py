@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from phloem.actors.services import DEFER, Call, ServiceActor, register_service, service_factory
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.reasons import ExitReason
 
@@ -34,8 +35,7 @@ class EchoService(ServiceActor):
         return message
 
     def _sleep(self, seconds: Any, call: Call) -> Any:
-        if not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_SLEEP_S:
-            raise PhloemError(ErrorKind.BAD_MESSAGE, f"sleep must be between 0 and {MAX_SLEEP_S}")
+        check_range("sleep", seconds, 0, MAX_SLEEP_S, kind=ErrorKind.BAD_MESSAGE, integer=False)
         timer = threading.Timer(float(seconds), call.reply, args=({"slept": seconds},))
         timer.daemon = True
         timer.start()
@@ -45,16 +45,12 @@ class EchoService(ServiceActor):
         name, count = message["stream"], message["count"]
         wait_s = message.get("wait_s", 5.0)
         blocking = message.get("mode", "send") != "publish"
-        if not isinstance(name, str) or not isinstance(count, int):
-            raise PhloemError(ErrorKind.BAD_MESSAGE, "stream must be a string and count an int")
-        if not 0 <= count <= MAX_STREAM_EVENTS:
-            raise PhloemError(
-                ErrorKind.BAD_MESSAGE, f"count must be between 0 and {MAX_STREAM_EVENTS}"
-            )
-        if not isinstance(wait_s, int | float) or not 0 <= wait_s <= MAX_STREAM_WAIT_S:
-            raise PhloemError(
-                ErrorKind.BAD_MESSAGE, f"wait_s must be between 0 and {MAX_STREAM_WAIT_S}"
-            )
+        if not isinstance(name, str):
+            raise PhloemError(ErrorKind.BAD_MESSAGE, "stream must be a string")
+        check_range("count", count, 0, MAX_STREAM_EVENTS, kind=ErrorKind.BAD_MESSAGE)
+        check_range(
+            "wait_s", wait_s, 0, MAX_STREAM_WAIT_S, kind=ErrorKind.BAD_MESSAGE, integer=False
+        )
         topic = self.open_topic(f"echo/{name}", owner=call.owner)
 
         def produce() -> None:

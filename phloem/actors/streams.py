@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import MAX_STREAM_NAME_CHARS
 from phloem.supervision.credit import CreditStream
@@ -64,13 +65,7 @@ class StreamHub:
     """The daemon's (or embedded tree's) registry of open topics, bounded in number."""
 
     def __init__(self, max_streams: int = DEFAULT_MAX_STREAMS) -> None:
-        if isinstance(max_streams, bool) or not isinstance(max_streams, int):
-            raise TypeError("max_streams must be an int")
-        if not MAX_STREAMS_RANGE[0] <= max_streams <= MAX_STREAMS_RANGE[1]:
-            raise ValueError(
-                f"max_streams must be between {MAX_STREAMS_RANGE[0]} and {MAX_STREAMS_RANGE[1]}"
-            )
-        self.max_streams = max_streams
+        self.max_streams = check_range("max_streams", max_streams, *MAX_STREAMS_RANGE)
         self._lock = threading.Lock()
         self._topics: dict[str, Topic] = {}
 

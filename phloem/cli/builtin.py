@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from phloem.limits import RangeError, RangeTypeError, check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
@@ -78,12 +79,13 @@ def _cmd_tree(ctx: CommandContext) -> int:
 
 def _cmd_top(ctx: CommandContext) -> int:
     interval = ctx.args.interval
-    lo, hi = TOP_INTERVAL_RANGE
-    if not lo <= interval <= hi:
-        raise UsageError(f"interval must be between {lo} and {hi}")
     iterations = ctx.args.iterations
-    if iterations is not None and iterations < 1:
-        raise UsageError("iterations must be >= 1")
+    try:
+        check_range("interval", interval, *TOP_INTERVAL_RANGE, integer=False)
+        if iterations is not None:
+            check_range("iterations", iterations, 1, None)
+    except (RangeError, RangeTypeError) as exc:
+        raise UsageError(exc.message) from None
     stop = threading.Event()
     count = 0
     with ctx.client() as client:

@@ -40,6 +40,7 @@ from phloem.client.socket import (
     REPLY_GRACE_S,
     no_daemon_error,
 )
+from phloem.limits import check_range
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -87,13 +88,6 @@ def _resolve_path(path: str | os.PathLike[str] | None) -> Path:
     return default_socket_path()
 
 
-def _check_max_inflight(value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("max_inflight must be an int")
-    if not 1 <= value <= MAX_INFLIGHT_LIMIT:
-        raise ValueError(f"max_inflight must be between 1 and {MAX_INFLIGHT_LIMIT}")
-
-
 class AsyncClient(AsyncAgentMethods, AsyncPlanningMethods, AsyncClientBase):
     """A native asyncio client over one pipelined connection to a phloem daemon.
 
@@ -122,7 +116,7 @@ class AsyncClient(AsyncAgentMethods, AsyncPlanningMethods, AsyncClientBase):
             )
         if path is None:
             path = Path(writer.get_extra_info("peername") or "?")
-        _check_max_inflight(max_inflight)
+        check_range("max_inflight", max_inflight, 1, MAX_INFLIGHT_LIMIT)
         self.path = path
         self.max_inflight = max_inflight
         self._reader = reader
@@ -154,7 +148,7 @@ class AsyncClient(AsyncAgentMethods, AsyncPlanningMethods, AsyncClientBase):
 
         `max_inflight` bounds the asks and tells outstanding at once: keep it at most the
         daemon's `daemon.max_inflight_per_connection`."""
-        _check_max_inflight(max_inflight)
+        check_range("max_inflight", max_inflight, 1, MAX_INFLIGHT_LIMIT)
         target = _resolve_path(path)
         try:
             async with asyncio.timeout(timeout):

@@ -19,6 +19,7 @@ import msgspec
 import structlog
 
 from phloem._version import __version__
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.wire import (
     HEADER_BYTES,
@@ -297,8 +298,8 @@ class Connection:
             with self._lock:
                 entry = self._subs.get(message.sub)
             if entry is not None:  # unknown: the stream already ended; acks are late
-                if message.messages < 0 or message.bytes < 0:
-                    raise PhloemError(ErrorKind.BAD_FRAME, "credit must be >= 0")
+                check_range("credit messages", message.messages, 0, None, kind=ErrorKind.BAD_FRAME)
+                check_range("credit bytes", message.bytes, 0, None, kind=ErrorKind.BAD_FRAME)
                 entry[0].ack(entry[1], message.messages, message.bytes)
         elif isinstance(message, GetStatus):
             self._reply(message.id, tree.status())

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import math
 import random
@@ -26,6 +27,7 @@ import httpx
 import msgspec
 import structlog
 
+from phloem.limits import RangeError, RangeTypeError, check_range, format_number
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.model import ModelError, ResponseTooLarge
 from phloem.protocols.sse import SseDecoder
@@ -47,20 +49,14 @@ MAX_MAX_RETRY_AFTER: Final = 300.0
 _CODE_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,63}$")
 
 
-def check_range(name: str, value: float, low: float, high: float) -> None:
-    """Raise `config_invalid` naming `name` unless low <= value <= high."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ModelError(ErrorKind.CONFIG_INVALID, f"{name} must be a number")
-    if not low <= value <= high:
-        raise ModelError(
-            ErrorKind.CONFIG_INVALID,
-            f"{name} must be between {_fmt(low)} and {_fmt(high)}",
-            details={"field": name},
-        )
-
-
-def _fmt(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
+@contextlib.contextmanager
+def _as_config_invalid() -> Iterator[None]:
+    """Range errors of provider settings (`limits.check_range`) become `ModelError`s of
+    kind `config_invalid`, with the same message and details."""
+    try:
+        yield
+    except (RangeError, RangeTypeError) as exc:
+        raise ModelError(ErrorKind.CONFIG_INVALID, exc.message, details=exc.details) from None
 
 
 def check_base_url(base_url: str) -> str:
@@ -105,12 +101,13 @@ class RetryPolicy(msgspec.Struct, frozen=True):
     max_retry_after: float = DEFAULT_MAX_RETRY_AFTER
 
     def validate(self) -> None:
-        check_range("max_retries", self.max_retries, 0, MAX_MAX_RETRIES)
-        if not isinstance(self.max_retries, int):
-            raise ModelError(ErrorKind.CONFIG_INVALID, "max_retries must be an integer")
-        check_range("initial_backoff", self.initial_backoff, 0, 60)
-        check_range("max_backoff", self.max_backoff, 0, 300)
-        check_range("max_retry_after", self.max_retry_after, 0, MAX_MAX_RETRY_AFTER)
+        with _as_config_invalid():
+            check_range("max_retries", self.max_retries, 0, MAX_MAX_RETRIES)
+            check_range("initial_backoff", self.initial_backoff, 0, 60, integer=False)
+            check_range("max_backoff", self.max_backoff, 0, 300, integer=False)
+            check_range(
+                "max_retry_after", self.max_retry_after, 0, MAX_MAX_RETRY_AFTER, integer=False
+            )
 
     def backoff(self, attempt: int) -> float:
         """Full-jitter exponential backoff for retry number `attempt` (0-based)."""
@@ -151,15 +148,14 @@ class HttpTransport:
         secrets: tuple[str, ...] = (),
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        check_range(
-            "max_response_bytes",
-            max_response_bytes,
-            MIN_MAX_RESPONSE_BYTES,
-            MAX_MAX_RESPONSE_BYTES,
-        )
-        if not isinstance(max_response_bytes, int):
-            raise ModelError(ErrorKind.CONFIG_INVALID, "max_response_bytes must be an integer")
-        check_range("timeout", timeout, 0.001, MAX_TIMEOUT)
+        with _as_config_invalid():
+            check_range(
+                "max_response_bytes",
+                max_response_bytes,
+                MIN_MAX_RESPONSE_BYTES,
+                MAX_MAX_RESPONSE_BYTES,
+            )
+            check_range("timeout", timeout, 0.001, MAX_TIMEOUT, integer=False)
         retry.validate()
         self.provider = provider
         self.max_response_bytes = max_response_bytes
@@ -370,10 +366,8 @@ class HttpTransport:
             # as the network delivers it: SSE events are never held back for a full buffer
             for raw in resp.iter_raw():
                 if time.monotonic() > deadline:
-                    raise ModelError(
-                        ErrorKind.TIMEOUT,
-                        f"{self.provider} response took longer than {_fmt(self.timeout)} s",
-                    )
+                    took = f"took longer than {format_number(self.timeout)} s"
+                    raise ModelError(ErrorKind.TIMEOUT, f"{self.provider} response {took}")
                 if decoder is None:
                     chunk = raw
                     total += len(chunk)

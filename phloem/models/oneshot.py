@@ -32,6 +32,7 @@ from typing import Any, Final, Literal
 import msgspec
 import structlog
 
+from phloem.limits import check_range
 from phloem.models.openai import OpenAIModel
 from phloem.protocols.content import (
     Content,
@@ -66,6 +67,8 @@ MAX_PARALLEL_TOOLS: Final = 16
 """Worker threads for parallel tool execution (fewer when a response has fewer calls)."""
 MAX_EPHEMERAL_SESSIONS: Final = 4096
 """Concurrent one-shot runs per session store; one more is refused with `invalid_argument`."""
+MAX_EPHEMERAL_SESSIONS_LIMIT: Final = 1_000_000
+"""The largest `limit` an `EphemeralSessions` store accepts."""
 PROBE_TOOL: Final = "phloem_ping"
 PROBE_MARKER: Final = "phloem-probe-7f3a"
 DEFAULT_PROBE_MAX_OUTPUT_TOKENS: Final = 64
@@ -147,9 +150,7 @@ class EphemeralSessions:
     """Bounded in-memory store of the sessions of running one-shot calls."""
 
     def __init__(self, limit: int = MAX_EPHEMERAL_SESSIONS) -> None:
-        if not 1 <= limit <= 1_000_000:
-            raise ValueError("limit must be between 1 and 1000000")
-        self.limit = limit
+        self.limit = check_range("limit", limit, 1, MAX_EPHEMERAL_SESSIONS_LIMIT)
         self._lock = threading.Lock()
         self._sessions: dict[str, list[Content]] = {}
         self._ids = itertools.count(1)

@@ -18,6 +18,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from phloem.limits import check_range
+
 ROLES: Final = frozenset({"user", "model"})
 """Roles a `Content` may carry."""
 
@@ -177,8 +179,10 @@ class ThinkingConfig(msgspec.Struct, frozen=True, omit_defaults=True):
     thinking_budget: int | None = None
 
     def __post_init__(self) -> None:
-        if self.thinking_budget is not None and self.thinking_budget < MIN_THINKING_BUDGET:
-            raise ValueError("thinking_config.thinking_budget must be >= -1")
+        if self.thinking_budget is not None:
+            check_range(
+                "thinking_config.thinking_budget", self.thinking_budget, MIN_THINKING_BUDGET, None
+            )
 
 
 class GenerateConfig(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -194,12 +198,12 @@ class GenerateConfig(msgspec.Struct, frozen=True, omit_defaults=True):
     forced_function: str | None = None
 
     def __post_init__(self) -> None:
-        if self.max_output_tokens is not None and self.max_output_tokens < 1:
-            raise ValueError("config.max_output_tokens must be >= 1")
-        if self.temperature is not None and not 0.0 <= self.temperature <= MAX_TEMPERATURE:
-            raise ValueError("config.temperature must be between 0 and 2")
-        if self.top_p is not None and not 0.0 <= self.top_p <= 1.0:
-            raise ValueError("config.top_p must be between 0 and 1")
+        if self.max_output_tokens is not None:
+            check_range("config.max_output_tokens", self.max_output_tokens, 1, None)
+        if self.temperature is not None:
+            check_range("config.temperature", self.temperature, 0, MAX_TEMPERATURE, integer=False)
+        if self.top_p is not None:
+            check_range("config.top_p", self.top_p, 0, 1, integer=False)
         if self.forced_function is not None and self.tool_choice == "none":
             raise ValueError("config.forced_function cannot be combined with tool_choice none")
 

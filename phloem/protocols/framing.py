@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable
 from typing import TypeVar
 
+from phloem.limits import check_range
 from phloem.protocols.errors import PhloemError
 
 HEADER = struct.Struct(">I")
@@ -37,15 +38,6 @@ class FrameTooLarge(PhloemError):
         super().__init__("frame_too_large", f"frame of {size} bytes exceeds the limit of {limit}")
         self.size = size
         self.limit = limit
-
-
-def check_limit(max_frame_bytes: int) -> int:
-    """`max_frame_bytes` if it is an int a header can express; TypeError / ValueError."""
-    if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int):
-        raise TypeError("max_frame_bytes must be an int")
-    if not 0 <= max_frame_bytes <= MAX_FRAME_BYTES_LIMIT:
-        raise ValueError(f"max_frame_bytes must be between 0 and {MAX_FRAME_BYTES_LIMIT}")
-    return max_frame_bytes
 
 
 def frame(body: bytes, max_frame_bytes: int = MAX_FRAME_BYTES_LIMIT) -> bytes:
@@ -79,7 +71,9 @@ class FrameDecoder:
     __slots__ = ("_buf", "_error", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int) -> None:
-        self.max_frame_bytes = check_limit(max_frame_bytes)
+        self.max_frame_bytes = check_range(
+            "max_frame_bytes", max_frame_bytes, 0, MAX_FRAME_BYTES_LIMIT
+        )
         self._buf = bytearray()
         self._error: FrameTooLarge | None = None
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import msgspec
 
+from phloem.limits import RangeError, RangeTypeError, check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import (
     JsonValueError,
@@ -309,8 +310,10 @@ def from_mapping(obj: Plan | Mapping[str, Any]) -> Plan:
     if not _non_empty_text(pid):
         raise PlanError(K.INVALID_PLAN_FIELD, "id must be a non-empty string", {"field": "id"})
     planning_json(pid, "$.id")
-    if not is_int(revision) or revision < 0:
-        raise PlanError(K.INVALID_PLAN_FIELD, "revision must be an int >= 0", {"field": "revision"})
+    try:
+        check_range("revision", revision, 0, None)
+    except (RangeError, RangeTypeError) as exc:
+        raise PlanError(K.INVALID_PLAN_FIELD, exc.message, {"field": "revision"}) from None
     if not isinstance(steps, list | tuple) or not steps:
         raise PlanError(K.INVALID_PLAN_FIELD, "steps must be a non-empty list", {"field": "steps"})
     if not isinstance(meta, Mapping):
@@ -445,11 +448,8 @@ def parse_options(options: Mapping[str, Any] | PlanningOptions | None = None) ->
             hint = "; use max_memory_bytes" if name == "max_heap_words" else ""
             raise _option_error(f"unknown option {name!r}{hint}", str(name))
         _, lo, hi = OPTION_RANGES[name]
-        if not is_int(value):
-            raise _option_error(f"{name} must be an int", name)
-        if value < lo:
-            raise _option_error(f"{name} must be >= {lo}", name)
-        if value > hi:
-            raise _option_error(f"{name} must be <= {hi}", name)
-        values[name] = value
+        try:
+            values[name] = check_range(name, value, lo, hi)
+        except (RangeError, RangeTypeError) as exc:
+            raise _option_error(exc.message, name) from None
     return PlanningOptions(**values)

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
+from phloem.limits import RangeError, RangeTypeError, check_range
 from phloem.protocols.errors import ErrorKind as K
 from phloem.protocols.jsonvalue import canonical_json, duplicate_keys, is_int
 from phloem.protocols.plan import (
@@ -223,10 +224,10 @@ def _exact_keys(obj: Any, required: frozenset[str], optional: frozenset[str], wh
 
 
 def _count(obj: Mapping[str, Any], name: str, what: str) -> int:
-    value = obj[name]
-    if not is_int(value) or value < 0:
-        raise _bad_result(f"{what}.{name} must be an int >= 0")
-    return int(value)
+    try:
+        return check_range(f"{what}.{name}", obj[name], 0, None)
+    except (RangeError, RangeTypeError) as exc:
+        raise _bad_result(exc.message) from None
 
 
 def _result_error(obj: Any, what: str) -> ResultError:

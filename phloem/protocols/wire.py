@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from phloem.limits import check_range
 from phloem.protocols import framing
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 
@@ -174,14 +175,6 @@ def error_frame(kind: str, message: str, request_id: RequestId | None = None) ->
     return encode_frame(Fail(request_id, ErrorValue(kind=kind, message=message)))
 
 
-def check_max_frame_bytes(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError("max_frame_bytes must be an int")
-    if not 1 <= value <= MAX_FRAME_BYTES_LIMIT:
-        raise ValueError(f"max_frame_bytes must be between 1 and {MAX_FRAME_BYTES_LIMIT}")
-    return value
-
-
 class FrameReader(framing.FrameDecoder):
     """Splits the client stream into frame bodies; refuses frames over `max_frame_bytes`.
 
@@ -194,7 +187,7 @@ class FrameReader(framing.FrameDecoder):
     __slots__ = ()
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        super().__init__(check_max_frame_bytes(max_frame_bytes))
+        super().__init__(check_range("max_frame_bytes", max_frame_bytes, 1, MAX_FRAME_BYTES_LIMIT))
 
 
 def decode_client(frame: bytes) -> Any:

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from phloem.limits import check_range
 from phloem.protocols import framing
 from phloem.protocols.errors import PhloemError
 
@@ -65,11 +66,7 @@ class BadFrame(ChannelError):
 def _deadline(timeout: float | None) -> float | None:
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError("timeout must be a number or None")
-    if math.isnan(timeout) or timeout < 0:
-        raise ValueError("timeout must be >= 0")
-    return time.monotonic() + timeout
+    return time.monotonic() + check_range("timeout", timeout, 0, None, integer=False)
 
 
 def _remaining_ms(deadline: float | None) -> int | None:
@@ -86,12 +83,7 @@ class Channel:
     """
 
     def __init__(self, sock: socket.socket, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
-        if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int):
-            raise TypeError("max_frame_bytes must be an int")
-        if not MIN_FRAME_BYTES <= max_frame_bytes <= MAX_FRAME_BYTES:
-            raise ValueError(
-                f"max_frame_bytes must be between {MIN_FRAME_BYTES} and {MAX_FRAME_BYTES}"
-            )
+        check_range("max_frame_bytes", max_frame_bytes, MIN_FRAME_BYTES, MAX_FRAME_BYTES)
         sock.setblocking(False)
         self._sock: socket.socket | None = sock
         self._fd = sock.fileno()

@@ -330,12 +330,9 @@ class CreditStream(Generic[T]):
         `nbytes=None` acks every outstanding byte when all outstanding messages are
         acked, else none: consumers that track bytes should pass them.
         """
-        if isinstance(messages, bool) or not isinstance(messages, int) or messages < 0:
-            raise ValueError("messages must be >= 0")
-        if nbytes is not None and (
-            isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0
-        ):
-            raise ValueError("bytes must be >= 0")
+        check_range("messages", messages, 0, None)
+        if nbytes is not None:
+            check_range("bytes", nbytes, 0, None)
         post: _Post = []
         with self._lock:
             if sub.detach_reason is not None or self._subs.get(sub.id) is not sub:
@@ -581,8 +578,7 @@ class CreditReceiver(Generic[T]):
 
     def ack(self, count: int = 1) -> None:
         """Manual mode: acknowledge the `count` oldest received items (clamped)."""
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError("count must be >= 0")
+        check_range("count", count, 0, None)
         with self._lock:
             n = min(count, len(self._unacked))
             nbytes = sum(self._unacked.popleft() for _ in range(n))

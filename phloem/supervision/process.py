@@ -89,11 +89,7 @@ def start_process(
         raise TypeError("start must be a ProcessTarget or a Command")
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError("limits must be a Limits or None")
-    if isinstance(ready_timeout, bool) or not isinstance(ready_timeout, int | float):
-        raise TypeError("ready_timeout must be a number")
-    lo, hi = READY_TIMEOUT_RANGE
-    if not lo <= ready_timeout <= hi:
-        raise ValueError(f"ready_timeout must be between {lo} and {hi}")
+    check_range("ready_timeout", ready_timeout, *READY_TIMEOUT_RANGE, integer=False)
     how: TargetStart | CommandStart
     if isinstance(start, ProcessTarget):
         how = TargetStart(_pickle_target(start, name), list(sys.path))
@@ -354,10 +350,7 @@ class ProcessHandle(ChildHandle):
         Descendants that were outside the group before the SIGTERM, and leftovers found
         once it is gone, are killed too. Returns the exit reason."""
         if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-                raise TypeError("timeout must be a number or None")
-            if math.isnan(timeout) or timeout < 0:
-                raise ValueError("timeout must be >= 0")
+            check_range("timeout", timeout, 0, None, integer=False)
         if reap_timeout is None:
             reap_timeout = KILL_REAP_TIMEOUT_S
         check_range("reap_timeout", reap_timeout, *REAP_TIMEOUT_RANGE, integer=False)

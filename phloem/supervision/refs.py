@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import structlog
 
+from phloem.limits import check_range
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.reasons import ExitReason
 
@@ -154,12 +155,9 @@ class OwnerRegistry:
     """
 
     def __init__(self, max_refs_per_owner: int = DEFAULT_MAX_REFS_PER_OWNER) -> None:
-        if isinstance(max_refs_per_owner, bool) or not isinstance(max_refs_per_owner, int):
-            raise TypeError("max_refs_per_owner must be an int")
-        lo, hi = MAX_REFS_PER_OWNER_RANGE
-        if not lo <= max_refs_per_owner <= hi:
-            raise ValueError(f"max_refs_per_owner must be between {lo} and {hi}")
-        self.max_refs_per_owner = max_refs_per_owner
+        self.max_refs_per_owner = check_range(
+            "max_refs_per_owner", max_refs_per_owner, *MAX_REFS_PER_OWNER_RANGE
+        )
         self._lock = threading.Lock()
         self._kinds: dict[str, RefKind] = {DEFAULT_KIND.name: DEFAULT_KIND}
         self._entries: dict[str, _Entry] = {}

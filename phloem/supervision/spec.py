@@ -49,9 +49,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.max_memory_bytes is not None:
-            _check_int("max_memory_bytes", self.max_memory_bytes)
-            if self.max_memory_bytes < MIN_MEMORY_BYTES:
-                raise ValueError(f"max_memory_bytes must be >= {MIN_MEMORY_BYTES}")
+            check_range("max_memory_bytes", self.max_memory_bytes, MIN_MEMORY_BYTES, None)
         if self.max_open_files is not None:
             check_range("max_open_files", self.max_open_files, *MAX_OPEN_FILES_RANGE)
         if self.max_cpu_seconds is not None:
@@ -104,10 +102,7 @@ class SupervisorSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", Strategy(self.strategy))
-        if isinstance(self.intensity, bool) or not isinstance(self.intensity, int):
-            raise TypeError("intensity must be an int")
-        if self.intensity < 0:
-            raise ValueError("intensity must be >= 0")
+        check_range("intensity", self.intensity, 0, None)
         if not isinstance(self.period_s, int | float) or isinstance(self.period_s, bool):
             raise TypeError("period_s must be a number")
         if not math.isfinite(self.period_s) or self.period_s <= 0:
@@ -157,8 +152,10 @@ class ChildSpec:
                 raise ValueError("shutdown must be seconds, 'brutal_kill' or 'infinity'")
         elif isinstance(shutdown, bool) or not isinstance(shutdown, int | float):
             raise TypeError("shutdown must be a number or 'brutal_kill' or 'infinity'")
-        elif not math.isfinite(shutdown) or shutdown < 0:
-            raise ValueError("shutdown must be >= 0")
+        elif math.isinf(shutdown):
+            raise ValueError("shutdown must be finite seconds (or 'infinity')")
+        else:
+            check_range("shutdown", shutdown, 0, None, integer=False)
         object.__setattr__(self, "shutdown", shutdown)
         if self.limits is not None and not isinstance(self.start, ProcessTarget | Command):
             raise ValueError("limits apply only to ProcessTarget and Command children")
@@ -181,8 +178,3 @@ def _check_start(start: Any) -> None:
         "start must be an Actor subclass, (ActorClass, args, kwargs), "
         "a ProcessTarget, a Command or a SupervisorChild"
     )
-
-
-def _check_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import psutil
 import structlog
 
+from phloem.limits import check_range
+
 log = structlog.get_logger("phloem.supervision.watchdog")
 
 WATCHDOG_INTERVAL_S = 0.1
@@ -35,20 +37,16 @@ class RssWatchdog:
     """Calls `on_exceeded(rss)` once for a watched pid whose RSS goes over its cap."""
 
     def __init__(self, interval: float = WATCHDOG_INTERVAL_S) -> None:
-        if isinstance(interval, bool) or not isinstance(interval, int | float):
-            raise TypeError("interval must be a number")
-        lo, hi = WATCHDOG_INTERVAL_RANGE
-        if not lo <= interval <= hi:
-            raise ValueError(f"interval must be between {lo} and {hi}")
-        self.interval = float(interval)
+        self.interval = float(
+            check_range("interval", interval, *WATCHDOG_INTERVAL_RANGE, integer=False)
+        )
         self._cond = threading.Condition()
         self._watches: dict[int, _Watch] = {}
         self._thread: threading.Thread | None = None
 
     def watch(self, pid: int, cap: int, on_exceeded: OnExceeded) -> bool:
         """Start watching `pid`; False if it no longer exists."""
-        if cap < 1:
-            raise ValueError("cap must be >= 1")
+        check_range("cap", cap, 1, None)
         try:
             proc = psutil.Process(pid)
         except psutil.Error:

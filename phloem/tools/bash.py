@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from phloem.limits import check_range
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.reasons import ExitKind, ExitReason
@@ -152,8 +153,7 @@ class BashTool(Tool):
     )
 
     def __init__(self, limits: Limits | None = None, kill_grace_s: float = KILL_GRACE_S) -> None:
-        if not 0 <= kill_grace_s <= 60:
-            raise ValueError("kill_grace_s must be >= 0 and <= 60")
+        check_range("kill_grace_s", kill_grace_s, 0, 60, integer=False)
         self.limits = limits
         self.kill_grace_s = kill_grace_s
 

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import structlog
 
+from phloem.limits import RangeError, check_range
 from phloem.protocols.content import FunctionDeclaration
 from phloem.protocols.jsonvalue import json_size
 from phloem.tools.errors import ToolFailure
@@ -365,10 +366,11 @@ def _check_value(name: str, spec: Any, value: Any) -> Any:
     if "enum" in spec and value not in spec["enum"]:
         choices = ", ".join(str(choice) for choice in spec["enum"])
         raise ToolFailure("arguments", f"{name} must be one of {choices}")
-    if _is_number(value) and "minimum" in spec and value < spec["minimum"]:
-        raise ToolFailure("arguments", f"{name} must be >= {spec['minimum']}")
-    if _is_number(value) and "maximum" in spec and value > spec["maximum"]:
-        raise ToolFailure("arguments", f"{name} must be <= {spec['maximum']}")
+    if _is_number(value) and ("minimum" in spec or "maximum" in spec):
+        try:
+            check_range(name, value, spec.get("minimum"), spec.get("maximum"), integer=False)
+        except RangeError as exc:
+            raise ToolFailure("arguments", exc.message) from None
     if isinstance(value, str) and "minLength" in spec and len(value) < spec["minLength"]:
         if spec["minLength"] == 1:
             raise ToolFailure("arguments", f"{name} must not be empty")

@@ -9,6 +9,8 @@ one hunk replacing the whole file (still a correct patch, just not a minimal one
 
 from __future__ import annotations
 
+from phloem.limits import check_range
+
 DEFAULT_CONTEXT = 3
 MAX_CONTEXT = 1_000
 MAX_EDIT_COST = 2_000
@@ -172,10 +174,8 @@ def unified_diff(
     max_cost: int = MAX_EDIT_COST,
 ) -> str:
     """A unified diff of `old_text` -> `new_text` for `path`; "" when they are equal."""
-    if isinstance(context, bool) or not 0 <= context <= MAX_CONTEXT:
-        raise ValueError(f"context must be >= 0 and <= {MAX_CONTEXT}")
-    if max_cost < 0:
-        raise ValueError("max_cost must be >= 0")
+    check_range("context", context, 0, MAX_CONTEXT)
+    check_range("max_cost", max_cost, 0, None)
     if old_text == new_text:
         return ""
     old, new = split_lines(old_text), split_lines(new_text)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from phloem.limits import check_range
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.diff import unified_diff
 from phloem.tools.errors import ToolFailure
-from phloem.tools.fileio import MAX_WRITE_BYTES, check_limit, is_binary, read_regular
+from phloem.tools.fileio import MAX_WRITE_BYTES, is_binary, read_regular
 from phloem.tools.textmatch import BOM, apply_edit
 
 
@@ -32,7 +33,7 @@ class EditTool(Tool):
     )
 
     def __init__(self, max_file_bytes: int = MAX_WRITE_BYTES) -> None:
-        self.max_file_bytes = check_limit("max_file_bytes", max_file_bytes, 1, 1 << 30)
+        self.max_file_bytes = check_range("max_file_bytes", max_file_bytes, 1, 1 << 30)
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         if args["old_text"] == "":

@@ -18,14 +18,6 @@ NON_PRINTABLE_LIMIT = 0.30
 _NON_PRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
-def check_limit(name: str, value: int, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be >= {low} and <= {high}")
-    return value
-
-
 def is_binary(data: bytes) -> bool:
     """NUL in the first 8000 bytes, invalid UTF-8, or > 30% non-printable characters."""
     if b"\x00" in data[:NUL_SCAN_BYTES]:

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from phloem.limits import check_range
+
 MARKER_PRODUCT = "phloem"
 REASONS = ("bytes", "lines", "line_length", "budget", "file")
 
@@ -67,16 +69,8 @@ class OutputPolicy:
 
     def __post_init__(self) -> None:
         for name in ("max_bytes", "max_lines", "max_line_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an integer")
-            if not 0 <= value <= MAX_LIMIT:
-                raise ValueError(f"{name} must be >= 0 and <= {MAX_LIMIT}")
-        fraction = self.head_fraction
-        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
-            raise TypeError("head_fraction must be a number")
-        if math.isnan(fraction) or not 0.0 <= fraction <= 1.0:
-            raise ValueError("head_fraction must be >= 0 and <= 1")
+            check_range(name, getattr(self, name), 0, MAX_LIMIT)
+        check_range("head_fraction", self.head_fraction, 0, 1, integer=False)
 
     def apply(self, text: str) -> tuple[str, Report]:
         """Limit `text`; return the rendered output and its report."""
@@ -413,10 +407,7 @@ class OutputBudget:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        if isinstance(self.per_session, bool) or not isinstance(self.per_session, int):
-            raise TypeError("per_session must be an integer")
-        if not 1 <= self.per_session <= MAX_LIMIT:
-            raise ValueError(f"per_session must be >= 1 and <= {MAX_LIMIT}")
+        check_range("per_session", self.per_session, 1, MAX_LIMIT)
 
     def remaining(self, session: str) -> int:
         with self._lock:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from phloem.limits import check_range
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
-from phloem.tools.fileio import MAX_READ_BYTES, check_limit, is_binary, read_regular
+from phloem.tools.fileio import MAX_READ_BYTES, is_binary, read_regular
 
 DEFAULT_READ_LIMIT = 2000
 MAX_READ_LINE_LIMIT = 1_000_000
@@ -58,7 +59,7 @@ class ReadTool(Tool):
     read_only = True
 
     def __init__(self, max_read_bytes: int = MAX_READ_BYTES) -> None:
-        self.max_read_bytes = check_limit("max_read_bytes", max_read_bytes, 1, 1 << 30)
+        self.max_read_bytes = check_range("max_read_bytes", max_read_bytes, 1, 1 << 30)
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         resolved = ctx.workspace.resolve(args["path"])

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from phloem.limits import check_range
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, RuleSet
 
@@ -70,9 +71,7 @@ class WalkFilter:
 
     def __post_init__(self) -> None:
         for name in ("max_visited", "max_results"):
-            value = getattr(self, name)
-            if not 0 <= value <= MAX_WALK_LIMIT:
-                raise ValueError(f"{name} must be >= 0 and <= {MAX_WALK_LIMIT}")
+            check_range(name, getattr(self, name), 0, MAX_WALK_LIMIT)
 
 
 @dataclass

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from phloem.limits import check_range
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.diff import unified_diff
 from phloem.tools.errors import ToolFailure
-from phloem.tools.fileio import MAX_WRITE_BYTES, check_limit, read_regular
+from phloem.tools.fileio import MAX_WRITE_BYTES, read_regular
 
 
 class WriteTool(Tool):
@@ -24,7 +25,7 @@ class WriteTool(Tool):
     )
 
     def __init__(self, max_write_bytes: int = MAX_WRITE_BYTES) -> None:
-        self.max_write_bytes = check_limit("max_write_bytes", max_write_bytes, 1, 1 << 30)
+        self.max_write_bytes = check_range("max_write_bytes", max_write_bytes, 1, 1 << 30)
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         data = args["content"].encode()

@@ -18,10 +18,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import phloem
 from phloem.protocols.wire import (
     Ask,
+    Credit,
     Fail,
     FrameReader,
     Hello,
     Reply,
+    Subscribe,
     Welcome,
     decode_server,
     encode_body,
@@ -231,3 +233,41 @@ def test_a_client_that_stops_reading_is_dropped_when_its_outbox_passes_the_limit
     client.close()
     with phloem.Client.connect(fuzz_daemon.socket) as other:
         other.ping()
+
+
+def _next_of(sock: socket.socket, reader: FrameReader, kind: type, rid: int) -> object:
+    """Read frames until one of type `kind` for request `rid` (skipping events)."""
+    while True:
+        data = sock.recv(65536)
+        assert data, "the daemon closed the connection"
+        for body in reader.feed(data):
+            message = decode_server(body)
+            if isinstance(message, kind) and getattr(message, "id", None) == rid:
+                return message
+
+
+def test_negative_credit_is_a_bad_frame(fuzz_daemon: DaemonProc) -> None:
+    sock = _connect(fuzz_daemon.socket)
+    reader = FrameReader(MAX_FRAME)
+    try:
+        # two events and a window of one: the stream stays open, waiting for credit
+        request = {"stream": "credit", "count": 2, "wait_s": 5}
+        sock.sendall(
+            encode_frame(Hello(version=1)) + encode_frame(Ask(1, "echo", encode_body(request), 5))
+        )
+        opened = _next_of(sock, reader, Reply, 1)
+        assert isinstance(opened, Reply)
+        stream = msgspec.msgpack.decode(opened.body)["stream"]
+        sock.sendall(encode_frame(Subscribe(2, stream, 1, 65536)))
+        subscribed = _next_of(sock, reader, Reply, 2)
+        assert isinstance(subscribed, Reply)
+        sub = msgspec.msgpack.decode(subscribed.body)
+        sock.sendall(encode_frame(Credit(sub, -1, 0)))
+        fail = _next_of(sock, reader, Fail, None)
+    finally:
+        sock.close()
+    assert isinstance(fail, Fail)
+    assert (fail.error.kind, fail.error.message) == (
+        "bad_frame",
+        "credit messages must be at least 0",
+    )

@@ -469,6 +469,8 @@ def test_more_parallel_calls_than_workers_all_run_and_keep_their_order() -> None
 
 def test_session_store_limit_is_validated() -> None:
     for bad in (0, 1_000_001):
-        with pytest.raises(ValueError, match=r"^limit must be between 1 and 1000000$"):
+        with pytest.raises(
+            ValueError, match=r"^invalid_argument: limit must be between 1 and 1000000$"
+        ):
             EphemeralSessions(limit=bad)
     assert EphemeralSessions(limit=1_000_000).limit == 1_000_000

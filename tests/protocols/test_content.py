@@ -126,12 +126,14 @@ def test_parameters_must_be_an_object_schema() -> None:
 
 
 def test_generate_config_validates_each_field_by_name() -> None:
-    with pytest.raises(ValueError, match=r"^config.max_output_tokens must be >= 1$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: config.max_output_tokens must be at least 1$"
+    ):
         GenerateConfig(max_output_tokens=0)
     with pytest.raises(ValueError, match=r"config.temperature"):
         GenerateConfig(temperature=2.01)
     assert GenerateConfig(temperature=2.0).temperature == 2.0
-    with pytest.raises(ValueError, match="thinking_budget must be >= -1"):
+    with pytest.raises(ValueError, match="thinking_budget must be at least -1"):
         ThinkingConfig(thinking_budget=-2)
     assert ThinkingConfig(thinking_budget=-1).thinking_budget == -1
     with pytest.raises(ValueError, match="forced_function"):

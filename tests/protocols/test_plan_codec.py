@@ -239,7 +239,7 @@ def test_options_default_and_validate_their_ranges() -> None:
         "max_plan_bytes": 0,
     }
     for name, value in cases.items():
-        with pytest.raises(PlanError, match=rf"^invalid_planning_options: {name} must be >= "):
+        with pytest.raises(PlanError, match=rf"^invalid_planning_options: {name} must be between "):
             pl.parse_options({name: value})
     with pytest.raises(PlanError, match=r"unknown option 'max_heap_words'; use max_memory_bytes"):
         pl.parse_options({"max_heap_words": 500_000})

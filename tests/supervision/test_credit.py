@@ -113,9 +113,9 @@ def test_ack_with_bytes_omitted_frees_bytes_only_when_all_messages_are_acked() -
 def test_a_negative_ack_is_refused() -> None:
     stream: CreditStream[bytes] = CreditStream("s")
     sub = stream.subscribe(CreditWindow(), Sink().deliver)
-    with pytest.raises(ValueError, match=r"^messages must be >= 0$"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: messages must be at least 0$"):
         stream.ack(sub, -1)
-    with pytest.raises(ValueError, match=r"^bytes must be >= 0$"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: bytes must be at least 0$"):
         stream.ack(sub, 1, -1)
 
 
@@ -281,7 +281,7 @@ def test_manual_ack_restores_exactly_the_acked_items_bytes() -> None:
     assert rx.recv(1) == b"bbbbbb" and rx.recv(1) == b"c"
     rx.ack(100)  # clamps
     assert rx.subscription.in_flight_messages == 0
-    with pytest.raises(ValueError, match=r"^count must be >= 0$"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: count must be at least 0$"):
         rx.ack(-1)
 
 

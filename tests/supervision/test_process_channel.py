@@ -139,16 +139,18 @@ def test_unencodable_values_are_refused(pair: tuple[Channel, Channel]) -> None:
 def test_max_frame_bytes_and_timeout_are_validated() -> None:
     a, b = socket.socketpair()
     try:
-        with pytest.raises(ValueError, match=r"^max_frame_bytes must be between 64 and 16777216$"):
+        with pytest.raises(
+            ValueError, match=r"^invalid_argument: max_frame_bytes must be between 64 and 16777216$"
+        ):
             Channel(a, max_frame_bytes=MIN_FRAME_BYTES - 1)
-        with pytest.raises(ValueError, match=r"^max_frame_bytes must be between"):
+        with pytest.raises(ValueError, match=r"^invalid_argument: max_frame_bytes must be between"):
             Channel(a, max_frame_bytes=MAX_FRAME_BYTES + 1)
-        with pytest.raises(TypeError, match=r"^max_frame_bytes must be an int$"):
+        with pytest.raises(TypeError, match=r"^invalid_argument: max_frame_bytes must be an int$"):
             Channel(a, max_frame_bytes=True)
         ch = Channel(a, max_frame_bytes=MIN_FRAME_BYTES)
-        with pytest.raises(ValueError, match=r"^timeout must be >= 0$"):
+        with pytest.raises(ValueError, match=r"^invalid_argument: timeout must be at least 0$"):
             ch.recv(-1)
-        with pytest.raises(TypeError, match=r"^timeout must be a number or None$"):
+        with pytest.raises(TypeError, match=r"^invalid_argument: timeout must be a number$"):
             ch.recv("1")  # type: ignore[arg-type]
     finally:
         a.close()

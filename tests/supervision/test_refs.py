@@ -163,11 +163,13 @@ def test_max_refs_per_owner_is_validated() -> None:
     lo, hi = MAX_REFS_PER_OWNER_RANGE
     OwnerRegistry(lo)
     OwnerRegistry(hi)
-    with pytest.raises(ValueError, match=r"^max_refs_per_owner must be between 1 and 1000000$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_refs_per_owner must be between 1 and 1000000$"
+    ):
         OwnerRegistry(lo - 1)
-    with pytest.raises(ValueError, match=r"^max_refs_per_owner must be between"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: max_refs_per_owner must be between"):
         OwnerRegistry(hi + 1)
-    with pytest.raises(TypeError, match=r"^max_refs_per_owner must be an int$"):
+    with pytest.raises(TypeError, match=r"^invalid_argument: max_refs_per_owner must be an int$"):
         OwnerRegistry(True)
 
 

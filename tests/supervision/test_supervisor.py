@@ -259,7 +259,7 @@ def test_monitoring_a_supervisor_reports_its_escalation() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
-        ({"intensity": -1}, "intensity must be >= 0"),
+        ({"intensity": -1}, "intensity must be at least 0"),
         ({"period_s": 0}, "period_s must be > 0"),
         ({"strategy": "round_robin"}, "'round_robin' is not a valid Strategy"),
     ],
@@ -272,8 +272,12 @@ def test_supervisor_spec_validation(kwargs: dict[str, object], error: str) -> No
 def test_child_spec_validation() -> None:
     with pytest.raises(ValueError, match="id must be a non-empty string"):
         ChildSpec("", Worker)
-    with pytest.raises(ValueError, match="shutdown must be >= 0"):
+    with pytest.raises(ValueError, match="shutdown must be at least 0"):
         ChildSpec("a", Worker, shutdown=-1)
+    with pytest.raises(ValueError, match="shutdown must be at least 0"):
+        ChildSpec("a", Worker, shutdown=float("nan"))
+    with pytest.raises(ValueError, match=r"shutdown must be finite seconds \(or 'infinity'\)"):
+        ChildSpec("a", Worker, shutdown=float("inf"))
     with pytest.raises(TypeError, match="start must be"):
         ChildSpec("a", object)
     with pytest.raises(ValueError, match="'forever' is not a valid Restart"):

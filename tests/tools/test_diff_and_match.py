@@ -77,7 +77,7 @@ def test_an_edit_script_over_the_cost_limit_falls_back_to_one_whole_file_hunk() 
 
 
 def test_context_is_validated() -> None:
-    with pytest.raises(ValueError, match=r"^context must be >= 0"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: context must be between 0 and "):
         unified_diff("a", "b", "f", context=-1)
 
 

@@ -87,7 +87,9 @@ def test_a_command_writing_past_the_capture_limit_is_stopped(
 def test_bash_timeouts_are_capped_and_the_grace_is_validated() -> None:
     schema = BashTool.input_schema["properties"]["timeout_ms"]
     assert schema["minimum"] == 1
-    with pytest.raises(ValueError, match=r"^kill_grace_s must be >= 0 and <= 60$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: kill_grace_s must be between 0 and 60$"
+    ):
         BashTool(kill_grace_s=61)
 
 

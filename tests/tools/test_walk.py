@@ -103,5 +103,5 @@ def test_a_walk_from_a_subdirectory_applies_ancestor_gitignores(root: Path) -> N
 
 
 def test_walk_limits_are_validated() -> None:
-    with pytest.raises(ValueError, match=r"^max_results must be >= 0"):
+    with pytest.raises(ValueError, match=r"^invalid_argument: max_results must be between 0 and "):
         WalkFilter(max_results=-1)

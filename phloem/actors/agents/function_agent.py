@@ -23,6 +23,7 @@ import msgspec
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
+from phloem.limits import check_range
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
@@ -67,9 +68,7 @@ class FunctionAgent(Agent):
                 raise ValueError(f"input_keys must be identifiers (got {key!r})")
         if output_key is not None and (not isinstance(output_key, str) or not output_key):
             raise ValueError("output_key must be a non-empty string or None")
-        lo, hi = ISOLATE_TIMEOUT_RANGE
-        if not lo <= timeout_s <= hi:
-            raise ValueError(f"timeout_s must be between {lo} and {hi}")
+        check_range("timeout_s", timeout_s, *ISOLATE_TIMEOUT_RANGE, integer=False)
         self.fn = fn
         self.input_keys = keys
         self.output_key = output_key

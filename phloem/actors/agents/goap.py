@@ -32,6 +32,7 @@ from phloem.actors.agents.planning import (
     PlanningContext,
     RunAgents,
 )
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 log = structlog.get_logger("phloem.agents")
@@ -50,10 +51,7 @@ class ReplanPolicy:
         if self.kind not in ("ignore", "fail_stop", "replan"):
             raise ValueError("kind must be 'ignore', 'fail_stop' or 'replan'")
         if self.kind == "replan":
-            if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
-                raise TypeError("max_attempts must be an int")
-            if not 1 <= self.max_attempts <= MAX_REPLAN_ATTEMPTS:
-                raise ValueError(f"max_attempts must be between 1 and {MAX_REPLAN_ATTEMPTS}")
+            check_range("max_attempts", self.max_attempts, 1, MAX_REPLAN_ATTEMPTS)
 
     @classmethod
     def ignore(cls) -> ReplanPolicy:

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from phloem.actors.agents.metadata import AgentMetadata, check_unique_outputs
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 Groups = list[list[str]]
@@ -101,11 +102,7 @@ class AStarSearch:
     max_expansions: int = DEFAULT_MAX_EXPANSIONS
 
     def __post_init__(self) -> None:
-        lo, hi = MAX_EXPANSIONS_RANGE
-        if isinstance(self.max_expansions, bool) or not isinstance(self.max_expansions, int):
-            raise TypeError("max_expansions must be an int")
-        if not lo <= self.max_expansions <= hi:
-            raise ValueError(f"max_expansions must be between {lo} and {hi}")
+        check_range("max_expansions", self.max_expansions, *MAX_EXPANSIONS_RANGE)
 
     def search(
         self, metadata: Sequence[AgentMetadata], preconditions: Collection[str], goal: str

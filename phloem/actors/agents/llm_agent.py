@@ -29,6 +29,7 @@ from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.templating import render
+from phloem.limits import check_range
 from phloem.models.request_planners import RequestPlanner
 from phloem.protocols.content import Content, FunctionCall, ModelRequest, Part
 from phloem.protocols.errors import PhloemError
@@ -77,11 +78,7 @@ class LlmAgent(Agent):
         super().__init__(name, description)
         if not callable(getattr(model, "generate", None)):
             raise TypeError("model must have a generate(request) method")
-        if isinstance(max_tool_rounds, bool) or not isinstance(max_tool_rounds, int):
-            raise TypeError("max_tool_rounds must be an int")
-        lo, hi = MAX_TOOL_ROUNDS_RANGE
-        if not lo <= max_tool_rounds <= hi:
-            raise ValueError(f"max_tool_rounds must be between {lo} and {hi}")
+        check_range("max_tool_rounds", max_tool_rounds, *MAX_TOOL_ROUNDS_RANGE)
         self.model = model
         self.instruction = instruction
         self.tools = tuple(as_tool(t) for t in tools)

@@ -10,17 +10,14 @@ is never missed.
 from __future__ import annotations
 
 from phloem.actors.agents.planning import Done, Planner, PlannerAction, PlanningContext, RunAgents
+from phloem.limits import check_range
 
 MAX_CYCLES = 1_000_000
 
 
 class LoopPlanner(Planner):
     def __init__(self, max_cycles: int) -> None:
-        if isinstance(max_cycles, bool) or not isinstance(max_cycles, int):
-            raise TypeError("max_cycles must be an int")
-        if max_cycles > MAX_CYCLES:
-            raise ValueError(f"max_cycles must be <= {MAX_CYCLES}")
-        self.max_cycles = max_cycles
+        self.max_cycles = check_range("max_cycles", max_cycles, None, MAX_CYCLES)
         self._cursor = 0
         self._cycle = 0
         self._seen = 0

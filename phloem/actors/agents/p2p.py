@@ -15,6 +15,7 @@ from typing import Any
 
 from phloem.actors.agents.metadata import AgentMetadata, OutputCheck
 from phloem.actors.agents.planning import Done, Planner, PlannerAction, PlanningContext, RunAgents
+from phloem.limits import check_range
 
 ExitCondition = Callable[[Mapping[str, Any], int], bool]
 MAX_INVOCATIONS = 1_000_000
@@ -27,10 +28,7 @@ class P2PPlanner(Planner):
         max_invocations: int,
         exit_condition: ExitCondition | None = None,
     ) -> None:
-        if isinstance(max_invocations, bool) or not isinstance(max_invocations, int):
-            raise TypeError("max_invocations must be an int")
-        if not 1 <= max_invocations <= MAX_INVOCATIONS:
-            raise ValueError(f"max_invocations must be between 1 and {MAX_INVOCATIONS}")
+        check_range("max_invocations", max_invocations, 1, MAX_INVOCATIONS)
         self.metadata = tuple(metadata)
         if not self.metadata:
             raise ValueError("metadata must not be empty")

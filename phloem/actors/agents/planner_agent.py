@@ -39,6 +39,7 @@ from phloem.actors.agents.planning import (
     PlanningContext,
     RunAgents,
 )
+from phloem.limits import check_range
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.supervision.reasons import redact
@@ -97,12 +98,7 @@ class PlannerAgent(Agent):
         if name in names:
             raise ValueError("a sub-agent must not share the planner agent's name")
         self._sub_agents = agents
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
-            raise TypeError("max_iterations must be an int")
-        lo, hi = MAX_ITERATIONS_RANGE
-        if not lo <= max_iterations <= hi:
-            raise ValueError(f"max_iterations must be between {lo} and {hi}")
-        self.max_iterations = max_iterations
+        self.max_iterations = check_range("max_iterations", max_iterations, *MAX_ITERATIONS_RANGE)
         if on_agent_error not in ("stop", "continue"):
             raise ValueError("on_agent_error must be 'stop' or 'continue'")
         self.on_agent_error = on_agent_error

@@ -75,6 +75,11 @@ def _invalid(message: str) -> PhloemError:
     return PhloemError(ErrorKind.CONFIG_INVALID, message)
 
 
+def _why(exc: Exception) -> str:
+    """What was wrong, without the kind prefix a `PhloemError` (e.g. a range error) adds."""
+    return exc.message if isinstance(exc, PhloemError) else str(exc)
+
+
 class ProviderModel:
     """A configured provider's model, resolved at its first call (so a missing API key
     fails that call — `model_failed` — rather than the daemon's start)."""
@@ -120,7 +125,7 @@ def build_registry(
                 )
             )
         except (TypeError, ValueError) as exc:
-            raise _invalid(f"{where}: {exc}") from None
+            raise _invalid(f"{where}: {_why(exc)}") from None
     for name, lc in cfg.llm.items():
         try:
             registry.add(
@@ -134,7 +139,7 @@ def build_registry(
                 )
             )
         except (TypeError, ValueError) as exc:
-            raise _invalid(f"agents.llm.{name}: {exc}") from None
+            raise _invalid(f"agents.llm.{name}: {_why(exc)}") from None
     for name, path in cfg.components.items():
         obj = load(path)
         agent = obj if isinstance(obj, Agent) else (obj() if callable(obj) else None)
@@ -169,7 +174,7 @@ def build_registry(
                     )
                 )
             except (TypeError, ValueError) as exc:
-                raise _invalid(f"agents.planners.{name}: {exc}") from None
+                raise _invalid(f"agents.planners.{name}: {_why(exc)}") from None
     return registry
 
 

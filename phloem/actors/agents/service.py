@@ -47,6 +47,7 @@ from phloem.actors.agents.runner import AgentRun, run_agent
 from phloem.actors.agents.supervised import SupervisedExecutor
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
@@ -280,8 +281,14 @@ class AgentService(ServiceActor):
             raise PhloemError(
                 ErrorKind.BAD_MESSAGE, f"input must be at most {MAX_AGENT_INPUT_CHARS} chars"
             )
-        if not 0 <= request.subscribe_wait_s <= 60:
-            raise PhloemError(ErrorKind.BAD_MESSAGE, "subscribe_wait_s must be between 0 and 60")
+        check_range(
+            "subscribe_wait_s",
+            request.subscribe_wait_s,
+            0,
+            60,
+            kind=ErrorKind.BAD_MESSAGE,
+            integer=False,
+        )
         if len(self.runs) >= self.max_runs:
             raise PhloemError(
                 ErrorKind.BACKPRESSURE,

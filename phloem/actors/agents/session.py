@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phloem.actors.agents.events import Event
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 APP_PREFIX = "app:"
@@ -35,15 +36,6 @@ DEFAULT_MAX_SESSIONS = 10_000
 MAX_SESSIONS_RANGE = (1, 1_000_000)
 DEFAULT_MAX_EVENTS = 10_000
 MAX_EVENTS_RANGE = (1, 1_000_000)
-
-
-def _check_range(name: str, value: object, bounds: tuple[int, int]) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int")
-    lo, hi = bounds
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi}")
-    return value
 
 
 def scope_of(key: str) -> str:
@@ -105,8 +97,8 @@ class InMemorySessionService:
     def __init__(
         self, *, max_sessions: int = DEFAULT_MAX_SESSIONS, max_events: int = DEFAULT_MAX_EVENTS
     ) -> None:
-        self.max_sessions = _check_range("max_sessions", max_sessions, MAX_SESSIONS_RANGE)
-        self.max_events = _check_range("max_events", max_events, MAX_EVENTS_RANGE)
+        self.max_sessions = check_range("max_sessions", max_sessions, *MAX_SESSIONS_RANGE)
+        self.max_events = check_range("max_events", max_events, *MAX_EVENTS_RANGE)
         self._lock = threading.RLock()
         self._sessions: dict[str, Session] = {}
         self._app_states: dict[str, dict[str, Any]] = {}

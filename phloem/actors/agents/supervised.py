@@ -34,6 +34,7 @@ from phloem.actors.agents.executor import (
     Invocation,
     exit_error_kind,
 )
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, ErrorValue
 from phloem.supervision import (
     Actor,
@@ -124,14 +125,14 @@ class SupervisedExecutor:
         *,
         invocation_timeout_s: float = DEFAULT_INVOCATION_TIMEOUT_S,
     ) -> None:
-        lo, hi = INVOCATION_TIMEOUT_RANGE
-        if isinstance(invocation_timeout_s, bool) or not isinstance(
-            invocation_timeout_s, int | float
-        ):
-            raise TypeError("invocation_timeout_s must be a number")
-        if not lo <= invocation_timeout_s <= hi:
-            raise ValueError(f"invocation_timeout_s must be between {lo} and {hi}")
-        self.invocation_timeout_s = float(invocation_timeout_s)
+        self.invocation_timeout_s = float(
+            check_range(
+                "invocation_timeout_s",
+                invocation_timeout_s,
+                *INVOCATION_TIMEOUT_RANGE,
+                integer=False,
+            )
+        )
         self.name = name
         self.parent = parent
         self._lock = threading.Lock()

@@ -24,6 +24,7 @@ from phloem.actors.agents.planning import (
     PlanningContext,
     RunAgents,
 )
+from phloem.limits import check_range
 from phloem.protocols.content import Content, ModelRequest
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model
@@ -35,14 +36,6 @@ DEFAULT_MAX_MODEL_CALLS = 25
 MAX_MODEL_CALLS_RANGE = (1, 10_000)
 MAX_ANSWER_CHARS = 500
 MAX_EVENT_TEXT_CHARS = 500
-
-
-def _check_range(name: str, value: object, bounds: tuple[int, int]) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int")
-    if not bounds[0] <= value <= bounds[1]:
-        raise ValueError(f"{name} must be between {bounds[0]} and {bounds[1]}")
-    return value
 
 
 class SupervisorPlanner(Planner):
@@ -57,9 +50,9 @@ class SupervisorPlanner(Planner):
             raise TypeError("model must have a generate(request) method")
         self.model = model
         self.system_instruction = system_instruction
-        self.max_events = _check_range("max_events", max_events, MAX_EVENTS_RANGE)
-        self.max_model_calls = _check_range(
-            "max_model_calls", max_model_calls, MAX_MODEL_CALLS_RANGE
+        self.max_events = check_range("max_events", max_events, *MAX_EVENTS_RANGE)
+        self.max_model_calls = check_range(
+            "max_model_calls", max_model_calls, *MAX_MODEL_CALLS_RANGE
         )
         self.history: list[str] = []
         self._calls = 0

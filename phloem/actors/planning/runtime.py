@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -42,6 +41,7 @@ from phloem.actors.planning.run import (
     RunRecord,
     RunSpec,
 )
+from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.plan import (
@@ -99,11 +99,7 @@ class PlanningRuntime:
         name: str = "planning",
         supervisor: SupervisorRef | None = None,
     ) -> None:
-        if isinstance(max_active_runs, bool) or not isinstance(max_active_runs, int):
-            raise TypeError("max_active_runs must be an int")
-        lo, hi = MAX_ACTIVE_RUNS_RANGE
-        if not lo <= max_active_runs <= hi:
-            raise ValueError(f"max_active_runs must be between {lo} and {hi}")
+        check_range("max_active_runs", max_active_runs, *MAX_ACTIVE_RUNS_RANGE)
         self.adapters = adapters
         preload_callback_modules(adapters.modules())
         self.refs = refs or OwnerRegistry()
@@ -373,12 +369,13 @@ def preload_callback_modules(modules: list[str]) -> None:
 def check_timeout(timeout: float | None) -> float | None:
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise PhloemError(ErrorKind.INVALID_PLANNING_REQUEST, "timeout must be a number or None")
-    if math.isnan(timeout) or timeout < 0:
-        raise PhloemError(ErrorKind.INVALID_PLANNING_REQUEST, "timeout must be >= 0")
-    if timeout > MAX_AWAIT_TIMEOUT_S:
-        raise PhloemError(
-            ErrorKind.INVALID_PLANNING_REQUEST, f"timeout must be <= {MAX_AWAIT_TIMEOUT_S}"
+    return float(
+        check_range(
+            "timeout",
+            timeout,
+            0,
+            MAX_AWAIT_TIMEOUT_S,
+            kind=ErrorKind.INVALID_PLANNING_REQUEST,
+            integer=False,
         )
-    return float(timeout)
+    )

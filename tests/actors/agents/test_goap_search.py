@@ -85,7 +85,9 @@ def test_duplicate_output_keys_are_rejected() -> None:
 def test_astar_gives_up_loudly_at_max_expansions() -> None:
     with pytest.raises(PhloemError, match=r"max_expansions \(1\)"):
         AStarSearch(max_expansions=1).search(SUPPLIER, {"company"}, "brief")
-    with pytest.raises(ValueError, match=r"^max_expansions must be between 1 and 10000000$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_expansions must be between 1 and 10000000$"
+    ):
         AStarSearch(max_expansions=0)
 
 
@@ -118,10 +120,14 @@ def test_groups_with_a_state_mapping_applies_validators() -> None:
 
 
 def test_replan_policy_validates_max_attempts() -> None:
-    with pytest.raises(ValueError, match=r"^max_attempts must be between 1 and 100$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_attempts must be between 1 and 100$"
+    ):
         ReplanPolicy.replan(0)
     assert ReplanPolicy.replan(100).max_attempts == 100
-    with pytest.raises(ValueError, match=r"^max_attempts must be between 1 and 100$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_attempts must be between 1 and 100$"
+    ):
         ReplanPolicy.replan(101)
 
 

@@ -120,5 +120,7 @@ def test_the_exit_condition_is_checked_before_each_decision() -> None:
 
 
 def test_max_invocations_is_validated() -> None:
-    with pytest.raises(ValueError, match=r"^max_invocations must be between 1 and 1000000$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_invocations must be between 1 and 1000000$"
+    ):
         P2PPlanner(META, 0)

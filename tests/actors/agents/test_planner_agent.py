@@ -79,7 +79,9 @@ def test_a_terminal_action_beyond_the_limit_also_counts_as_the_limit() -> None:
 
 
 def test_max_iterations_is_validated_at_its_edges() -> None:
-    with pytest.raises(ValueError, match=r"^max_iterations must be between 1 and 100000$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_iterations must be between 1 and 100000$"
+    ):
         PlannerAgent("p", "", SequentialPlanner, [writer("a", "x")], max_iterations=0)
     PlannerAgent("p", "", SequentialPlanner, [writer("a", "x")], max_iterations=100_000)
 

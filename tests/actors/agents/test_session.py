@@ -53,7 +53,9 @@ def test_max_sessions_is_enforced_and_validated() -> None:
     with pytest.raises(PhloemError) as info:
         svc.create_session("app", "u")
     assert info.value.kind == "limit_exceeded"
-    with pytest.raises(ValueError, match=r"^max_sessions must be between 1 and 1000000$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_sessions must be between 1 and 1000000$"
+    ):
         InMemorySessionService(max_sessions=0)
     assert svc.get_session("one").id == "one"
     with pytest.raises(PhloemError) as missing:

@@ -144,7 +144,7 @@ def test_an_invocation_still_running_after_its_timeout_is_killed_and_reported() 
 
 def test_invocation_timeout_is_validated() -> None:
     with pytest.raises(
-        ValueError, match=r"^invocation_timeout_s must be between 0.01 and 86400.0$"
+        ValueError, match=r"^invalid_argument: invocation_timeout_s must be between 0.01 and 86400$"
     ):
         SupervisedExecutor(invocation_timeout_s=0)
 

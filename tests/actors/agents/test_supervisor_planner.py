@@ -76,9 +76,13 @@ def test_model_calls_are_capped_and_the_cost_is_reported() -> None:
 
 
 def test_max_model_calls_and_max_events_are_validated() -> None:
-    with pytest.raises(ValueError, match=r"^max_model_calls must be between 1 and 10000$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_model_calls must be between 1 and 10000$"
+    ):
         SupervisorPlanner(ScriptedModel([]), max_model_calls=0)
-    with pytest.raises(ValueError, match=r"^max_events must be between 1 and 1000$"):
+    with pytest.raises(
+        ValueError, match=r"^invalid_argument: max_events must be between 1 and 1000$"
+    ):
         SupervisorPlanner(ScriptedModel([]), max_events=0)
 
 

@@ -29,10 +29,11 @@ def test_each_option_accepts_its_bounds_and_rejects_beyond(name: str) -> None:
     _, lo, hi = pl.OPTION_RANGES[name]
     assert getattr(pl.parse_options({name: lo}), name) == lo
     assert getattr(pl.parse_options({name: hi}), name) == hi
-    with pytest.raises(PhloemError, match=rf"^invalid_planning_options: {name} must be <= {hi}$"):
-        pl.parse_options({name: hi + 1})
-    with pytest.raises(PhloemError, match=rf"^invalid_planning_options: {name} must be >= {lo}$"):
-        pl.parse_options({name: lo - 1})
+    between = rf"^invalid_planning_options: {name} must be between {lo} and {hi}$"
+    for bad in (lo - 1, hi + 1):
+        with pytest.raises(PhloemError, match=between) as info:
+            pl.parse_options({name: bad})
+        assert info.value.details == {"option": name}
 
 
 def test_result_metadata_is_accepted_up_to_its_limit() -> None:
