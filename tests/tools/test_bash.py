@@ -10,6 +10,7 @@ import pytest
 
 from phloem.tools import OutputPolicy, ToolContext, Workspace
 from phloem.tools.bash import BashTool
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -74,9 +75,8 @@ def test_background_jobs_left_by_a_finished_command_are_killed(ctx: ToolContext)
     marker = f"phloem-{uuid.uuid4().hex}"
     result = BashTool().run({"command": f"(exec -a {marker} sleep 300) & echo started"}, ctx)
     assert result["stdout"] == "started\n"
-    for proc in _processes_with(marker):
-        proc.wait(5)
-    assert _processes_with(marker) == []
+    # Killed by the time run() returns; a busy fork server may take a moment to reap it.
+    wait_until(lambda: _processes_with(marker) == [], 10, f"for {marker} to be gone")
 
 
 def test_a_signalled_shell_reports_the_signal(ctx: ToolContext) -> None:
