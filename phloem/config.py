@@ -14,7 +14,10 @@ feature declares its own `Section` in its `settings.py` (`phloem.actors.planning
 
 Registries of trusted code (`[components]`, `[planning.planners]`, ...) map a name to a
 `module:attribute` path (`Components`); they are resolved with `load_component` only at
-start, never from a request.
+start, never from a request. `load_config(path, load_components=True)` (what `phloem
+daemon` and `phloem config check` do) also imports every one of them first, so a
+component that cannot be loaded is one `config_invalid` line naming the file, line, key
+path and cause, before anything starts.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
+import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.planning.settings import PlanningConfig
@@ -32,9 +36,12 @@ from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import is_secret_key
 from phloem.settings import (
+    COMPONENT_PATTERN,
     COMPONENT_RE,
+    ComponentError,
     Components,
     Section,
+    load_component,
     parse_toml,
     read_toml,
     section,
@@ -137,6 +144,8 @@ class Config(Section):
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
 
     def __post_init__(self) -> None:
+        if "\0" in self.daemon.socket:
+            raise ValueError("daemon.socket: the path contains a NUL character")
         path = self.daemon.socket_path()
         if len(os.fsencode(str(path))) > SOCKET_PATH_MAX_BYTES:
             raise ValueError(
@@ -257,12 +266,70 @@ def _bad_component_key(data: Any, path: str) -> str | None:
     return None
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Load a TOML file (None: all defaults)."""
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, load_components: bool = False
+) -> Config:
+    """Load a TOML file (None: all defaults); with `load_components`, also import every
+    component it names (`check_components`)."""
     if path is None:
-        return Config()
-    data, text = read_toml(path)
-    return decode_config(data, text, str(path))
+        config, text, source = Config(), "", ""
+    else:
+        data, text = read_toml(path)
+        source = str(path)
+        config = decode_config(data, text, source)
+    if load_components:
+        check_components(config, text, source)
+    return config
+
+
+def component_paths(config: Config) -> list[tuple[str, str]]:
+    """Every trusted `module:attribute` the config names, as (key path, component path),
+    found by type: every value declared a `ComponentPath`, in any section."""
+    found: list[tuple[str, str]] = []
+
+    def walk(info: Any, value: Any, where: str) -> None:
+        if isinstance(info, msgspec.inspect.Metadata):
+            walk(info.type, value, where)
+        elif isinstance(info, msgspec.inspect.StructType) and isinstance(value, info.cls):
+            for field in info.fields:
+                key = f"{where}.{field.encode_name}" if where else field.encode_name
+                walk(field.type, getattr(value, field.name), key)
+        elif isinstance(info, msgspec.inspect.DictType) and isinstance(value, dict):
+            for key, item in value.items():
+                walk(info.value_type, item, f"{where}.{key}")
+        elif isinstance(info, msgspec.inspect.ListType) and isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(info.item_type, item, f"{where}[{i}]")
+        elif isinstance(info, msgspec.inspect.UnionType):
+            for member in info.types:
+                walk(member, value, where)
+        elif (
+            isinstance(info, msgspec.inspect.StrType)
+            and info.pattern == COMPONENT_PATTERN
+            and isinstance(value, str)
+            and (where, value) not in found
+        ):
+            found.append((where, value))
+
+    walk(msgspec.inspect.type_info(type(config)), config, "")
+    return found
+
+
+def check_components(config: Config, text: str = "", source: str = "") -> None:
+    """Import every component `config` names (trusted code, as the daemon does at start);
+    the first that cannot be loaded is a `config_invalid` error naming the file and line
+    (when `text` and `source` are given), the key path, the component and the cause."""
+    for key, path in component_paths(config):
+        try:
+            load_component(path, what="")
+        except ComponentError as exc:
+            line = _find_line(text, key) if text else None
+            where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
+            raise PhloemError(
+                ErrorKind.CONFIG_INVALID,
+                f"{where}{key}: {exc.message}",
+                {"path": key, "line": line, "component": path},
+            ) from exc
 
 
 # --- display ----------------------------------------------------------------------------

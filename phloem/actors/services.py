@@ -270,7 +270,7 @@ def registered_services() -> list[Service]:
 
 def configured_services(config: Config) -> list[Service]:
     """The services a tree with `config` starts: built-ins minus `disabled`, plus `extra`."""
-    from phloem.settings import load_component
+    from phloem.settings import ComponentError, load_component
 
     services = [s for s in registered_services() if s.name not in config.services.disabled]
     known = {s.name for s in registered_services()} | set(config.services.extra)
@@ -283,7 +283,10 @@ def configured_services(config: Config) -> list[Service]:
         if name in config.services.disabled:
             continue
         _check_name(name)
-        target = load_component(path, what=f"service {name!r}")
+        try:
+            target = load_component(path, what="service")
+        except ComponentError as exc:
+            raise ComponentError(exc.kind, f"services.extra.{name}: {exc.message}") from exc
         if isinstance(target, type) and issubclass(target, ServiceActor):
             factory = service_factory(target)
         elif callable(target):

@@ -3,9 +3,10 @@
 `run(config)` runs in the foreground until SIGTERM/SIGINT, a client's `stop`, or the
 root supervisor giving up. The socket lives in a directory of mode 0700 and has mode
 0600 (with `daemon.allowed_uids` set: 0711 and 0666, and the peer's uid, read with
-SO_PEERCRED, decides). A stale socket left by a crashed daemon is replaced; a live one
-is refused. Logs are JSON lines on stderr (structlog); `daemon_ready` marks the moment the
-socket accepts connections.
+SO_PEERCRED, decides); an existing directory owned by another uid or writable by group or
+others is refused (`phloem.daemon.socketfile`). A stale socket left by a crashed daemon
+is replaced; a live one is refused. Logs are JSON lines on stderr (structlog);
+`daemon_ready` marks the moment the socket accepts connections.
 
 Each connection is an `Owner`: one reader thread decodes frames and routes them through
 the tree; replies and stream events are written straight to the socket when it has room
@@ -32,7 +33,7 @@ import structlog
 
 from phloem import logs
 from phloem._version import __version__
-from phloem.config import Config, LoggingConfig, load_config
+from phloem.config import Config, LoggingConfig, check_components, load_config
 from phloem.daemon.connection import Connection, refuse
 from phloem.daemon.socketfile import peer_credentials, prepare_socket_path
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -173,8 +174,16 @@ class Server:
 
 
 def run(config: Config | str | os.PathLike[str] | None = None) -> int:
-    """Run the daemon in the foreground; the process exit code."""
-    cfg = config if isinstance(config, Config) else load_config(config)
+    """Run the daemon in the foreground; the process exit code.
+
+    Every configured component is imported before anything starts or logs, so a bad one
+    is a single `config_invalid` error (`check_components`).
+    """
+    if isinstance(config, Config):
+        cfg = config
+        check_components(cfg)
+    else:
+        cfg = load_config(config, load_components=True)
     configure_logging(cfg.logging)
     path = cfg.daemon.socket_path()
     prepare_socket_path(path, bool(cfg.daemon.allowed_uids))  # refuse a live daemon early
@@ -210,5 +219,5 @@ def run(config: Config | str | os.PathLike[str] | None = None) -> int:
         reason = tree.stop(cfg.daemon.shutdown_timeout_s)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        log.info("daemon_stopped", reason=str(reason))
+        log.info("daemon_stopped", reason=str(reason), log_lines_dropped=logs.dropped_lines())
     return 1 if root_failed else 0
