@@ -40,15 +40,15 @@ def outside_group(pid: int) -> list[psutil.Process]:
     return out
 
 
-def kill_procs(procs: list[psutil.Process], *, wait: bool = True) -> None:
-    """SIGKILL the given processes that still run, and (with `wait`) wait for them to go."""
+def kill_procs(procs: list[psutil.Process]) -> None:
+    """SIGKILL the given processes that still run, and wait for them to go."""
     alive = []
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 proc.kill()
                 alive.append(proc.pid)
-    if alive and wait:
+    if alive:
         wait_gone(alive)
 
 

@@ -14,7 +14,7 @@ a `Command` once the exec succeeded. The returned `ProcessHandle` is a `ChildHan
   SIGKILLed by us, or by someone else ("signal N"), `killed`; the target raised
   `exception` (type, redacted message); MemoryError, or the summed RSS of the child's
   whole tree (it and every process it started) over `Limits.rss_cap`, `heap_exceeded`
-  (the tree is killed: group, descendants outside it, marked orphans); over
+  (the tree is frozen with SIGSTOP, then killed: group, descendants, marked orphans); over
   `max_cpu_seconds` `timeout` ("cpu"); a command exiting non-zero `exception`
   `ExitStatus` ("exit status N"). Each carries `exit_code` or `signal`.
 - `send`/`recv`/`request` talk to a `ProcessTarget(pass_channel=True)` child over a
@@ -54,6 +54,7 @@ from phloem.supervision.forkserver import ForkServer, ForkServerLost, get_server
 from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, HandleStats
 from phloem.supervision.leftovers import kill_procs, outside_group, sweep, wait_gone
 from phloem.supervision.notifier import ExitNotifier
+from phloem.supervision.proctree import freeze_tree, kill_all
 from phloem.supervision.reasons import ExitKind, ExitReason, redact
 from phloem.supervision.spec import Command, Limits, ProcessTarget
 from phloem.supervision.status import ChildStatus, exit_reason
@@ -148,7 +149,7 @@ class ProcessHandle(ChildHandle):
         self._exit_seen = False  # the fork server reported the exit (under _status_lock)
         self._starting = True
         self._psproc: psutil.Process | None = None
-        self._leftovers: list[psutil.Process] = []  # killed outside the group, to await
+        self._frozen: list[int] = []  # the tree killed over its memory cap, to await
 
     # -- starting ------------------------------------------------------------------------
 
@@ -346,10 +347,11 @@ class ProcessHandle(ChildHandle):
             self._rss_detail = (
                 f"rss {rss} > {limits.rss_cap_field} {limits.rss_cap} ({processes} {plural})"
             )
-        outside = outside_group(self.pid) if self.pid else []
+        # Frozen first, so that no member forks or leaves the group before the kill.
+        tree = freeze_tree(self.pid) if self.pid else []
+        self._frozen = tree
         self._kill_tree(None)
-        kill_procs(outside, wait=False)  # the sweep awaits them
-        self._leftovers.extend(outside)
+        kill_all(tree)
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -405,9 +407,9 @@ class ProcessHandle(ChildHandle):
         with self._sweep_lock:
             if not self._swept:
                 self._swept = True
+                if self._frozen:
+                    wait_gone(self._frozen)  # some may have left the group and the marker
                 server = self._server
-                if self._leftovers:
-                    kill_procs(self._leftovers)
                 if self.pid and (self._needs_sweep or self._stop_requested or self._killed_by_us):
                     sweep(  # what is left of the child's tree
                         self.pid,

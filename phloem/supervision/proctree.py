@@ -140,6 +140,24 @@ def marker_of(pid: int) -> str | None:
     return None
 
 
+FREEZE_ROUNDS = 16
+"""How many times `freeze_tree` walks a tree that keeps growing before it gives up."""
+
+
+def freeze_tree(pid: int) -> list[int]:
+    """SIGSTOP `pid` and all its descendants, walking again until no new one appears
+    (a stopped process can neither fork nor leave its session), so that a following
+    SIGKILL reaches the whole tree; the stopped pids."""
+    stopped: set[int] = set()
+    for _ in range(FREEZE_ROUNDS):
+        new = [p for p in tree_of([pid]) if p not in stopped]
+        if not new:
+            break
+        kill_all(new, signal.SIGSTOP)
+        stopped.update(new)
+    return list(stopped)
+
+
 def has_marker(pid: int, marker: str) -> bool:
     """True if `pid`'s environment carries `MARKER_ENV=marker` (the handle it belongs to)."""
     try:
