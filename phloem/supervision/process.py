@@ -48,6 +48,7 @@ import psutil
 import structlog
 
 from phloem.limits import check_range
+from phloem.protocols.secrets import redact
 from phloem.supervision.channel import Channel, ChannelError
 from phloem.supervision.childwire import MAX_PAYLOAD_BYTES, CommandStart, Spawn, TargetStart
 from phloem.supervision.forkserver import ForkServer, ForkServerLost, get_server
@@ -55,7 +56,7 @@ from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, 
 from phloem.supervision.leftovers import kill_procs, outside_group, sweep, wait_gone
 from phloem.supervision.notifier import ExitNotifier
 from phloem.supervision.proctree import freeze_tree, kill_all
-from phloem.supervision.reasons import ExitKind, ExitReason, redact
+from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits, ProcessTarget
 from phloem.supervision.status import ChildStatus, exit_reason
 from phloem.supervision.watchdog import RssWatchdog
