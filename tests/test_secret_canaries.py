@@ -65,6 +65,13 @@ PLANNER_TARGETS: list[dict[str, Any]] = [
 ]
 
 
+# The CLI renders the same values as the client sees; a CLI process takes ~0.5 s to
+# start, so it runs the shapes that reach it by different paths (a function, a process
+# child, a planner; a planner's error, an executor's error, a cancel).
+CLI_AGENTS = ["bearer", "isolated", "team"]
+CLI_PLANNER_TARGETS = [PLANNER_TARGETS[2], PLANNER_TARGETS[4]]
+
+
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[DaemonProc]:
     d = short_tmpdir()
@@ -139,10 +146,10 @@ def test_no_canary_reaches_any_output(daemon: DaemonProc) -> None:
             outputs[f"agent events {name}"] = msgspec.json.encode(seen).decode()
 
     commands: dict[str, tuple[list[str], str]] = {}
-    for name in AGENTS:
+    for name in CLI_AGENTS:
         commands[f"cli agent run {name}"] = (["agent", "run", name], "")
         commands[f"cli agent run {name} --json"] = (["agent", "run", name, "--json"], "")
-    for target in PLANNER_TARGETS:
+    for target in CLI_PLANNER_TARGETS:
         args = ["plan", "run", "--planner", "canary", "--executor", "canary", "--goal", "{}"]
         args += ["--planner-target", json.dumps(target)]
         commands[f"cli plan run {target}"] = (args, "")
@@ -152,7 +159,7 @@ def test_no_canary_reaches_any_output(daemon: DaemonProc) -> None:
     stdin = f"cancel Authorization: Bearer {cc.CANCEL_TEXT}\nawait 20\n"
     commands["cli plan start/cancel"] = (start, stdin)
     commands["cli plan start/cancel --json"] = ([*start, "--json"], stdin)
-    with ThreadPoolExecutor(4) as pool:  # CLI processes start slowly; run a few at once
+    with ThreadPoolExecutor(2) as pool:  # CLI processes start slowly; run a few at once
         done = {w: pool.submit(cli, daemon, *a, stdin=i) for w, (a, i) in commands.items()}
         outputs.update({where: future.result() for where, future in done.items()})
 
@@ -163,6 +170,6 @@ def test_no_canary_reaches_any_output(daemon: DaemonProc) -> None:
     found = leaks(outputs)
     detail = "\n\n".join(f"--- {where}\n{outputs[where][:3000]}" for where in found)
     assert found == {}, f"{sum(found.values())} canaries in {len(found)} outputs:\n{detail}"
-    assert len(outputs) >= 45
+    assert len(outputs) == 37, sorted(outputs)
     redacted = [where for where, text in outputs.items() if "[redacted]" in text]
-    assert len(redacted) >= 30, redacted  # the canaries were there, and were redacted
+    assert len(redacted) >= 28, redacted  # the canaries were there, and were redacted
