@@ -14,9 +14,12 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
+
+from phloem.protocols.secrets import REDACTED, is_secret_key, redact, redact_value
 
 _lock = threading.Lock()
 _dropped = 0
@@ -51,6 +54,29 @@ class _SafeLogger:
     fatal = failure = err = error = critical = exception = msg
 
 
+def redact_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
+    """structlog processor: no field of a record carries a credential (the one rule,
+    `protocols.secrets`): secret-named fields lose their value, strings are redacted,
+    containers deeply, and other values whose repr would show a secret become the
+    redacted repr. Never raises: a field it cannot read becomes `[unloggable: Error]`."""
+    out: dict[str, Any] = {}
+    for key, value in event.items():
+        try:
+            if key != "event" and is_secret_key(key, value):
+                out[key] = REDACTED
+            elif isinstance(value, str | dict | list | tuple):
+                out[key] = redact_value(value)
+            elif value is None or isinstance(value, bool | int | float):
+                out[key] = value
+            else:
+                text = repr(value)
+                clean = redact(text, limit=None)
+                out[key] = value if clean == text else clean
+        except Exception as exc:
+            out[key] = f"[unloggable: {type(exc).__name__}]"
+    return out
+
+
 def configure_logging(
     level: str = "warning", fmt: str = "console", stream: TextIO | None = None
 ) -> None:
@@ -69,6 +95,7 @@ def configure_logging(
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            redact_fields,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),

@@ -43,11 +43,12 @@ from phloem.actors.streams import StreamHub
 from phloem.client.agents import AgentTreeMethods
 from phloem.config import Config, load_config
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.secrets import redact
 from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, DaemonStatus
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditWindow, Subscription
 from phloem.supervision.handle import ChildHandle, ChildStartError
-from phloem.supervision.reasons import ExitReason, redact
+from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner, OwnerRegistry
 from phloem.supervision.snapshot import TreeSnapshot, tree_snapshot
 from phloem.supervision.spec import SupervisorSpec

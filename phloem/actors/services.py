@@ -45,8 +45,8 @@ import structlog
 
 from phloem.actors.streams import StreamHub, Topic
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor
-from phloem.supervision.reasons import redact
 from phloem.supervision.refs import Owner, OwnerRegistry
 from phloem.supervision.spec import ChildSpec
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import msgspec
 
+from phloem.protocols.secrets import redact, redact_value
+
 
 @enum.unique
 class ErrorKind(enum.StrEnum):
@@ -222,11 +224,20 @@ class ErrorKind(enum.StrEnum):
 
 
 class ErrorValue(msgspec.Struct, frozen=True, tag="error"):
-    """An error as a value: what crosses the socket, CLI `--json` and result documents."""
+    """An error as a value: what crosses the socket, CLI `--json` and result documents.
+
+    Made or decoded, its `message` and `details` are redacted (`protocols.secrets`):
+    no error value carries a credential, whoever built it.
+    """
 
     kind: str
     message: str
     details: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "message", redact(self.message))
+        if self.details:
+            msgspec.structs.force_setattr(self, "details", redact_value(self.details))
 
 
 class PhloemError(Exception):
