@@ -72,7 +72,13 @@ class Workspace:
         """Resolve workspace-relative `path`, refusing escapes; `missing` if it must exist."""
         if "\x00" in path:
             raise ToolFailure("arguments", "path must not contain NUL")
-        if len(path.encode()) > MAX_PATH_BYTES:
+        try:
+            encoded = path.encode()
+        except UnicodeEncodeError:
+            raise ToolFailure(
+                "arguments", "path must be Unicode text (it holds a lone surrogate)"
+            ) from None
+        if len(encoded) > MAX_PATH_BYTES:
             raise ToolFailure("arguments", f"path must be at most {MAX_PATH_BYTES} bytes")
         if path == "":
             raise ToolFailure("arguments", "path must not be empty")
