@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, split_glob_list
@@ -56,20 +54,13 @@ class FindTool(Tool):
         base = "" if resolved.relative == "." else resolved.relative + "/"
         wanted = args["type"]
         found: list[tuple[float, str]] = []
-        for entry in walk(
-            str(ctx.workspace.root), resolved.relative, WalkFilter(), walked, ctx.cancel
-        ):
+        flt = WalkFilter(with_stat=args["sort_by"] == "modified")
+        for entry in walk(str(ctx.workspace.root), resolved.relative, flt, walked, ctx.cancel):
             if wanted not in ("any", entry.type):
                 continue
             if not glob.matches(entry.path.removeprefix(base), entry.type == "dir"):
                 continue
-            mtime = 0.0
-            if args["sort_by"] == "modified":
-                try:
-                    mtime = os.lstat(entry.absolute).st_mtime
-                except OSError:
-                    continue
-            found.append((mtime, entry.path))
+            found.append((entry.info.st_mtime if entry.info else 0.0, entry.path))
         if args["sort_by"] == "modified":
             found.sort(key=lambda item: (-item[0], item[1]))
         else:
