@@ -6,6 +6,7 @@ from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, split_glob_list
 from phloem.tools.walk import WalkFilter, WalkResult, walk
+from phloem.tools.workspace import shown
 
 DEFAULT_MAX_RESULTS = 200
 MAX_RESULTS_LIMIT = 20_000
@@ -66,7 +67,7 @@ class FindTool(Tool):
         else:
             found.sort(key=lambda item: item[1])
         cap = args["max_results"]
-        paths = [path for _, path in found[:cap]]
+        paths = [shown(path) for _, path in found[:cap]]
         for path in paths:
             ctx.touch("find", path)
         result: JSON = {"paths": paths, "truncated": walked.truncated or len(found) > cap}

@@ -21,7 +21,15 @@ from phloem.tools.contract import JSON, Tool, ToolContext, ToolWarning, object_s
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, split_glob_list
 from phloem.tools.outputlimit import OutputPolicy
-from phloem.tools.walk import Entry, Tree, WalkFilter, WalkResult, WalkWarning, walk
+from phloem.tools.walk import (
+    Entry,
+    Tree,
+    WalkFilter,
+    WalkResult,
+    WalkWarning,
+    walk,
+)
+from phloem.tools.workspace import shown
 
 MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
 MAX_GREP_LINE_BYTES = 1024 * 1024
@@ -217,7 +225,7 @@ class GrepTool(Tool):
                     continue
                 if needle is not None and data.find(needle) < 0:
                     continue
-                found = searcher.search(entry.path, data, cap - len(matches) + 1)
+                found = searcher.search(shown(entry.path), data, cap - len(matches) + 1)
                 matches.extend(found)
                 if len(matches) > cap:
                     del matches[cap:]

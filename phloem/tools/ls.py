@@ -7,6 +7,7 @@ import time
 
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.walk import Tree, WalkFilter, WalkResult, walk
+from phloem.tools.workspace import shown
 
 DEFAULT_MAX_RESULTS = 20_000
 MAX_DEPTH_LIMIT = 64
@@ -75,7 +76,7 @@ class LsTool(Tool):
                 continue
             entries.append(
                 {
-                    "path": path,
+                    "path": shown(path),
                     "type": kind,
                     "size": info.st_size,
                     "mod_time": rfc3339(info.st_mtime),

@@ -48,6 +48,19 @@ class Touch:
     path: str
 
 
+def shown(path: str) -> str:
+    """`path` as text a result can carry. A name that is not UTF-8 is held with surrogate
+    escapes (which no JSON can carry); it is shown with U+FFFD for each bad byte, as
+    plasmid shows it. (Such a path names no file a tool can be asked for.)"""
+    if path.isascii():
+        return path
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return path
+
+
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 

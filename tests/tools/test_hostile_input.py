@@ -4,6 +4,7 @@ any unexpected exception in a tool becomes the failure value `exception` (redact
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,17 @@ def test_an_unexpected_exception_becomes_the_failure_value_exception() -> None:
     assert "a" * 24 not in result["message"]  # redacted
     json.dumps(result, ensure_ascii=False).encode()  # no lone surrogate left in it
     assert _Buggy().run({"what": "recursion"}, ToolContext())["error"] == "exception"
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_with_a_replacement_character(
+    ctx: ToolContext, root: Path
+) -> None:
+    (root / "ok.txt").write_text("hello\n")
+    with open(os.path.join(os.fsencode(root), b"bad-\xff.txt"), "w") as handle:
+        handle.write("hello\n")
+    tools = default_registry()
+    listed = tools.run("ls", {}, ctx)
+    assert [e["path"] for e in listed["entries"]] == ["bad-\ufffd.txt", "ok.txt"]
+    assert tools.run("find", {"glob": "*.txt"}, ctx)["paths"] == ["bad-\ufffd.txt", "ok.txt"]
+    found = tools.run("grep", {"pattern": "hello"}, ctx)
+    assert [m["path"] for m in found["matches"]] == ["bad-\ufffd.txt", "ok.txt"]
