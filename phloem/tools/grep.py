@@ -21,14 +21,7 @@ from phloem.tools.contract import JSON, Tool, ToolContext, ToolWarning, object_s
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, split_glob_list
 from phloem.tools.outputlimit import OutputPolicy
-from phloem.tools.walk import (
-    Entry,
-    Tree,
-    WalkFilter,
-    WalkResult,
-    WalkWarning,
-    walk,
-)
+from phloem.tools.walk import Entry, Tree, WalkFilter, WalkResult, WalkWarning, walk
 from phloem.tools.workspace import shown
 
 MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
