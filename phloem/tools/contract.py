@@ -37,7 +37,7 @@ from phloem.protocols.jsonvalue import json_size
 from phloem.supervision.reasons import redact
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant
-from phloem.tools.workspace import Touch, Workspace
+from phloem.tools.workspace import Touch, Workspace, is_unicode
 
 log = structlog.get_logger(__name__)
 
@@ -331,17 +331,6 @@ _TYPE_PREFIX = re.compile(r"([A-Za-z_][A-Za-z0-9_.]{0,99}):")
 def text_only(text: str) -> str:
     """`text` with any lone surrogate written as a `\\udcff` escape (UTF-8 safe)."""
     return text if is_unicode(text) else text.encode("utf-8", "backslashreplace").decode()
-
-
-def is_unicode(text: str) -> bool:
-    """True unless `text` holds a lone surrogate (which no UTF-8 text can carry)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def unknown_tool(name: str) -> JSON:
