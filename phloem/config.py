@@ -6,7 +6,8 @@ and, where it can be found, the line.
 
 The core sections (daemon, supervision, logging, services) are declared here; each
 feature declares its own `Section` in its `settings.py` (`phloem.actors.planning.settings`,
-`phloem.actors.agents.settings`, ...) and this module gathers them into `Config`:
+`phloem.actors.agents.settings`, `phloem.tools.settings`, ...) and this module gathers them
+into `Config`:
 
     class Config(Section):
         ...
@@ -46,6 +47,7 @@ from phloem.settings import (
     read_toml,
     section,
 )
+from phloem.tools.settings import ToolsConfig
 
 # --- named limits ------------------------------------------------------------------------
 
@@ -142,6 +144,8 @@ class Config(Section):
     planning: PlanningConfig = section(PlanningConfig)
     # Agents and planner agents by name (`[agents]`, see phloem.actors.agents.settings).
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
+    # The coding tools' limits (`[tools]`, see phloem.tools.settings).
+    tools: ToolsConfig = section(ToolsConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

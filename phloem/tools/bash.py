@@ -8,12 +8,22 @@ after a 2 s grace, every descendant reaped (none is left behind). The exit code 
 come from the exit reason's `exit_code` and `signal` fields.
 stdout and stderr go to private capture files; each is then limited by the output policy.
 
+Memory: `max_memory_bytes` (`[tools] bash_max_memory_bytes`, 2 GiB) caps the resident
+memory of the command's processes — its process group and its descendants, summed from
+one reading of /proc every 0.1 s. Over the cap the group is killed at once (SIGKILL, no
+grace) and the call ends `killed` with `memory_exceeded` and a `kill_reason`. Each
+process also gets `RLIMIT_AS` of `ADDRESS_SPACE_FACTOR` times the cap (through the
+child's `Limits.max_memory_bytes`, whose resident-memory watchdog then watches the
+shell at that size too): a backstop for an allocation too fast for the 0.1 s reading —
+inside it an allocation fails in the command itself (e.g. `MemoryError`).
+
 bash is not a security boundary: the command sees the whole machine as the daemon's user.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -24,11 +34,13 @@ from pathlib import Path
 from phloem.limits import check_range
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle, start_process
+from phloem.supervision.proctree import descendants, proc_table
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import Report, apply_with_grant, logical_lines, marker
+from phloem.tools.settings import BASH_MAX_MEMORY_DEFAULT, BASH_MAX_MEMORY_RANGE
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -42,6 +54,12 @@ WATCH_INTERVAL_S = 0.05
 STOP_WAIT_S = 5.0
 """After SIGKILL, how long to wait for the child's exit report before giving up on it
 (the `reap_timeout` of `ProcessHandle.stop`)."""
+MEMORY_CHECK_INTERVAL_S = 0.1
+"""How often the resident memory of a running command's processes is read."""
+ADDRESS_SPACE_FACTOR = 4
+"""Each process's RLIMIT_AS, as a multiple of the memory cap (a per-process backstop)."""
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+MiB = 1024 * 1024
 ENV_ADDITIONS = {
     "TERM": "dumb",
     "PAGER": "cat",
@@ -152,8 +170,24 @@ class BashTool(Tool):
         ["command"],
     )
 
-    def __init__(self, limits: Limits | None = None, kill_grace_s: float = KILL_GRACE_S) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        kill_grace_s: float = KILL_GRACE_S,
+        max_memory_bytes: int = BASH_MAX_MEMORY_DEFAULT,
+    ) -> None:
+        """`max_memory_bytes` caps the resident memory of a command's processes (see the
+        module docstring); `limits` adds rlimits for each process (its `max_memory_bytes`,
+        when set, replaces the address-space backstop of `ADDRESS_SPACE_FACTOR` x cap)."""
         check_range("kill_grace_s", kill_grace_s, 0, 60, integer=False)
+        self.max_memory_bytes = check_range(
+            "max_memory_bytes", max_memory_bytes, *BASH_MAX_MEMORY_RANGE
+        )
+        backstop = max_memory_bytes * ADDRESS_SPACE_FACTOR
+        if limits is None:
+            limits = Limits(max_memory_bytes=backstop)
+        elif limits.max_memory_bytes is None:
+            limits = dataclasses.replace(limits, max_memory_bytes=backstop)
         self.limits = limits
         self.kill_grace_s = kill_grace_s
 
@@ -202,14 +236,24 @@ class BashTool(Tool):
     def _wait(
         self, handle: ProcessHandle, timeout_s: float, ctx: ToolContext, files: tuple[Path, Path]
     ) -> JSON:
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
+        next_memory_check = started + MEMORY_CHECK_INTERVAL_S
         timed_out = cancelled = overflow = False
+        resident: int | None = None  # set when the group went over the memory cap
         reason: ExitReason | None = None
         while reason is None:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 timed_out = True
                 break
+            if now >= next_memory_check:
+                next_memory_check = now + MEMORY_CHECK_INTERVAL_S
+                rss = group_rss(handle.pid)
+                if rss > self.max_memory_bytes:
+                    resident = rss
+                    break
             reason = handle.wait(min(remaining, WATCH_INTERVAL_S))
             if reason is not None:
                 break
@@ -219,22 +263,68 @@ class BashTool(Tool):
             if any(_size(path) > MAX_CAPTURE_BYTES for path in files):
                 overflow = True
                 break
-        stopped = timed_out or cancelled or overflow
+        memory = resident is not None
+        stopped = timed_out or cancelled or overflow or memory
         if reason is None:
-            reason = handle.stop(self.kill_grace_s, reap_timeout=STOP_WAIT_S)
+            grace = 0 if memory else self.kill_grace_s  # a memory hog gets no grace
+            reason = handle.stop(grace, reap_timeout=STOP_WAIT_S)
         exit_code, sig = _exit_of(reason, stopped=stopped)
-        killed = stopped and sig == "SIGKILL"
         if cancelled:
             raise ToolFailure("cancelled", "the bash command was cancelled and stopped")
+        why = ""
+        if memory:
+            why = self._over_cap(f"its processes held {_mib(resident or 0)} resident")
+        elif reason.kind == ExitKind.HEAP_EXCEEDED:  # the child's own watchdog (backstop)
+            memory = True
+            why = self._over_cap(f"the shell exceeded its memory limit ({reason.detail})")
+        elif overflow:
+            why = f"output: a stream passed {MAX_CAPTURE_BYTES} bytes"
+        elif timed_out and sig == "SIGKILL":
+            why = f"timeout: still running {self.kill_grace_s:g} s after SIGTERM"
         result: JSON = {
             "exit_code": exit_code,
             "signal": sig,
             "timed_out": timed_out,
-            "killed": killed or overflow,
+            "killed": bool(why),
         }
         if overflow:
             result["output_overflow"] = True
+        if memory:
+            result["memory_exceeded"] = True
+        if why:
+            result["kill_reason"] = why
         return result
+
+    def _over_cap(self, what: str) -> str:
+        cap = self.max_memory_bytes
+        return (
+            f"memory: {what}, over the cap of {_mib(cap)} ([tools] bash_max_memory_bytes = {cap})"
+        )
+
+
+def group_rss(leader: int) -> int:
+    """Resident bytes of a command's processes: the process group led by `leader` and
+    the leader's descendants (a child that left the group with setsid), summed from one
+    reading of /proc. 0 when none is left."""
+    table = proc_table()
+    if leader not in table:
+        return 0
+    members = {pid for pid, (_, pgid, _) in table.items() if pgid == leader}
+    members.update(descendants(table, [leader]))
+    total = 0
+    for pid in members:
+        if table.get(pid, (0, 0, True))[2]:
+            continue  # a zombie holds no memory
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as statm:
+                total += int(statm.read().split()[1]) * PAGE_BYTES
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return total
+
+
+def _mib(size: int) -> str:
+    return f"{size / MiB:.0f} MiB"
 
 
 def _size(path: Path) -> int:
