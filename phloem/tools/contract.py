@@ -34,7 +34,7 @@ import structlog
 from phloem.limits import RangeError, check_range
 from phloem.protocols.content import FunctionDeclaration
 from phloem.protocols.jsonvalue import json_size
-from phloem.supervision.reasons import redact
+from phloem.protocols.secrets import redact
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant
 from phloem.tools.workspace import Touch, Workspace, is_unicode
