@@ -27,6 +27,7 @@ from phloem.protocols.wire import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
     Ask,
+    BadRequest,
     Credit,
     Event,
     Fail,
@@ -96,6 +97,7 @@ class Connection:
         self._draining = False  # the peer stopped sending; waiting for in-flight replies
         self._subs: dict[int, tuple[CreditStream[bytes], Subscription]] = {}
         self._sub_ids = itertools.count(1)
+        self._bad_requests = 0  # requests refused for their own id (nested too deeply)
         self.thread = threading.Thread(
             target=self._run, name=f"phloem-conn-{self.peer_pid}", daemon=True
         )
@@ -244,6 +246,8 @@ class Connection:
             self.sock.close()
         else:
             close_gently(self.sock)
+        if self._bad_requests:
+            log.warning("requests_too_deep", owner=self.owner.id, count=self._bad_requests)
         self.server._forget(self)
         log.debug("connection_closed", owner=self.owner.id)
 
@@ -277,7 +281,13 @@ class Connection:
             )
         )
         while True:
-            message = decode_client(self._next_frame(None))
+            frame = self._next_frame(None)
+            try:
+                message = decode_client(frame)
+            except BadRequest as bad:  # that request only; counted, logged once at the end
+                self._bad_requests += 1
+                self._fail(bad.kind, bad.message, bad.request_id)
+                continue
             self._handle(message)
 
     def _handle(self, message: Any) -> None:
