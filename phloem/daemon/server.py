@@ -7,11 +7,15 @@ SO_PEERCRED, decides). A stale socket left by a crashed daemon is replaced; a li
 is refused. Logs are JSON lines on stderr (structlog); `daemon_ready` marks the moment the
 socket accepts connections.
 
-Each connection is an `Owner`: one reader thread decodes frames and routes them through
-the tree; replies and stream events are written straight to the socket when it has room
-and otherwise queued (bounded by `max_outbox_bytes`) for a writer thread. A bad frame
-gets one error frame and closes that connection only. When a connection ends, everything
-its owner held is cancelled (`owner_down`).
+The accept loop (this module, one thread, a selector) also reads each new connection's
+hello, within a budget of its own (`max_pending_handshakes`, see `handshake`): a
+connection counts against `max_connections` only once it has said hello, so connections
+that never do cannot starve real clients. Each connection past its hello is an `Owner`:
+one reader thread decodes frames and routes them through the tree; replies and stream
+events are written straight to the socket when it has room and otherwise queued (bounded
+by `max_outbox_bytes`) for a writer thread. A bad frame gets one error frame and closes
+that connection only. When a connection ends, everything its owner held is cancelled
+(`owner_down`).
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ import structlog
 from phloem import logs
 from phloem._version import __version__
 from phloem.config import Config, LoggingConfig, load_config
-from phloem.daemon.connection import Connection, refuse
+from phloem.daemon.connection import Connection
+from phloem.daemon.handshake import Handshakes
 from phloem.daemon.socketfile import peer_credentials, prepare_socket_path
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.wire import FrameReader
 from phloem.tree import Tree
 
 log = structlog.get_logger("phloem.daemon")
@@ -70,6 +76,20 @@ class Server:
     def connection_count(self) -> int:
         with self._lock:
             return len(self._conns)
+
+    def has_room(self) -> bool:
+        """Whether one more connection fits under `max_connections`."""
+        with self._lock:
+            return len(self._conns) < self.config.daemon.max_connections
+
+    def start_connection(
+        self, sock: socket.socket, peer: tuple[int, int, int], frames: FrameReader
+    ) -> None:
+        """Serve a connection that has said hello (see `Handshakes`)."""
+        conn = Connection(self, sock, peer, frames)
+        with self._lock:
+            self._conns.add(conn)
+        conn.thread.start()
 
     def request_stop(self) -> None:
         """Ask the accept loop to end (safe from a signal handler: no locks, no logs)."""
@@ -106,20 +126,25 @@ class Server:
         sel = selectors.DefaultSelector()
         sel.register(self._listener, selectors.EVENT_READ)
         sel.register(self._wake_r, selectors.EVENT_READ)
+        handshakes = Handshakes(self, sel)
         try:
             while not self._stop.is_set():
-                for key, _ in sel.select():
+                for key, _ in sel.select(handshakes.next_deadline()):
                     if key.fileobj is self._wake_r:
                         with contextlib.suppress(OSError):
                             self._wake_r.recv(4096)
+                    elif key.fileobj is self._listener:
+                        self._accept(handshakes)
                     else:
-                        self._accept()
+                        handshakes.on_ready(key.data)
+                handshakes.expire()
         finally:
+            handshakes.close_all()
             sel.close()
 
-    def _accept(self) -> None:
+    def _accept(self, handshakes: Handshakes) -> None:
         assert self._listener is not None
-        while True:
+        for _ in range(LISTEN_BACKLOG):  # then serve the waiting ones before more
             try:
                 sock, _ = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -127,7 +152,6 @@ class Server:
             except OSError as exc:
                 log.warning("accept_failed", error=str(exc))
                 return
-            sock.setblocking(True)
             try:
                 peer = peer_credentials(sock)
             except OSError:
@@ -136,18 +160,11 @@ class Server:
             allowed = peer[1] == os.getuid() or peer[1] in self.config.daemon.allowed_uids
             if not allowed:
                 log.warning("peer_refused", peer_uid=peer[1], peer_pid=peer[0])
-                refuse(sock, ErrorKind.PERMISSION_DENIED, f"uid {peer[1]} is not allowed")
+                handshakes.refuse(
+                    sock, ErrorKind.PERMISSION_DENIED, f"uid {peer[1]} is not allowed"
+                )
                 continue
-            with self._lock:
-                full = len(self._conns) >= self.config.daemon.max_connections
-                if not full:
-                    conn = Connection(self, sock, peer)
-                    self._conns.add(conn)
-            if full:
-                limit = self.config.daemon.max_connections
-                refuse(sock, ErrorKind.TOO_MANY_CONNECTIONS, f"max_connections ({limit}) reached")
-                continue
-            conn.thread.start()
+            handshakes.add(sock, peer)
 
     def _forget(self, conn: Connection) -> None:
         with self._lock:
