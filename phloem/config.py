@@ -56,11 +56,15 @@ DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_FRAME_BYTES_RANGE = (1024, 64 * 1024 * 1024)
 DEFAULT_MAX_CONNECTIONS = 128
 MAX_CONNECTIONS_RANGE = (1, 10_000)
+# Connections accepted and not yet past their hello (they are not counted in
+# max_connections); one more drops the oldest of them.
+DEFAULT_MAX_PENDING_HANDSHAKES = 64
+MAX_PENDING_HANDSHAKES_RANGE = (1, 10_000)
 DEFAULT_MAX_INFLIGHT = 64
 MAX_INFLIGHT_RANGE = (1, 10_000)
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 MAX_REQUEST_TIMEOUT_S = 86_400.0
-DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
+DEFAULT_HANDSHAKE_TIMEOUT_S = 2.0
 DEFAULT_FRAME_TIMEOUT_S = 10.0
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 DEFAULT_MAX_OUTBOX_BYTES = 64 * 1024 * 1024
@@ -83,6 +87,10 @@ class DaemonConfig(Section):
     max_connections: Annotated[
         int, msgspec.Meta(ge=MAX_CONNECTIONS_RANGE[0], le=MAX_CONNECTIONS_RANGE[1])
     ] = DEFAULT_MAX_CONNECTIONS
+    max_pending_handshakes: Annotated[
+        int,
+        msgspec.Meta(ge=MAX_PENDING_HANDSHAKES_RANGE[0], le=MAX_PENDING_HANDSHAKES_RANGE[1]),
+    ] = DEFAULT_MAX_PENDING_HANDSHAKES
     max_inflight_per_connection: Annotated[
         int, msgspec.Meta(ge=MAX_INFLIGHT_RANGE[0], le=MAX_INFLIGHT_RANGE[1])
     ] = DEFAULT_MAX_INFLIGHT

@@ -44,7 +44,7 @@ from phloem.client.agents import AgentTreeMethods
 from phloem.config import Config, load_config
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
-from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, DaemonStatus
+from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, TOO_DEEP, DaemonStatus
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditWindow, Subscription
 from phloem.supervision.handle import ChildHandle, ChildStartError
@@ -339,6 +339,9 @@ class Tree(AgentTreeMethods):
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             respond(_error(ErrorKind.BAD_MESSAGE, f"{handle.name}: {exc}"))
             return
+        except RecursionError:
+            respond(_error(ErrorKind.BAD_MESSAGE, f"{handle.name}: {TOO_DEEP}"))
+            return
         if tell:
             call = Call(owner, message, _log_tell_outcome)
         else:
@@ -397,6 +400,9 @@ class Tree(AgentTreeMethods):
             message = handle.decode(_any_decoder.decode(body))
         except msgspec.DecodeError as exc:
             respond(_error(ErrorKind.BAD_MESSAGE, str(exc)))
+            return
+        except RecursionError:
+            respond(_error(ErrorKind.BAD_MESSAGE, f"{handle.name}: {TOO_DEEP}"))
             return
         except PhloemError as err:
             respond((False, err.to_value()))

@@ -63,6 +63,14 @@ def test_an_empty_file_or_no_file_gives_every_default() -> None:
             "[daemon]\nmax_connections = 0\n",
             "f.toml:2: daemon.max_connections: expected `int` >= 1",
         ),
+        (
+            "[daemon]\nmax_pending_handshakes = 0\n",
+            "f.toml:2: daemon.max_pending_handshakes: expected `int` >= 1",
+        ),
+        (
+            "[daemon]\nmax_pending_handshakes = 10001\n",
+            "f.toml:2: daemon.max_pending_handshakes: expected `int` <= 10000",
+        ),
         ("[logging]\n\nlevle = 'info'\n", "f.toml:3: logging.levle: unknown key"),
         ("[bogus]\nx = 1\n", "f.toml:1: bogus: unknown key"),
         (

@@ -104,7 +104,9 @@ class Call:
         """Send the reply (encoded as msgpack); False if the call was already answered."""
         try:
             body = _encoder.encode(value)
-        except (TypeError, msgspec.EncodeError) as exc:
+        except (TypeError, msgspec.EncodeError, RecursionError) as exc:
+            # RecursionError: a reply nested too deeply, e.g. a request echoed from a
+            # thread with less stack to spare than the one that decoded it
             return self.fail(PhloemError(ErrorKind.ACTOR_ERROR, f"reply is not encodable: {exc}"))
         return self._finish((True, body))
 

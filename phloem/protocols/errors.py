@@ -69,7 +69,10 @@ class ErrorKind(enum.StrEnum):
     NOPROC = "noproc", "the target is not running, or stopped before replying"
     ACTOR_ERROR = "actor_error", "the handler raised something that is not a PhloemError"
     PERMISSION_DENIED = "permission_denied", "the peer may not use this daemon socket"
-    TOO_MANY_CONNECTIONS = "too_many_connections", "the daemon's max_connections is reached"
+    TOO_MANY_CONNECTIONS = (
+        "too_many_connections",
+        "the daemon's max_connections (or max_pending_handshakes) is reached",
+    )
     SHUTTING_DOWN = "shutting_down", "the daemon or tree is stopping"
     CONNECTION_LOST = "connection_lost", "the connection to the daemon broke or was refused"
     NO_DAEMON = "no_daemon", "no daemon listens on the socket path"
