@@ -9,13 +9,15 @@ come from the exit reason's `exit_code` and `signal` fields.
 stdout and stderr go to private capture files; each is then limited by the output policy.
 
 Memory: `max_memory_bytes` (`[tools] bash_max_memory_bytes`, 2 GiB) caps the resident
-memory of the command's processes — its process group and its descendants, summed from
-one reading of /proc every 0.1 s. Over the cap the group is killed at once (SIGKILL, no
-grace) and the call ends `killed` with `memory_exceeded` and a `kill_reason`. Each
-process also gets `RLIMIT_AS` of `ADDRESS_SPACE_FACTOR` times the cap (through the
-child's `Limits.max_memory_bytes`, whose resident-memory watchdog then watches the
-shell at that size too): a backstop for an allocation too fast for the 0.1 s reading —
-inside it an allocation fails in the command itself (e.g. `MemoryError`).
+memory of the command's processes. It is the process child's `Limits.max_rss_bytes`: the
+supervision core's RSS watchdog (`supervision.watchdog`) sums the RSS of the child's whole
+tree (its process group, its descendants, marked orphans) every 0.1 s and, over the cap,
+freezes and kills the tree at once (no grace); the child ends `heap_exceeded`, which the
+call reports as `killed` with `memory_exceeded` and a `kill_reason` naming the cap. Each
+process also gets `RLIMIT_AS` of `ADDRESS_SPACE_FACTOR` times the cap (the child's
+`Limits.max_memory_bytes`): a backstop for an allocation too fast for the 0.1 s reading —
+inside it an allocation fails in the command itself (e.g. `MemoryError`). What the
+command wrote before the kill is in its capture files and is returned.
 
 bash is not a security boundary: the command sees the whole machine as the daemon's user.
 """
@@ -34,7 +36,6 @@ from pathlib import Path
 from phloem.limits import check_range
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle, start_process
-from phloem.supervision.proctree import descendants, proc_table
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
@@ -54,11 +55,8 @@ WATCH_INTERVAL_S = 0.05
 STOP_WAIT_S = 5.0
 """After SIGKILL, how long to wait for the child's exit report before giving up on it
 (the `reap_timeout` of `ProcessHandle.stop`)."""
-MEMORY_CHECK_INTERVAL_S = 0.1
-"""How often the resident memory of a running command's processes is read."""
 ADDRESS_SPACE_FACTOR = 4
 """Each process's RLIMIT_AS, as a multiple of the memory cap (a per-process backstop)."""
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 MiB = 1024 * 1024
 ENV_ADDITIONS = {
     "TERM": "dumb",
@@ -177,17 +175,22 @@ class BashTool(Tool):
         max_memory_bytes: int = BASH_MAX_MEMORY_DEFAULT,
     ) -> None:
         """`max_memory_bytes` caps the resident memory of a command's processes (see the
-        module docstring); `limits` adds rlimits for each process (its `max_memory_bytes`,
-        when set, replaces the address-space backstop of `ADDRESS_SPACE_FACTOR` x cap)."""
+        module docstring; it becomes the child's `Limits.max_rss_bytes`); `limits` adds
+        rlimits for each process (its `max_memory_bytes`, when set, replaces the
+        address-space backstop of `ADDRESS_SPACE_FACTOR` x cap). `limits.max_rss_bytes`
+        must not be set: the one tree cap is `max_memory_bytes`."""
         check_range("kill_grace_s", kill_grace_s, 0, 60, integer=False)
         self.max_memory_bytes = check_range(
             "max_memory_bytes", max_memory_bytes, *BASH_MAX_MEMORY_RANGE
         )
-        backstop = max_memory_bytes * ADDRESS_SPACE_FACTOR
         if limits is None:
-            limits = Limits(max_memory_bytes=backstop)
-        elif limits.max_memory_bytes is None:
-            limits = dataclasses.replace(limits, max_memory_bytes=backstop)
+            limits = Limits()
+        if limits.max_rss_bytes is not None:
+            raise ValueError("limits.max_rss_bytes: the bash tool's cap is max_memory_bytes")
+        backstop = limits.max_memory_bytes or max_memory_bytes * ADDRESS_SPACE_FACTOR
+        limits = dataclasses.replace(
+            limits, max_memory_bytes=backstop, max_rss_bytes=max_memory_bytes
+        )
         self.limits = limits
         self.kill_grace_s = kill_grace_s
 
@@ -236,24 +239,14 @@ class BashTool(Tool):
     def _wait(
         self, handle: ProcessHandle, timeout_s: float, ctx: ToolContext, files: tuple[Path, Path]
     ) -> JSON:
-        started = time.monotonic()
-        deadline = started + timeout_s
-        next_memory_check = started + MEMORY_CHECK_INTERVAL_S
+        deadline = time.monotonic() + timeout_s
         timed_out = cancelled = overflow = False
-        resident: int | None = None  # set when the group went over the memory cap
         reason: ExitReason | None = None
         while reason is None:
-            now = time.monotonic()
-            remaining = deadline - now
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
-            if now >= next_memory_check:
-                next_memory_check = now + MEMORY_CHECK_INTERVAL_S
-                rss = group_rss(handle.pid)
-                if rss > self.max_memory_bytes:
-                    resident = rss
-                    break
             reason = handle.wait(min(remaining, WATCH_INTERVAL_S))
             if reason is not None:
                 break
@@ -263,20 +256,21 @@ class BashTool(Tool):
             if any(_size(path) > MAX_CAPTURE_BYTES for path in files):
                 overflow = True
                 break
-        memory = resident is not None
-        stopped = timed_out or cancelled or overflow or memory
+        stopped = timed_out or cancelled or overflow
         if reason is None:
-            grace = 0 if memory else self.kill_grace_s  # a memory hog gets no grace
-            reason = handle.stop(grace, reap_timeout=STOP_WAIT_S)
+            reason = handle.stop(self.kill_grace_s, reap_timeout=STOP_WAIT_S)
         exit_code, sig = _exit_of(reason, stopped=stopped)
         if cancelled:
             raise ToolFailure("cancelled", "the bash command was cancelled and stopped")
+        # Over the tree cap the watchdog killed it (also while a stop was under way).
+        memory = reason.kind == ExitKind.HEAP_EXCEEDED
         why = ""
         if memory:
-            why = self._over_cap(f"its processes held {_mib(resident or 0)} resident")
-        elif reason.kind == ExitKind.HEAP_EXCEEDED:  # the child's own watchdog (backstop)
-            memory = True
-            why = self._over_cap(f"the shell exceeded its memory limit ({reason.detail})")
+            cap = self.max_memory_bytes
+            why = (
+                f"memory: the command's processes went over the cap of {_mib(cap)} "
+                f"([tools] bash_max_memory_bytes = {cap}): {reason.detail or 'heap_exceeded'}"
+            )
         elif overflow:
             why = f"output: a stream passed {MAX_CAPTURE_BYTES} bytes"
         elif timed_out and sig == "SIGKILL":
@@ -294,33 +288,6 @@ class BashTool(Tool):
         if why:
             result["kill_reason"] = why
         return result
-
-    def _over_cap(self, what: str) -> str:
-        cap = self.max_memory_bytes
-        return (
-            f"memory: {what}, over the cap of {_mib(cap)} ([tools] bash_max_memory_bytes = {cap})"
-        )
-
-
-def group_rss(leader: int) -> int:
-    """Resident bytes of a command's processes: the process group led by `leader` and
-    the leader's descendants (a child that left the group with setsid), summed from one
-    reading of /proc. 0 when none is left."""
-    table = proc_table()
-    if leader not in table:
-        return 0
-    members = {pid for pid, (_, pgid, _) in table.items() if pgid == leader}
-    members.update(descendants(table, [leader]))
-    total = 0
-    for pid in members:
-        if table.get(pid, (0, 0, True))[2]:
-            continue  # a zombie holds no memory
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as statm:
-                total += int(statm.read().split()[1]) * PAGE_BYTES
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile
-    return total
 
 
 def _mib(size: int) -> str:

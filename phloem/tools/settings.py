@@ -4,9 +4,10 @@
     bash_max_memory_bytes = 2147483648   # 2 GiB (64 MiB - 1 TiB)
 
 `bash_max_memory_bytes` caps the resident memory of everything one `bash` call runs (its
-process group and descendants, summed); over it the command is killed and the call ends
-`killed` with `memory_exceeded`. Code that has the configuration builds the coding tools
-with it: `coding_tools(config.tools)`, `default_registry(config.tools)`.
+process tree, summed by the supervision RSS watchdog as the child's
+`Limits.max_rss_bytes`); over it the command is killed and the call ends `killed` with
+`memory_exceeded`. Code that has the configuration builds the coding tools with it:
+`coding_tools(config.tools)`, `default_registry(config.tools)`.
 """
 
 from __future__ import annotations

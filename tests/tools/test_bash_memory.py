@@ -14,6 +14,7 @@ import pytest
 from phloem.cli.main import main
 from phloem.config import parse_config
 from phloem.protocols.errors import PhloemError
+from phloem.supervision.spec import Limits
 from phloem.tools import ToolContext, coding_tools, default_registry
 from phloem.tools.bash import BashTool
 from phloem.tools.settings import BASH_MAX_MEMORY_DEFAULT, ToolsConfig
@@ -37,6 +38,21 @@ def test_a_command_over_the_cap_is_killed_with_a_clear_reason(ctx: ToolContext) 
     assert (result["exit_code"], result["signal"], result["timed_out"]) == (-1, "SIGKILL", False)
     assert "memory" in result["kill_reason"] and "256 MiB" in result["kill_reason"]
     assert "bash_max_memory_bytes" in result["kill_reason"]
+
+
+def test_output_written_before_the_kill_is_returned(ctx: ToolContext) -> None:
+    command = f"echo before; echo warn >&2; {_hog(600)}; echo after"
+    result = BashTool(max_memory_bytes=CAP).run({"command": command}, ctx)
+    assert result["memory_exceeded"] is True and result["killed"] is True
+    assert (result["stdout"], result["stderr"]) == ("before\n", "warn\n")
+
+
+def test_the_cap_is_the_supervision_rss_cap_of_the_child() -> None:
+    bash = BashTool(max_memory_bytes=CAP)
+    assert bash.limits.max_rss_bytes == CAP and bash.limits.rss_cap == CAP
+    assert bash.limits.max_memory_bytes == 4 * CAP  # the RLIMIT_AS backstop
+    with pytest.raises(ValueError, match=r"max_rss_bytes"):
+        BashTool(limits=Limits(max_rss_bytes=CAP))
 
 
 def test_the_cap_covers_the_whole_process_group(ctx: ToolContext) -> None:
