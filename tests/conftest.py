@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from phloem.logs import configure_logging
-from tests.helpers import FIXTURE_CONFIG, DaemonProc, short_tmpdir
+from tests.helpers import FIXTURE_CONFIG, DaemonProc, running_daemon, short_tmpdir
 
 configure_logging("warning", "console")
 
@@ -32,13 +32,8 @@ def fixture_config(tmp_short: Path) -> Path:
 @pytest.fixture(scope="module")
 def shared_daemon() -> Iterator[DaemonProc]:
     """One daemon (with the fixture services) for the tests of a module."""
-    d = short_tmpdir()
-    config = d / "phloem.toml"
-    config.write_text(FIXTURE_CONFIG)
-    daemon = DaemonProc(d / "run" / "phloem.sock", config).wait_ready()
-    yield daemon
-    daemon.stop()
-    shutil.rmtree(d, ignore_errors=True)
+    with running_daemon(FIXTURE_CONFIG) as daemon:
+        yield daemon
 
 
 @pytest.fixture(autouse=True)

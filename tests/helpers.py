@@ -5,17 +5,19 @@ Import from here (`from tests.helpers import ...`); fixtures live in `tests/conf
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,22 @@ class DaemonProc:
             self.proc.kill()
             self.proc.wait(5)
             pytest.fail(f"daemon did not stop on {sig}:\n{''.join(self.lines)}")
+
+
+@contextlib.contextmanager
+def running_daemon(config: str, socket: str = "run/phloem.sock") -> Iterator[DaemonProc]:
+    """A daemon on the TOML text `config`, its socket at `socket` in a fresh short dir;
+    on exit it must stop cleanly (exit 0) and the dir is removed."""
+    d = short_tmpdir()
+    path = d / "phloem.toml"
+    path.write_text(config)
+    daemon = DaemonProc(d / socket, path).wait_ready()
+    try:
+        yield daemon
+    finally:
+        code = daemon.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    assert code == 0, f"the daemon exited {code}:\n{''.join(daemon.lines)}"
 
 
 def run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:

@@ -7,14 +7,19 @@ others build what they need themselves.
 from __future__ import annotations
 
 import re
-import shutil
 import tomllib
 from collections.abc import Iterator
 
 import pytest
 
 from phloem.config import Config, parse_config
-from tests.helpers import ROOT, DaemonProc, readme_python_blocks, run_readme_block, short_tmpdir
+from tests.helpers import (
+    ROOT,
+    DaemonProc,
+    readme_python_blocks,
+    run_readme_block,
+    running_daemon,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -26,13 +31,8 @@ def _top() -> str:
 
 @pytest.fixture(scope="module")
 def readme_daemon() -> Iterator[DaemonProc]:
-    d = short_tmpdir()
-    config = d / "phloem.toml"
-    config.write_text("")
-    daemon = DaemonProc(d / "phloem" / "phloem.sock", config).wait_ready()
-    yield daemon
-    assert daemon.stop() == 0
-    shutil.rmtree(d, ignore_errors=True)
+    with running_daemon("", "phloem/phloem.sock") as daemon:
+        yield daemon
 
 
 def test_the_top_has_the_two_commands_and_four_ways() -> None:

@@ -16,6 +16,7 @@ or plain data, encoded as msgpack; replies are decoded into `reply_type`.
 
 from __future__ import annotations
 
+import abc
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
@@ -193,9 +194,10 @@ class ClientBase:
         self.close()
 
 
-class AsyncClientBase:
+class AsyncClientBase(abc.ABC):
     """What the asyncio feature mixins (`AsyncPlanningMethods`, `AsyncAgentMethods`)
-    build on; `phloem.client.aio.AsyncClient` implements it over one connection."""
+    build on: `ask` and `subscribe`, which `phloem.client.aio.AsyncClient` implements
+    over one connection."""
 
     @overload
     async def ask(
@@ -212,6 +214,7 @@ class AsyncClientBase:
         reply_type: type[T],
     ) -> T: ...
 
+    @abc.abstractmethod
     async def ask(
         self,
         actor: str,
@@ -220,12 +223,13 @@ class AsyncClientBase:
         timeout: float | None = None,
         reply_type: Any = Any,
     ) -> Any:
-        raise NotImplementedError
+        """Send `message` to the actor at path `actor`; its reply, as `reply_type`."""
 
+    @abc.abstractmethod
     async def subscribe(
         self, stream: str, window: CreditWindow | None = None, *, event_type: Any = Any
     ) -> AsyncEventStream[Any]:
-        raise NotImplementedError
+        """Subscribe to a named stream under credit."""
 
 
 def _encode(message: Any) -> bytes:

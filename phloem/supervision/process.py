@@ -58,7 +58,7 @@ from phloem.supervision.notifier import ExitNotifier
 from phloem.supervision.proctree import freeze_tree, kill_all
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits, ProcessTarget
-from phloem.supervision.status import ChildStatus, exit_reason
+from phloem.supervision.status import ChildStatus, exit_reason, with_wait_status
 from phloem.supervision.watchdog import RssWatchdog
 
 log = structlog.get_logger("phloem.supervision.process")
@@ -287,15 +287,18 @@ class ProcessHandle(ChildHandle):
 
     def _on_exited(self, status: int, cpu_seconds: float) -> None:
         self._status_seen()
-        reason = exit_reason(
+        reason = with_wait_status(
+            exit_reason(
+                status,
+                cpu_seconds,
+                self._status,
+                rss_detail=self._rss_detail,
+                cpu_limit=self.limits.max_cpu_seconds,
+                stop_requested=self._stop_requested,
+                killed_by_us=self._killed_by_us,
+                kill_detail=self._kill_detail,
+            ),
             status,
-            cpu_seconds,
-            self._status,
-            rss_detail=self._rss_detail,
-            cpu_limit=self.limits.max_cpu_seconds,
-            stop_requested=self._stop_requested,
-            killed_by_us=self._killed_by_us,
-            kill_detail=self._kill_detail,
         )
         if self.pid:
             with contextlib.suppress(OSError):

@@ -107,6 +107,15 @@ class ChildStatus:
         return None
 
 
+def with_wait_status(reason: ExitReason, status: int) -> ExitReason:
+    """`reason` with `exit_code` (it exited) or `signal` (a signal ended it) from `status`."""
+    if os.WIFEXITED(status):
+        return msgspec.structs.replace(reason, exit_code=os.WEXITSTATUS(status))
+    if os.WIFSIGNALED(status):
+        return msgspec.structs.replace(reason, signal=os.WTERMSIG(status))
+    return reason
+
+
 def exit_reason(
     status: int,
     cpu_seconds: float,
@@ -118,42 +127,8 @@ def exit_reason(
     killed_by_us: bool,
     kill_detail: str | None,
 ) -> ExitReason:
-    """The reason for a child's exit with wait status `status` (see `process`)."""
-    return with_wait_status(
-        _reason(
-            status,
-            cpu_seconds,
-            records,
-            rss_detail=rss_detail,
-            cpu_limit=cpu_limit,
-            stop_requested=stop_requested,
-            killed_by_us=killed_by_us,
-            kill_detail=kill_detail,
-        ),
-        status,
-    )
-
-
-def with_wait_status(reason: ExitReason, status: int) -> ExitReason:
-    """`reason` with `exit_code` (it exited) or `signal` (a signal ended it) from `status`."""
-    if os.WIFEXITED(status):
-        return msgspec.structs.replace(reason, exit_code=os.WEXITSTATUS(status))
-    if os.WIFSIGNALED(status):
-        return msgspec.structs.replace(reason, signal=os.WTERMSIG(status))
-    return reason
-
-
-def _reason(
-    status: int,
-    cpu_seconds: float,
-    records: ChildStatus,
-    *,
-    rss_detail: str | None,
-    cpu_limit: int | None,
-    stop_requested: bool,
-    killed_by_us: bool,
-    kill_detail: str | None,
-) -> ExitReason:
+    """Why a child exited, from the records it reported and how it was stopped (see
+    `process`); `with_wait_status` then adds its exit code or signal."""
     if rss_detail is not None:
         return ExitReason.heap_exceeded(rss_detail)
     reported = records.heap() or records.start_error()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from phloem.cli.agents import parse_state
 from phloem.cli.commands import UsageError
-from tests.helpers import ROOT, DaemonProc, run_cli, short_tmpdir
+from tests.helpers import ROOT, DaemonProc, run_cli, running_daemon
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -20,13 +19,8 @@ EXAMPLE_CONFIG = ROOT / "conf" / "examples" / "supplier_risk.toml"
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[DaemonProc]:
-    d = short_tmpdir()
-    config = d / "phloem.toml"
-    config.write_text(EXAMPLE_CONFIG.read_text())
-    proc = DaemonProc(d / "run" / "phloem.sock", config).wait_ready()
-    yield proc
-    proc.stop()
-    shutil.rmtree(d, ignore_errors=True)
+    with running_daemon(EXAMPLE_CONFIG.read_text()) as daemon:
+        yield daemon
 
 
 def cli(daemon: DaemonProc, *args: str) -> tuple[int, str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import shutil
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -29,7 +28,7 @@ from phloem.protocols.wire import (
     encode_frame,
 )
 from phloem.supervision.credit import CreditWindow
-from tests.helpers import FIXTURE_CONFIG, ROOT, DaemonProc, short_tmpdir
+from tests.helpers import FIXTURE_CONFIG, ROOT, DaemonProc, running_daemon
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,14 +59,12 @@ async def kind_of(coro: Awaitable[Any]) -> str:
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[DaemonProc]:
     """Fixture services, planning and the supplier-risk agents in one daemon."""
-    d = short_tmpdir()
-    config = d / "phloem.toml"
-    supplier = (ROOT / "conf" / "examples" / "supplier_risk.toml").read_text()
-    config.write_text(FIXTURE_CONFIG + PLANNING_CONFIG + supplier)
-    proc = DaemonProc(d / "run" / "phloem.sock", config).wait_ready()
-    yield proc
-    proc.stop()
-    shutil.rmtree(d, ignore_errors=True)
+    with running_daemon(
+        FIXTURE_CONFIG
+        + PLANNING_CONFIG
+        + (ROOT / "conf" / "examples" / "supplier_risk.toml").read_text()
+    ) as daemon:
+        yield daemon
 
 
 def own_daemon(tmp: Path, config: str = "") -> DaemonProc:

@@ -4,7 +4,6 @@ per-connection in-flight limit, at their edges."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import struct
 import time
@@ -29,7 +28,7 @@ from phloem.protocols.wire import (
     encode_body,
     encode_frame,
 )
-from tests.helpers import DaemonProc, short_tmpdir
+from tests.helpers import DaemonProc, running_daemon
 
 MAX_FRAME = 64 * 1024
 CONFIG = f"""
@@ -47,13 +46,8 @@ pytestmark = pytest.mark.timeout(90)
 
 @pytest.fixture(scope="module")
 def fuzz_daemon() -> Iterator[DaemonProc]:
-    d = short_tmpdir()
-    config = d / "fuzz.toml"
-    config.write_text(CONFIG)
-    daemon = DaemonProc(d / "fuzz.sock", config).wait_ready()
-    yield daemon
-    assert daemon.stop() == 0
-    shutil.rmtree(d, ignore_errors=True)
+    with running_daemon(CONFIG, "fuzz.sock") as daemon:
+        yield daemon
 
 
 def _connect(path: Path) -> socket.socket:
@@ -271,3 +265,18 @@ def test_negative_credit_is_a_bad_frame(fuzz_daemon: DaemonProc) -> None:
         "bad_frame",
         "credit messages must be at least 0",
     )
+
+
+def test_a_bad_subscribe_window_is_a_bad_message_that_names_the_limit(
+    fuzz_daemon: DaemonProc,
+) -> None:
+    sock = _connect(fuzz_daemon.socket)
+    reader = FrameReader(MAX_FRAME)
+    try:
+        sock.sendall(encode_frame(Hello(version=1)) + encode_frame(Subscribe(1, "any", 0, 65536)))
+        fail = _next_of(sock, reader, Fail, 1)
+    finally:
+        sock.close()
+    assert isinstance(fail, Fail)
+    assert fail.error.kind == "bad_message"
+    assert fail.error.message.startswith("window messages must be between 1 and ")

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from phloem.client import AsyncClient, Client
 from phloem.config import parse_config
 from phloem.protocols.result import decode_result
 from tests.actors.planning.conftest import read_pids
-from tests.helpers import ROOT, DaemonProc, raises_kind, short_tmpdir
+from tests.helpers import ROOT, DaemonProc, raises_kind, running_daemon
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,13 +36,8 @@ readonly_tools = "phloem.examples.planning_report:ReadOnlyToolsExecutor"
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[DaemonProc]:
-    d = short_tmpdir()
-    config = d / "phloem.toml"
-    config.write_text(CONFIG)
-    proc = DaemonProc(d / "run" / "phloem.sock", config).wait_ready()
-    yield proc
-    proc.stop()
-    shutil.rmtree(d, ignore_errors=True)
+    with running_daemon(CONFIG) as daemon:
+        yield daemon
 
 
 @pytest.fixture
