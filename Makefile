@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test bench lint format clean
+.PHONY: install run test test-slow bench lint format clean
 
 install: $(STAMP)
 
@@ -19,6 +19,9 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
 
 bench: install
 	$(BIN)/python -m tests.perf

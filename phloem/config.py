@@ -6,7 +6,8 @@ and, where it can be found, the line.
 
 The core sections (daemon, supervision, logging, services) are declared here; each
 feature declares its own `Section` in its `settings.py` (`phloem.actors.planning.settings`,
-`phloem.actors.agents.settings`, ...) and this module gathers them into `Config`:
+`phloem.actors.agents.settings`, `phloem.tools.settings`, ...) and this module gathers them
+into `Config`:
 
     class Config(Section):
         ...
@@ -14,7 +15,10 @@ feature declares its own `Section` in its `settings.py` (`phloem.actors.planning
 
 Registries of trusted code (`[components]`, `[planning.planners]`, ...) map a name to a
 `module:attribute` path (`Components`); they are resolved with `load_component` only at
-start, never from a request.
+start, never from a request. `load_config(path, load_components=True)` (what `phloem
+daemon` and `phloem config check` do) also imports every one of them first, so a
+component that cannot be loaded is one `config_invalid` line naming the file, line, key
+path and cause, before anything starts.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
+import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.planning.settings import PlanningConfig
@@ -32,13 +37,17 @@ from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import is_secret_key
 from phloem.settings import (
+    COMPONENT_PATTERN,
     COMPONENT_RE,
+    ComponentError,
     Components,
     Section,
+    load_component,
     parse_toml,
     read_toml,
     section,
 )
+from phloem.tools.settings import ToolsConfig
 
 # --- named limits ------------------------------------------------------------------------
 
@@ -47,11 +56,15 @@ DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 MAX_FRAME_BYTES_RANGE = (1024, 64 * 1024 * 1024)
 DEFAULT_MAX_CONNECTIONS = 128
 MAX_CONNECTIONS_RANGE = (1, 10_000)
+# Connections accepted and not yet past their hello (they are not counted in
+# max_connections); one more drops the oldest of them.
+DEFAULT_MAX_PENDING_HANDSHAKES = 64
+MAX_PENDING_HANDSHAKES_RANGE = (1, 10_000)
 DEFAULT_MAX_INFLIGHT = 64
 MAX_INFLIGHT_RANGE = (1, 10_000)
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 MAX_REQUEST_TIMEOUT_S = 86_400.0
-DEFAULT_HANDSHAKE_TIMEOUT_S = 5.0
+DEFAULT_HANDSHAKE_TIMEOUT_S = 2.0
 DEFAULT_FRAME_TIMEOUT_S = 10.0
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 DEFAULT_MAX_OUTBOX_BYTES = 64 * 1024 * 1024
@@ -74,6 +87,10 @@ class DaemonConfig(Section):
     max_connections: Annotated[
         int, msgspec.Meta(ge=MAX_CONNECTIONS_RANGE[0], le=MAX_CONNECTIONS_RANGE[1])
     ] = DEFAULT_MAX_CONNECTIONS
+    max_pending_handshakes: Annotated[
+        int,
+        msgspec.Meta(ge=MAX_PENDING_HANDSHAKES_RANGE[0], le=MAX_PENDING_HANDSHAKES_RANGE[1]),
+    ] = DEFAULT_MAX_PENDING_HANDSHAKES
     max_inflight_per_connection: Annotated[
         int, msgspec.Meta(ge=MAX_INFLIGHT_RANGE[0], le=MAX_INFLIGHT_RANGE[1])
     ] = DEFAULT_MAX_INFLIGHT
@@ -135,8 +152,12 @@ class Config(Section):
     planning: PlanningConfig = section(PlanningConfig)
     # Agents and planner agents by name (`[agents]`, see phloem.actors.agents.settings).
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
+    # The coding tools' limits (`[tools]`, see phloem.tools.settings).
+    tools: ToolsConfig = section(ToolsConfig)
 
     def __post_init__(self) -> None:
+        if "\0" in self.daemon.socket:
+            raise ValueError("daemon.socket: the path contains a NUL character")
         path = self.daemon.socket_path()
         if len(os.fsencode(str(path))) > SOCKET_PATH_MAX_BYTES:
             raise ValueError(
@@ -257,12 +278,70 @@ def _bad_component_key(data: Any, path: str) -> str | None:
     return None
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Load a TOML file (None: all defaults)."""
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, load_components: bool = False
+) -> Config:
+    """Load a TOML file (None: all defaults); with `load_components`, also import every
+    component it names (`check_components`)."""
     if path is None:
-        return Config()
-    data, text = read_toml(path)
-    return decode_config(data, text, str(path))
+        config, text, source = Config(), "", ""
+    else:
+        data, text = read_toml(path)
+        source = str(path)
+        config = decode_config(data, text, source)
+    if load_components:
+        check_components(config, text, source)
+    return config
+
+
+def component_paths(config: Config) -> list[tuple[str, str]]:
+    """Every trusted `module:attribute` the config names, as (key path, component path),
+    found by type: every value declared a `ComponentPath`, in any section."""
+    found: list[tuple[str, str]] = []
+
+    def walk(info: Any, value: Any, where: str) -> None:
+        if isinstance(info, msgspec.inspect.Metadata):
+            walk(info.type, value, where)
+        elif isinstance(info, msgspec.inspect.StructType) and isinstance(value, info.cls):
+            for field in info.fields:
+                key = f"{where}.{field.encode_name}" if where else field.encode_name
+                walk(field.type, getattr(value, field.name), key)
+        elif isinstance(info, msgspec.inspect.DictType) and isinstance(value, dict):
+            for key, item in value.items():
+                walk(info.value_type, item, f"{where}.{key}")
+        elif isinstance(info, msgspec.inspect.ListType) and isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(info.item_type, item, f"{where}[{i}]")
+        elif isinstance(info, msgspec.inspect.UnionType):
+            for member in info.types:
+                walk(member, value, where)
+        elif (
+            isinstance(info, msgspec.inspect.StrType)
+            and info.pattern == COMPONENT_PATTERN
+            and isinstance(value, str)
+            and (where, value) not in found
+        ):
+            found.append((where, value))
+
+    walk(msgspec.inspect.type_info(type(config)), config, "")
+    return found
+
+
+def check_components(config: Config, text: str = "", source: str = "") -> None:
+    """Import every component `config` names (trusted code, as the daemon does at start);
+    the first that cannot be loaded is a `config_invalid` error naming the file and line
+    (when `text` and `source` are given), the key path, the component and the cause."""
+    for key, path in component_paths(config):
+        try:
+            load_component(path, what="")
+        except ComponentError as exc:
+            line = _find_line(text, key) if text else None
+            where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
+            raise PhloemError(
+                ErrorKind.CONFIG_INVALID,
+                f"{where}{key}: {exc.message}",
+                {"path": key, "line": line, "component": path},
+            ) from exc
 
 
 # --- display ----------------------------------------------------------------------------

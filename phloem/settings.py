@@ -5,7 +5,8 @@
 - `ComponentPath` / `Components`: a trusted `module:attribute` path, validated by shape.
 - `load_component(path)`: the only place in phloem that imports code named by the
   configuration. Nothing from a request, plan, model response or frame reaches it.
-- `read_toml(path)`: the one TOML file reader (size-limited, UTF-8, `config_invalid`).
+- `read_toml(path)`: the one TOML file reader (regular files only, a bounded read, UTF-8,
+  a nesting-depth guard, `config_invalid`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -25,6 +27,9 @@ S = TypeVar("S", bound="Section")
 
 CONFIG_FILE_MAX_BYTES = 1024 * 1024
 """Largest TOML file phloem reads."""
+
+MAX_CAUSE_CHARS = 300
+"""Longest cause (`Type: message`, on one line) a component error quotes."""
 
 COMPONENT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
 COMPONENT_RE = re.compile(COMPONENT_PATTERN)
@@ -53,8 +58,10 @@ def load_component(path: str, *, what: str = "component") -> Any:
     """Import the trusted `module:attribute` that the configuration names.
 
     Raises `ComponentError` (kind `config_invalid`) for a path of the wrong shape or one
-    that cannot be imported or resolved; the message names `what` and the path, and the
-    error type, never the imported module's own error text.
+    that cannot be imported or resolved, whatever the import raised (a module calling
+    `sys.exit()` included). The message is one line naming `what` (when given), the path
+    and the cause (`Type: message`, whitespace collapsed, at most `MAX_CAUSE_CHARS`);
+    `details` holds `path` and `cause` for callers that name the component their own way.
     """
     if not isinstance(path, str) or not COMPONENT_RE.match(path):
         raise ComponentError(
@@ -65,36 +72,76 @@ def load_component(path: str, *, what: str = "component") -> Any:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
+        cause = one_line(f"{type(exc).__name__}: {exc}".rstrip(": "), MAX_CAUSE_CHARS)
+        named = f"{what} {path!r}" if what else repr(path)
         raise ComponentError(
-            ErrorKind.CONFIG_INVALID, f"cannot load {what} {path!r}: {type(exc).__name__}: {exc}"
+            ErrorKind.CONFIG_INVALID,
+            f"cannot load {named}: {cause}",
+            {"path": path, "cause": cause},
         ) from exc
     return obj
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` with every run of whitespace (newlines included) as one space, cut to `limit`."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
     """Read a TOML file: its table and its text (for line numbers in later errors).
 
-    Raises `config_invalid` for a file that cannot be read, is larger than
-    `CONFIG_FILE_MAX_BYTES`, is not UTF-8 or is not TOML.
+    Raises `config_invalid` for a file that cannot be opened, is not a regular file (a
+    device, FIFO or directory: its `stat()` size says nothing), holds more than
+    `CONFIG_FILE_MAX_BYTES` (at most one byte more is ever read), is not UTF-8 or is not
+    TOML.
     """
     p = Path(path)
+    data = _read_regular_file(p, CONFIG_FILE_MAX_BYTES)
     try:
-        if p.stat().st_size > CONFIG_FILE_MAX_BYTES:
-            raise PhloemError(
-                ErrorKind.CONFIG_INVALID, f"{p}: larger than {CONFIG_FILE_MAX_BYTES} bytes"
-            )
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PhloemError(ErrorKind.CONFIG_INVALID, f"cannot read {p}: {exc.strerror}") from exc
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PhloemError(ErrorKind.CONFIG_INVALID, f"{p}: not UTF-8 text") from exc
     return parse_toml(text, str(p)), text
 
 
+def _read_regular_file(p: Path, limit: int) -> bytes:
+    """At most `limit` bytes of the regular file `p`; `config_invalid` otherwise."""
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer must not hang (ignored for files).
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"cannot read {p}: {exc.strerror}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PhloemError(ErrorKind.CONFIG_INVALID, f"{p}: not a regular file")
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 64 * 1024))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"cannot read {p}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if left <= 0:
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{p}: larger than {limit} bytes")
+    return b"".join(chunks)
+
+
 def parse_toml(text: str, source: str) -> dict[str, Any]:
-    """TOML text as a table; `config_invalid` naming `source` when it is not TOML."""
+    """TOML text as a table; `config_invalid` naming `source` when it is not TOML, or
+    nests too deeply for the parser, or holds a value Python refuses (an integer of more
+    than 4,300 digits)."""
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{source}: {exc}") from exc
+    except RecursionError:
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{source}: nested too deeply") from None
+    except ValueError as exc:  # TOMLDecodeError, and int() refusing a huge integer
+        reason = str(exc) if isinstance(exc, tomllib.TOMLDecodeError) else str(exc).split(";")[0]
+        message = f"{source}: {one_line(reason, MAX_CAUSE_CHARS)}"
+        raise PhloemError(ErrorKind.CONFIG_INVALID, message) from exc

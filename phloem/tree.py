@@ -43,11 +43,12 @@ from phloem.actors.streams import StreamHub
 from phloem.client.agents import AgentTreeMethods
 from phloem.config import Config, load_config
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
-from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, DaemonStatus
+from phloem.protocols.secrets import redact
+from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, TOO_DEEP, DaemonStatus
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditWindow, Subscription
 from phloem.supervision.handle import ChildHandle, ChildStartError
-from phloem.supervision.reasons import ExitReason, redact
+from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner, OwnerRegistry
 from phloem.supervision.snapshot import TreeSnapshot, tree_snapshot
 from phloem.supervision.spec import SupervisorSpec
@@ -338,6 +339,9 @@ class Tree(AgentTreeMethods):
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             respond(_error(ErrorKind.BAD_MESSAGE, f"{handle.name}: {exc}"))
             return
+        except RecursionError:
+            respond(_error(ErrorKind.BAD_MESSAGE, f"{handle.name}: {TOO_DEEP}"))
+            return
         if tell:
             call = Call(owner, message, _log_tell_outcome)
         else:
@@ -396,6 +400,9 @@ class Tree(AgentTreeMethods):
             message = handle.decode(_any_decoder.decode(body))
         except msgspec.DecodeError as exc:
             respond(_error(ErrorKind.BAD_MESSAGE, str(exc)))
+            return
+        except RecursionError:
+            respond(_error(ErrorKind.BAD_MESSAGE, f"{handle.name}: {TOO_DEEP}"))
             return
         except PhloemError as err:
             respond((False, err.to_value()))

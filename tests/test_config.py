@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import resource
+import shutil
+import subprocess
+import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -23,7 +29,7 @@ from phloem.config import (
 )
 from phloem.protocols.errors import PhloemError
 from phloem.settings import load_component
-from tests.helpers import ROOT
+from tests.helpers import PY, ROOT, short_tmpdir
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -56,6 +62,14 @@ def test_an_empty_file_or_no_file_gives_every_default() -> None:
         (
             "[daemon]\nmax_connections = 0\n",
             "f.toml:2: daemon.max_connections: expected `int` >= 1",
+        ),
+        (
+            "[daemon]\nmax_pending_handshakes = 0\n",
+            "f.toml:2: daemon.max_pending_handshakes: expected `int` >= 1",
+        ),
+        (
+            "[daemon]\nmax_pending_handshakes = 10001\n",
+            "f.toml:2: daemon.max_pending_handshakes: expected `int` <= 10000",
         ),
         ("[logging]\n\nlevle = 'info'\n", "f.toml:3: logging.levle: unknown key"),
         ("[bogus]\nx = 1\n", "f.toml:1: bogus: unknown key"),
@@ -184,3 +198,152 @@ def test_config_check_masks_keys_but_shows_env_var_names_and_token_counts() -> N
         },
         "x": {"access_token": MASK, "password": MASK},
     }
+
+
+# --- hostile config files: one line, exit 1, never a traceback, bounded reads ------------
+
+BROKEN_MODULE = "raise RuntimeError('broken at import\\nsecond line')\n"
+
+
+CHILD_ADDRESS_SPACE = 4 * 1024**3  # an unbounded read fails fast instead of eating the machine
+
+
+def _limit_memory(pid: int) -> None:
+    resource.prlimit(pid, resource.RLIMIT_AS, (CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE))
+
+
+def _bad_config(tmp: Path, case: str) -> tuple[str, list[str]]:
+    """A hostile config for `case`: its path and what the one error line must contain."""
+    (tmp / "brokenmod.py").write_text(BROKEN_MODULE)
+    path = tmp / f"{case}.toml"
+    if case == "deep_arrays":
+        path.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+        return str(path), [str(path), "nested too deeply"]
+    if case == "deep_tables":
+        path.write_text("a = " + "{b = " * 5000 + "1" + "}" * 5000 + "\n")
+        return str(path), [str(path), "nested too deeply"]
+    if case == "huge_integer":
+        path.write_text("[daemon]\nmax_connections = " + "9" * 5000 + "\n")
+        return str(path), [str(path)]
+    if case == "dev_zero":
+        return "/dev/zero", ["/dev/zero", "not a regular file"]
+    if case == "fifo":
+        os.mkfifo(tmp / "fifo")
+        return str(tmp / "fifo"), [str(tmp / "fifo"), "not a regular file"]
+    if case == "directory":
+        return str(tmp), [str(tmp), "not a regular file"]
+    if case == "service_raises":
+        path.write_text("[services.extra]\nbad = 'brokenmod:Service'\n")
+        where = f"{path}:2: services.extra.bad"
+        return str(path), [where, "'brokenmod:Service'", "RuntimeError: broken at import"]
+    if case == "function_agent_raises":
+        path.write_text("[agents.functions.summarise]\nfn = 'brokenmod:summarise'\n")
+        where = f"{path}:2: agents.functions.summarise.fn"
+        return str(path), [where, "'brokenmod:summarise'", "RuntimeError: broken at import"]
+    if case == "missing_attribute":
+        path.write_text("[planning.planners]\nreport = 'json:NoSuchPlanner'\n")
+        where = f"{path}:2: planning.planners.report"
+        return str(path), [where, "'json:NoSuchPlanner'", "AttributeError"]
+    raise AssertionError(case)
+
+
+BAD_CONFIG_CASES = [
+    "deep_arrays",
+    "deep_tables",
+    "huge_integer",
+    "dev_zero",
+    "fifo",
+    "directory",
+    "service_raises",
+    "function_agent_raises",
+    "missing_attribute",
+]
+
+
+BAD_CONFIG_COMMANDS = ["config check", "daemon"]
+RUN_TIMEOUT_S = 30.0
+
+Run = tuple[int, str, list[str], Path]  # exit code, stderr, wanted parts, socket path
+
+
+@pytest.fixture(scope="module")
+def bad_config_runs() -> Iterator[dict[tuple[str, str], Run]]:
+    """Every (case, command) run at once as `python -m phloem ...` subprocesses."""
+    root = short_tmpdir()
+    started = {}
+    for case in BAD_CONFIG_CASES:
+        tmp = root / case
+        tmp.mkdir()
+        config, wanted = _bad_config(tmp, case)
+        for command in BAD_CONFIG_COMMANDS:
+            sock = tmp / f"{command.split()[0]}.sock"
+            args = [*command.split(), "--config", config, "--socket", str(sock)]
+            proc = subprocess.Popen(
+                [PY, "-m", "phloem", *args],
+                cwd=ROOT,
+                env=dict(os.environ, PYTHONPATH=f"{tmp}{os.pathsep}{ROOT}"),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _limit_memory(proc.pid)  # long before the interpreter reads any config
+            started[case, command] = (proc, wanted, sock)
+    runs: dict[tuple[str, str], Run] = {}
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    for key, (proc, wanted, sock) in started.items():
+        try:
+            _, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+            stderr = f"(did not finish in {RUN_TIMEOUT_S} s) {stderr}"
+        runs[key] = (proc.returncode, stderr, wanted, sock)
+    yield runs
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("command", BAD_CONFIG_COMMANDS)
+@pytest.mark.parametrize("case", BAD_CONFIG_CASES)
+def test_a_bad_config_is_one_line_exit_1_and_never_a_traceback(
+    bad_config_runs: dict[tuple[str, str], Run], case: str, command: str
+) -> None:
+    code, stderr, wanted, sock = bad_config_runs[case, command]
+    assert "Traceback" not in stderr, stderr
+    assert code == 1, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("phloem: ") and lines[0].endswith(" [config_invalid]"), lines[0]
+    for part in wanted:
+        assert part in lines[0], (part, lines[0])
+    assert not sock.exists()
+
+
+def test_a_config_read_is_bounded_whatever_stat_says(tmp_path: Path) -> None:
+    from phloem.settings import CONFIG_FILE_MAX_BYTES, read_toml
+
+    os.mkfifo(tmp_path / "fifo")  # no writer: opening it for reading would block
+    with pytest.raises(PhloemError) as err:
+        read_toml(tmp_path / "fifo")
+    assert err.value.kind == "config_invalid" and "not a regular file" in err.value.message
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * (CONFIG_FILE_MAX_BYTES + 1))
+    with pytest.raises(PhloemError) as err:
+        read_toml(big)
+    assert f"larger than {CONFIG_FILE_MAX_BYTES} bytes" in err.value.message
+
+
+def test_a_component_error_is_one_line_naming_the_component_and_its_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "exitmod.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "brokenmod2.py").write_text(BROKEN_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PhloemError) as err:
+        load_component("brokenmod2:thing", what="service 'x'")
+    assert err.value.message == (
+        "cannot load service 'x' 'brokenmod2:thing': RuntimeError: broken at import second line"
+    )
+    with pytest.raises(PhloemError) as err:  # a module that exits is an error, not an exit
+        load_component("exitmod:thing")
+    assert err.value.kind == "config_invalid" and "SystemExit: 3" in err.value.message

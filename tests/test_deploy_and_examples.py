@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
+import phloem
 from phloem.examples import run_all
-from tests.helpers import ROOT
+from tests.helpers import PY, ROOT, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,6 +70,79 @@ def test_a_failing_example_makes_run_all_exit_non_zero(
     assert code == 1
     assert "FAILED [RuntimeError]: example broke" in out
     assert "daemon stopped cleanly; 1 of 1 examples failed" in out
+
+
+# The real runner with a step that never ends, so it can be interrupted mid-way.
+_INTERRUPTIBLE_RUNNER = """
+import sys, time
+from phloem.examples import run_all
+
+def forever(client):
+    for i in range(1_000_000):
+        print(f"tick {i}", flush=True)
+        time.sleep(0.02)
+
+run_all.STEPS = [run_all.Step("echo", run_all._echo), run_all.Step("forever", forever)]
+run_all.EXAMPLE_MODULES = []
+sys.exit(run_all.main(sys.argv[1:]))
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("how", "code"),
+    [
+        ("SIGTERM", 128 + signal.SIGTERM),
+        ("SIGINT", 128 + signal.SIGINT),
+        ("SIGHUP", 128 + signal.SIGHUP),
+        ("stdout closed", 128 + signal.SIGPIPE),
+    ],
+)
+def test_an_interrupted_run_all_stops_the_daemon_it_started(
+    tmp_short: Path, how: str, code: int
+) -> None:
+    sock = tmp_short / "r.sock"
+    config = str(ROOT / "conf" / "phloem.toml")
+    runner = subprocess.Popen(
+        [PY, "-c", _INTERRUPTIBLE_RUNNER, "--config", config, "--socket", str(sock)],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    daemon_pid = None
+    try:
+        assert runner.stdout is not None and runner.stderr is not None
+        for line in runner.stdout:
+            if line.startswith("tick 3"):
+                break
+        else:
+            pytest.fail(f"the runner ended early: {runner.stderr.read()}")
+        with phloem.Client.connect(sock) as client:
+            daemon_pid = client.status().pid
+        if how == "stdout closed":  # `make run | head`: the reader goes away
+            runner.stdout.close()
+        else:
+            runner.send_signal(getattr(signal, how))
+        returncode = runner.wait(40)
+        stderr = runner.stderr.read()
+        wait_until(lambda: not _running(daemon_pid), 5, f"(the daemon is still running) {stderr}")
+        assert not sock.exists()
+        assert returncode == code, stderr
+        assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(10)
+        if daemon_pid is not None and _running(daemon_pid):
+            os.kill(daemon_pid, signal.SIGKILL)
 
 
 def test_the_makefile_run_target_runs_the_examples() -> None:

@@ -37,7 +37,7 @@ KIND_ARG = {
     "_fail": 0,  # daemon/connection.py
     "_Stop": 0,  # models/oneshot.py
     "error_frame": 0,  # protocols/wire.py
-    "refuse": 1,  # daemon/connection.py
+    "refuse": 1,  # daemon/handshake.py (Handshakes.refuse)
 }
 KIND_ARG_METHODS = {"error_event": 1}
 ERROR_NAMES = frozenset({"err", "exc", "error", "e"})  # `err.kind == "..."` tests

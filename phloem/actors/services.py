@@ -45,8 +45,8 @@ import structlog
 
 from phloem.actors.streams import StreamHub, Topic
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor
-from phloem.supervision.reasons import redact
 from phloem.supervision.refs import Owner, OwnerRegistry
 from phloem.supervision.spec import ChildSpec
 
@@ -104,7 +104,9 @@ class Call:
         """Send the reply (encoded as msgpack); False if the call was already answered."""
         try:
             body = _encoder.encode(value)
-        except (TypeError, msgspec.EncodeError) as exc:
+        except (TypeError, msgspec.EncodeError, RecursionError) as exc:
+            # RecursionError: a reply nested too deeply, e.g. a request echoed from a
+            # thread with less stack to spare than the one that decoded it
             return self.fail(PhloemError(ErrorKind.ACTOR_ERROR, f"reply is not encodable: {exc}"))
         return self._finish((True, body))
 
@@ -270,7 +272,7 @@ def registered_services() -> list[Service]:
 
 def configured_services(config: Config) -> list[Service]:
     """The services a tree with `config` starts: built-ins minus `disabled`, plus `extra`."""
-    from phloem.settings import load_component
+    from phloem.settings import ComponentError, load_component
 
     services = [s for s in registered_services() if s.name not in config.services.disabled]
     known = {s.name for s in registered_services()} | set(config.services.extra)
@@ -283,7 +285,10 @@ def configured_services(config: Config) -> list[Service]:
         if name in config.services.disabled:
             continue
         _check_name(name)
-        target = load_component(path, what=f"service {name!r}")
+        try:
+            target = load_component(path, what="service")
+        except ComponentError as exc:
+            raise ComponentError(exc.kind, f"services.extra.{name}: {exc.message}") from exc
         if isinstance(target, type) and issubclass(target, ServiceActor):
             factory = service_factory(target)
         elif callable(target):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import psutil
 
 from phloem.limits import RangeError, RangeTypeError, check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -19,6 +21,9 @@ from phloem.cli.render import render_status, render_table, render_tree
 
 DEFAULT_TOP_INTERVAL_S = 1.0
 TOP_INTERVAL_RANGE = (0.05, 3600.0)
+DEFAULT_STOP_TIMEOUT_S = 30.0
+STOP_TIMEOUT_RANGE = (0.0, 86_400.0)
+STOP_POLL_S = 0.02
 
 
 def add_cli(commands: Commands) -> None:
@@ -40,24 +45,33 @@ def add_cli(commands: Commands) -> None:
     send.add_argument("--timeout", type=float, default=None, help="seconds to wait")
     send.add_argument("--tell", action="store_true", help="queue it, do not wait for a reply")
     stop = commands.add("stop", "stop the daemon gracefully", _cmd_stop)
-    stop.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for exit")
+    stop.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_STOP_TIMEOUT_S,
+        help="seconds to wait for the daemon's process to exit (else exit code 1)",
+    )
 
 
 def _cmd_daemon(ctx: CommandContext) -> int:
     from phloem.config import load_config
     from phloem.daemon.server import run
 
-    config = load_config(ctx.args.config)
+    config = load_config(ctx.args.config, load_components=True)
     if ctx.args.socket:
         config.daemon.socket = ctx.args.socket
-        config = msgspec.convert(msgspec.to_builtins(config), type(config))
+        try:
+            config = msgspec.convert(msgspec.to_builtins(config), type(config))
+        except msgspec.ValidationError as exc:
+            reason = str(exc).split(" - at ")[0].removeprefix("daemon.socket: ")
+            raise UsageError(f"--socket: {reason}") from None
     return run(config)
 
 
 def _cmd_config_check(ctx: CommandContext) -> int:
     from phloem.config import load_config, resolved, to_toml
 
-    config = load_config(ctx.args.config)
+    config = load_config(ctx.args.config, load_components=True)
     data = resolved(config)
     ctx.emit(data, text=to_toml(data))
     return EXIT_OK
@@ -124,14 +138,56 @@ def _cmd_send(ctx: CommandContext) -> int:
 
 
 def _cmd_stop(ctx: CommandContext) -> int:
-    from phloem.client.socket import SocketTransport
-
+    """Ask the daemon to stop, then wait for its process to exit: "stopped" is said only
+    once the pid (read from `status()` before asking) is gone; otherwise exit 1."""
+    timeout = ctx.args.timeout
+    try:
+        check_range("timeout", timeout, *STOP_TIMEOUT_RANGE, integer=False)
+    except (RangeError, RangeTypeError) as exc:
+        raise UsageError(exc.message) from None
     with ctx.client() as client:
         pid = client.status().pid
+        process = _local_process(pid)
         client.stop_daemon()
-        transport = client.transport
-        stopped = isinstance(transport, SocketTransport) and transport.wait_closed(ctx.args.timeout)
-    if not stopped:
-        raise PhloemError(ErrorKind.TIMEOUT, f"the daemon (pid {pid}) did not stop in time")
+    if process is None:
+        raise PhloemError(
+            ErrorKind.UNSUPPORTED,
+            f"asked the daemon (pid {pid}) to stop, but no such process is visible from"
+            " here (another pid namespace?), so its exit cannot be confirmed",
+        )
+    if not _wait_exit(process, timeout):
+        raise PhloemError(
+            ErrorKind.TIMEOUT,
+            f"the daemon (pid {pid}) did not exit within {timeout:g} s of being asked to stop",
+        )
     ctx.emit({"stopped": True, "pid": pid}, text=f"phloem daemon (pid {pid}) stopped")
     return EXIT_OK
+
+
+def _local_process(pid: int) -> psutil.Process | None:
+    """The daemon's process as seen from here (its start time guards against pid reuse)."""
+    try:
+        return psutil.Process(pid)
+    except (psutil.NoSuchProcess, ValueError):
+        return None
+
+
+def _exited(process: psutil.Process) -> bool:
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # ZombieProcess included
+        return True
+    except psutil.AccessDenied:
+        return False
+
+
+def _wait_exit(process: psutil.Process, timeout: float) -> bool:
+    """Poll until `process` has exited (a zombie counts: it is only waiting to be reaped);
+    False if it is still running after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not _exited(process):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(STOP_POLL_S, left))
+    return True

@@ -51,6 +51,15 @@ def _where(node: Any) -> str:
     return f"thread {node.thread}" if node.thread else "-"
 
 
+def _tree_memory(node: Any) -> str:
+    """`tree 52.1 MiB in 4 procs / cap 200.0 MiB (rss watchdog)` for a capped process."""
+    cap = human_bytes(node.rss_cap_bytes)
+    if node.tree_rss_bytes is None:
+        return f"tree cap {cap} (rss watchdog)"
+    n = node.tree_processes or 1
+    return f"tree {human_bytes(node.tree_rss_bytes)} in {n} procs / cap {cap} (rss watchdog)"
+
+
 def render_tree(snap: Any) -> str:
     lines: list[str] = []
 
@@ -66,6 +75,8 @@ def render_tree(snap: Any) -> str:
             parts.append(f"credit {node.credit_in_use}")
         if node.rss_bytes is not None:
             parts.append(human_bytes(node.rss_bytes))
+        if node.rss_cap_bytes is not None:
+            parts.append(_tree_memory(node))
         return "  ".join(parts)
 
     def walk(node: Any, prefix: str, last: bool, top: bool) -> None:

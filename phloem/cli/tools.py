@@ -2,12 +2,13 @@
 
     phloem tool list [--json]
     phloem tool schema NAME
-    phloem tool run NAME JSON [--root DIR] [--session ID]
+    phloem tool run NAME JSON [--root DIR] [--session ID] [--config FILE]
 
 These run in the CLI process (no daemon needed). `run` works on the workspace root
 (default: the current directory) and prints the result as JSON; it exits 1 when the tool
-returned a failure value, 2 on usage errors. `add_cli(commands)` plugs them into the
-main `phloem` command.
+returned a failure value, 2 on usage errors. With `--config` the tools take the file's
+`[tools]` limits (bash's memory cap); without it, the defaults. `add_cli(commands)` plugs
+them into the main `phloem` command.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ def _run(ctx: CommandContext) -> int:
     root = Path(ctx.args.root)
     if not root.is_dir():
         raise UsageError(f"root is not a directory: {root}")
-    result = run_tool(ctx.args.name, arguments, root, session=ctx.args.session)
+    registry = None
+    if getattr(ctx.args, "config", None):  # the `[tools]` limits, e.g. bash's memory cap
+        from phloem.config import load_config
+
+        registry = default_registry(load_config(ctx.args.config).tools)
+    result = run_tool(ctx.args.name, arguments, root, session=ctx.args.session, registry=registry)
     _print(ctx, result)
     return EXIT_ERROR if is_failure(result) else EXIT_OK

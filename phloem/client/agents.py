@@ -1,10 +1,12 @@
 """Agent methods of `phloem.Client` and `phloem.Tree`.
 
 `AgentClientMethods` is a `ClientBase` mixin: `list_agents`, `plan_agent`,
-`start_agent_run`, `cancel_agent_run` and `run_agent` (start, follow the event stream
-under credit, return the `AgentRun`). `AgentTreeMethods` adds `register_agent(agent)`
-and `run_agent(name_or_agent, ...)` to an embedded tree; agents registered in code live
-only in that process (a daemon's agents come from its config).
+`start_agent_run`, `cancel_agent_run`, `follow_agent_run` and `run_agent` (start, follow
+the event stream under credit, return the `AgentRun`). `AgentTreeMethods` adds
+`register_agent(agent)` and `run_agent(name_or_agent, ...)` to an embedded tree: a name
+runs the registered agent, an `Agent` object runs that object without registering it.
+Agents registered in code live only in that process (a daemon's agents come from its
+config).
 """
 
 from __future__ import annotations
@@ -122,6 +124,17 @@ class AgentClientMethods(ClientBase):
         """Run agent `name` to its end; `on_event` sees each event as it arrives."""
         _check_name(name)
         started = self.start_agent_run(name, input=input, state=state)
+        return self.follow_agent_run(started, on_event=on_event, window=window, timeout=timeout)
+
+    def follow_agent_run(
+        self,
+        started: AgentRunStarted,
+        *,
+        on_event: Callable[[Event], None] | None = None,
+        window: CreditWindow | None = None,
+        timeout: float = DEFAULT_RUN_TIMEOUT_S,
+    ) -> AgentRun:
+        """Follow a started run's stream to its end; `on_event` sees each event."""
         stream = self.subscribe(
             started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
         )
@@ -164,13 +177,30 @@ class AgentTreeMethods:
         state: Mapping[str, Any] | None = None,
         on_event: Callable[[Event], None] | None = None,
     ) -> AgentRun:
-        """Run an agent (registered name, or an `Agent`, registered first) to its end."""
-        if isinstance(agent, Agent):
-            AgentTreeMethods.register_agent(self, agent)
-            agent = agent.name
+        """Run an agent to its end: the one registered under a name, or an `Agent` object
+        itself (not registered: build one per invocation, or share one between runs —
+        each run has its own session, state and invocation ids)."""
+        from phloem.client.local import LocalTransport
+
         client = self.client("run_agent")
         try:
-            run: AgentRun = client.run_agent(agent, input=input, state=state, on_event=on_event)
+            if not isinstance(agent, Agent):
+                run: AgentRun = client.run_agent(agent, input=input, state=state, on_event=on_event)
+                return run
+            from phloem.actors.agents.service import start_object_message
+
+            transport = client.transport
+            assert isinstance(transport, LocalTransport)
+            # Through msgpack, as a named run's request is: the same checks, and the run
+            # gets its own copy of `state`.
+            request = msgspec.msgpack.decode(
+                msgspec.msgpack.encode(StartAgentRun(agent.name, input, dict(state or {}))),
+                type=StartAgentRun,
+            )
+            started: AgentRunStarted = self.resolve(SERVICE).ask(
+                start_object_message(agent, transport.owner, request.input, request.state)
+            )
+            run = client.follow_agent_run(started, on_event=on_event)
             return run
         finally:
             client.close()
@@ -231,6 +261,19 @@ class AsyncAgentMethods(AsyncClientBase):
         sees each event as it arrives; `timeout` bounds the wait for each stream item."""
         _check_name(name)
         started = await self.start_agent_run(name, input=input, state=state)
+        return await self.follow_agent_run(
+            started, on_event=on_event, window=window, timeout=timeout
+        )
+
+    async def follow_agent_run(
+        self,
+        started: AgentRunStarted,
+        *,
+        on_event: Callable[[Event], Awaitable[None] | None] | None = None,
+        window: CreditWindow | None = None,
+        timeout: float = DEFAULT_RUN_TIMEOUT_S,
+    ) -> AgentRun:
+        """Follow a started run's stream to its end; `on_event` sees each event."""
         stream = await self.subscribe(
             started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
         )

@@ -48,6 +48,8 @@ def decode_as(data: bytes, type_: Any) -> Any:
         raise PhloemError(
             ErrorKind.BAD_MESSAGE, f"reply does not match the expected type: {exc}"
         ) from exc
+    except RecursionError:
+        raise PhloemError(ErrorKind.BAD_MESSAGE, "reply nested too deeply to decode") from None
 
 
 class StreamSource(Protocol):

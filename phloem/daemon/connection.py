@@ -1,7 +1,8 @@
-"""One client connection: a reader thread that decodes frames and routes them through the
-tree, and replies written straight to the socket or queued (bounded by
-`max_outbox_bytes`) for a writer thread. A bad frame gets one error frame and closes that
-connection only. When a connection ends, everything its owner held is cancelled."""
+"""One client connection past its hello (`phloem.daemon.handshake` reads the hello): a
+reader thread that decodes frames and routes them through the tree, and replies written
+straight to the socket or queued (bounded by `max_outbox_bytes`) for a writer thread. A
+bad frame gets one error frame and closes that connection only. When a connection ends,
+everything its owner held is cancelled."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from phloem.protocols.wire import (
     HEADER_BYTES,
     NIL,
     PROTOCOL_VERSION,
-    SUPPORTED_VERSIONS,
     Ask,
+    BadRequest,
     Credit,
     Event,
     Fail,
@@ -70,14 +71,21 @@ class _Closed(Exception):
 class Connection:
     """One client connection: an owner, a reader thread and a bounded outbox."""
 
-    def __init__(self, server: Server, sock: socket.socket, peer: tuple[int, int, int]) -> None:
+    def __init__(
+        self,
+        server: Server,
+        sock: socket.socket,
+        peer: tuple[int, int, int],
+        frames: FrameReader,
+    ) -> None:
+        """`sock` (blocking) has said hello; `frames` holds what was read past it."""
         self.server = server
         self.sock = sock
         self.peer_pid, self.peer_uid, _ = peer
         self.owner = Owner.connection(f"pid={self.peer_pid} uid={self.peer_uid}")
         cfg = server.config.daemon
         self.max_frame_bytes = cfg.max_frame_bytes
-        self._frames = FrameReader(cfg.max_frame_bytes)
+        self._frames = frames
         self._ready: deque[bytes] = deque()
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN)
@@ -96,6 +104,7 @@ class Connection:
         self._draining = False  # the peer stopped sending; waiting for in-flight replies
         self._subs: dict[int, tuple[CreditStream[bytes], Subscription]] = {}
         self._sub_ids = itertools.count(1)
+        self._bad_requests = 0  # requests refused for their own id (nested too deeply)
         self.thread = threading.Thread(
             target=self._run, name=f"phloem-conn-{self.peer_pid}", daemon=True
         )
@@ -179,7 +188,8 @@ class Connection:
 
     # -- reading -------------------------------------------------------------------------
 
-    def _next_frame(self, deadline: float | None) -> bytes:
+    def _next_frame(self) -> bytes:
+        deadline: float | None = None
         while not self._ready:
             self._frames.check()
             if deadline is None and self._frames.partial:
@@ -244,26 +254,13 @@ class Connection:
             self.sock.close()
         else:
             close_gently(self.sock)
+        if self._bad_requests:
+            log.warning("requests_too_deep", owner=self.owner.id, count=self._bad_requests)
         self.server._forget(self)
         log.debug("connection_closed", owner=self.owner.id)
 
     def _serve(self) -> None:
         cfg = self.server.config.daemon
-        try:
-            first = self._next_frame(time.monotonic() + cfg.handshake_timeout_s)
-        except PhloemError as err:
-            if err.kind == ErrorKind.TIMEOUT:
-                raise PhloemError(ErrorKind.TIMEOUT, "no hello within handshake_timeout_s") from err
-            raise
-        hello = decode_client(first)
-        if not isinstance(hello, Hello):
-            raise PhloemError(ErrorKind.BAD_FRAME, "the first frame must be a hello")
-        if hello.version not in SUPPORTED_VERSIONS:
-            raise PhloemError(
-                ErrorKind.UNSUPPORTED_VERSION,
-                f"protocol version {hello.version} is not supported "
-                f"(supported: {sorted(SUPPORTED_VERSIONS)})",
-            )
         self.send_frame(
             encode_frame(
                 Welcome(
@@ -276,8 +273,15 @@ class Connection:
                 )
             )
         )
+        self._ready.extend(self._frames.frames())  # read along with the hello
         while True:
-            message = decode_client(self._next_frame(None))
+            frame = self._next_frame()
+            try:
+                message = decode_client(frame)
+            except BadRequest as bad:  # that request only; counted, logged once at the end
+                self._bad_requests += 1
+                self._fail(bad.kind, bad.message, bad.request_id)
+                continue
             self._handle(message)
 
     def _handle(self, message: Any) -> None:
@@ -410,18 +414,6 @@ class Connection:
         with self._lock:
             if sub.attached:
                 self._subs[sub_id] = (stream, sub)
-
-
-def refuse(sock: socket.socket, kind: str, message: str) -> None:
-    """Send one error frame and close, on a short-lived thread (never blocks accepting)."""
-
-    def run() -> None:
-        with contextlib.suppress(OSError):
-            sock.settimeout(CLOSE_FLUSH_TIMEOUT_S)
-            sock.sendall(encode_frame(Fail(None, ErrorValue(kind=kind, message=message))))
-        close_gently(sock)
-
-    threading.Thread(target=run, name="phloem-refuse", daemon=True).start()
 
 
 def close_gently(sock: socket.socket) -> None:

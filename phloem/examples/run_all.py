@@ -5,20 +5,30 @@ something JSON-able to print. Feature modules add their examples by listing a mo
 `EXAMPLE_MODULES` that defines `steps() -> list[Step]`. Any failing step (or a daemon that
 does not start or stop cleanly) makes the exit code non-zero.
 
+The daemon it starts is stopped on every way out: the normal end, a failure, Ctrl-C
+(SIGINT), SIGTERM, SIGHUP, and a closed stdout (`make run | head`). A signal first tells
+the daemon to stop (SIGTERM), then unwinds the runner, which waits for the daemon to exit
+(`STOP_TIMEOUT_S`, then SIGKILL); the exit code is then 128 + the signal's number (141,
+as for SIGPIPE, when stdout was closed).
+
     python -m phloem.examples.run_all --config conf/phloem.toml [--socket PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import msgspec
@@ -30,6 +40,7 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+INTERRUPTING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,14 @@ def _show(value: Any) -> str:
     return json.dumps(msgspec.to_builtins(value), indent=2, default=str)
 
 
+class _Interrupted(BaseException):
+    """A signal ended the run (raised in the main thread by the signal handler)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class _Daemon:
     """The daemon subprocess, started and waited for through its JSON log lines."""
 
@@ -116,25 +135,108 @@ class _Daemon:
     def wait_ready(self) -> bool:
         return self._ready.wait(READY_TIMEOUT_S) and self.proc.poll() is None
 
+    def signal_stop(self) -> None:
+        """SIGTERM to the daemon unless it has been reaped (safe in a signal handler: no
+        locks, so never `Popen.send_signal`)."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(OSError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+
+    def stop(self) -> None:
+        """Make sure the daemon is gone: SIGTERM (a clean stop: services stopped, socket
+        removed), then SIGKILL after `STOP_TIMEOUT_S` or on a second interruption."""
+        if self.proc.poll() is not None:
+            return
+        self.signal_stop()
+        try:
+            self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            print("run_all: the daemon did not stop in time; killing it", file=sys.stderr)
+            self.proc.kill()
+            self.proc.wait()
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+
+@contextlib.contextmanager
+def _interruptible(daemon: list[_Daemon]) -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP tell the daemon (once started) to stop, then raise
+    `_Interrupted` in the main thread so every `finally` runs."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        for d in daemon:
+            d.signal_stop()
+        raise _Interrupted(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    previous = {sig: signal.signal(sig, on_signal) for sig in INTERRUPTING_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _silence_stdout() -> None:
+    """stdout's reader is gone: point it at /dev/null so nothing more (not even the flush
+    at exit) fails on it."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="phloem.examples.run_all", description=__doc__)
     parser.add_argument("--config", default="conf/phloem.toml", help="daemon config file")
     parser.add_argument("--socket", default=None, help="override the config's socket path")
     args = parser.parse_args(argv)
+    started: list[_Daemon] = []
     try:
-        config = load_config(args.config)
+        with _interruptible(started):
+            return _run(args.config, args.socket, started)
+    except _Interrupted as exc:
+        _note(f"run_all: {signal.Signals(exc.signum).name}; the daemon was stopped")
+        return 128 + exc.signum
+    except KeyboardInterrupt:  # SIGINT before our handler was in place
+        return 128 + signal.SIGINT
+    except BrokenPipeError:
+        _silence_stdout()
+        _note("run_all: stdout was closed; the daemon was stopped")
+        return 128 + signal.SIGPIPE
+
+
+def _note(text: str) -> None:
+    """A line on stderr, if stderr can still take one."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
+
+
+def _run(config_path: str, socket_arg: str | None, started: list[_Daemon]) -> int:
+    try:
+        config = load_config(config_path)
     except PhloemError as err:
         print(f"run_all: {err.message}", file=sys.stderr)
         return 1
-    socket = Path(args.socket) if args.socket else config.daemon.socket_path()
-    print(f"== starting phloem daemon on {socket} ({args.config})", flush=True)
-    daemon = _Daemon(Path(args.config), socket)
+    socket = Path(socket_arg) if socket_arg else config.daemon.socket_path()
+    print(f"== starting phloem daemon on {socket} ({config_path})", flush=True)
+    daemon = _Daemon(Path(config_path), socket)
+    started.append(daemon)
+    try:
+        return _drive(daemon, socket)
+    finally:
+        daemon.stop()  # a no-op after a clean stop; otherwise no daemon is left behind
+
+
+def _drive(daemon: _Daemon, socket: Path) -> int:
     if not daemon.wait_ready():
         print("run_all: the daemon did not start:\n" + "".join(daemon.log), file=sys.stderr)
-        if daemon.proc.poll() is None:
-            daemon.proc.kill()
         return 1
+    print(f"== phloem daemon (pid {daemon.proc.pid}) ready", flush=True)
     failures = 0
     try:
         with phloem.Client.connect(socket) as client:
@@ -142,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"\n== {step.name}", flush=True)
                 try:
                     print(_show(step.run(client)), flush=True)
+                except BrokenPipeError:
+                    raise
                 except Exception as exc:  # a failed example is reported, the rest still run
                     failures += 1
                     kind = exc.kind if isinstance(exc, PhloemError) else type(exc).__name__
@@ -151,11 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = daemon.proc.wait(STOP_TIMEOUT_S)
     except PhloemError as err:
         print(f"run_all: {err.message} [{err.kind}]", file=sys.stderr)
-        daemon.proc.terminate()
-        daemon.proc.wait(STOP_TIMEOUT_S)
         return 1
     except subprocess.TimeoutExpired:
-        print("run_all: the daemon did not stop in time", file=sys.stderr)
+        print("run_all: the daemon did not stop in time; killing it", file=sys.stderr)
         daemon.proc.kill()
         return 1
     if code != 0:

@@ -30,6 +30,7 @@ import structlog
 from phloem.limits import RangeError, RangeTypeError, check_range, format_number
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.model import ModelError, ResponseTooLarge
+from phloem.protocols.secrets import redact
 from phloem.protocols.sse import SseDecoder
 
 log = structlog.get_logger(__name__)
@@ -338,9 +339,8 @@ class HttpTransport:
         return any(s in text or text in s for s in self._secrets)
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[REDACTED]")
-        return text
+        """`text` without this provider's secrets (and anything credential-shaped)."""
+        return redact(text, self._secrets)
 
     def _decoder(self, resp: httpx.Response) -> Any:
         encoding = resp.headers.get("content-encoding", "identity").strip().lower()

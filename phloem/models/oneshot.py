@@ -10,8 +10,8 @@ response order, metadata) is always returned; `result.error` says why it stopped
 Tools follow the one tool contract (`phloem.tools.contract`): `Tool`s (`FunctionTool`, or
 coding tools given a `tool_context`) and plain callables. A call's arguments are validated
 against the tool's schema first; failure values (`arguments`, `unknown_tool`, the tool's
-own codes) go back to the model like any result; a tool that raises ends the run with
-`tool_panic`.
+own codes) go back to the model like any result; a tool that raised (`Tool.run` answers
+the failure value `exception`) ends the run with `tool_panic`.
 
 `probe(model)` checks that a model can make a tool call: one non-streaming request forcing
 a call of the inert `phloem_ping` tool with a fixed marker. Only a call whose arguments
@@ -54,6 +54,8 @@ from phloem.tools.contract import (
     ToolContext,
     as_tool,
     object_schema,
+    raised,
+    raised_type,
     unknown_tool,
     validate_arguments,
 )
@@ -276,11 +278,13 @@ class _Run:
         self.check_cancel()
         try:
             result = tool.run(dict(call.args), self.tool_context)
-        except Exception as exc:
-            log.warning("oneshot_tool_panic", tool=call.name, error_type=type(exc).__name__)
-            raise _Stop(
-                ErrorKind.TOOL_PANIC, f"tool {call.name!r} raised {type(exc).__name__}"
-            ) from None
+        except Exception as exc:  # a Tool that overrides run() and lets one out
+            result = raised(call.name, exc)
+        error_type = raised_type(result)
+        if error_type is not None:
+            log.warning("oneshot_tool_panic", tool=call.name, error_type=error_type)
+            what = f" {error_type}" if error_type else ""
+            raise _Stop(ErrorKind.TOOL_PANIC, f"tool {call.name!r} raised{what}")
         try:
             msgspec.json.encode(result)
         except (TypeError, ValueError, OverflowError, msgspec.EncodeError):

@@ -31,6 +31,8 @@ from typing import Any
 
 import msgspec
 
+from phloem.protocols.secrets import redact, redact_value
+
 
 @enum.unique
 class ErrorKind(enum.StrEnum):
@@ -67,7 +69,10 @@ class ErrorKind(enum.StrEnum):
     NOPROC = "noproc", "the target is not running, or stopped before replying"
     ACTOR_ERROR = "actor_error", "the handler raised something that is not a PhloemError"
     PERMISSION_DENIED = "permission_denied", "the peer may not use this daemon socket"
-    TOO_MANY_CONNECTIONS = "too_many_connections", "the daemon's max_connections is reached"
+    TOO_MANY_CONNECTIONS = (
+        "too_many_connections",
+        "the daemon's max_connections (or max_pending_handshakes) is reached",
+    )
     SHUTTING_DOWN = "shutting_down", "the daemon or tree is stopping"
     CONNECTION_LOST = "connection_lost", "the connection to the daemon broke or was refused"
     NO_DAEMON = "no_daemon", "no daemon listens on the socket path"
@@ -76,6 +81,10 @@ class ErrorKind(enum.StrEnum):
     DAEMON_RUNNING = "daemon_running", "a daemon already listens on the socket path"
     SOCKET_IN_USE = "socket_in_use", "the socket path exists and is not a usable socket"
     SOCKET_ERROR = "socket_error", "the daemon socket cannot be bound"
+    UNSAFE_SOCKET_DIR = (
+        "unsafe_socket_dir",
+        "the socket's directory is another uid's or writable by group or others",
+    )
 
     # --- supervision, actors, channels, refs, streams -----------------------------------
     START_FAILED = "start_failed", "the tree or one of its services could not start"
@@ -218,11 +227,20 @@ class ErrorKind(enum.StrEnum):
 
 
 class ErrorValue(msgspec.Struct, frozen=True, tag="error"):
-    """An error as a value: what crosses the socket, CLI `--json` and result documents."""
+    """An error as a value: what crosses the socket, CLI `--json` and result documents.
+
+    Made or decoded, its `message` and `details` are redacted (`protocols.secrets`):
+    no error value carries a credential, whoever built it.
+    """
 
     kind: str
     message: str
     details: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "message", redact(self.message))
+        if self.details:
+            msgspec.structs.force_setattr(self, "details", redact_value(self.details))
 
 
 class PhloemError(Exception):

@@ -6,7 +6,9 @@ control socket and a child's status pipe (`supervision.childwire`) all write fra
 `frame` (or `seal`, for a body encoded in place) and read them with one `FrameDecoder`
 each. Every stream names its own maximum body size; the decoder refuses a header that
 announces more with `FrameTooLarge`, before buffering the body — the stream cannot be
-resynchronised after that, so the decoder stays broken and raises the same error again.
+resynchronised after that, so the decoder stays broken and raises the error again (a new
+`FrameTooLarge` each time: the one kept never carries a traceback, whose frames would
+hold the decoder's owner in a reference cycle only the cyclic GC can free).
 
 Cheap to import on purpose (the fork server and every process child load it): the
 standard library's `struct` and `phloem.protocols.errors` only.
@@ -103,9 +105,9 @@ class FrameDecoder:
         return self._error
 
     def check(self) -> None:
-        """Raise the `FrameTooLarge` that broke this decoder, if any."""
+        """Raise the `FrameTooLarge` that broke this decoder, if any (a copy of it)."""
         if self._error is not None:
-            raise self._error
+            raise FrameTooLarge(self._error.size, self._error.limit)
 
     def append(self, data: bytes | bytearray | memoryview) -> None:
         """Add received bytes (nothing is checked until frames are taken)."""
@@ -137,7 +139,7 @@ class FrameDecoder:
         if size > self.max_frame_bytes:
             self._error = FrameTooLarge(size, self.max_frame_bytes)
             self._buf = bytearray()
-            raise self._error
+            self.check()
         end = HEADER_BYTES + size
         if len(buf) < end:
             return None

@@ -35,6 +35,7 @@ from phloem.protocols.plan import (
     parse_document,
     planning_json,
 )
+from phloem.protocols.secrets import redact_value
 
 __all__ = [
     "MAX_RESULT_DOCUMENT_BYTES",
@@ -112,11 +113,19 @@ _STATUSES = ("completed", "failed", "cancelled")
 
 
 class ResultError(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A structured error: a stable `kind`, an optional JSON `reason`, an optional `limit`."""
+    """A structured error: a stable `kind`, an optional JSON `reason`, an optional `limit`.
+
+    Made or decoded, its `reason` is redacted (`protocols.secrets.redact_value`: secret
+    keys pruned, every string redacted), whichever adapter or path produced it.
+    """
 
     kind: str
     reason: Any | msgspec.UnsetType = msgspec.UNSET
     limit: int | msgspec.UnsetType = msgspec.UNSET
+
+    def __post_init__(self) -> None:
+        if self.reason is not msgspec.UNSET:
+            msgspec.structs.force_setattr(self, "reason", redact_value(self.reason))
 
     def to_builtins(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}

@@ -6,6 +6,15 @@ token *count*: a key ending in `tokens`, `tokencount`, `tokenscount` or `tokensd
 whose value is a number or a mapping (`max_tokens`, `input_tokens`, `usage.output_tokens`)
 is kept. The reference removed every key containing "token", losing usage figures.
 Plans, results, agent state and `phloem config check` all use this rule.
+
+`redact(text)` is the one redaction of free text, built on the same rule: every
+`key=value`, `key: value`, `'key': 'value'` or `"key": "value"` (a dict repr, JSON, a
+header, a query string) whose key `is_secret_key` loses its value — a quoted string, a
+bracketed `{...}`/`[...]`, or a bare word, after an auth scheme (`Authorization: Bearer
+X` keeps `Bearer`) — and so do credentials after `Bearer`/`Basic` on their own, URL
+user-info passwords, and well-known key shapes (`sk-…`, `AIza…`, `ghp_…`, JWTs, ...).
+`redact_value(value)` applies it to JSON-like data: secret keys pruned, strings redacted.
+Every error text, reason and log field that leaves phloem goes through one of them.
 """
 
 from __future__ import annotations
@@ -13,6 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+
+REDACTED = "[redacted]"
+MAX_MESSAGE_CHARS = 2_000
+"""`redact` caps a text at this many characters (plus `…`) unless told otherwise, so an
+error can never carry a whole response body."""
 
 SECRET_KEYS_EXACT = frozenset(
     {"bearer", "otp", "pin", "auth", "sessionid", "sid", "jwt", "dsn", "passphrase"}
@@ -63,3 +77,151 @@ def prune_secrets(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [prune_secrets(v) for v in value]
     return value
+
+
+def redact_value(value: Any, *, limit: int | None = None) -> Any:
+    """`value` with credential-shaped keys pruned and every string `redact`ed, at any
+    depth (tuples become lists, as in JSON); each string is capped at `limit` chars."""
+    if isinstance(value, str):
+        return redact(value, limit=limit)
+    if isinstance(value, Mapping):
+        return {
+            k: redact_value(v, limit=limit)
+            for k, v in value.items()
+            if not (isinstance(k, str) and is_secret_key(k, v))
+        }
+    if isinstance(value, list | tuple):
+        return [redact_value(v, limit=limit) for v in value]
+    return value
+
+
+# --- free text --------------------------------------------------------------------------
+
+_AUTH_SCHEMES = ("bearer", "basic", "digest", "token", "negotiate", "ntlm", "apikey")
+# a key (optionally quoted, also with escaped quotes as in a repr of a repr) and its
+# separator; the value is read by `_value_end`
+_KEY_SEP = re.compile(r"(?<![\w.\-])(\\?[\"']?)([A-Za-z_][\w.\-]*)\1(\s*[:=]\s*)")
+_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=\-]{8,})")
+_SCHEME_PREFIX = re.compile(r"(?i)(?:" + "|".join(_AUTH_SCHEMES) + r")\s+(?=\S)")
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/:@]+:)([^\s/@]+)(@)")
+_KEY_SHAPES = (
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),  # OpenAI-style keys
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),  # Slack tokens
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{5,}"),  # JWTs
+)
+_BARE_END = re.compile(r"[\s,;&}\])\"'<>]")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def redact(
+    text: str, secrets: tuple[str, ...] = (), *, limit: int | None = MAX_MESSAGE_CHARS
+) -> str:
+    """`text` without credentials (see the module docstring) and without any of the
+    explicitly given `secrets`, capped at `limit` characters (None: no cap)."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    text = _redact_pairs(text)
+    text = _SCHEME.sub(_scheme_sub, text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
+    for pattern in _KEY_SHAPES:
+        text = pattern.sub(REDACTED, text)
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
+    return text
+
+
+def _scheme_sub(m: re.Match[str]) -> str:
+    """`Bearer X` / `Basic X` outside a key: X goes if it looks like a credential (so
+    "Basic authentication failed" stays)."""
+    word = m.group(3)
+    credential = any(c.isdigit() or c in "+/=_.~-" for c in word) or any(
+        c.isupper() for c in word[1:]
+    )
+    return f"{m.group(1)}{m.group(2)}{REDACTED}" if credential else m.group(0)
+
+
+def _redact_pairs(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for m in _KEY_SEP.finditer(text):
+        if m.start() < pos:
+            continue  # inside a value already redacted
+        start = m.end()
+        if not is_secret_key(m.group(2), "") or text.startswith(REDACTED, start):
+            continue  # ("" as the value: a key secret for no value is skipped at once)
+        first = text[start : start + 1]
+        if first and first in "{[" and not is_secret_key(m.group(2), {} if first == "{" else []):
+            continue  # not scanned: each bracket is read at most once (linear time)
+        end, guess, inner = _value_end(text, start)
+        if end == start or not is_secret_key(m.group(2), guess):
+            continue
+        a, b = inner
+        prefix = _SCHEME_PREFIX.match(text, a, b)
+        if prefix is not None and prefix.end() < b:
+            a = prefix.end()
+        if text.startswith(REDACTED, a) and a + len(REDACTED) == b:
+            continue  # redacted before
+        if text[start] in "{[":
+            quote = m.group(1).lstrip("\\")
+            out.append(text[pos:start] + f"{quote}{REDACTED}{quote}")
+        else:
+            out.append(text[pos:a] + REDACTED + text[b:end])
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _value_end(text: str, start: int) -> tuple[int, Any, tuple[int, int]]:
+    """Where the value at `start` ends, a guess at its type (for the token-count rule),
+    and the span of what to redact."""
+    if text.startswith(("\\'", '\\"'), start):
+        close = text.find(text[start : start + 2], start + 2)
+        end = len(text) if close < 0 else close + 2
+        return end, "", (start + 2, end - 2 if close >= 0 else end)
+    first = text[start] if start < len(text) else ""
+    if first in "'\"":
+        i = start + 1
+        while i < len(text) and text[i] != first:
+            i += 2 if text[i] == "\\" else 1
+        end = min(i + 1, len(text))
+        return end, "", (start + 1, min(i, len(text)))
+    if first in "{[":
+        end = _bracket_end(text, start)
+        return end, ({} if first == "{" else []), (start, end)
+    prefix = _SCHEME_PREFIX.match(text, start)
+    word_start = prefix.end() if prefix is not None else start
+    if text.startswith(REDACTED, word_start):  # redacted before
+        return word_start + len(REDACTED), "", (word_start, word_start + len(REDACTED))
+    bare = _BARE_END.search(text, word_start)
+    end = len(text) if bare is None else bare.start()
+    word = text[start:end]
+    guess: Any = float(word) if _NUMBER.fullmatch(word) else word
+    return end, guess, (start, end)
+
+
+def _bracket_end(text: str, start: int) -> int:
+    """The index after the bracket that closes the one at `start` (quotes respected)."""
+    depth = 0
+    quote = ""
+    i = start
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(text)

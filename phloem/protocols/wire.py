@@ -17,10 +17,18 @@ Conversation:
 
 A frame that cannot be decoded, or longer than the maximum frame size, gets one
 `Fail(id=None, ...)` (`bad_frame`, `frame_too_large`) and closes that connection only.
+One exception: a request whose body is nested too deeply to decode (msgspec gives up at
+the interpreter's recursion limit, ~1,000 levels) is refused for its own id alone
+(`Fail(id, bad_message)`, `BadRequest`) when that id can be read cheaply — it comes
+before any nested value in the request's map, as every encoder of these structs writes
+it (`t`, `id`, then the rest). Otherwise the id cannot be read without walking the
+nesting, a `Fail` without an id is by protocol about the whole connection, and so it is
+a `bad_frame` that closes the connection.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import msgspec
@@ -190,19 +198,118 @@ class FrameReader(framing.FrameDecoder):
         super().__init__(check_range("max_frame_bytes", max_frame_bytes, 1, MAX_FRAME_BYTES_LIMIT))
 
 
-def decode_client(frame: bytes) -> Any:
-    """Decode a client frame body; `PhloemError(bad_frame)` with msgspec's reason."""
+TOO_DEEP = "nested too deeply to decode"
+
+
+class BadRequest(PhloemError):
+    """A request the daemon refuses for its own id only: the connection stays open."""
+
+    def __init__(self, kind: str, message: str, request_id: RequestId) -> None:
+        super().__init__(kind, message)
+        self.request_id = request_id
+
+
+def decode_client(frame: bytes | memoryview) -> Any:
+    """Decode a client frame body; `PhloemError(bad_frame)` with msgspec's reason, or
+    `BadRequest(bad_message)` for a request nested too deeply whose id comes first."""
     try:
         return client_decoder.decode(frame)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise PhloemError(ErrorKind.BAD_FRAME, f"undecodable frame: {exc}") from exc
+    except RecursionError:
+        rid = request_id_of(frame)
+        if rid is None:
+            raise PhloemError(
+                ErrorKind.BAD_FRAME, f"undecodable frame: {TOO_DEEP}, its id unreadable"
+            ) from None
+        raise BadRequest(ErrorKind.BAD_MESSAGE, f"request body {TOO_DEEP}", rid) from None
 
 
-def decode_server(frame: bytes) -> Any:
+def decode_server(frame: bytes | memoryview) -> Any:
+    """Decode a daemon frame body; `PhloemError(bad_frame)` for anything undecodable."""
     try:
         return server_decoder.decode(frame)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise PhloemError(ErrorKind.BAD_FRAME, f"undecodable frame from daemon: {exc}") from exc
+    except RecursionError:
+        raise PhloemError(
+            ErrorKind.BAD_FRAME, f"undecodable frame from daemon: {TOO_DEEP}"
+        ) from None
+
+
+# msgpack scalars by first byte: how many bytes follow the type byte, directly (`_FIXED`)
+# or as a big-endian length of that many bytes (`_SIZED`: str, bin, ext; ext adds a type
+# byte). Containers and the unused 0xc1 are in neither: the scan stops there.
+_FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+_FIXED |= {0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+_SIZED = {0xC4: (1, 0), 0xC5: (2, 0), 0xC6: (4, 0), 0xC7: (1, 1), 0xC8: (2, 1), 0xC9: (4, 1)}
+_SIZED |= {0xD9: (1, 0), 0xDA: (2, 0), 0xDB: (4, 0)}
+_UINTS = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h", 0xD2: ">i"}
+_UINTS |= {0xD3: ">q"}
+MAX_ID_SCAN_FIELDS = 16  # map entries looked at before giving up on the id
+
+
+def request_id_of(frame: bytes | memoryview) -> RequestId | None:
+    """The `id` of a request frame read without decoding it: the frame must be a msgpack
+    map whose `id` (an int) comes before any array or map value. None otherwise.
+
+    Walks scalars only (at most `MAX_ID_SCAN_FIELDS` entries), so it costs the same
+    however deep the rest of the frame is nested; never raises.
+    """
+    data = bytes(frame[: 64 * 1024]) if isinstance(frame, memoryview) else frame
+    try:
+        return _scan_for_id(data)
+    except (IndexError, struct.error):
+        return None
+
+
+def _scan_for_id(data: bytes) -> RequestId | None:
+    first = data[0]
+    if 0x80 <= first <= 0x8F:
+        count, pos = first & 0x0F, 1
+    elif first == 0xDE:
+        count, pos = struct.unpack_from(">H", data, 1)[0], 3
+    elif first == 0xDF:
+        count, pos = struct.unpack_from(">I", data, 1)[0], 5
+    else:
+        return None
+    for _ in range(min(count, MAX_ID_SCAN_FIELDS)):
+        key, pos = _scalar(data, pos)
+        if key is None:
+            return None
+        kind = data[pos]
+        if key == b"id":
+            if kind <= 0x7F:
+                return kind
+            if kind >= 0xE0:
+                return kind - 0x100
+            fmt = _UINTS.get(kind)
+            return None if fmt is None else int(struct.unpack_from(fmt, data, pos + 1)[0])
+        _, pos = _scalar(data, pos)
+        if pos < 0:
+            return None
+    return None
+
+
+def _scalar(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    """`(the bytes of a str, or None, the position after it)` for the scalar at `pos`;
+    `(None, -1)` for a container or an invalid byte."""
+    kind = data[pos]
+    if kind <= 0x7F or kind >= 0xE0:
+        return None, pos + 1
+    if 0xA0 <= kind <= 0xBF:
+        end = pos + 1 + (kind & 0x1F)
+        return data[pos + 1 : end], end
+    if kind in _FIXED:
+        return None, pos + 1 + _FIXED[kind]
+    if kind in _SIZED:
+        width, extra = _SIZED[kind]
+        size = int.from_bytes(data[pos + 1 : pos + 1 + width], "big")
+        start = pos + 1 + width + extra
+        if start + size > len(data):
+            raise IndexError("truncated")
+        return (data[start : start + size] if kind >= 0xD9 else None), start + size
+    return None, -1
 
 
 # --- replies with a fixed shape -----------------------------------------------------------

@@ -13,7 +13,7 @@ from phloem.supervision.credit import CreditReceiver, CreditStream, CreditWindow
 from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, HandleStats
 from phloem.supervision.monitor import Link, MonitorRef, demonitor, link, monitor
 from phloem.supervision.process import ProcessHandle, start_process
-from phloem.supervision.reasons import Down, ExitKind, ExitReason, redact
+from phloem.supervision.reasons import Down, ExitKind, ExitReason
 from phloem.supervision.refs import OwnedRef, Owner, OwnerRegistry, RefKind
 from phloem.supervision.snapshot import NodeSnapshot, TreeSnapshot, snapshot_of, tree_snapshot
 from phloem.supervision.spec import (
@@ -72,7 +72,6 @@ __all__ = [
     "demonitor",
     "link",
     "monitor",
-    "redact",
     "root_supervisors",
     "sibling_of",
     "snapshot_of",

@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 import msgspec
 
 from phloem.protocols import framing
+from phloem.protocols.secrets import MAX_MESSAGE_CHARS, redact
 from phloem.supervision.childwire import (
     CHANNEL_FD,
     EXIT_EXCEPTION,
@@ -45,7 +46,6 @@ from phloem.supervision.childwire import (
     StatusRecord,
     encode,
 )
-from phloem.supervision.reasons import MAX_MESSAGE_CHARS, redact
 
 CPU_KILL_GRACE_S = 1
 """Seconds between RLIMIT_CPU's soft limit (SIGXCPU) and its hard limit (SIGKILL)."""

@@ -30,7 +30,7 @@ MAX_CONTROL_FRAME_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 """Largest frame on the control socket (a `Spawn` is its payload plus a little)."""
 MAX_STATUS_BYTES = 64 * 1024
 """Most status-pipe bytes read from one child, and so its largest record (records are a
-few hundred bytes: messages are capped at `reasons.MAX_MESSAGE_CHARS`)."""
+few hundred bytes: messages are capped at `protocols.secrets.MAX_MESSAGE_CHARS`)."""
 
 STATUS_FD = 3
 CHANNEL_FD = 4

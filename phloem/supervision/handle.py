@@ -37,13 +37,21 @@ class ChildState(enum.StrEnum):
 
 
 class HandleStats(msgspec.Struct, frozen=True):
-    """A live reading of one child, for snapshots."""
+    """A live reading of one child, for snapshots.
+
+    For a process child with a memory cap, `rss_cap_bytes` is the cap on its tree's
+    summed RSS and `tree_rss_bytes` / `tree_processes` the watchdog's latest reading of
+    that tree (`rss_bytes` is the child's own RSS).
+    """
 
     pid: int | None = None
     thread: str | None = None
     mailbox_depth: int = 0
     credit_in_use: int = 0
     rss_bytes: int | None = None
+    rss_cap_bytes: int | None = None
+    tree_rss_bytes: int | None = None
+    tree_processes: int | None = None
 
 
 def new_handle_id(kind: str) -> str:

@@ -12,9 +12,11 @@ a `Command` once the exec succeeded. The returned `ProcessHandle` is a `ChildHan
   environment marker they inherited) and killed, so nothing is left behind.
 - exit reasons (made in `status`): exit 0 `normal`; gone after our SIGTERM `shutdown`;
   SIGKILLed by us, or by someone else ("signal N"), `killed`; the target raised
-  `exception` (type, redacted message); MemoryError or RSS over `max_memory_bytes`
-  `heap_exceeded`; over `max_cpu_seconds` `timeout` ("cpu"); a command exiting non-zero
-  `exception` `ExitStatus` ("exit status N"). Each carries `exit_code` or `signal`.
+  `exception` (type, redacted message); MemoryError, or the summed RSS of the child's
+  whole tree (it and every process it started) over `Limits.rss_cap`, `heap_exceeded`
+  (the tree is frozen with SIGSTOP, then killed: group, descendants, marked orphans); over
+  `max_cpu_seconds` `timeout` ("cpu"); a command exiting non-zero `exception`
+  `ExitStatus` ("exit status N"). Each carries `exit_code` or `signal`.
 - `send`/`recv`/`request` talk to a `ProcessTarget(pass_channel=True)` child over a
   framed msgpack `Channel`.
 
@@ -23,7 +25,7 @@ working directory. Children inherit the daemon's stdout and stderr; stdin is /de
 
 Threads: one reader per fork server (see `forkserver`), one notifier that records exits
 and runs exit callbacks (its queue holds at most one entry per exited child), and the
-RSS watchdog while some child has a heap cap. No thread per child.
+RSS watchdog (`watchdog`) while some child has a memory cap. No thread per child.
 """
 
 from __future__ import annotations
@@ -46,13 +48,15 @@ import psutil
 import structlog
 
 from phloem.limits import check_range
+from phloem.protocols.secrets import redact
 from phloem.supervision.channel import Channel, ChannelError
 from phloem.supervision.childwire import MAX_PAYLOAD_BYTES, CommandStart, Spawn, TargetStart
 from phloem.supervision.forkserver import ForkServer, ForkServerLost, get_server
 from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, HandleStats
 from phloem.supervision.leftovers import kill_procs, outside_group, sweep, wait_gone
 from phloem.supervision.notifier import ExitNotifier
-from phloem.supervision.reasons import ExitKind, ExitReason, redact
+from phloem.supervision.proctree import freeze_tree, kill_all
+from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits, ProcessTarget
 from phloem.supervision.status import ChildStatus, exit_reason, with_wait_status
 from phloem.supervision.watchdog import RssWatchdog
@@ -146,6 +150,7 @@ class ProcessHandle(ChildHandle):
         self._exit_seen = False  # the fork server reported the exit (under _status_lock)
         self._starting = True
         self._psproc: psutil.Process | None = None
+        self._frozen: list[int] = []  # the tree killed over its memory cap, to await
 
     # -- starting ------------------------------------------------------------------------
 
@@ -230,9 +235,9 @@ class ProcessHandle(ChildHandle):
         if ready and error is None:
             with self._ctl:
                 self._state = ChildState.RUNNING
-            cap = self.limits.max_memory_bytes
+            cap = self.limits.rss_cap
             if cap is not None:
-                _watchdog.watch(self.pid, cap, self._on_rss_exceeded)
+                _watchdog.watch(self.pid, cap, self._on_rss_exceeded, marker=self.handle_id)
                 if self._reaped.is_set():
                     _watchdog.unwatch(self.pid)
             return
@@ -336,12 +341,21 @@ class ProcessHandle(ChildHandle):
         self._reaped.set()
         _notifier.put(self)
 
-    def _on_rss_exceeded(self, rss: int) -> None:
+    def _on_rss_exceeded(self, rss: int, processes: int = 1) -> None:
+        """The watchdog found the tree over its cap: kill the whole tree."""
+        limits = self.limits
         with self._ctl:
             if self._reaped.is_set():
                 return
-            self._rss_detail = f"rss {rss} > max_memory_bytes {self.limits.max_memory_bytes}"
+            plural = "process" if processes == 1 else "processes"
+            self._rss_detail = (
+                f"rss {rss} > {limits.rss_cap_field} {limits.rss_cap} ({processes} {plural})"
+            )
+        # Frozen first, so that no member forks or leaves the group before the kill.
+        tree = freeze_tree(self.pid) if self.pid else []
+        self._frozen = tree
         self._kill_tree(None)
+        kill_all(tree)
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -397,6 +411,8 @@ class ProcessHandle(ChildHandle):
         with self._sweep_lock:
             if not self._swept:
                 self._swept = True
+                if self._frozen:
+                    wait_gone(self._frozen)  # some may have left the group and the marker
                 server = self._server
                 if self.pid and (self._needs_sweep or self._stop_requested or self._killed_by_us):
                     sweep(  # what is left of the child's tree
@@ -467,7 +483,14 @@ class ProcessHandle(ChildHandle):
                 rss = self._psproc.memory_info().rss
             except psutil.Error:
                 rss = None
-        return HandleStats(pid=self.pid or None, rss_bytes=rss)
+        reading = _watchdog.reading(self.pid) if self.pid else None
+        return HandleStats(
+            pid=self.pid or None,
+            rss_bytes=rss,
+            rss_cap_bytes=self.limits.rss_cap,
+            tree_rss_bytes=None if reading is None else reading.total,
+            tree_processes=None if reading is None else reading.processes,
+        )
 
     def __repr__(self) -> str:
         return f"<ProcessHandle {self.name!r} {self.handle_id} pid {self.pid} {self.state.value}>"

@@ -3,6 +3,12 @@
 Read from /proc in one pass, so that a whole tree is judged at one moment. Used by the
 daemon's process handles (`process`) and by the fork server (`_bootstrap`), so it stays
 as light as the server: the standard library only, and no logging.
+
+The RSS watchdog reads one child's tree many times a second, so it walks down from the
+child through `/proc/PID/task/TID/children` (`tree_of`: cost grows with the tree, not
+with the machine's process count) and reads each member's resident size from
+`/proc/PID/statm` (`rss_of`); a kernel without the children files falls back to one
+`proc_table` pass.
 """
 
 from __future__ import annotations
@@ -50,6 +56,106 @@ def descendants(table: ProcTable, roots: list[int]) -> list[int]:
         out.append(p)
         stack.extend(children.get(p, ()))
     return out
+
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_CHILDREN_FILES = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def children_of(pid: int) -> list[int]:
+    """`pid`'s children now (every thread's): /proc's children files, else `proc_table`."""
+    if not _CHILDREN_FILES:
+        return [p for p, (ppid, _, _) in proc_table().items() if ppid == pid]
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def tree_of(roots: list[int]) -> list[int]:
+    """`roots` and all their descendants now, parents first."""
+    if not _CHILDREN_FILES:
+        return descendants(proc_table(), roots)
+    out: list[int] = []
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        out.append(p)
+        stack.extend(children_of(p))
+    return out
+
+
+def rss_of(pid: int) -> int | None:
+    """`pid`'s resident set size in bytes (0 for a zombie); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def parent_of(pid: int) -> int | None:
+    """`pid`'s parent, None if it is gone."""
+    return _stat_field(pid, 1)
+
+
+def group_of(pid: int) -> int | None:
+    """`pid`'s process group, None if it is gone."""
+    return _stat_field(pid, 2)
+
+
+def _stat_field(pid: int, index: int) -> int | None:
+    """Field `index` after the command name in /proc/PID/stat (1 ppid, 2 pgid)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2 :].split(b" ", index + 1)[index])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def marker_of(pid: int) -> str | None:
+    """The `MARKER_ENV` value in `pid`'s environment (the handle it belongs to), if any."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    prefix = f"{MARKER_ENV}=".encode()
+    for item in env.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix) :].decode(errors="replace")
+    return None
+
+
+FREEZE_ROUNDS = 16
+"""How many times `freeze_tree` walks a tree that keeps growing before it gives up."""
+
+
+def freeze_tree(pid: int) -> list[int]:
+    """SIGSTOP `pid` and all its descendants, walking again until no new one appears
+    (a stopped process can neither fork nor leave its session), so that a following
+    SIGKILL reaches the whole tree; the stopped pids."""
+    stopped: set[int] = set()
+    for _ in range(FREEZE_ROUNDS):
+        new = [p for p in tree_of([pid]) if p not in stopped]
+        if not new:
+            break
+        kill_all(new, signal.SIGSTOP)
+        stopped.update(new)
+    return list(stopped)
 
 
 def has_marker(pid: int, marker: str) -> bool:

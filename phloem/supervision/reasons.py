@@ -7,9 +7,10 @@ frozen msgspec structs so they cross process boundaries and public APIs unchange
 from __future__ import annotations
 
 import enum
-import re
 
 import msgspec
+
+from phloem.protocols.secrets import redact
 
 
 class ExitKind(enum.StrEnum):
@@ -121,43 +122,3 @@ class Down(msgspec.Struct, frozen=True):
     ref: str
     target: str
     reason: ExitReason
-
-
-# --- redaction --------------------------------------------------------------------------
-
-MAX_MESSAGE_CHARS = 2_000
-
-_SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # key=value / key: value pairs whose key looks like a credential
-    re.compile(
-        r"(?i)\b([\w-]*(?:api[_-]?key|secret|password|passwd|token|authorization|cookie|"
-        r"credential|private[_-]?key)[\w-]*)(\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
-    ),
-    # Authorization: Bearer xxx
-    re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{8,})"),
-)
-_KEY_SHAPES: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),  # OpenAI-style keys
-    re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"),  # Google API keys
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
-    re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{5,}"),  # JWTs
-)
-REDACTED = "[redacted]"
-
-
-def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Remove credential-shaped values (and any explicitly given secrets) from `text`.
-
-    Used for every error message that crosses a public boundary. The text is also capped
-    at `MAX_MESSAGE_CHARS` so an error can never carry a whole response body.
-    """
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    for pattern in _KEY_SHAPES:
-        text = pattern.sub(REDACTED, text)
-    if len(text) > MAX_MESSAGE_CHARS:
-        text = text[:MAX_MESSAGE_CHARS] + "…"
-    return text

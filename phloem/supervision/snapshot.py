@@ -25,7 +25,10 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     """One supervisor or child.
 
     `kind` is `supervisor` or `worker`; `type` is `supervisor`, `actor` or `process`;
-    `pid` is set for process children, `thread` for actors and supervisors.
+    `pid` is set for process children, `thread` for actors and supervisors. A process
+    child with a memory cap also has `rss_cap_bytes` (the cap on its whole tree's summed
+    RSS, enforced by the RSS watchdog) and the watchdog's latest reading of that tree
+    (`tree_rss_bytes`, `tree_processes`).
     """
 
     id: str
@@ -41,6 +44,9 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     rss_bytes: int | None = None
     strategy: str | None = None
     children: list[NodeSnapshot] = msgspec.field(default_factory=list)
+    rss_cap_bytes: int | None = None
+    tree_rss_bytes: int | None = None
+    tree_processes: int | None = None
 
 
 class TreeSnapshot(msgspec.Struct, frozen=True):
@@ -91,6 +97,9 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
         rss_bytes=stats.rss_bytes,
         strategy=strategy,
         children=children,
+        rss_cap_bytes=stats.rss_cap_bytes,
+        tree_rss_bytes=stats.tree_rss_bytes,
+        tree_processes=stats.tree_processes,
     )
 
 

@@ -36,16 +36,27 @@ MAX_CPU_SECONDS_RANGE = (1, 86_400)
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Resource caps for a process child, applied with setrlimit before user code runs.
+    """Resource caps for a process child.
 
-    `max_memory_bytes` becomes `RLIMIT_AS` (address space, the heap cap) and is also
-    watched as resident memory by a psutil watchdog; exceeding it ends the child with
-    exit reason `heap_exceeded`.
+    - `max_memory_bytes` becomes `RLIMIT_AS` (address space, the heap cap) of the child
+      and of every process it forks or execs (inherited, per process), and — unless
+      `max_rss_bytes` is given — also caps the resident memory of the child's whole tree.
+    - `max_rss_bytes` caps the summed RSS of the child's whole tree only (the child, its
+      descendants in or out of its process group, and orphans of its tree; see
+      `supervision.watchdog`), read by the RSS watchdog every 0.1 s, with no `RLIMIT_AS`
+      of its own: for commands whose programs reserve far more address space than they
+      use (JVMs, Go, sanitizers), give `max_rss_bytes` alone.
+
+    Over either cap the child and its whole tree are killed and the child ends with exit
+    reason `heap_exceeded` (an RSS detail reads `rss TOTAL > max_rss_bytes CAP (N
+    processes)`, naming whichever field set the cap). `rss_cap` is the tree cap in force.
+    `max_open_files` (`RLIMIT_NOFILE`) and `max_cpu_seconds` (`RLIMIT_CPU`) are per process.
     """
 
     max_memory_bytes: int | None = None
     max_open_files: int | None = None
     max_cpu_seconds: int | None = None
+    max_rss_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_memory_bytes is not None:
@@ -54,6 +65,18 @@ class Limits:
             check_range("max_open_files", self.max_open_files, *MAX_OPEN_FILES_RANGE)
         if self.max_cpu_seconds is not None:
             check_range("max_cpu_seconds", self.max_cpu_seconds, *MAX_CPU_SECONDS_RANGE)
+        if self.max_rss_bytes is not None:
+            check_range("max_rss_bytes", self.max_rss_bytes, MIN_MEMORY_BYTES, None)
+
+    @property
+    def rss_cap(self) -> int | None:
+        """The cap on the tree's summed RSS: `max_rss_bytes`, else `max_memory_bytes`."""
+        return self.max_rss_bytes if self.max_rss_bytes is not None else self.max_memory_bytes
+
+    @property
+    def rss_cap_field(self) -> str:
+        """The field the tree cap comes from (named in `heap_exceeded` details)."""
+        return "max_rss_bytes" if self.max_rss_bytes is not None else "max_memory_bytes"
 
 
 @dataclass(frozen=True, slots=True)

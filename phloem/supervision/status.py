@@ -13,6 +13,7 @@ import signal
 
 import msgspec
 
+from phloem.protocols.secrets import redact
 from phloem.supervision.childwire import (
     MAX_STATUS_BYTES,
     Exec,
@@ -23,7 +24,7 @@ from phloem.supervision.childwire import (
     StatusReader,
     StatusRecord,
 )
-from phloem.supervision.reasons import ExitKind, ExitReason, redact
+from phloem.supervision.reasons import ExitKind, ExitReason
 
 
 class ChildStatus:

@@ -8,12 +8,24 @@ after a 2 s grace, every descendant reaped (none is left behind). The exit code 
 come from the exit reason's `exit_code` and `signal` fields.
 stdout and stderr go to private capture files; each is then limited by the output policy.
 
+Memory: `max_memory_bytes` (`[tools] bash_max_memory_bytes`, 2 GiB) caps the resident
+memory of the command's processes. It is the process child's `Limits.max_rss_bytes`: the
+supervision core's RSS watchdog (`supervision.watchdog`) sums the RSS of the child's whole
+tree (its process group, its descendants, marked orphans) every 0.1 s and, over the cap,
+freezes and kills the tree at once (no grace); the child ends `heap_exceeded`, which the
+call reports as `killed` with `memory_exceeded` and a `kill_reason` naming the cap. Each
+process also gets `RLIMIT_AS` of `ADDRESS_SPACE_FACTOR` times the cap (the child's
+`Limits.max_memory_bytes`): a backstop for an allocation too fast for the 0.1 s reading —
+inside it an allocation fails in the command itself (e.g. `MemoryError`). What the
+command wrote before the kill is in its capture files and is returned.
+
 bash is not a security boundary: the command sees the whole machine as the daemon's user.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -29,6 +41,7 @@ from phloem.supervision.spec import Command, Limits
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import Report, apply_with_grant, logical_lines, marker
+from phloem.tools.settings import BASH_MAX_MEMORY_DEFAULT, BASH_MAX_MEMORY_RANGE
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -42,6 +55,9 @@ WATCH_INTERVAL_S = 0.05
 STOP_WAIT_S = 5.0
 """After SIGKILL, how long to wait for the child's exit report before giving up on it
 (the `reap_timeout` of `ProcessHandle.stop`)."""
+ADDRESS_SPACE_FACTOR = 4
+"""Each process's RLIMIT_AS, as a multiple of the memory cap (a per-process backstop)."""
+MiB = 1024 * 1024
 ENV_ADDITIONS = {
     "TERM": "dumb",
     "PAGER": "cat",
@@ -152,8 +168,29 @@ class BashTool(Tool):
         ["command"],
     )
 
-    def __init__(self, limits: Limits | None = None, kill_grace_s: float = KILL_GRACE_S) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        kill_grace_s: float = KILL_GRACE_S,
+        max_memory_bytes: int = BASH_MAX_MEMORY_DEFAULT,
+    ) -> None:
+        """`max_memory_bytes` caps the resident memory of a command's processes (see the
+        module docstring; it becomes the child's `Limits.max_rss_bytes`); `limits` adds
+        rlimits for each process (its `max_memory_bytes`, when set, replaces the
+        address-space backstop of `ADDRESS_SPACE_FACTOR` x cap). `limits.max_rss_bytes`
+        must not be set: the one tree cap is `max_memory_bytes`."""
         check_range("kill_grace_s", kill_grace_s, 0, 60, integer=False)
+        self.max_memory_bytes = check_range(
+            "max_memory_bytes", max_memory_bytes, *BASH_MAX_MEMORY_RANGE
+        )
+        if limits is None:
+            limits = Limits()
+        if limits.max_rss_bytes is not None:
+            raise ValueError("limits.max_rss_bytes: the bash tool's cap is max_memory_bytes")
+        backstop = limits.max_memory_bytes or max_memory_bytes * ADDRESS_SPACE_FACTOR
+        limits = dataclasses.replace(
+            limits, max_memory_bytes=backstop, max_rss_bytes=max_memory_bytes
+        )
         self.limits = limits
         self.kill_grace_s = kill_grace_s
 
@@ -223,18 +260,38 @@ class BashTool(Tool):
         if reason is None:
             reason = handle.stop(self.kill_grace_s, reap_timeout=STOP_WAIT_S)
         exit_code, sig = _exit_of(reason, stopped=stopped)
-        killed = stopped and sig == "SIGKILL"
         if cancelled:
             raise ToolFailure("cancelled", "the bash command was cancelled and stopped")
+        # Over the tree cap the watchdog killed it (also while a stop was under way).
+        memory = reason.kind == ExitKind.HEAP_EXCEEDED
+        why = ""
+        if memory:
+            cap = self.max_memory_bytes
+            why = (
+                f"memory: the command's processes went over the cap of {_mib(cap)} "
+                f"([tools] bash_max_memory_bytes = {cap}): {reason.detail or 'heap_exceeded'}"
+            )
+        elif overflow:
+            why = f"output: a stream passed {MAX_CAPTURE_BYTES} bytes"
+        elif timed_out and sig == "SIGKILL":
+            why = f"timeout: still running {self.kill_grace_s:g} s after SIGTERM"
         result: JSON = {
             "exit_code": exit_code,
             "signal": sig,
             "timed_out": timed_out,
-            "killed": killed or overflow,
+            "killed": bool(why),
         }
         if overflow:
             result["output_overflow"] = True
+        if memory:
+            result["memory_exceeded"] = True
+        if why:
+            result["kill_reason"] = why
         return result
+
+
+def _mib(size: int) -> str:
+    return f"{size / MiB:.0f} MiB"
 
 
 def _size(path: Path) -> int:

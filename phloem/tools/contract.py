@@ -6,9 +6,11 @@ object schema with `additionalProperties: false`) and `run(args, ctx) -> dict`. 
 validates the arguments against the schema first (unknown keys, missing required keys
 and wrong types, including 1.5 for an integer, fail with error code `arguments`), fills
 defaults, then calls the tool's `call`. Failures come back as values with a stable code:
-`{"error": code, "message": ...}`. Any other exception escapes `run`: it is a bug in the
-tool, and its caller decides what it means (an `LlmAgent` answers the model with the
-failure value `exception`; a one-shot run stops with `tool_panic`).
+`{"error": code, "message": ...}`. No exception leaves `run`: a string argument that is
+not Unicode text (a lone surrogate, which no UTF-8 can carry) is an `arguments` failure,
+an `OSError` is `io`, and any other exception — a bug in the tool — is logged and becomes
+the failure value `exception` with the redacted `Type: message` (an `LlmAgent` hands it to
+the model like any result; a one-shot run stops with `tool_panic`).
 
 `tool.declaration()` is the one conversion to a model-facing `FunctionDeclaration`;
 `as_tool` turns a plain callable into a `FunctionTool`; `unknown_tool(name)` is the
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import threading
+import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,9 +34,10 @@ import structlog
 from phloem.limits import RangeError, check_range
 from phloem.protocols.content import FunctionDeclaration
 from phloem.protocols.jsonvalue import json_size
+from phloem.protocols.secrets import redact
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant
-from phloem.tools.workspace import Touch, Workspace
+from phloem.tools.workspace import Touch, Workspace, is_unicode
 
 log = structlog.get_logger(__name__)
 
@@ -170,6 +175,8 @@ class Tool(ABC):
             return failure.to_value()
         except OSError as exc:
             return ToolFailure("io", f"{self.name}: {exc.strerror or exc}").to_value()
+        except Exception as exc:
+            return raised(self.name, exc)
 
     @abstractmethod
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
@@ -298,6 +305,34 @@ def as_tool(value: Tool | Callable[..., Any]) -> Tool:
     raise TypeError("a tool must be a phloem.tools Tool or a plain callable")
 
 
+def raised(tool: str, exc: Exception) -> JSON:
+    """The failure value `exception` for an unexpected exception in `tool`: logged (type
+    and where, never the message), answered with the redacted `Type: message`."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    log.error("tool_raised", tool=tool, error_type=type(exc).__name__, where=where)
+    message = redact(text_only(f"{type(exc).__name__}: {exc}"))
+    return ToolFailure("exception", message).to_value()
+
+
+def raised_type(result: Mapping[str, Any]) -> str | None:
+    """For the failure value `exception` (a tool raised), the exception's type name ("" when
+    the message does not start with one); None for any other result."""
+    if result.get("error") != "exception":
+        return None
+    message = result.get("message")
+    found = _TYPE_PREFIX.match(message) if isinstance(message, str) else None
+    return found.group(1) if found else ""
+
+
+_TYPE_PREFIX = re.compile(r"([A-Za-z_][A-Za-z0-9_.]{0,99}):")
+
+
+def text_only(text: str) -> str:
+    """`text` with any lone surrogate written as a `\\udcff` escape (UTF-8 safe)."""
+    return text if is_unicode(text) else text.encode("utf-8", "backslashreplace").decode()
+
+
 def unknown_tool(name: str) -> JSON:
     """The failure value for a call of a tool nobody declared (`unknown_tool`)."""
     return ToolFailure("unknown_tool", f"no tool named {name}").to_value()
@@ -358,6 +393,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _check_value(name: str, spec: Any, value: Any) -> Any:
+    if isinstance(value, str) and not is_unicode(value):
+        raise ToolFailure("arguments", f"{name} must be Unicode text (it holds a lone surrogate)")
     if not isinstance(spec, Mapping):
         return value  # `true` or a bare schema: any value
     kind = spec.get("type")
@@ -387,7 +424,8 @@ def validate_arguments(schema: Mapping[str, Any], args: Any) -> JSON:
 
     The one argument check of every tool: unknown and missing keys, then per value its
     `type` (a name or a list of names; none means any), `enum`, `minimum`/`maximum`,
-    `minLength`/`maxLength` and array `items`. Nested object properties are not checked.
+    `minLength`/`maxLength` and array `items`; any string must be Unicode text (no lone
+    surrogate). Nested object properties are not checked.
     A failure is `ToolFailure("arguments", ...)` naming the parameter.
     """
     if not isinstance(args, dict):

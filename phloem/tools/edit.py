@@ -7,7 +7,7 @@ from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.diff import unified_diff
 from phloem.tools.errors import ToolFailure
 from phloem.tools.fileio import MAX_WRITE_BYTES, is_binary, read_regular
-from phloem.tools.textmatch import BOM, apply_edit
+from phloem.tools.textmatch import apply_edit, logical
 
 
 class EditTool(Tool):
@@ -16,7 +16,8 @@ class EditTool(Tool):
         "Replace `old_text` with `new_text` in a workspace file read in this session. "
         "Matching tries the exact text, then ignores trailing whitespace, then allows one "
         "uniform indentation change. Several matches fail unless `replace_all` is set. "
-        "Keeps the BOM, line endings and final newline. Returns a unified diff."
+        "Keeps the BOM, line endings and final newline. Returns a unified diff of the "
+        "logical lines (no BOM, CRLF shown as LF)."
     )
     input_schema = object_schema(
         {
@@ -62,9 +63,7 @@ class EditTool(Tool):
             workspace.atomic_write(resolved.absolute, encoded)
             workspace.record(ctx.session, resolved.relative, encoded)
         ctx.touch("edit", resolved.relative)
-        diff = unified_diff(
-            original.removeprefix(BOM), outcome.text.removeprefix(BOM), resolved.relative
-        )
+        diff = unified_diff(logical(original), logical(outcome.text), resolved.relative)
         shown, report = ctx.limit(diff)
         return {
             "path": resolved.relative,

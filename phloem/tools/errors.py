@@ -34,8 +34,8 @@ ERROR_CODES = frozenset(
     }
 )
 """Every `error` code a failure value can carry: the built-in tools' codes, `unknown_tool`
-(no such tool), `no_workspace` (a workspace tool called without one) and `exception` (an
-`LlmAgent`'s answer when a tool raised)."""
+(no such tool), `no_workspace` (a workspace tool called without one) and `exception` (a
+tool raised something unexpected: `Tool.run`'s answer, with the redacted message)."""
 
 
 class ToolFailure(Exception):

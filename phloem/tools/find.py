@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, split_glob_list
 from phloem.tools.walk import WalkFilter, WalkResult, walk
+from phloem.tools.workspace import shown
 
 DEFAULT_MAX_RESULTS = 200
 MAX_RESULTS_LIMIT = 20_000
@@ -56,26 +55,19 @@ class FindTool(Tool):
         base = "" if resolved.relative == "." else resolved.relative + "/"
         wanted = args["type"]
         found: list[tuple[float, str]] = []
-        for entry in walk(
-            str(ctx.workspace.root), resolved.relative, WalkFilter(), walked, ctx.cancel
-        ):
+        flt = WalkFilter(with_stat=args["sort_by"] == "modified")
+        for entry in walk(str(ctx.workspace.root), resolved.relative, flt, walked, ctx.cancel):
             if wanted not in ("any", entry.type):
                 continue
             if not glob.matches(entry.path.removeprefix(base), entry.type == "dir"):
                 continue
-            mtime = 0.0
-            if args["sort_by"] == "modified":
-                try:
-                    mtime = os.lstat(entry.absolute).st_mtime
-                except OSError:
-                    continue
-            found.append((mtime, entry.path))
+            found.append((entry.info.st_mtime if entry.info else 0.0, entry.path))
         if args["sort_by"] == "modified":
             found.sort(key=lambda item: (-item[0], item[1]))
         else:
             found.sort(key=lambda item: item[1])
         cap = args["max_results"]
-        paths = [path for _, path in found[:cap]]
+        paths = [shown(path) for _, path in found[:cap]]
         for path in paths:
             ctx.touch("find", path)
         result: JSON = {"paths": paths, "truncated": walked.truncated or len(found) > cap}

@@ -21,7 +21,8 @@ from phloem.tools.contract import JSON, Tool, ToolContext, ToolWarning, object_s
 from phloem.tools.errors import ToolFailure
 from phloem.tools.ignorerules import PathGlob, split_glob_list
 from phloem.tools.outputlimit import OutputPolicy
-from phloem.tools.walk import Entry, WalkFilter, WalkResult, WalkWarning, walk
+from phloem.tools.walk import Entry, Tree, WalkFilter, WalkResult, WalkWarning, walk
+from phloem.tools.workspace import shown
 
 MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
 MAX_GREP_LINE_BYTES = 1024 * 1024
@@ -194,7 +195,7 @@ class GrepTool(Tool):
             entries = walk(root, resolved.relative, flt, walked, ctx.cancel, _warner(ctx))
             files = [entry for entry in entries if entry.type == "file"]
         else:
-            files = [Entry(resolved.relative, "file", 0, str(resolved.absolute))]
+            files = [Entry(resolved.relative, "file", 0)]
         if glob is not None:
             base = "" if resolved.relative == "." else resolved.relative + "/"
             files = [f for f in files if glob.matches(f.path.removeprefix(base))]
@@ -204,24 +205,25 @@ class GrepTool(Tool):
         matches: list[JSON] = []
         skipped_binary = skipped_large = 0
         truncated = walked.truncated
-        for index, entry in enumerate(files):
-            if index % 64 == 0:
-                ctx.check_cancelled()
-            data = _load(entry.absolute)
-            if data is None:
-                skipped_large += 1
-                continue
-            if data.find(b"\x00", 0, NUL_SCAN_BYTES) >= 0:
-                skipped_binary += 1
-                continue
-            if needle is not None and data.find(needle) < 0:
-                continue
-            found = searcher.search(entry.path, data, cap - len(matches) + 1)
-            matches.extend(found)
-            if len(matches) > cap:
-                del matches[cap:]
-                truncated = True
-                break
+        with Tree(str(ctx.workspace.root)) as tree:
+            for index, entry in enumerate(files):
+                if index % 64 == 0:
+                    ctx.check_cancelled()
+                data = _load(tree, entry.path)
+                if data is None:
+                    skipped_large += 1
+                    continue
+                if data.find(b"\x00", 0, NUL_SCAN_BYTES) >= 0:
+                    skipped_binary += 1
+                    continue
+                if needle is not None and data.find(needle) < 0:
+                    continue
+                found = searcher.search(shown(entry.path), data, cap - len(matches) + 1)
+                matches.extend(found)
+                if len(matches) > cap:
+                    del matches[cap:]
+                    truncated = True
+                    break
         paths: list[str] = []
         for match in matches:
             if not paths or paths[-1] != match["path"]:
@@ -292,10 +294,13 @@ def _warner(ctx: ToolContext) -> Callable[[WalkWarning], None]:
     return warn
 
 
-def _load(path: str) -> bytes | None:
-    """The file's bytes (empty if unreadable), or None for a file over the size limit."""
+def _load(tree: Tree, path: str) -> bytes | None:
+    """The bytes of workspace file `path` (empty if unreadable), or None for a file over
+    the size limit. Opened through its parent directory's descriptor, reached from the root
+    without following any symlink (`Tree`), so a directory swapped for a symlink since the
+    walk cannot lead out of the root."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        descriptor = tree.open_file(path)
     except OSError:
         return b""
     try:

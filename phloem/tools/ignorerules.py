@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathspec import GitIgnoreSpec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
+from phloem.tools.workspace import shown
+
 MAX_RULES = 10_000
 """Rules kept from one list; the rest are reported as malformed (over the limit)."""
 
@@ -200,5 +202,5 @@ class PathGlob:
         """True when the last matching pattern (for the path or a parent) is a plain one."""
         if self._spec is None:
             return False
-        candidate = path.strip("/") + ("/" if is_dir else "")
+        candidate = shown(path).strip("/") + ("/" if is_dir else "")
         return self._spec.check_file(candidate).include is True

@@ -6,7 +6,8 @@ import os
 import time
 
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
-from phloem.tools.walk import WalkFilter, WalkResult, walk
+from phloem.tools.walk import Tree, WalkFilter, WalkResult, walk
+from phloem.tools.workspace import shown
 
 DEFAULT_MAX_RESULTS = 20_000
 MAX_DEPTH_LIMIT = 64
@@ -50,28 +51,32 @@ class LsTool(Tool):
         hidden = args["show_hidden"]
         entries: list[JSON] = []
         walked = WalkResult()
+        root = str(ctx.workspace.root)
+        listed: list[tuple[str, str, os.stat_result | None]]
         if resolved.absolute.is_dir():
             flt = WalkFilter(
                 skip_hidden=not hidden,
                 skip_vcs=not hidden,
                 max_depth=args["max_depth"],
                 max_results=args["max_results"],
+                with_stat=True,
             )
-            root = str(ctx.workspace.root)
             listed = [
-                (e.path, e.type, e.absolute)
+                (e.path, e.type, e.info)
                 for e in walk(root, resolved.relative, flt, walked, ctx.cancel)
             ]
         else:
-            listed = [(resolved.relative, "file", str(resolved.absolute))]
-        for path, kind, absolute in listed:
-            try:
-                info = os.lstat(absolute)
-            except OSError:
+            with Tree(root) as tree:
+                try:
+                    listed = [(resolved.relative, "file", tree.lstat(resolved.relative))]
+                except OSError:
+                    listed = []
+        for path, kind, info in listed:
+            if info is None:
                 continue
             entries.append(
                 {
-                    "path": path,
+                    "path": shown(path),
                     "type": kind,
                     "size": info.st_size,
                     "mod_time": rfc3339(info.st_mtime),

@@ -9,6 +9,7 @@ from typing import Any
 
 from phloem.protocols.content import FunctionDeclaration
 from phloem.tools.contract import JSON, Tool, ToolContext, unknown_tool
+from phloem.tools.settings import ToolsConfig
 from phloem.tools.workspace import Workspace
 
 MAX_TOOLS = 1024
@@ -77,8 +78,9 @@ class ToolRegistry:
             return len(self._tools)
 
 
-def coding_tools() -> list[Tool]:
-    """Fresh instances of the seven coding tools, in plasmid's order."""
+def coding_tools(settings: ToolsConfig | None = None) -> list[Tool]:
+    """Fresh instances of the seven coding tools, in plasmid's order, with the limits of
+    a `[tools]` config section (`config.tools`; the defaults without one)."""
     from phloem.tools.bash import BashTool
     from phloem.tools.edit import EditTool
     from phloem.tools.find import FindTool
@@ -87,12 +89,15 @@ def coding_tools() -> list[Tool]:
     from phloem.tools.read import ReadTool
     from phloem.tools.write import WriteTool
 
-    return [ReadTool(), WriteTool(), EditTool(), BashTool(), GrepTool(), FindTool(), LsTool()]
+    settings = settings if settings is not None else ToolsConfig()
+    bash = BashTool(max_memory_bytes=settings.bash_max_memory_bytes)
+    return [ReadTool(), WriteTool(), EditTool(), bash, GrepTool(), FindTool(), LsTool()]
 
 
-def default_registry() -> ToolRegistry:
-    """A registry holding read, write, edit, bash, grep, find and ls."""
-    return ToolRegistry(coding_tools())
+def default_registry(settings: ToolsConfig | None = None) -> ToolRegistry:
+    """A registry holding read, write, edit, bash, grep, find and ls (configured by a
+    `[tools]` section, `config.tools`, when one is given)."""
+    return ToolRegistry(coding_tools(settings))
 
 
 def run_tool(

@@ -43,6 +43,12 @@ def normalize(text: str) -> tuple[str, Layout]:
     return normalized, layout
 
 
+def logical(text: str) -> str:
+    """`text` as its logical lines, the way `read` shows them: no BOM, CRLF folded to LF
+    (what an edit's diff is computed on)."""
+    return text.removeprefix(BOM).replace("\r\n", "\n")
+
+
 def restore(text: str, layout: Layout) -> str:
     """Re-apply `layout` (trailing-newline state, line ending, BOM) to LF text."""
     if text:

@@ -7,11 +7,21 @@ deeper file overrides a shallower one, `.git/info/exclude` ranks lowest, and ins
 file the last matching rule wins. A malformed rule is skipped with the warning
 `walk.invalid_ignore_pattern` naming its file and line. Walks stop at `max_visited`
 examined entries or `max_results` emitted ones and say so (`truncated`).
+
+Everything below the root is reached through directory descriptors: each directory is
+opened relative to its parent's descriptor with `O_NOFOLLOW | O_DIRECTORY` and listed with
+`os.scandir(fd)`, and files (ignore files, and through `Tree` the files grep reads) are
+opened relative to their parent's descriptor with `O_NOFOLLOW`. A directory swapped for a
+symlink while a walk runs is therefore never followed out of the root: the open fails and
+the directory is skipped, as if it had gone. (Opening by path, as before, let ls, find and
+grep return names and content from outside the root in such a race.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +40,9 @@ VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", "_darcs", ".jj", ".fossil"}
 INVALID_IGNORE_PATTERN = "walk.invalid_ignore_pattern"
 IGNORE_FILE_TOO_LARGE = "walk.ignore_file_too_large"
 CANCEL_CHECK_EVERY = 256
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+GITIGNORE = ".gitignore"
 
 
 @dataclass(frozen=True)
@@ -45,12 +58,13 @@ class WalkWarning:
 
 class Entry(NamedTuple):
     """One walked entry: relative path, type (`file`, `dir`, `symlink`, `other`), depth
-    (1 for a child of the start) and the absolute path. (A tuple: walks make many.)"""
+    (1 for a child of the start) and, when the filter asks for it (`with_stat`), its
+    `lstat` taken through its parent's descriptor. (A tuple: walks make many.)"""
 
     path: str
     type: str
     depth: int
-    absolute: str
+    info: os.stat_result | None = None
 
 
 @dataclass
@@ -68,6 +82,8 @@ class WalkFilter:
     max_visited: int = 0
     max_results: int = 0
     yield_dirs: bool = True
+    with_stat: bool = False
+    """Fill `Entry.info` (an entry that vanished before it could be stat'ed is skipped)."""
 
     def __post_init__(self) -> None:
         for name in ("max_visited", "max_results"):
@@ -95,28 +111,118 @@ def _type_of(entry: os.DirEntry[str]) -> str:
 
 
 class _Ignores:
-    """The stack of ignore rule sets in force for one directory."""
+    """Reads ignore files (relative to a directory descriptor, never through a symlink)."""
 
-    def __init__(self, root: str, warn: Callable[[WalkWarning], None]) -> None:
-        self.root = root
+    def __init__(self, warn: Callable[[WalkWarning], None]) -> None:
         self.warn = warn
 
-    def load(self, absolute: str, relative: str) -> RuleSet | None:
+    def load(self, dir_fd: int, name: str, relative: str) -> RuleSet | None:
+        """The rules of the regular file `name` in the directory `dir_fd`, or None."""
         try:
-            size = os.stat(absolute).st_size
-            if size > MAX_IGNORE_FILE_BYTES:
+            descriptor = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(descriptor)
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            if info.st_size > MAX_IGNORE_FILE_BYTES:
                 self.warn(
-                    WalkWarning(IGNORE_FILE_TOO_LARGE, relative, 0, f"larger than {size} bytes")
+                    WalkWarning(
+                        IGNORE_FILE_TOO_LARGE, relative, 0, f"larger than {info.st_size} bytes"
+                    )
                 )
                 return None
-            with open(absolute, "rb") as handle:
-                text = handle.read(MAX_IGNORE_FILE_BYTES).decode("utf-8", errors="replace")
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+            data = os.read(descriptor, MAX_IGNORE_FILE_BYTES)
+        except OSError:
             return None
+        finally:
+            os.close(descriptor)
+        text = data.decode("utf-8", errors="replace")
         rules = RuleSet(text.removeprefix("\ufeff").split("\n"))
         for bad in rules.bad:
             self.warn(WalkWarning(INVALID_IGNORE_PATTERN, relative, bad.line, bad.reason))
         return rules if rules else None
+
+
+class Tree:
+    """The workspace root as a directory descriptor, and paths below it opened one
+    component at a time, each relative to its parent's descriptor with `O_NOFOLLOW`: no
+    symlink, and no directory swapped for one mid-call, leads out of the root.
+
+    The descriptors of the last directory reached and its ancestors stay open, so files of
+    one directory cost one `open` each. Not thread-safe; close it (or use `with`).
+    """
+
+    def __init__(self, root: str) -> None:
+        self.fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._names: list[str] = []
+        self._fds: list[int] = []
+        self._last: tuple[str, int] | None = None  # the last directory asked for
+
+    def __enter__(self) -> Tree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._trim(0)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def _trim(self, keep: int) -> None:
+        self._last = None
+        while len(self._fds) > keep:
+            self._names.pop()
+            os.close(self._fds.pop())
+
+    def directory(self, relative: str) -> int:
+        """The descriptor of directory `relative` ("" or "." is the root), owned by the
+        tree and valid until its next call; `OSError` when a component is missing, not a
+        directory, or a symlink."""
+        last = self._last
+        if last is not None and last[0] == relative:
+            return last[1]
+        parts = _components(relative)
+        keep = 0
+        for have, want in zip(self._names, parts, strict=False):
+            if have != want:
+                break
+            keep += 1
+        self._trim(keep)
+        for name in parts[keep:]:
+            parent = self._fds[-1] if self._fds else self.fd
+            descriptor = os.open(name, DIR_FLAGS, dir_fd=parent)
+            self._names.append(name)
+            self._fds.append(descriptor)
+        found = self._fds[-1] if self._fds else self.fd
+        self._last = (relative, found)
+        return found
+
+    def open_file(self, relative: str) -> int:
+        """A read-only descriptor of `relative`, not following a final symlink; the
+        caller closes it. `OSError` as for `directory`, or from the open itself."""
+        parent, _, name = relative.rpartition("/")
+        return os.open(_component(name), FILE_FLAGS, dir_fd=self.directory(parent))
+
+    def lstat(self, relative: str) -> os.stat_result:
+        """`lstat` of `relative`, taken through its parent's descriptor."""
+        parent, _, name = relative.rpartition("/")
+        if not name or name == ".":
+            return os.stat(self.directory(parent))
+        return os.stat(_component(name), dir_fd=self.directory(parent), follow_symlinks=False)
+
+
+def _component(name: str) -> str:
+    if name in ("", ".", "..") or "/" in name:
+        raise ToolFailure("arguments", "a walked path must not climb out or be empty")
+    return name
+
+
+def _components(relative: str) -> list[str]:
+    return [_component(part) for part in relative.split("/") if part not in ("", ".")]
 
 
 def _rel(base: str, path: str) -> str:
@@ -141,7 +247,9 @@ def walk(
 ) -> Iterator[Entry]:
     """Yield entries below `start` (a workspace-relative directory, "." for the root).
 
-    `root` is the workspace's real path; `result` receives truncation and warnings.
+    `root` is the workspace's real path; `result` receives truncation and warnings. A
+    `start` that cannot be opened as a directory without following a symlink yields
+    nothing.
     """
 
     def record(warning: WalkWarning) -> None:
@@ -153,35 +261,45 @@ def walk(
     max_results = flt.max_results or DEFAULT_MAX_RESULTS
     include = PathGlob(flt.include_globs) if flt.include_globs else None
     exclude = PathGlob(flt.exclude_globs) if flt.exclude_globs else None
-    ignores = _Ignores(root, record)
+    ignores = _Ignores(record)
     stack: list[tuple[str, RuleSet]] = []
-    start_rel = "" if start in ("", ".") else start.strip("/")
-    if flt.respect_gitignore:
-        excluded = ignores.load(os.path.join(root, ".git", "info", "exclude"), ".git/info/exclude")
-        if excluded is not None:
-            stack.append(("", excluded))
-        parts = start_rel.split("/") if start_rel else []
-        for depth in range(len(parts) + 1):
-            base = "/".join(parts[:depth])
-            name = f"{base}/.gitignore" if base else ".gitignore"
-            rules = ignores.load(os.path.join(root, name), name)
-            if rules is not None:
-                stack.append((base, rules))
+    start_rel = "/".join(_components(start))
+    with Tree(root) as tree:
+        if flt.respect_gitignore:
+            with contextlib.suppress(OSError):
+                info_dir = tree.directory(".git/info")
+                excluded = ignores.load(info_dir, "exclude", ".git/info/exclude")
+                if excluded is not None:
+                    stack.append(("", excluded))
+            parts = start_rel.split("/") if start_rel else []
+            for depth in range(len(parts) + 1):
+                base = "/".join(parts[:depth])
+                try:
+                    directory = tree.directory(base)
+                except OSError:
+                    break
+                name = f"{base}/{GITIGNORE}" if base else GITIGNORE
+                rules = ignores.load(directory, GITIGNORE, name)
+                if rules is not None:
+                    stack.append((base, rules))
+        try:
+            start_fd = os.dup(tree.directory(start_rel))
+        except OSError:
+            return
 
-    def descend(directory_rel: str, depth: int) -> Iterator[Entry]:
-        absolute = os.path.join(root, directory_rel) if directory_rel else root
+    def descend(fd: int, directory_rel: str, depth: int) -> Iterator[Entry]:
+        try:
+            with os.scandir(fd) as scanner:
+                children = sorted(scanner, key=lambda item: item.name)
+        except OSError:
+            children = []
         pushed = False
-        if flt.respect_gitignore and depth > 0:
-            name = f"{directory_rel}/.gitignore"
-            rules = ignores.load(os.path.join(root, name), name)
+        if flt.respect_gitignore and depth > 0 and any(c.name == GITIGNORE for c in children):
+            name = f"{directory_rel}/{GITIGNORE}"
+            rules = ignores.load(fd, GITIGNORE, name)
             if rules is not None:
                 stack.append((directory_rel, rules))
                 pushed = True
-        try:
-            with os.scandir(absolute) as scanner:
-                children = sorted(scanner, key=lambda item: item.name)
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            children = []
         try:
             for child in children:
                 if result.truncated:
@@ -213,12 +331,28 @@ def walk(
                     if result.results >= max_results:
                         result.truncated = True
                         return
+                    info = None
+                    if flt.with_stat:
+                        try:
+                            info = child.stat(follow_symlinks=False)  # fstatat on `fd`
+                        except OSError:
+                            continue  # gone since it was listed
                     result.results += 1
-                    yield Entry(path, kind, level, child.path)
+                    yield Entry(path, kind, level, info)
                 if is_dir and (flt.max_depth <= 0 or level < flt.max_depth):
-                    yield from descend(path, level)
+                    try:
+                        child_fd = os.open(name, DIR_FLAGS, dir_fd=fd)
+                    except OSError:
+                        continue  # gone, or swapped for a symlink or a file: not entered
+                    try:
+                        yield from descend(child_fd, path, level)
+                    finally:
+                        os.close(child_fd)
         finally:
             if pushed:
                 stack.pop()
 
-    yield from descend(start_rel, 0)
+    try:
+        yield from descend(start_fd, start_rel, 0)
+    finally:
+        os.close(start_fd)

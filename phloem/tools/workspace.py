@@ -48,6 +48,26 @@ class Touch:
     path: str
 
 
+def is_unicode(text: str) -> bool:
+    """True unless `text` holds a lone surrogate (which no UTF-8 text can carry)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(path: str) -> str:
+    """`path` as text a result can carry. A name that is not UTF-8 is held with surrogate
+    escapes (which no JSON can carry); it is shown with U+FFFD for each bad byte, as
+    plasmid shows it. (Such a path names no file a tool can be asked for.)"""
+    if is_unicode(path):
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
@@ -72,6 +92,8 @@ class Workspace:
         """Resolve workspace-relative `path`, refusing escapes; `missing` if it must exist."""
         if "\x00" in path:
             raise ToolFailure("arguments", "path must not contain NUL")
+        if not is_unicode(path):
+            raise ToolFailure("arguments", "path must be Unicode text (it holds a lone surrogate)")
         if len(path.encode()) > MAX_PATH_BYTES:
             raise ToolFailure("arguments", f"path must be at most {MAX_PATH_BYTES} bytes")
         if path == "":

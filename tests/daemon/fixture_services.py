@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import msgspec
@@ -97,3 +98,14 @@ class Counter(Actor):
 
 def counter_factory(ctx: ServiceContext) -> ChildSpec:
     return ChildSpec(id=ctx.name, start=Counter)
+
+
+SLOW_STOP_S = 1.0
+
+
+class SlowStopService(ServiceActor):
+    """Takes `SLOW_STOP_S` seconds to stop (a service flushing its work on shutdown)."""
+
+    def on_stop(self) -> None:
+        time.sleep(SLOW_STOP_S)
+        super().on_stop()

@@ -52,7 +52,8 @@ def test_exactly_the_limit_is_accepted_and_one_byte_more_refused_when_decoding()
     with pytest.raises(FrameTooLarge) as info:
         decoder.feed(struct.pack(">I", LIMIT + 1))  # refused from the header alone
     assert (info.value.size, info.value.limit) == (LIMIT + 1, LIMIT)
-    assert decoder.error is info.value
+    assert decoder.error is not None
+    assert (decoder.error.size, decoder.error.limit) == (LIMIT + 1, LIMIT)
     with pytest.raises(FrameTooLarge):  # the stream cannot be resynchronised: stays broken
         decoder.feed(frame(b"ok"))
     with pytest.raises(FrameTooLarge):
@@ -108,3 +109,39 @@ def test_the_limit_must_be_expressible_in_a_header() -> None:
         FrameDecoder(MAX_FRAME_BYTES_LIMIT + 1)
     with pytest.raises(TypeError, match="max_frame_bytes must be an int"):
         FrameDecoder(True)
+
+
+class _Owner:
+    """Something that keeps a decoder and reads from it in a method, like a connection."""
+
+    def __init__(self) -> None:
+        self.decoder = FrameDecoder(LIMIT)
+        self.payload = bytearray(1024 * 1024)
+
+    def read(self) -> None:
+        self.decoder.feed(struct.pack(">I", LIMIT + 1))
+
+
+def test_a_broken_decoder_keeps_no_traceback_so_its_owner_is_freed_without_the_gc() -> None:
+    """The refused frame's error is kept (`error`, raised again by every later call), but
+    never a traceback: one would hold the frames of the calls that raised it, and so the
+    decoder's owner, in a cycle only the cyclic GC frees — with its buffers (under a storm
+    of oversized frames, megabytes per connection until a full collection)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        owner = _Owner()
+        for _ in range(3):
+            with pytest.raises(FrameTooLarge) as info:
+                owner.read()
+            assert info.value.size == LIMIT + 1
+            del info
+        assert owner.decoder.error is not None
+        assert owner.decoder.error.__traceback__ is None
+        gone = weakref.ref(owner)
+        del owner
+        assert gone() is None, "the owner is kept alive by a reference cycle"
+    finally:
+        gc.enable()

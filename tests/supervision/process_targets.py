@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -123,4 +124,43 @@ def exit_on_sigterm(ch: Channel, code: int) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     ch.send("armed")
+    threading.Event().wait()
+
+
+def _hold(size: int) -> None:
+    """Make `size` bytes resident (every page written), then wait for ever."""
+    block = bytearray(size)
+    for i in range(0, size, 4096):
+        block[i] = 1
+    threading.Event().wait()
+
+
+def fork_hogs(ch: Channel, helpers: int, size: int, setsid: bool = False) -> None:
+    """Fork `helpers` children that each hold `size` resident bytes (with `setsid`, in
+    sessions of their own); send their pids, then wait for ever holding nothing."""
+    pids = []
+    for _ in range(helpers):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                if setsid:
+                    os.setsid()
+                _hold(size)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    ch.send(pids)
+    threading.Event().wait()
+
+
+def orphan_hogs(ch: Channel, helpers: int, size: int) -> None:
+    """Start `helpers` Python processes in sessions of their own through a shell that
+    exits at once (they are re-parented to the fork server), each holding `size`
+    resident bytes; send their pids, then wait for ever."""
+    code = f"import threading; b = b'x' * {size}; threading.Event().wait()"
+    script = f'for i in $(seq {helpers}); do setsid "$0" -c "$1" >/dev/null 2>&1 & echo $!; done'
+    out = subprocess.run(
+        ["sh", "-c", script, sys.executable, code], capture_output=True, check=True
+    )
+    ch.send([int(p) for p in out.stdout.split()])
     threading.Event().wait()

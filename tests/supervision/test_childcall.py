@@ -9,9 +9,10 @@ import psutil
 import pytest
 
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.secrets import REDACTED
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.handle import ChildHandle, ChildStartError
-from phloem.supervision.reasons import REDACTED, ExitKind, ExitReason
+from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Limits, ProcessTarget
 from tests.supervision import process_targets as targets
 from tests.supervision.process_fixtures import lean_fork_server  # noqa: F401

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from phloem.protocols.secrets import REDACTED
 from phloem.supervision import leftovers
 from phloem.supervision.handle import ChildStartError, ChildState
 from phloem.supervision.process import READY_TIMEOUT_RANGE, ProcessHandle, start_process
-from phloem.supervision.reasons import REDACTED, ExitKind, ExitReason
+from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits, ProcessTarget
 from tests.supervision import process_targets as targets
 from tests.supervision.process_fixtures import lean_fork_server  # noqa: F401

@@ -72,7 +72,7 @@ def test_the_watchdog_thread_runs_only_while_something_is_watched() -> None:
     fired = threading.Event()
     readings: list[int] = []
 
-    def on_exceeded(rss: int) -> None:
+    def on_exceeded(rss: int, processes: int) -> None:
         readings.append(rss)
         fired.set()
 
@@ -154,3 +154,78 @@ def test_a_c_extension_that_cannot_be_mapped_under_the_cap_is_heap_exceeded() ->
             limits=Limits(max_memory_bytes=MIN_MEMORY_BYTES),
         )
     assert info.value.reason == ExitReason.heap_exceeded("ImportError")
+
+
+@pytest.mark.parametrize("setsid", [False, True], ids=["group", "own-sessions"])
+def test_helpers_forked_by_a_child_count_against_its_memory_cap(setsid: bool) -> None:
+    # 3 helpers x 120 MiB: each under the 200 MiB cap alone, the tree far over it.
+    h = start_process(
+        ProcessTarget(targets.fork_hogs, (3, 120 * MiB, setsid), pass_channel=True),
+        name="forker",
+        limits=Limits(max_memory_bytes=200 * MiB),
+    )
+    try:
+        helpers = h.recv(timeout=10)
+        reason = h.wait(20)
+    finally:
+        h.stop(0)
+    assert reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED, reason
+    detail = reason.detail or ""
+    assert f"> max_memory_bytes {200 * MiB} (" in detail, detail
+    assert detail.endswith(" processes)"), detail
+    total = int(detail.split()[1])
+    assert total > 200 * MiB
+    for pid in [h.pid, *helpers]:
+        assert not _running(pid), f"{pid} outlived the kill"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_orphans_a_child_left_in_sessions_of_their_own_count_against_its_cap() -> None:
+    # The shell that started them is gone: they are the fork server's now, found by the
+    # handle's marker in their environment.
+    h = start_process(
+        ProcessTarget(targets.orphan_hogs, (3, 120 * MiB), pass_channel=True),
+        name="orphaner",
+        limits=Limits(max_memory_bytes=200 * MiB),
+    )
+    try:
+        helpers = h.recv(timeout=10)
+        reason = h.wait(20)
+    finally:
+        h.stop(0)
+    assert reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED, reason
+    for pid in helpers:
+        assert not _running(pid), f"{pid} outlived the kill"
+
+
+def test_max_rss_bytes_alone_caps_the_tree_without_an_address_space_limit() -> None:
+    h = start_process(
+        ProcessTarget(targets.fork_hogs, (2, 64 * MiB), pass_channel=True),
+        name="rss-only",
+        limits=Limits(max_rss_bytes=100 * MiB),
+    )
+    try:
+        h.recv(timeout=10)
+        reason = h.wait(20)
+    finally:
+        h.stop(0)
+    assert reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED, reason
+    assert f"> max_rss_bytes {100 * MiB} (" in (reason.detail or "")
+
+
+def test_limits_keep_their_positional_order_and_name_the_tree_cap() -> None:
+    assert Limits(256 * MiB, 64, 10) == Limits(
+        max_memory_bytes=256 * MiB, max_open_files=64, max_cpu_seconds=10
+    )
+    assert Limits(256 * MiB).rss_cap == 256 * MiB
+    assert Limits(256 * MiB, max_rss_bytes=64 * MiB).rss_cap == 64 * MiB
+    assert Limits().rss_cap is None
+    with pytest.raises(ValueError, match="max_rss_bytes"):
+        Limits(max_rss_bytes=1)

@@ -101,3 +101,24 @@ def test_snapshot_shows_pid_and_resident_memory_of_process_children() -> None:
     (node,) = root.children
     assert node.type == "process" and node.pid == _proc(sup, "p").pid
     assert node.rss_bytes is not None and node.rss_bytes > 0
+
+
+def test_snapshot_shows_the_tree_memory_cap_and_the_watchdogs_reading() -> None:
+    from phloem.cli.render import render_tree
+
+    limits = Limits(max_memory_bytes=256 * 1024 * 1024)
+    sup = Supervisor.start(SupervisorSpec(), [_echo_spec("p", limits=limits)], name="capped")
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            (node,) = tree_snapshot([sup]).roots[0].children
+            if node.tree_rss_bytes is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert node.rss_cap_bytes == 256 * 1024 * 1024
+        assert node.tree_processes == 1
+        assert node.tree_rss_bytes is not None and node.tree_rss_bytes > 0
+        text = render_tree(tree_snapshot([sup]))
+        assert "in 1 procs / cap 256.0 MiB (rss watchdog)" in text, text
+    finally:
+        sup.stop()

@@ -166,3 +166,20 @@ def test_read_output_is_limited_by_the_context_policy(root: Path) -> None:
     assert result["report"]["reason"] == "lines"
     assert result["truncated"] is True
     assert "[phloem:truncated reason=lines" in result["content"]
+
+
+def test_the_edit_diff_of_a_crlf_file_shows_logical_lines(ctx: ToolContext, root: Path) -> None:
+    (root / "c.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    ReadTool().run({"path": "c.txt"}, ctx)
+    result = EditTool().run({"path": "c.txt", "old_text": "two", "new_text": "TWO"}, ctx)
+    assert result["diff"] == (
+        "--- a/c.txt\n+++ b/c.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n"
+    )
+    assert (root / "c.txt").read_bytes() == b"one\r\nTWO\r\nthree\r\n"  # the file keeps CRLF
+    (root / "n.txt").write_bytes(b"\xef\xbb\xbfa\r\nb")  # BOM, no final newline
+    ReadTool().run({"path": "n.txt"}, ctx)
+    result = EditTool().run({"path": "n.txt", "old_text": "b", "new_text": "c"}, ctx)
+    assert "\r" not in result["diff"] and "\ufeff" not in result["diff"]
+    assert result["diff"].endswith(
+        "-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n"
+    )

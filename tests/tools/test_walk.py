@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from phloem.tools.walk import WalkFilter, WalkResult, WalkWarning, walk
+from phloem.tools.walk import Tree, WalkFilter, WalkResult, WalkWarning, walk
 
 from .conftest import seed
 
@@ -105,3 +105,41 @@ def test_a_walk_from_a_subdirectory_applies_ancestor_gitignores(root: Path) -> N
 def test_walk_limits_are_validated() -> None:
     with pytest.raises(ValueError, match=r"^invalid_argument: max_results must be between 0 and "):
         WalkFilter(max_results=-1)
+
+
+def test_a_directory_swapped_for_a_symlink_mid_walk_is_not_entered(
+    root: Path, tmp_path: Path
+) -> None:
+    seed(root, {"sub/inside.txt": "", "z.txt": ""})
+    outside = tmp_path / "outside"
+    seed(outside, {"secret.txt": ""})
+    entries = walk(os.path.realpath(root), ".", WalkFilter(), WalkResult())
+    assert next(entries).path == "sub"  # pre-order: "sub" comes before its contents
+    (root / "sub").rename(root / ".held")
+    (root / "sub").symlink_to(outside)  # swapped before the walk opens it
+    assert [e.path for e in entries] == ["z.txt"]
+
+
+def test_the_tree_opens_nothing_through_a_symlink(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    seed(outside, {"secret.txt": "s"})
+    seed(root, {"real/file.txt": "f"})
+    (root / "link").symlink_to(outside)
+    (root / "real" / "linked.txt").symlink_to(outside / "secret.txt")
+    with Tree(os.path.realpath(root)) as tree:
+        os.close(tree.open_file("real/file.txt"))
+        for path in ("link/secret.txt", "real/linked.txt"):
+            with pytest.raises(OSError):
+                tree.open_file(path)
+        with pytest.raises(OSError):
+            tree.directory("link")
+        assert tree.lstat("link").st_size == len(str(outside))  # the link itself
+
+
+def test_a_gitignore_that_is_a_symlink_is_not_followed(root: Path, tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.write_text("*.txt\n")
+    seed(root, {"a.txt": "", "b.md": ""})
+    (root / ".gitignore").symlink_to(rules)  # as git: a symlinked .gitignore is ignored
+    paths, _ = _paths(root, WalkFilter(respect_gitignore=True))
+    assert paths == ["a.txt", "b.md"]

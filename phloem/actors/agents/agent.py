@@ -15,7 +15,7 @@ from typing import Final
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event
 from phloem.protocols.errors import ErrorValue
-from phloem.supervision.reasons import redact
+from phloem.protocols.secrets import redact
 
 AGENT_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 RESERVED_NAMES: Final = frozenset({"user"})

@@ -21,7 +21,8 @@ from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.events import Event
 from phloem.protocols.errors import ErrorKind, ErrorValue
-from phloem.supervision.reasons import ExitKind, redact
+from phloem.protocols.secrets import redact
+from phloem.supervision.reasons import ExitKind
 
 
 @dataclass(frozen=True)

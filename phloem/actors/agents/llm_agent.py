@@ -35,7 +35,7 @@ from phloem.protocols.content import Content, FunctionCall, ModelRequest, Part
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.model import Model
-from phloem.supervision.reasons import redact
+from phloem.protocols.secrets import redact
 from phloem.tools.contract import JSON, Tool, ToolContext, as_tool, object_schema, unknown_tool
 from phloem.tools.errors import ToolFailure
 from phloem.tools.registry import ToolRegistry

@@ -14,6 +14,7 @@ import msgspec
 from phloem.actors.agents.events import Event
 from phloem.protocols.content import Usage
 from phloem.protocols.errors import ErrorValue
+from phloem.protocols.secrets import redact
 
 
 class OutcomeStatus(enum.StrEnum):
@@ -43,7 +44,7 @@ class Decision(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class PlannerOutcome(msgspec.Struct, frozen=True, omit_defaults=True):
-    """The end of one `PlannerAgent` run."""
+    """The end of one `PlannerAgent` run (its `message` redacted, as error texts are)."""
 
     status: OutcomeStatus
     agent: str
@@ -56,6 +57,10 @@ class PlannerOutcome(msgspec.Struct, frozen=True, omit_defaults=True):
     result: str | None = None
     error: ErrorValue | None = None
     final_event: Event | None = None
+
+    def __post_init__(self) -> None:
+        # the message often quotes an error or a cancel reason: never a credential
+        msgspec.structs.force_setattr(self, "message", redact(self.message))
 
     @property
     def ok(self) -> bool:

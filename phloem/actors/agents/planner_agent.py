@@ -42,7 +42,7 @@ from phloem.actors.agents.planning import (
 from phloem.limits import check_range
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
-from phloem.supervision.reasons import redact
+from phloem.protocols.secrets import redact
 
 log = structlog.get_logger("phloem.agents")
 

@@ -99,15 +99,24 @@ def _no_models(name: str) -> Model:
     raise PhloemError(ErrorKind.UNKNOWN_PROVIDER, f"no provider named {name!r} is configured")
 
 
+def _load(load: Callable[[str], Any], path: str, where: str) -> Any:
+    """`load(path)`; a failure names the config key (`agents.functions.NAME.fn`) too."""
+    try:
+        return load(path)
+    except PhloemError as exc:
+        raise PhloemError(exc.kind, f"{where}: {exc.message}", exc.details) from exc
+
+
 def build_registry(
     cfg: Any, load: Callable[[str], Any], models: Callable[[str], Model] = _no_models
 ) -> AgentRegistry:
     """Agents from an `[agents]` config section; `load` resolves `module:attribute`,
-    `models` a provider name to its model."""
+    `models` a provider name to its model. A component that cannot be loaded is an error
+    naming its key path (`agents.functions.NAME.fn: cannot load agent 'mod:fn': ...`)."""
     registry = AgentRegistry()
     for name, fc in cfg.functions.items():
         where = f"agents.functions.{name}"
-        fn = load(fc.fn)
+        fn = _load(load, fc.fn, f"{where}.fn")
         if not callable(fn):
             raise _invalid(f"{where}: {fc.fn!r} is not callable")
         limits = Limits(max_memory_bytes=fc.max_memory_bytes) if fc.max_memory_bytes else None
@@ -141,7 +150,7 @@ def build_registry(
         except (TypeError, ValueError) as exc:
             raise _invalid(f"agents.llm.{name}: {_why(exc)}") from None
     for name, path in cfg.components.items():
-        obj = load(path)
+        obj = _load(load, path, f"agents.components.{name}")
         agent = obj if isinstance(obj, Agent) else (obj() if callable(obj) else None)
         if not isinstance(agent, Agent) or agent.name != name:
             raise _invalid(f"agents.components.{name}: {path!r} must be an Agent named {name!r}")

@@ -145,9 +145,26 @@ def public_run(run: AgentRun) -> AgentRun:
     )
 
 
+class _StartObject:
+    __slots__ = ("agent", "owner", "request")
+
+    def __init__(self, agent: Agent, request: StartAgentRun, owner: Owner) -> None:
+        self.agent = agent
+        self.request = request
+        self.owner = owner
+
+
 def register_message(agent: Agent, replace: bool = False) -> Any:
     """The in-process message that registers `agent` with the service (Tree only)."""
     return _Register(agent, replace)
+
+
+def start_object_message(
+    agent: Agent, owner: Owner, input: str | None, state: dict[str, Any]
+) -> Any:
+    """The in-process message that starts a run of the `agent` object itself, for
+    `owner`, without registering it (Tree only): answered with `AgentRunStarted`."""
+    return _StartObject(agent, StartAgentRun(agent.name, input, state), owner)
 
 
 class AgentRunDriver(Actor):
@@ -273,10 +290,17 @@ class AgentService(ServiceActor):
             return None
         if isinstance(message, _Register):
             return self.registry.add(message.agent, replace=message.replace).name
+        if isinstance(message, _StartObject):
+            return self._start(message.request, message.owner, message.agent)
         return None
 
-    def _start(self, request: StartAgentRun, owner: Owner) -> AgentRunStarted:
-        agent = self.registry.get(request.name)
+    def _start(
+        self, request: StartAgentRun, owner: Owner, agent: Agent | None = None
+    ) -> AgentRunStarted:
+        """Start a run of `agent` (an object, from an embedded tree) or, without one, of
+        the agent registered as `request.name`."""
+        if agent is None:
+            agent = self.registry.get(request.name)
         if request.input is not None and len(request.input) > MAX_AGENT_INPUT_CHARS:
             raise PhloemError(
                 ErrorKind.BAD_MESSAGE, f"input must be at most {MAX_AGENT_INPUT_CHARS} chars"

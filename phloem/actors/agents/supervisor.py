@@ -28,7 +28,7 @@ from phloem.limits import check_range
 from phloem.protocols.content import Content, ModelRequest
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model
-from phloem.supervision.reasons import redact
+from phloem.protocols.secrets import redact
 
 DEFAULT_MAX_EVENTS = 20
 MAX_EVENTS_RANGE = (1, 1_000)

@@ -63,10 +63,10 @@ from phloem.protocols.plan import (
     sanitize,
 )
 from phloem.protocols.result import Observation, PlanningResult, ResultError, encode_result
-from phloem.protocols.secrets import prune_secrets
+from phloem.protocols.secrets import MAX_MESSAGE_CHARS, prune_secrets, redact_value
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.credit import CreditStream
-from phloem.supervision.reasons import ExitReason, redact
+from phloem.supervision.reasons import ExitReason
 
 log = structlog.get_logger("phloem.planning")
 
@@ -163,17 +163,7 @@ def clean_reason(reason: Any) -> Any:
         value = sanitize(reason, "$.reason")
     except PlanError:
         value = type(reason).__name__
-    return _redact_strings(value)
-
-
-def _redact_strings(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, list):
-        return [_redact_strings(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _redact_strings(v) for k, v in value.items()}
-    return value
+    return redact_value(value, limit=MAX_MESSAGE_CHARS)
 
 
 class PlanningRun(Actor):

@@ -19,7 +19,7 @@ from phloem.actors.planning import outcomes as out
 from phloem.actors.planning.adapters import Role, load_adapter
 from phloem.protocols.plan import Plan, PlanError, Step, from_mapping, planning_json as json_value
 from phloem.protocols.result import Complete, Continue, Error, Fail, Ok, Replan
-from phloem.supervision.reasons import redact
+from phloem.protocols.secrets import redact
 
 # The largest wire outcome a callback may send back (canonical JSON bytes).
 MAX_CALLBACK_OUTPUT_BYTES = 4 * 1024 * 1024

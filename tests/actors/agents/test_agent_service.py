@@ -175,6 +175,63 @@ def test_registering_an_agent_object_and_running_it(tree: Tree) -> None:
     assert run.events[-1].text == "hello world"
 
 
+class Echo(Agent):
+    """Writes state["x"] to "echo"; waits at `barrier` (if any) so runs overlap."""
+
+    def __init__(self, name: str, barrier: threading.Barrier | None = None) -> None:
+        super().__init__(name, "echoes x")
+        self.barrier = barrier
+
+    def run(self, ctx: InvocationContext) -> Iterator[Event]:
+        if self.barrier is not None:
+            self.barrier.wait(timeout=10)
+        yield Event(
+            author=self.name,
+            invocation_id=ctx.invocation_id,
+            actions=EventActions(state_delta={"echo": ctx.state["x"]}),
+        )
+
+
+def test_a_freshly_built_agent_object_runs_again_and_again(tree: Tree) -> None:
+    for x in ("first", "second", "third"):
+        run = tree.run_agent(Echo("fresh"), state={"x": x})  # a new object per invocation
+        assert run.outcome.status == "done", run.outcome.message
+        assert run.state == {"x": x, "echo": x}
+
+
+def test_an_agent_object_runs_itself_not_what_is_registered_under_its_name(tree: Tree) -> None:
+    tree.register_agent(Echo("named"))
+
+    class Other(Agent):
+        def run(self, ctx: InvocationContext) -> Iterator[Event]:
+            yield Event.from_text(self.name, "the object itself")
+
+    run = tree.run_agent(Other("named", ""))
+    assert run.events[-1].text == "the object itself"
+    assert tree.run_agent("named", state={"x": 1}).state["echo"] == 1  # the named API stays
+    with tree.client() as client:
+        assert [a.name for a in client.list_agents()].count("named") == 1  # nothing added
+
+
+def test_concurrent_runs_of_one_agent_object_stay_isolated(tree: Tree) -> None:
+    agent = Echo("shared", threading.Barrier(2))
+    runs: dict[int, Any] = {}
+
+    def go(i: int) -> None:
+        runs[i] = tree.run_agent(agent, state={"x": i})
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert sorted(runs) == [0, 1]
+    for i, run in runs.items():
+        assert run.outcome.status == "done", run.outcome.message
+        assert run.state == {"x": i, "echo": i}
+    assert runs[0].session_id != runs[1].session_id
+
+
 def test_credential_shaped_state_never_leaves_the_service(tree: Tree) -> None:
     class Leaky(Agent):
         def run(self, ctx: InvocationContext) -> Iterator[Event]:

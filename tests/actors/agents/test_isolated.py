@@ -55,3 +55,46 @@ def test_an_isolated_function_over_its_memory_cap_ends_with_an_error_event() -> 
     assert event.error is not None
     assert event.error.kind == "agent_heap_exceeded"
     assert event.error.message.startswith("hog: process child ended: heap_exceeded")
+
+
+def fork_hogs() -> list[int]:
+    """Fork 4 helpers of 64 MiB each (each under a 128 MiB cap), then wait."""
+    import time
+
+    pids = []
+    for _ in range(4):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                block = bytearray(64 * 1024 * 1024)
+                block[::4096] = b"\1" * (len(block) // 4096)
+                time.sleep(60)
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    time.sleep(3)
+    return pids
+
+
+@pytest.mark.parametrize("supervised", [False, True], ids=["direct", "supervised"])
+def test_helpers_an_isolated_function_forks_count_against_its_memory_cap(
+    supervised: bool,
+) -> None:
+    agent = FunctionAgent(
+        "forker",
+        "",
+        fork_hogs,
+        output_key="out",
+        isolate=True,
+        limits=Limits(max_memory_bytes=128 * 1024 * 1024),
+    )
+    if supervised:
+        with SupervisedExecutor("forker") as executor:
+            run = run_agent(PlannerAgent("p", "", SequentialPlanner, [agent]), executor=executor)
+        assert run.outcome.status == "agent_failed", run.outcome.status
+        event = next(e for e in run.events if e.error is not None)
+    else:
+        [event] = list(agent.run(InvocationContext()))
+    assert event.error is not None, event
+    assert event.error.kind == "agent_heap_exceeded"
+    assert "> max_memory_bytes 134217728 (" in event.error.message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -84,6 +85,23 @@ def test_a_function_path_that_does_not_load_is_a_config_error() -> None:
     with pytest.raises(PhloemError) as info:
         registry(functions={"f": {"fn": f"{EX}:nope"}})
     assert info.value.kind == "config_invalid"
+
+
+def test_a_function_module_that_raises_on_import_names_the_agent_module_and_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "raising_agent_mod.py").write_text("raise RuntimeError('no luck')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PhloemError) as info:
+        registry(functions={"summarise": {"fn": "raising_agent_mod:summarise"}})
+    assert info.value.kind == "config_invalid"
+    assert info.value.message == (
+        "agents.functions.summarise.fn: cannot load agent 'raising_agent_mod:summarise': "
+        "RuntimeError: no luck"
+    )
+    with pytest.raises(PhloemError) as info:
+        registry(components={"helper": "raising_agent_mod:helper"})
+    assert info.value.message.startswith("agents.components.helper: cannot load agent ")
 
 
 def test_unknown_keys_and_bad_values_are_rejected_by_the_schema() -> None:

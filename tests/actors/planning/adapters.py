@@ -59,6 +59,12 @@ class ScriptedPlanner:
         if mode == "hog":
             hog = bytearray(1024 * 1024 * 1024)
             return Ok(len(hog))
+        if mode == "fork_hogs":  # helpers each under the cap, together far over it
+            pids = [_fork_holding(target["size"]) for _ in range(target["helpers"])]
+            if target.get("fifo"):
+                _report(target["fifo"], " ".join(map(str, pids)))
+            time.sleep(target.get("hold_s", 3))
+            return Ok(_doc(goal, 0, actions))
         raise ValueError(f"unknown plan mode {mode}")
 
     def review(
@@ -140,6 +146,19 @@ class ScriptedExecutor:
             time.sleep(60)
             return Ok("never")
         raise ValueError(f"unknown op {op}")
+
+
+def _fork_holding(size: int) -> int:
+    """Fork a helper that makes `size` bytes resident and then sleeps; its pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = bytearray(size)
+            block[::4096] = b"\1" * len(range(0, size, 4096))
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    return pid
 
 
 def _report(fifo: str, text: str) -> None:

@@ -287,6 +287,35 @@ def test_memory_exhaustion_is_isolated_and_the_runtime_survives(
     assert run(runtime, owner, scripted()).status == "completed"
 
 
+def test_a_planner_whose_forked_helpers_exceed_its_cap_fails_and_leaves_none(
+    runtime: PlanningRuntime, owner: Owner, tmp_path: Path
+) -> None:
+    # 4 helpers x 64 MiB under a 128 MiB cap: each fits its own RLIMIT_AS, the tree not.
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    target = scripted(plan="fork_hogs", helpers=4, size=64 * MIB, fifo=fifo)
+    ref = runtime.start(
+        owner, target, "scripted", {"task": "t"}, None, {"max_memory_bytes": 128 * MIB}
+    )
+    helpers = read_pids(fifo)
+    assert len(helpers) == 4
+    result = runtime.await_result(owner, ref, 30)
+    assert result.status == "failed", result.status
+    assert error_of(result) == {
+        "kind": "planner_callback_failed",
+        "reason": "callback_memory_exceeded",
+    }
+    for pid in helpers:
+        assert not _alive(pid), f"helper {pid} outlived its run"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 # --- cancellation and refs --------------------------------------------------------------
 
 

@@ -1,0 +1,109 @@
+"""The one secret rule (`is_secret_key`) and the one redaction built on it (`redact`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from phloem.protocols.secrets import MAX_MESSAGE_CHARS, REDACTED, redact, redact_value
+
+SECRET = "s3cr3tVALUE_abcdefgh"
+
+LEAKY = [
+    f"Authorization: Bearer {SECRET}",
+    f"authorization: bearer {SECRET}",
+    f"Authorization: Basic {SECRET}==",
+    f"Proxy-Authorization: Basic {SECRET}",
+    f"headers={{'Authorization': 'Bearer {SECRET}'}}",
+    f'{{"Authorization": "Bearer {SECRET}"}}',
+    f"sent Bearer {SECRET} upstream",
+    f"sent Basic dXNlcjpwYXNz{SECRET} upstream",
+    f"{{'api_key': '{SECRET}'}}",
+    f'{{"api_key": "{SECRET}"}}',
+    f'{{"api_key":"{SECRET}","model":"m"}}',
+    f'{{"token": "{SECRET}"}}',
+    f"{{'password': '{SECRET}', 'user': 'u'}}",
+    f"api_key='{SECRET}'",
+    f'api_key="{SECRET} with spaces"',
+    f"api_key={SECRET}",
+    f"API-KEY: {SECRET}",
+    f"x-api-key: {SECRET}",
+    f"client_secret={SECRET}&grant_type=x",
+    f"https://api.example/v1?key=1&access_token={SECRET}&x=1",
+    f"postgres://admin:{SECRET}@db.example:5432/app",
+    f"refresh_token: {SECRET}",
+    f"session_id={SECRET}",
+    f"{{'auth': {{'user': 'u', 'pin': '{SECRET}'}}}}",
+    f'{{"auth": ["{SECRET}", "x"]}}',
+    f"sk-{SECRET}{SECRET}",
+    f"RuntimeError: upstream said {{'token': '{SECRET}'}} (retry)",
+    f"passwd:{SECRET}",
+    f"{{\\'api_key\\': \\'{SECRET}\\'}}",  # an escaped repr inside a repr
+]
+
+
+@pytest.mark.parametrize("text", LEAKY)
+def test_credentials_in_every_common_shape_are_redacted(text: str) -> None:
+    out = redact(text)
+    assert SECRET not in out, out
+    assert REDACTED in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Basic authentication failed for user bob",
+        "Bearer tokens are described in RFC 6750",
+        "max_tokens=100, input_tokens: 5",
+        '{"usage": {"output_tokens": 17, "total_tokens": 20}}',
+        "the tokenizer ran out of budget",
+        "status=404 path=/v1/models",
+        "key=value",
+        "monkey: banana",
+        "postgres://db.example:5432/app",
+    ],
+)
+def test_ordinary_text_is_kept(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_the_key_and_the_scheme_stay_readable() -> None:
+    assert redact(f"Authorization: Bearer {SECRET}") == f"Authorization: Bearer {REDACTED}"
+    assert redact(f"{{'api_key': '{SECRET}'}}") == f"{{'api_key': '{REDACTED}'}}"
+    assert redact(f'{{"token": "{SECRET}", "n": 1}}') == f'{{"token": "{REDACTED}", "n": 1}}'
+    assert redact(f"api_key={SECRET} rest") == f"api_key={REDACTED} rest"
+
+
+def test_redacted_json_stays_json() -> None:
+    doc = json.dumps({"api_key": SECRET, "nested": {"password": SECRET}, "n": [1, 2]})
+    out = redact(doc)
+    assert SECRET not in out
+    assert json.loads(out)["n"] == [1, 2]
+
+
+def test_explicit_secrets_and_the_length_cap() -> None:
+    assert redact("the key is opaque-42", ("opaque-42",)) == f"the key is {REDACTED}"
+    long = "x" * (MAX_MESSAGE_CHARS + 10)
+    assert len(redact(long)) == MAX_MESSAGE_CHARS + 1
+    assert redact(long, limit=None) == long
+
+
+def test_redaction_is_idempotent() -> None:
+    for text in LEAKY:
+        once = redact(text)
+        assert redact(once) == once
+
+
+def test_redact_value_prunes_secret_keys_and_redacts_every_string() -> None:
+    value = {
+        "why": f"Authorization: Bearer {SECRET}",
+        "password": SECRET,
+        "items": [f"api_key={SECRET}", 3, None],
+        "usage": {"total_tokens": 7},
+    }
+    assert redact_value(value) == {
+        "why": f"Authorization: Bearer {REDACTED}",
+        "items": [f"api_key={REDACTED}", 3, None],
+        "usage": {"total_tokens": 7},
+    }
