@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-slow bench lint format clean
+.PHONY: install run test test-fast test-slow bench lint format clean
 
 install: $(STAMP)
 
@@ -18,6 +18,9 @@ run: install
 	$(BIN)/python -m phloem.examples.run_all --config conf/phloem.toml
 
 test: install
+	$(BIN)/python -m pytest -q -m 'slow or not slow'
+
+test-fast: install
 	$(BIN)/python -m pytest -q
 
 test-slow: install
