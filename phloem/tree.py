@@ -42,6 +42,7 @@ from phloem.actors.services import (
 from phloem.actors.streams import StreamHub
 from phloem.client.agents import AgentTreeMethods
 from phloem.config import Config, load_config
+from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, TOO_DEEP, DaemonStatus
@@ -140,8 +141,11 @@ class Tree(AgentTreeMethods):
         refs: OwnerRegistry,
         streams: StreamHub,
         services: list[str],
+        interceptors: InterceptorRegistry | None = None,
     ) -> None:
         self.config = config
+        # Every agent, model and tool call of the tree's runs goes through this chain.
+        self.interceptors = interceptors if interceptors is not None else InterceptorRegistry()
         self.root = root
         self.refs = refs
         self.streams = streams
@@ -167,10 +171,11 @@ class Tree(AgentTreeMethods):
         cfg = config if isinstance(config, Config) else load_config(config)
         refs = OwnerRegistry(cfg.supervision.max_refs_per_owner)
         streams = StreamHub(cfg.supervision.max_streams)
+        interceptors = InterceptorRegistry()
         specs = []
         names = []
         for service in _configured_services(cfg):
-            ctx = ServiceContext(service.name, cfg, refs, streams)
+            ctx = ServiceContext(service.name, cfg, refs, streams, interceptors)
             spec = service.factory(ctx)
             if spec is None:
                 continue
@@ -188,7 +193,7 @@ class Tree(AgentTreeMethods):
             )
         except ChildStartError as exc:
             raise PhloemError(ErrorKind.START_FAILED, redact(str(exc))) from exc
-        tree = cls(cfg, root, refs, streams, names)
+        tree = cls(cfg, root, refs, streams, names, interceptors)
         root.add_exit_callback(tree._on_root_exit)
         log.info("tree_started", services=names)
         return tree

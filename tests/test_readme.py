@@ -99,6 +99,13 @@ def test_agents_and_planners(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Risk level: HIGH (score 100/100)" in out
 
 
+def test_interceptors(capsys: pytest.CaptureFixture[str]) -> None:
+    block = readme_python_blocks("Agents and planners")[-1]
+    assert "class NoBash(Interceptor)" in block
+    run_readme_block(block, "interceptors")
+    assert "denied - bash is not allowed here\n" in capsys.readouterr().out
+
+
 def test_planning_runtime(capsys: pytest.CaptureFixture[str]) -> None:
     block = readme_python_blocks("Planning runtime")[0]
     run_readme_block(block, "planning")

@@ -37,13 +37,14 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
 import structlog
 
 from phloem.actors.streams import StreamHub, Topic
+from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor
@@ -142,6 +143,9 @@ class ServiceContext:
     config: Config
     refs: OwnerRegistry
     streams: StreamHub
+    # The tree's interceptors (phloem.models.interceptors): features that watch or change
+    # agent, model and tool calls add theirs; runs snapshot the chain when they start.
+    interceptors: InterceptorRegistry = field(default_factory=InterceptorRegistry)
 
 
 class ServiceActor(Actor):

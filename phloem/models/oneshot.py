@@ -33,6 +33,7 @@ import msgspec
 import structlog
 
 from phloem.limits import check_range
+from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, ToolCall
 from phloem.models.openai import OpenAIModel
 from phloem.protocols.content import (
     Content,
@@ -76,6 +77,8 @@ PROBE_MARKER: Final = "phloem-probe-7f3a"
 DEFAULT_PROBE_MAX_OUTPUT_TOKENS: Final = 64
 
 
+# The agent name one-shot runs carry in their `CallInfo` (interceptors see it).
+ONE_SHOT_AGENT: Final = "oneshot"
 ONE_SHOT_KINDS: Final = frozenset(
     {
         ErrorKind.INVALID_ARGUMENT,
@@ -218,8 +221,11 @@ class _Run:
         tool_execution: ToolExecution,
         cancel: threading.Event | None,
         recover_arguments: bool,
+        interceptors: Interceptors = NO_INTERCEPTORS,
     ) -> None:
         self.model = model
+        self.interceptors = interceptors
+        self.info = CallInfo(kind="agent", agent=ONE_SHOT_AGENT, target="oneshot")
         self.tools = tools
         self.tool_context = tool_context
         self.max_text = max_returned_text_bytes
@@ -240,10 +246,8 @@ class _Run:
         self.check_cancel()
         self.model_calls += 1
         try:
-            if self.recover and isinstance(self.model, OpenAIModel):
-                response = self.model.generate(request, recover_arguments=True)
-            else:
-                response = self.model.generate(request)
+            info = self.info.derive("model", type(self.model).__name__)
+            response = self.interceptors.model(info, request, self._generate)
         except ModelError as exc:
             code = (
                 ErrorKind.TOOL_CALLING_UNSUPPORTED
@@ -253,6 +257,8 @@ class _Run:
             raise _Stop(
                 code, f"model call failed: {exc.kind}: {exc.message}", {"model_error": exc.kind}
             ) from None
+        except PhloemError as exc:  # an interceptor stopped the run (a plugin's halt, ...)
+            raise _Stop(ErrorKind(exc.kind), exc.message) from None
         except Exception as exc:
             log.warning("oneshot_model_panic", error_type=type(exc).__name__)
             raise _Stop(ErrorKind.MODEL_PANIC, f"the model raised {type(exc).__name__}") from None
@@ -260,6 +266,11 @@ class _Run:
             self.usage = self.usage + response.usage
         self.check_cancel()
         return response
+
+    def _generate(self, request: ModelRequest) -> ModelResponse:
+        if self.recover and isinstance(self.model, OpenAIModel):
+            return self.model.generate(request, recover_arguments=True)
+        return self.model.generate(request)
 
     def set_text(self, text: str) -> bool:
         self.text, truncated = _bounded_text(text, self.max_text)
@@ -276,10 +287,18 @@ class _Run:
             answer = unknown_tool(call.name)
             return Part.from_function_response(call.name, answer, id=call.id), None
         self.check_cancel()
+
+        def run(request: ToolCall) -> JSON:
+            try:
+                return tool.run(dict(request.args), self.tool_context)
+            except Exception as exc:  # a Tool that overrides run() and lets one out
+                return raised(call.name, exc)
+
+        request = ToolCall(call.name, call.args, call.id)
         try:
-            result = tool.run(dict(call.args), self.tool_context)
-        except Exception as exc:  # a Tool that overrides run() and lets one out
-            result = raised(call.name, exc)
+            result = self.interceptors.tool(self.info.derive("tool", call.name), request, run)
+        except PhloemError as exc:  # an interceptor stopped the run
+            raise _Stop(ErrorKind(exc.kind), exc.message) from None
         error_type = raised_type(result)
         if error_type is not None:
             log.warning("oneshot_tool_panic", tool=call.name, error_type=error_type)
@@ -375,11 +394,13 @@ def run(
     cancel: threading.Event | None = None,
     sessions: EphemeralSessions = DEFAULT_SESSIONS,
     tool_context: ToolContext | None = None,
+    interceptors: Interceptors = NO_INTERCEPTORS,
 ) -> OneShotResult:
     """Run one bounded invocation; see the module docstring. Never raises for a failed
     run: the result's `error` carries the kind (one of `ONE_SHOT_KINDS`). Tools run in
     `tool_context` (required by tools that need a workspace), else in a context without
-    a workspace whose `cancel` is the run's."""
+    a workspace whose `cancel` is the run's. Every model and tool call goes through
+    `interceptors` (`phloem.models.interceptors`)."""
     ctx = tool_context if tool_context is not None else ToolContext(cancel=cancel)
     state = _Run(model, ToolRegistry(), ctx, 1, "sequential", cancel, recover_arguments=False)
     try:
@@ -406,6 +427,7 @@ def run(
         tool_execution,
         cancel,
         recover_arguments=_wants_recovery(model),
+        interceptors=interceptors,
     )
     declarations = registry.declarations()
     config = GenerateConfig(max_output_tokens=max_output_tokens)

@@ -14,6 +14,7 @@ from typing import Final
 
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event
+from phloem.models.interceptors import CallInfo
 from phloem.protocols.errors import ErrorValue
 from phloem.protocols.secrets import redact
 
@@ -61,3 +62,24 @@ class Agent(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def call_info(agent: Agent, ctx: InvocationContext) -> CallInfo:
+    """The `CallInfo` of `agent` running in `ctx` (its model and tool calls derive from it)."""
+    return CallInfo(
+        kind="agent",
+        agent=agent.name,
+        invocation_id=ctx.invocation_id,
+        session_id=ctx.session_id,
+        app=ctx.app,
+        user=ctx.user,
+        target=type(agent).__name__,
+    )
+
+
+def invoke(agent: Agent, ctx: InvocationContext) -> Iterator[Event]:
+    """Run `agent` in `ctx` through the run's interceptors: every executor invokes agents
+    this way, never by calling `agent.run` directly."""
+    if not ctx.interceptors:
+        return agent.run(ctx)
+    return ctx.interceptors.agent(call_info(agent, ctx), lambda: agent.run(ctx))

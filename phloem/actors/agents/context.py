@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from phloem.actors.agents.events import Event, new_invocation_id
+from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.content import Content
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class InvocationContext:
     session_id: str = ""
     cancel: CancelToken = field(default_factory=CancelToken)
     executor: GroupExecutor | None = None
+    # The tree's interceptors, snapshot at the run's start (plugins, telemetry, policy).
+    interceptors: Interceptors = NO_INTERCEPTORS
 
     def __post_init__(self) -> None:
         if not isinstance(self.state, MappingProxyType):

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.agent import Agent, invoke
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.events import Event
 from phloem.protocols.errors import ErrorKind, ErrorValue
@@ -70,7 +70,7 @@ class InlineExecutor:
         for agent, ctx in invocations:
             error: ErrorValue | None = None
             try:
-                for event in agent.run(ctx):
+                for event in invoke(agent, ctx):
                     yield AgentEvent(agent.name, event)
                     if cancel.cancelled:
                         break

@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.agent import Agent, call_info
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.templating import render
 from phloem.limits import check_range
+from phloem.models.interceptors import CallInfo, ToolCall
 from phloem.models.request_planners import RequestPlanner
 from phloem.protocols.content import Content, FunctionCall, ModelRequest, Part
 from phloem.protocols.errors import PhloemError
@@ -112,6 +113,8 @@ class LlmAgent(Agent):
             return
         contents = self.history(ctx)
         declarations = self._declarations
+        info = call_info(self, ctx)
+        model_info = info.derive("model", type(self.model).__name__)
         for _ in range(self.max_tool_rounds + 1):
             if ctx.cancelled:
                 return
@@ -121,7 +124,7 @@ class LlmAgent(Agent):
             if self.planner is not None:
                 request = self.planner.build_request(request)
             try:
-                response = self.model.generate(request)
+                response = ctx.interceptors.model(model_info, request, self.model.generate)
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except Exception as exc:
@@ -141,7 +144,7 @@ class LlmAgent(Agent):
                 return
             yield Event(author=self.name, invocation_id=ctx.invocation_id, content=reply)
             contents.append(reply)
-            answers = Content(role="user", parts=tuple(self._call(c) for c in calls))
+            answers = Content(role="user", parts=tuple(self._call(c, ctx, info) for c in calls))
             escalate = any(isinstance(self._registry.get(c.name), ExitLoopTool) for c in calls)
             yield Event(
                 author=self.name,
@@ -156,17 +159,26 @@ class LlmAgent(Agent):
             f"{self.name}: still calling tools after max_tool_rounds ({self.max_tool_rounds})",
         )
 
-    def _call(self, call: FunctionCall) -> Part:
+    def _call(self, call: FunctionCall, ctx: InvocationContext, info: CallInfo) -> Part:
+        """One tool call through the run's interceptors; always a function response."""
+        request = ToolCall(call.name, call.args, call.id)
+        if ctx.interceptors:
+            response = ctx.interceptors.tool(info.derive("tool", call.name), request, self._run)
+        else:
+            response = self._run(request)
+        return Part.from_function_response(call.name, response, id=call.id)
+
+    def _run(self, call: ToolCall) -> JSON:
+        """The tool itself: its result or the tool contract's failure value."""
         tool = self._registry.get(call.name)
         if tool is None:
-            response = unknown_tool(call.name)
-        else:
-            try:
-                response = tool.run(dict(call.args), self.tool_context)
-                if json_size(response) > MAX_TOOL_RESULT_BYTES:
-                    message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"
-                    response = ToolFailure("too_large", message).to_value()
-            except Exception as exc:
-                message = redact(f"{type(exc).__name__}: {exc}")
-                response = ToolFailure("exception", message).to_value()
-        return Part.from_function_response(call.name, response, id=call.id)
+            return unknown_tool(call.name)
+        try:
+            response = tool.run(dict(call.args), self.tool_context)
+            if json_size(response) > MAX_TOOL_RESULT_BYTES:
+                message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"
+                response = ToolFailure("too_large", message).to_value()
+        except Exception as exc:
+            message = redact(f"{type(exc).__name__}: {exc}")
+            response = ToolFailure("exception", message).to_value()
+        return response

@@ -15,12 +15,13 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.agent import Agent, invoke
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.executor import GroupExecutor, crash_error
 from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
 from phloem.actors.agents.session import InMemorySessionService, Session
+from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
 
@@ -53,12 +54,15 @@ def run_agent(
     executor: GroupExecutor | None = None,
     cancel: CancelToken | None = None,
     on_event: Callable[[Event], None] | None = None,
+    interceptors: Interceptors = NO_INTERCEPTORS,
 ) -> AgentRun:
     """Run `agent` to its end and return the `AgentRun`.
 
     Without an `executor`, sub-agent invocations run as supervised actors under a
     supervisor made for this run (`SupervisedExecutor`), stopped when the run ends; pass
     `InlineExecutor()` to run groups sequentially in the calling thread instead.
+    Every agent invocation, model call and tool call of the run goes through
+    `interceptors` (the tree's chain, `phloem.models.interceptors`).
     """
     if executor is None:
         from phloem.actors.agents.supervised import SupervisedExecutor
@@ -75,6 +79,7 @@ def run_agent(
                 executor=own,
                 cancel=cancel,
                 on_event=on_event,
+                interceptors=interceptors,
             )
     sessions = sessions or InMemorySessionService()
     if session is None:
@@ -91,6 +96,7 @@ def run_agent(
         session_id=session.id,
         cancel=cancel or CancelToken(),
         executor=executor,
+        interceptors=interceptors,
     )
     produced: list[Event] = []
     if content is not None:
@@ -108,7 +114,7 @@ def run_agent(
     outcome: PlannerOutcome | None = None
     crash: ErrorValue | None = None
     try:
-        outcome = _drive(agent.run(ctx), deliver)
+        outcome = _drive(invoke(agent, ctx), deliver)
     except Exception as exc:
         crash = crash_error(exc)
         deliver(Event(author=agent.name, invocation_id=ctx.invocation_id, error=crash))

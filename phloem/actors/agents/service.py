@@ -48,6 +48,7 @@ from phloem.actors.agents.supervised import SupervisedExecutor
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.limits import check_range
+from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
@@ -102,6 +103,7 @@ class _Run:
     token: CancelToken
     executor: SupervisedExecutor
     topic: Topic | None
+    interceptors: Interceptors = NO_INTERCEPTORS
 
 
 class _Finished:
@@ -203,6 +205,7 @@ class AgentRunDriver(Actor):
                 executor=run.executor,
                 cancel=run.token,
                 on_event=forward,
+                interceptors=run.interceptors,
             )
             if not failed:
                 end = msgspec.structs.replace(public_run(result), events=())  # sent one by one
@@ -324,7 +327,7 @@ class AgentService(ServiceActor):
         executor = SupervisedExecutor(
             run_id, parent=runs, invocation_timeout_s=self.invocation_timeout_s
         )
-        run = _Run(run_id, "", agent, token, executor, None)
+        run = _Run(run_id, "", agent, token, executor, None, self.ctx.interceptors.chain())
         me = self.actor_ref
         ref = None
         try:

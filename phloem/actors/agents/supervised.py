@@ -25,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.agent import Agent, invoke
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.executor import (
     AgentDone,
@@ -108,7 +108,7 @@ class AgentInvocation(Actor):
     def on_receive(self, message: Any) -> Any:
         if message != "run":
             return None
-        for event in self.agent.run(self.ctx):
+        for event in invoke(self.agent, self.ctx):
             if not self.sink.put(AgentEvent(self.agent.name, event)) or self.ctx.cancelled:
                 break
         self.exit(ExitReason.normal())
