@@ -175,6 +175,10 @@ class ErrorKind(enum.StrEnum):
     INVALID_OUTPUT = "invalid_output", "an agent's output is not JSON, too large or malformed"
     TOOL_ROUND_LIMIT = "tool_round_limit", "an LlmAgent still calls tools after max_tool_rounds"
 
+    # --- instructions, templates, tool policy and confirmation ---------------------------
+    UNKNOWN_TEMPLATE = "unknown_template", "no prompt template of that name (`/name args`)"
+    UNKNOWN_CALL = "unknown_call", "no tool call of that id is waiting for confirmation"
+
     # --- planning runtime ----------------------------------------------------------------
     UNKNOWN_PLAN_FIELDS = "unknown_plan_fields", "a plan has unknown fields"
     UNKNOWN_PLAN_STEP_FIELDS = "unknown_plan_step_fields", "a plan step has unknown fields"

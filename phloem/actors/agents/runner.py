@@ -24,6 +24,7 @@ from phloem.actors.agents.session import InMemorySessionService, Session
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
+from phloem.protocols.warnings import RunWarning
 
 USER_AUTHOR = "user"
 
@@ -36,6 +37,8 @@ class AgentRun(msgspec.Struct, frozen=True):
     outcome: PlannerOutcome
     events: tuple[Event, ...]
     state: dict[str, Any]
+    # Non-fatal notices of the run (instruction discovery, prompt commands, ...).
+    warnings: tuple[RunWarning, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -1,11 +1,19 @@
 """The `agents` service: list, plan, run and cancel agents by name.
 
 Requests (msgspec, tagged): `ListAgents`, `PlanAgent(name, state)`,
-`StartAgentRun(name, input, state)` and `CancelAgentRun(ref)`. A started run answers
+`StartAgentRun(name, input, state, tools_allow, tools_deny)`, `CancelAgentRun(ref)` and
+`ConfirmAgentRun(ref, call_id, approve)`. A started run answers
 `AgentRunStarted(ref, stream)`: the ref is bound to the calling client (another client
 gets `not_owner`; when the client goes away the run is cancelled) and the stream
 `agents/<ref>` carries `AgentRunEvent`s as they happen and one final `AgentRunEnd`
 with the whole `AgentRun`, under the subscriber's credit.
+
+A configured LLM agent's run gets its own interceptors after the tree's: its tool policy
+(`[agents.llm.NAME] tools_allow` / `tools_deny` ∩ the request's), confirmation
+(`confirmation = true`: the stream carries a `ConfirmRequest` for each mutating tool call
+and the run waits for the owner's `ConfirmAgentRun`; a cancelled run or a vanished owner
+refuses) and its workspace's instructions (`instructions = true`), all from
+`phloem.actors.instructions`. The run's warnings come back in `AgentRun.warnings`.
 
 Credential-shaped state keys (`api_key`, `password`, ... — token *counts* are kept) are
 pruned from every event and from the final state before they leave the service.
@@ -19,8 +27,9 @@ most `max_concurrent_runs` runs are live; beyond that a start is refused with `b
 from __future__ import annotations
 
 import itertools
+import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -29,6 +38,7 @@ import structlog
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.events import Event
+from phloem.actors.agents.llm_agent import LlmAgent
 from phloem.actors.agents.planner_agent import PlannerAgent
 from phloem.actors.agents.protocol import (
     AgentInfo,
@@ -38,6 +48,7 @@ from phloem.actors.agents.protocol import (
     AgentRunEvent,
     AgentRunStarted,
     CancelAgentRun,
+    ConfirmAgentRun,
     ListAgents,
     PlanAgent,
     StartAgentRun,
@@ -45,12 +56,19 @@ from phloem.actors.agents.protocol import (
 from phloem.actors.agents.registry import AgentRegistry, build_registry, planned_groups
 from phloem.actors.agents.runner import AgentRun, run_agent
 from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.actors.instructions.confirm import ConfirmationInterceptor
+from phloem.actors.instructions.context import run_interceptors
+from phloem.actors.instructions.discovery import InstructionContext
+from phloem.actors.instructions.policy import ToolPolicy
+from phloem.actors.instructions.protocol import ConfirmRequest
+from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.limits import check_range
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
+from phloem.protocols.warnings import Warnings
 from phloem.supervision import (
     Actor,
     ChildHandle,
@@ -104,6 +122,25 @@ class _Run:
     executor: SupervisedExecutor
     topic: Topic | None
     interceptors: Interceptors = NO_INTERCEPTORS
+    # Per run (phloem.actors.instructions): the turn's tool policy, confirmation of
+    # mutating tools, the workspace whose instructions are discovered, the warnings.
+    policy: ToolPolicy | None = None
+    confirm: ConfirmationInterceptor | None = None
+    instructions_dir: str | None = None
+    warnings: Warnings = field(default_factory=Warnings)
+
+    def chain(self, instructions: InstructionsConfig) -> Interceptors:
+        """The tree's interceptors, then this run's own (policy, confirmation,
+        instructions); discovery happens here, in the run's thread."""
+        context = None
+        if self.instructions_dir is not None:
+            context = InstructionContext(
+                self.instructions_dir, config=instructions, warnings=self.warnings
+            )
+        own = run_interceptors(policy=self.policy, context=context, confirmation=self.confirm)
+        if not own:
+            return self.interceptors
+        return Interceptors((*self.interceptors.items, *own))
 
 
 class _Finished:
@@ -161,12 +198,10 @@ def register_message(agent: Agent, replace: bool = False) -> Any:
     return _Register(agent, replace)
 
 
-def start_object_message(
-    agent: Agent, owner: Owner, input: str | None, state: dict[str, Any]
-) -> Any:
+def start_object_message(agent: Agent, owner: Owner, request: StartAgentRun) -> Any:
     """The in-process message that starts a run of the `agent` object itself, for
     `owner`, without registering it (Tree only): answered with `AgentRunStarted`."""
-    return _StartObject(agent, StartAgentRun(agent.name, input, state), owner)
+    return _StartObject(agent, request, owner)
 
 
 class AgentRunDriver(Actor):
@@ -174,10 +209,13 @@ class AgentRunDriver(Actor):
 
     max_inbox = 4
 
-    def __init__(self, run: _Run, request: StartAgentRun) -> None:
+    def __init__(
+        self, run: _Run, request: StartAgentRun, instructions: InstructionsConfig | None = None
+    ) -> None:
         super().__init__()
         self.run = run
         self.request = request
+        self.instructions = instructions or InstructionsConfig()
 
     def on_receive(self, message: Any) -> Any:
         if message != "go":
@@ -205,10 +243,14 @@ class AgentRunDriver(Actor):
                 executor=run.executor,
                 cancel=run.token,
                 on_event=forward,
-                interceptors=run.interceptors,
+                interceptors=run.chain(self.instructions),
             )
+            if run.confirm is not None:
+                run.confirm.close("the run ended")
             if not failed:
-                end = msgspec.structs.replace(public_run(result), events=())  # sent one by one
+                end = msgspec.structs.replace(
+                    public_run(result), events=(), warnings=run.warnings.drain()
+                )  # the events were sent one by one
                 topic.send(AgentRunEnd(end), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
             log.warning("agent_run_end_undelivered", run=run.id, kind=exc.kind)
@@ -216,6 +258,8 @@ class AgentRunDriver(Actor):
             log.error("agent_run_driver_failed", run=run.id, error=type(exc).__name__)
             reason = ExitReason.from_exception(exc)
         finally:
+            if run.confirm is not None:
+                run.confirm.close("the run ended")
             topic.close(reason)
         self.exit(reason or ExitReason.normal())
         return None
@@ -233,9 +277,14 @@ class AgentService(ServiceActor):
         from phloem.settings import load_component
 
         self.providers = ProviderRegistry(ctx.config.providers)
+        self.instructions: InstructionsConfig = ctx.config.instructions
         self.registry: AgentRegistry = build_registry(
-            cfg, lambda path: load_component(path, what="agent"), self.providers.get
+            cfg,
+            lambda path: load_component(path, what="agent"),
+            self.providers.get,
+            self.instructions,
         )
+        self.llm_config: dict[str, Any] = dict(cfg.llm)
         self.max_runs: int = cfg.max_concurrent_runs
         self.invocation_timeout_s: float = cfg.invocation_timeout_s
         self.runs: dict[str, _Run] = {}
@@ -282,6 +331,15 @@ class AgentService(ServiceActor):
             assert isinstance(run, _Run)
             run.token.cancel("cancelled by its owner")
             return {"cancelled": message.ref}
+        if isinstance(message, ConfirmAgentRun):
+            run = self.ctx.refs.resolve(message.ref, call.owner, RUN_REF_KIND.name)
+            assert isinstance(run, _Run)
+            if run.confirm is None or not run.confirm.answer(message.call_id, message.approve):
+                raise PhloemError(
+                    ErrorKind.UNKNOWN_CALL,
+                    f"no tool call {message.call_id[:80]!r} is waiting for confirmation",
+                )
+            return {"call_id": message.call_id, "approve": message.approve}
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
 
     def on_other(self, message: Any) -> Any:
@@ -302,6 +360,7 @@ class AgentService(ServiceActor):
     ) -> AgentRunStarted:
         """Start a run of `agent` (an object, from an embedded tree) or, without one, of
         the agent registered as `request.name`."""
+        named = agent is None
         if agent is None:
             agent = self.registry.get(request.name)
         if request.input is not None and len(request.input) > MAX_AGENT_INPUT_CHARS:
@@ -328,6 +387,7 @@ class AgentService(ServiceActor):
             run_id, parent=runs, invocation_timeout_s=self.invocation_timeout_s
         )
         run = _Run(run_id, "", agent, token, executor, None, self.ctx.interceptors.chain())
+        self._configure(run, request, named)
         me = self.actor_ref
         ref = None
         try:
@@ -337,7 +397,11 @@ class AgentService(ServiceActor):
             run.ref = ref.text
             run.topic = self.open_topic(f"agents/{ref.text}", owner=owner)
             driver = executor.supervisor.start_child(
-                ChildSpec("driver", (AgentRunDriver, (run, request), {}), restart="temporary")
+                ChildSpec(
+                    "driver",
+                    (AgentRunDriver, (run, request, self.instructions), {}),
+                    restart="temporary",
+                )
             )
         except Exception:
             if ref is not None:
@@ -351,6 +415,44 @@ class AgentService(ServiceActor):
         driver.tell("go")  # type: ignore[attr-defined]
         log.info("agent_run_started", run=run_id, agent=agent.name)
         return AgentRunStarted(run.ref, run.topic.name)
+
+    def _configure(self, run: _Run, request: StartAgentRun, named: bool) -> None:
+        """The run's tool policy (the agent's config ∩ the request's), confirmation and
+        instruction discovery, from `[agents.llm.NAME]` for a configured agent."""
+        policy = ToolPolicy.of(request.tools_allow, request.tools_deny)
+        lc = self.llm_config.get(run.agent.name) if named else None
+        if lc is not None:
+            policy = ToolPolicy.of(lc.tools_allow, lc.tools_deny).intersect(policy)
+            if lc.instructions:
+                run.instructions_dir = os.path.expanduser(lc.workdir)
+            if lc.confirmation:
+                table = tool_table(run.agent)
+
+                def send(item: ConfirmRequest) -> None:
+                    assert run.topic is not None
+                    run.topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
+
+                confirm = ConfirmationInterceptor(
+                    send,
+                    tools=lambda info, name: table.get((info.agent, name)),
+                    timeout_s=lc.confirmation_timeout_s,
+                )
+                run.confirm = confirm
+                run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
+        run.policy = None if policy.unrestricted else policy
+
+
+def tool_table(agent: Agent) -> dict[tuple[str, str], object]:
+    """(agent name, tool name) → tool, for every LLM agent in `agent`'s tree."""
+    table: dict[tuple[str, str], object] = {}
+    stack = [agent]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, LlmAgent):
+            for tool in current.tools:
+                table[(current.name, tool.name)] = tool
+        stack.extend(current.sub_agents)
+    return table
 
 
 def agents_factory(ctx: ServiceContext) -> ChildSpec:
