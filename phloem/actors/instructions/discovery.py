@@ -107,12 +107,13 @@ class InstructionContext:
             )
         ancestors = list(reversed(Path(self.root).parents))
         for depth, directory in enumerate(ancestors):
-            for name in DIR_FILES:
+            for index, name in enumerate(DIR_FILES):
                 path = os.path.join(str(directory), name)
                 roots = [str(directory), *self._workspace_roots[1:]]
-                self._take(path, path, "ancestor", (depth, 0), roots)
-        for name in ROOT_FILES:
-            self._take(os.path.join(self.root, name), name, "root", (0, 0), self._workspace_roots)
+                self._take(path, path, "ancestor", (depth, index), roots)
+        for index, name in enumerate(ROOT_FILES):
+            root = self._workspace_roots
+            self._take(os.path.join(self.root, name), name, "root", (0, index), root)
         self._load_rules()
 
     def _load_rules(self) -> None:
@@ -264,15 +265,10 @@ class InstructionContext:
                 continue
             self._checked_dirs.add(directory)
             depth = directory.count("/") + 1
-            for name in DIR_FILES:
+            for index, name in enumerate(DIR_FILES):
                 shown = f"{directory}/{name}"
-                doc = self._read(
-                    os.path.join(self.root, shown),
-                    shown,
-                    "nested",
-                    (depth, 0),
-                    self._workspace_roots,
-                )
+                path = os.path.join(self.root, shown)
+                doc = self._read(path, shown, "nested", (depth, index), self._workspace_roots)
                 if doc is not None and self._activate(doc):
                     added.append(doc)
         return added
