@@ -56,6 +56,8 @@ def is_mutating(name: str, tool: object | None) -> bool:
 
 
 def not_confirmed(name: str, reason: str, message: str) -> JSON:
+    """The failure value of a call that was not confirmed (also logged)."""
+    log.warning("tool_not_confirmed", tool=name, reason=reason)
     return {"error": "not_confirmed", "reason": reason, "message": f"{name}: {message}"}
 
 

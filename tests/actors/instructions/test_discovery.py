@@ -240,3 +240,20 @@ def test_unreadable_files_are_skipped_with_a_warning(trees: Trees) -> None:
     context = ctx(trees)
     assert context.documents() == []
     assert codes(context) == ["instructions_unreadable", "instructions_unreadable"]
+
+
+def test_a_document_expands_at_most_64_imports(trees: Trees) -> None:
+    trees.write("i.md", "I")
+    trees.write("AGENTS.md", " ".join(["@i.md"] * 65))
+    context = ctx(trees)
+    (doc,) = context.documents()
+    assert doc.text == " ".join(["I"] * 64 + ["@i.md"])
+    assert codes(context) == ["instructions_import_limit"]
+
+
+def test_at_most_256_rule_files_are_read(trees: Trees) -> None:
+    for i in range(257):
+        trees.write(f".claude/rules/r{i:03}.md", f"rule {i}")
+    context = ctx(trees)
+    assert len(context.documents()) == 256
+    assert codes(context) == ["instructions_rule_limit"]
