@@ -117,10 +117,16 @@ def test_at_most_64_confirmations_wait_at_once() -> None:
     assert ran == []
 
 
+TIMEOUT_RANGE = r"^invalid_argument: confirmation_timeout_s must be between 0\.01 and 3600$"
+
+
 def test_the_timeout_has_a_checked_range() -> None:
     ConfirmationInterceptor(lambda r: None, timeout_s=0.01)
     ConfirmationInterceptor(lambda r: None, timeout_s=3600)
-    with pytest.raises(PhloemError, match=r"^invalid_argument: confirmation_timeout_s must be between 0\.01 and 3600$"):
+    with pytest.raises(
+        PhloemError,
+        match=TIMEOUT_RANGE,
+    ):
         ConfirmationInterceptor(lambda r: None, timeout_s=3601)
     with pytest.raises(PhloemError, match="between"):
         ConfirmationInterceptor(lambda r: None, timeout_s=0.001)
