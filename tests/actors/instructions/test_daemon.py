@@ -17,7 +17,7 @@ from phloem import Client
 from phloem.actors.agents.protocol import AgentStreamItem
 from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.supervision.credit import CreditWindow
-from tests.helpers import DaemonProc, raises_kind, running_daemon, short_tmpdir
+from tests.helpers import DaemonProc, raises_kind, run_cli, running_daemon, short_tmpdir
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
 
 pytestmark = pytest.mark.timeout(90)
@@ -249,3 +249,20 @@ def test_the_model_request_holds_the_instructions_in_order(setup: Setup) -> None
     text = second["content"]
     assert text.index("USER RULES") < text.index("ROOT RULES") < text.index("SRC RULES")
     assert run.warnings == ()
+
+
+def test_the_cli_approves_with_yes_and_refuses_without_a_terminal(setup: Setup) -> None:
+    socket = str(setup.daemon.socket)
+    setup.script("write", {"path": "a.txt", "content": "cli"})
+    refused = run_cli("agent", "run", "coder", "--input", "write", "--socket", socket)
+    assert "run write" in refused.stderr and "no (no terminal to ask" in refused.stderr
+    assert not (setup.ws / "a.txt").exists()
+    setup.script("write", {"path": "a.txt", "content": "cli"})
+    approved = run_cli("agent", "run", "coder", "--input", "write", "--yes", "--socket", socket)
+    assert approved.returncode == 0, approved.stderr
+    assert (setup.ws / "a.txt").read_text() == "cli"
+    setup.script("ls", {})
+    denied = run_cli(
+        "agent", "run", "coder", "--input", "ls", "--deny", "ls", "--json", "--socket", socket
+    )
+    assert '"error":"denied"' in denied.stdout
