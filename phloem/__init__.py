@@ -46,6 +46,15 @@ if TYPE_CHECKING:
         Session as Session,
         SupervisorPlanner as SupervisorPlanner,
     )
+    from phloem.actors.instructions import (
+        ConfirmationInterceptor as ConfirmationInterceptor,
+        ConfirmRequest as ConfirmRequest,
+        InstructionContext as InstructionContext,
+        SkillCatalog as SkillCatalog,
+        TemplateCatalog as TemplateCatalog,
+        ToolPolicy as ToolPolicy,
+        ToolPolicyInterceptor as ToolPolicyInterceptor,
+    )
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
@@ -70,6 +79,7 @@ if TYPE_CHECKING:
     )
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
+    from phloem.protocols.warnings import RunWarning as RunWarning
     from phloem.supervision.credit import CreditWindow as CreditWindow
     from phloem.tree import Tree as Tree
 
@@ -81,6 +91,8 @@ _EXPORTS: dict[str, str] = {
     "AsyncClient": "phloem.client.aio",
     "BuiltInPlanner": "phloem.models.request_planners",
     "Client": "phloem.client.sync",
+    "ConfirmRequest": "phloem.actors.instructions",
+    "ConfirmationInterceptor": "phloem.actors.instructions",
     "Content": "phloem.protocols.content",
     "CreditWindow": "phloem.supervision.credit",
     "Decision": "phloem.actors.agents",
@@ -98,6 +110,7 @@ _EXPORTS: dict[str, str] = {
     "GenerateConfig": "phloem.protocols.content",
     "GoalOrientedPlanner": "phloem.actors.agents",
     "InMemorySessionService": "phloem.actors.agents",
+    "InstructionContext": "phloem.actors.instructions",
     "InvocationContext": "phloem.actors.agents",
     "LlmAgent": "phloem.actors.agents",
     "LoopPlanner": "phloem.actors.agents",
@@ -121,11 +134,16 @@ _EXPORTS: dict[str, str] = {
     "PlanningResult": "phloem.protocols.result",
     "ReplanPolicy": "phloem.actors.agents",
     "RunAgents": "phloem.actors.agents",
+    "RunWarning": "phloem.protocols.warnings",
     "ScriptedModel": "phloem.models.scripted",
     "SequentialPlanner": "phloem.actors.agents",
     "Session": "phloem.actors.agents",
+    "SkillCatalog": "phloem.actors.instructions",
     "SupervisorPlanner": "phloem.actors.agents",
+    "TemplateCatalog": "phloem.actors.instructions",
     "ThinkingConfig": "phloem.protocols.content",
+    "ToolPolicy": "phloem.actors.instructions",
+    "ToolPolicyInterceptor": "phloem.actors.instructions",
     "Tree": "phloem.tree",
 }
 

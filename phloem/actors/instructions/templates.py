@@ -11,8 +11,8 @@ prompt commands run (`commands.PromptCommands`, subject to `prompt_commands` and
 
 `expand_prompt("/name args")` is the prompt-command form: a prompt starting with
 `/name` (then a space or the end) expands the template `name`; a prompt that does not
-start that way is returned as it is; `/name` with no such template is
-`unknown_template`. The first root holding a name wins; a later one with other content is
+start that way is returned as it is (`//...` loses one slash: a literal `/`); `/name`
+with no such template is `unknown_template`. The first root holding a name wins; a later one with other content is
 reported (`template_shadowed`).
 """
 
@@ -189,6 +189,8 @@ class TemplateCatalog:
 
     def expand_prompt(self, prompt: str, variables: Mapping[str, Any] | None = None) -> str:
         """`/name args` expanded; any other prompt unchanged (see the module docstring)."""
+        if prompt.startswith("//"):
+            return prompt[1:]  # `//tmp is full`: a literal slash, not a command
         match = _COMMAND.match(prompt)
         if match is None:
             return prompt

@@ -46,6 +46,7 @@ def test_a_prompt_command_expands_its_template(trees: Trees) -> None:
     assert cat.expand_prompt("plain prompt /review x") == "plain prompt /review x"
     assert cat.expand_prompt("/usr/bin is a directory") == "/usr/bin is a directory"
     assert raises_kind(cat.expand_prompt, "/nope x") == "unknown_template"
+    assert cat.expand_prompt("//tmp is full") == "/tmp is full"
 
 
 def test_foreign_templates_come_from_the_claude_and_codex_folders(trees: Trees) -> None:
