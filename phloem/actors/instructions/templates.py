@@ -12,8 +12,8 @@ prompt commands run (`commands.PromptCommands`, subject to `prompt_commands` and
 `expand_prompt("/name args")` is the prompt-command form: a prompt starting with
 `/name` (then a space or the end) expands the template `name`; a prompt that does not
 start that way is returned as it is (`//...` loses one slash: a literal `/`); `/name`
-with no such template is `unknown_template`. The first root holding a name wins; a later one with other content is
-reported (`template_shadowed`).
+with no such template is `unknown_template`. The first root holding a name wins; a
+later one with other content is reported (`template_shadowed`).
 """
 
 from __future__ import annotations
