@@ -34,6 +34,7 @@ import msgspec.inspect
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.planning.settings import PlanningConfig
+from phloem.actors.sessions.settings import SessionsConfig
 from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import is_secret_key
@@ -155,6 +156,8 @@ class Config(Section):
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
     # The coding tools' limits (`[tools]`, see phloem.tools.settings).
     tools: ToolsConfig = section(ToolsConfig)
+    # Durable sessions and harness agents (`[sessions]`, see phloem.actors.sessions.settings).
+    sessions: SessionsConfig = section(SessionsConfig)
     # Instruction discovery, skills, templates, prompt commands (`[instructions]`).
     instructions: InstructionsConfig = section(InstructionsConfig)
 
@@ -166,6 +169,12 @@ class Config(Section):
             raise ValueError(
                 f"daemon.socket: path {str(path)!r} is longer than {SOCKET_PATH_MAX_BYTES} bytes"
             )
+        for name, agent in self.sessions.agents.items():
+            if agent.provider not in self.providers:
+                raise ValueError(
+                    f"sessions.agents.{name}.provider: "
+                    f"no [providers.{agent.provider}] is configured"
+                )
         if self.daemon.max_request_timeout_s < self.daemon.request_timeout_s:
             raise ValueError("daemon.max_request_timeout_s must be >= daemon.request_timeout_s")
 

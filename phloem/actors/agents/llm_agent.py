@@ -22,6 +22,7 @@ answer event escalates.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.templating import render
 from phloem.limits import check_range
+from phloem.models.cancel import cancel_scope
 from phloem.models.interceptors import CallInfo, ToolCall
 from phloem.models.request_planners import RequestPlanner
 from phloem.protocols.content import Content, FunctionCall, ModelRequest, Part
@@ -106,6 +108,16 @@ class LlmAgent(Agent):
         return contents
 
     def run(self, ctx: InvocationContext) -> Iterator[Event]:
+        # The run's cancellation reaches the tools (a running bash is stopped) and the
+        # model call in flight (its HTTP request is abandoned), not only the next step.
+        cancel = threading.Event()
+        ctx.cancel.on_cancel(cancel.set)
+        try:
+            yield from self._turns(ctx, self.tool_context.with_cancel(cancel))
+        finally:
+            ctx.cancel.remove(cancel.set)
+
+    def _turns(self, ctx: InvocationContext, tool_context: ToolContext) -> Iterator[Event]:
         try:
             system = render(self.instruction, ctx.state) if self.instruction else None
         except PhloemError as exc:
@@ -124,10 +136,13 @@ class LlmAgent(Agent):
             if self.planner is not None:
                 request = self.planner.build_request(request)
             try:
-                response = ctx.interceptors.model(model_info, request, self.model.generate)
+                with cancel_scope(lambda: ctx.cancel.cancelled):
+                    response = ctx.interceptors.model(model_info, request, self.model.generate)
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except Exception as exc:
+                if ctx.cancelled:  # the run's outcome says cancelled; no model_failed
+                    return
                 yield self.error_event(ctx, "model_failed", f"{self.name}: {exc}")
                 return
             reply = response.content or Content(role="model")
@@ -144,7 +159,9 @@ class LlmAgent(Agent):
                 return
             yield Event(author=self.name, invocation_id=ctx.invocation_id, content=reply)
             contents.append(reply)
-            answers = Content(role="user", parts=tuple(self._call(c, ctx, info) for c in calls))
+            answers = Content(
+                role="user", parts=tuple(self._call(c, ctx, info, tool_context) for c in calls)
+            )
             escalate = any(isinstance(self._registry.get(c.name), ExitLoopTool) for c in calls)
             yield Event(
                 author=self.name,
@@ -159,22 +176,28 @@ class LlmAgent(Agent):
             f"{self.name}: still calling tools after max_tool_rounds ({self.max_tool_rounds})",
         )
 
-    def _call(self, call: FunctionCall, ctx: InvocationContext, info: CallInfo) -> Part:
+    def _call(
+        self, call: FunctionCall, ctx: InvocationContext, info: CallInfo, tool_context: ToolContext
+    ) -> Part:
         """One tool call through the run's interceptors; always a function response."""
         request = ToolCall(call.name, call.args, call.id)
+
+        def run(request: ToolCall) -> JSON:
+            return self._run(request, tool_context)
+
         if ctx.interceptors:
-            response = ctx.interceptors.tool(info.derive("tool", call.name), request, self._run)
+            response = ctx.interceptors.tool(info.derive("tool", call.name), request, run)
         else:
-            response = self._run(request)
+            response = run(request)
         return Part.from_function_response(call.name, response, id=call.id)
 
-    def _run(self, call: ToolCall) -> JSON:
+    def _run(self, call: ToolCall, tool_context: ToolContext) -> JSON:
         """The tool itself: its result or the tool contract's failure value."""
         tool = self._registry.get(call.name)
         if tool is None:
             return unknown_tool(call.name)
         try:
-            response = tool.run(dict(call.args), self.tool_context)
+            response = tool.run(dict(call.args), tool_context)
             if json_size(response) > MAX_TOOL_RESULT_BYTES:
                 message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"
                 response = ToolFailure("too_large", message).to_value()

@@ -20,7 +20,7 @@ from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.executor import GroupExecutor, crash_error
 from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
-from phloem.actors.agents.session import InMemorySessionService, Session
+from phloem.actors.agents.session import InMemorySessionService, Session, SessionService
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
@@ -50,7 +50,7 @@ def run_agent(
     *,
     input: str | Content | None = None,
     state: Mapping[str, Any] | None = None,
-    sessions: InMemorySessionService | None = None,
+    sessions: SessionService | None = None,
     session: Session | None = None,
     app: str = "phloem",
     user: str = "user",
