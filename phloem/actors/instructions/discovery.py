@@ -159,6 +159,8 @@ class InstructionContext:
         if isinstance(read, str):
             self.warn("instructions_unreadable", f"skipped: {read}", path=shown)
             return None
+        if real in self._reals or read.digest in self._digests:
+            return None  # a duplicate of an active document: not read twice, not warned
         if read.truncated:
             self.warn(
                 "instructions_file_truncated",

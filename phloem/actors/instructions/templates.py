@@ -187,6 +187,12 @@ class TemplateCatalog:
         )
         return self.commands.expand(text, trusted=template.trusted, shown=template.path)
 
+    def check_prompt(self, prompt: str) -> None:
+        """`unknown_template` when `prompt` is a prompt command naming no template."""
+        match = None if prompt.startswith("//") else _COMMAND.match(prompt)
+        if match is not None:
+            self.get(match.group(1))
+
     def expand_prompt(self, prompt: str, variables: Mapping[str, Any] | None = None) -> str:
         """`/name args` expanded; any other prompt unchanged (see the module docstring)."""
         if prompt.startswith("//"):
