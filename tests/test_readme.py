@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from phloem.actors.agents.settings import LlmAgentConfig
+from phloem.actors.sessions.settings import HarnessAgentConfig
 from phloem.config import Config, parse_config
 from tests.helpers import (
     ROOT,
@@ -144,3 +145,5 @@ def test_instructions_skills_and_tool_policy(capsys: pytest.CaptureFixture[str])
     )
     llm = tomllib.loads(toml[0])["agents"]["llm"]["coder"]
     msgspec.convert(llm, LlmAgentConfig)  # every key is a real one
+    harness = tomllib.loads(toml[1])["sessions"]["agents"]["coder"]
+    assert msgspec.convert(harness, HarnessAgentConfig).confirmation is True

@@ -111,10 +111,11 @@ class _Run:
 
 
 class _Finished:
-    __slots__ = ("session_id",)
+    __slots__ = ("ref", "session_id")
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, ref: str) -> None:
         self.session_id = session_id
+        self.ref = ref
 
 
 class SessionRunDriver(Actor):
@@ -260,9 +261,12 @@ class SessionsService(ServiceActor):
 
     def on_other(self, message: Any) -> Any:
         if isinstance(message, _Finished):
-            run = self.runs.pop(message.session_id, None)
-            if run is not None:
-                self.ctx.refs.discard(run.ref)
+            # Only that run: the session's next run may have started before this exit
+            # (its driver ends after the result is sent).
+            run = self.runs.get(message.session_id)
+            if run is not None and run.ref == message.ref:
+                del self.runs[message.session_id]
+            self.ctx.refs.discard(message.ref)
         return None
 
     def agent_config(self, name: str) -> HarnessAgentConfig:
@@ -343,7 +347,7 @@ class SessionsService(ServiceActor):
 
         def finished(reason: ExitReason) -> None:
             with contextlib.suppress(Exception):  # the service may be stopping itself
-                me.tell(_Finished(sid))
+                me.tell(_Finished(sid, run.ref))
 
         driver.add_exit_callback(finished)
         self.runs[sid] = run
