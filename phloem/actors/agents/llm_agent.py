@@ -56,6 +56,7 @@ class ExitLoopTool(Tool):
     description = "Call this when the work is complete and the loop should stop."
     input_schema = object_schema({}, [])
     needs_workspace = False
+    read_only = True  # changes nothing: never asks for confirmation
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         return {"status": "loop exit requested"}

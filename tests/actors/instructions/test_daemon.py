@@ -266,3 +266,27 @@ def test_the_cli_approves_with_yes_and_refuses_without_a_terminal(setup: Setup) 
         "agent", "run", "coder", "--input", "ls", "--deny", "ls", "--json", "--socket", socket
     )
     assert '"error":"denied"' in denied.stdout
+
+
+def test_the_async_client_answers_with_a_coroutine_and_narrows_tools(setup: Setup) -> None:
+    import asyncio
+
+    from phloem import AsyncClient
+
+    setup.script("write", {"path": "b.txt", "content": "async"})
+    setup.script("bash", {"command": "touch c.txt"})
+
+    async def scenario() -> tuple[Any, Any]:
+        async def answer(request: ConfirmRequest) -> bool:
+            return request.tool == "write"
+
+        async with await AsyncClient.connect(setup.daemon.socket) as client:
+            approved = await client.run_agent("coder", input="write", on_confirm=answer)
+            denied = await client.run_agent("coder", input="sh", tools_deny=["bash"])
+            return approved, denied
+
+    approved, denied = asyncio.run(scenario())
+    assert approved.outcome.status == "done"
+    assert (setup.ws / "b.txt").read_text() == "async"
+    assert tool_answers(denied)[0]["error"] == "denied"
+    assert not (setup.ws / "c.txt").exists()

@@ -231,3 +231,27 @@ def test_chat_asks_and_without_a_terminal_refuses_unless_yes(setup: Setup) -> No
     approved = run_cli("chat", "--session", sid, "write a", "--yes", "--socket", socket)
     assert approved.returncode == 0, approved.stderr
     assert (setup.ws / "a.txt").read_text() == "chat"
+
+
+def test_the_async_client_confirms_and_narrows_a_turn(setup: Setup) -> None:
+    import asyncio
+
+    from phloem import AsyncClient
+
+    setup.script("write", {"path": "b.txt", "content": "async"})
+    setup.script("edit", {"path": "b.txt", "old_text": "async", "new_text": "x"})
+
+    async def scenario() -> tuple[Any, Any]:
+        async def yes(request: ConfirmRequest) -> bool:
+            return True
+
+        async with await AsyncClient.connect(setup.daemon.socket) as client:
+            sid = await client.session_new(agent="coder", workdir=str(setup.ws))
+            approved = await client.session_ask(sid, "write", on_confirm=yes)
+            denied = await client.session_ask(sid, "edit", tools_deny=["edit"], on_confirm=yes)
+            return approved, denied
+
+    approved, denied = asyncio.run(scenario())
+    assert approved.ok and (setup.ws / "b.txt").read_text() == "async"
+    assert denied.tool_calls[0].response is not None
+    assert denied.tool_calls[0].response["error"] == "denied"
