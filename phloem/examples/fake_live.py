@@ -9,7 +9,8 @@ as the real service sends them. A test can also:
 
 - read what every connection sent (`connections[i].frames`, `.setup`, `.headers`, `.path`);
 - inject any server frame (`inject`), send `goAway` or resumption updates;
-- stall the handshake (`stall_accept`) or the setup answer (`stall_setup`);
+- stall the handshake (`stall_accept`), the setup answer (`stall_setup`) or reading
+  (`stall_reads`: the client's socket fills up and its writes wait);
 - drop a connection without a close frame (`drop`).
 
 Run it alone with `python -m phloem.examples.fake_live` (prints its URL).
@@ -43,7 +44,7 @@ class FakeConnection:
     headers: Headers
     ws: ServerConnection
     frames: list[dict[str, Any]] = field(default_factory=list)
-    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: threading.Event = field(default_factory=threading.Event)
     close_code: int | None = None
     turns: int = 0
 
@@ -61,6 +62,7 @@ class FakeLiveServer:
         self.stall_setup = False
         self.resumable = True  # send a resumable handle after every turn
         self.echo_audio = False  # answer every audio chunk with a text frame
+        self.stall_reads = False  # stop reading client frames (their socket fills up)
         self.binary = True
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -130,6 +132,8 @@ class FakeLiveServer:
             self.connections.append(conn)
         try:
             async for raw in ws:
+                while self.stall_reads and not conn.closed.is_set():
+                    await asyncio.sleep(0.01)
                 frame = json.loads(raw)
                 if len(conn.frames) < MAX_RECORDED_FRAMES:
                     conn.frames.append(frame)

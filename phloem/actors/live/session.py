@@ -12,7 +12,7 @@ Its state machine (the only place that changes session state, on the actor's thr
   latest resumption handle — only if the server's last `sessionResumptionUpdate` said
   `resumable` and gave one; a handle is used for one resumed session. Without one it
   ends `resumption_unavailable` (never a fresh session passed off as the old one).
-  Attempts wait `backoff_base_ms × 2^min(attempt, 6)` (capped at `backoff_max_ms`); after
+  Attempts wait `backoff_base_ms * 2^min(attempt, 6)` (capped at `backoff_max_ms`); after
   `max_reconnect_attempts` failed ones it ends `reconnect_exhausted`. Queued input and
   in-flight tool calls are dropped and reported in the `reconnecting` event, never
   replayed. The ref and topic stay the same.
