@@ -87,8 +87,6 @@ def _list(ctx: CommandContext) -> int:
         return 0
     lines = [f"{'SESSION':>7}  {'STATE':<14} {'RECONNECTS':>10}  MODEL"]
     for s in sessions:
-        lines.append(
-            f"{s['session']:>7}  {s['state']:<14} {s['reconnects']:>10}  {s['model']}"
-        )
+        lines.append(f"{s['session']:>7}  {s['state']:<14} {s['reconnects']:>10}  {s['model']}")
     ctx.emit(None, text="\n".join(lines))
     return 0

@@ -33,7 +33,7 @@ def chat(turns: list[str]) -> dict[str, Any]:
             pending = list(turns)
             for event in events:
                 kinds.append(event.kind)
-                if event.kind == "ready" or event.kind == "turn_complete":
+                if event.kind in ("ready", "turn_complete"):
                     if pending:
                         client.live_send(ref, text=pending.pop(0))
                     else:

@@ -82,7 +82,7 @@ def ws_path(api_version: str) -> str:
 # --- shared shapes -----------------------------------------------------------------------
 
 
-class _Wire(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
+class _Wire(msgspec.Struct, rename="camel", omit_defaults=True):
     """Base of every wire struct: camelCase names, absent fields left out."""
 
 

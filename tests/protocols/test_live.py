@@ -25,7 +25,12 @@ def _error(frame: Any) -> wire.LiveProtocolError:
 def test_server_frames_decode_text_and_binary() -> None:
     frame = {
         "serverContent": {
-            "modelTurn": {"parts": [{"text": "hi"}, {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AAA="}}]},
+            "modelTurn": {
+                "parts": [
+                    {"text": "hi"},
+                    {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AAA="}},
+                ]
+            },
             "turnComplete": True,
         },
         "usageMetadata": {"totalTokenCount": 3},
@@ -35,7 +40,9 @@ def test_server_frames_decode_text_and_binary() -> None:
         assert message.server_content is not None and message.server_content.turn_complete
         assert message.usage_metadata is not None
         assert message.usage_metadata.total_token_count == 3
-    update = wire.decode_server(b'{"sessionResumptionUpdate": {"newHandle": "h", "resumable": true}}')
+    update = wire.decode_server(
+        b'{"sessionResumptionUpdate": {"newHandle": "h", "resumable": true}}'
+    )
     assert update.session_resumption_update == wire.SessionResumptionUpdate("h", True)
     assert wire.primary_kind(wire.decode_server('{"usageMetadata": {}}')) == "usage_metadata"
     assert wire.decode_server('{"goAway": {"timeLeft": "1.5s"}}').go_away == wire.GoAway("1.5s")
@@ -67,11 +74,13 @@ def test_bounds_and_their_edges() -> None:
     wire.decode_server(json.dumps({"sessionResumptionUpdate": {"newHandle": handle}}))
     err = _error({"sessionResumptionUpdate": {"newHandle": handle + "h"}})
     assert err.path == "$.sessionResumptionUpdate.newHandle"
-    pad = wire.MAX_SERVER_FRAME_BYTES - len('{"serverContent":{"modelTurn":{"parts":[{"text":""}]}}}')
+    pad = wire.MAX_SERVER_FRAME_BYTES - len(
+        '{"serverContent":{"modelTurn":{"parts":[{"text":""}]}}}'
+    )
     at_limit = '{"serverContent":{"modelTurn":{"parts":[{"text":"' + "x" * pad + '"}]}}}'
     assert len(at_limit) == wire.MAX_SERVER_FRAME_BYTES
     wire.decode_server(at_limit.encode())
-    assert "exceeds" in _error(at_limit[:-1] + ' }').reason
+    assert "exceeds" in _error(at_limit[:-1] + " }").reason
     wire.text_input("x" * wire.MAX_TEXT_INPUT_BYTES)
     with pytest.raises(wire.LiveProtocolError):
         wire.text_input("x" * (wire.MAX_TEXT_INPUT_BYTES + 1))
@@ -117,8 +126,12 @@ def test_every_client_frame_validates_against_the_sdk() -> None:
     options = parse_options(FULL_CONFIG, "unused")
     setup = options.setup
     resumed = wire.ClientMessage(
-        setup=type(setup)(**{**{f: getattr(setup, f) for f in setup.__struct_fields__},
-                             "session_resumption": wire.SessionResumptionConfig("h")})
+        setup=type(setup)(
+            **{
+                **{f: getattr(setup, f) for f in setup.__struct_fields__},
+                "session_resumption": wire.SessionResumptionConfig("h"),
+            }
+        )
     )
     frames = [
         wire.ClientMessage(setup=setup),
@@ -138,12 +151,18 @@ def test_every_client_frame_validates_against_the_sdk() -> None:
     ]
     for message in frames:
         _sdk_accepts(wire.encode_client(message))
-    decoded = types.LiveClientMessage.model_validate_json(wire.encode_client(frames[0]).replace(
-        b',"realtimeInputConfig":{"automaticActivityDetection":{"disabled":true}}', b""
-    ))
-    assert decoded.setup is not None and decoded.setup.model == "models/gemini-3.1-flash-live-preview"
+    decoded = types.LiveClientMessage.model_validate_json(
+        wire.encode_client(frames[0]).replace(
+            b',"realtimeInputConfig":{"automaticActivityDetection":{"disabled":true}}', b""
+        )
+    )
+    assert (
+        decoded.setup is not None and decoded.setup.model == "models/gemini-3.1-flash-live-preview"
+    )
     config = decoded.setup.generation_config
-    assert config is not None and config.media_resolution == types.MediaResolution.MEDIA_RESOLUTION_LOW
+    assert (
+        config is not None and config.media_resolution == types.MediaResolution.MEDIA_RESOLUTION_LOW
+    )
     assert config.thinking_config is not None
     assert config.thinking_config.thinking_level == types.ThinkingLevel.LOW
 

@@ -37,7 +37,10 @@ class LiveToolsConfig(Section):
     workers: Annotated[int, msgspec.Meta(ge=1, le=32)] = 4
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 5.0
     max_response_bytes: Annotated[int, msgspec.Meta(ge=64, le=1024 * 1024)] = 262_144
-    max_memory_bytes: Annotated[int, msgspec.Meta(ge=16 * 1024 * 1024)] | None = None
+    # The heap cap of each call's process child (16 MiB .. 64 GiB).
+    max_memory_bytes: Annotated[int, msgspec.Meta(ge=16 * 1024**2, le=64 * 1024**3)] = (
+        256 * 1024 * 1024
+    )
 
 
 class LiveConfig(Section):

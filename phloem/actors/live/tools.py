@@ -78,9 +78,7 @@ class ToolRunner:
         self._lock = threading.Lock()
         self._inflight: dict[str, CallControl] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self.limits = (
-            Limits(max_memory_bytes=config.max_memory_bytes) if config.max_memory_bytes else None
-        )
+        self.limits = Limits(max_memory_bytes=config.max_memory_bytes)
 
     def manages(self, name: str) -> bool:
         return name in self.tools

@@ -66,7 +66,7 @@ class LiveLoop:
 
     def stop(self) -> None:
         async def cancel_all() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            tasks = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
             if tasks:  # clean closes under way get a moment to finish
                 _, tasks = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT_S / 2)
             for task in tasks:

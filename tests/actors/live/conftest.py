@@ -30,9 +30,7 @@ TreeFactory = Callable[..., contextlib.AbstractContextManager[phloem.Tree]]
 
 
 @pytest.fixture
-def live_tree(
-    server: FakeLiveServer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[TreeFactory]:
+def live_tree(server: FakeLiveServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[TreeFactory]:
     """`live_tree(**live_settings)`: a tree whose `[live]` points at the fake server."""
     monkeypatch.setenv(KEY_ENV, TEST_KEY)
 
@@ -75,7 +73,9 @@ def collect_until(events: Any, kind: str, timeout: float = EVENT_TIMEOUT_S) -> l
             return out
 
 
-def open_ready(client: Any, config: dict[str, Any] | None = None, window: Any = None) -> tuple[str, Any]:
+def open_ready(
+    client: Any, config: dict[str, Any] | None = None, window: Any = None
+) -> tuple[str, Any]:
     """Open a TEXT session, subscribe, wait for `ready`: (ref, events)."""
     ref = client.live_open(config if config is not None else {"response_modalities": ["TEXT"]})
     events = client.live_events(ref, window or phloem.CreditWindow(256, 8 << 20))

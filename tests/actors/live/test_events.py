@@ -156,7 +156,9 @@ def test_every_server_message_maps_to_its_event(
 def test_input_bounds_and_activity_rules(server: FakeLiveServer, live_tree: TreeFactory) -> None:
     with live_tree() as tree, tree.client() as client:
         ref, _ = open_ready(client)
-        assert raises_kind(client.live_send, ref, text="x" * (64 * 1024 + 1)) == "invalid_live_input"
+        assert (
+            raises_kind(client.live_send, ref, text="x" * (64 * 1024 + 1)) == "invalid_live_input"
+        )
         assert raises_kind(client.live_send, ref, activity="start") == "invalid_live_input"
         assert raises_kind(client.live_send, ref, video=b"x", video_mime="image/gif") == (
             "invalid_live_input"

@@ -21,11 +21,7 @@ ALLOW = sorted(COMPONENTS)
 
 
 def _call(*calls: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "toolCall": {
-            "functionCalls": [{"id": i, "name": n, "args": a} for i, n, a in calls]
-        }
-    }
+    return {"toolCall": {"functionCalls": [{"id": i, "name": n, "args": a} for i, n, a in calls]}}
 
 
 def _responses(server: FakeLiveServer) -> list[dict[str, Any]]:
@@ -42,7 +38,7 @@ def test_sequential_calls_answer_in_order_with_failures_as_values(
 ) -> None:
     tools = {"allow": ALLOW, "timeout_s": 3.0, "max_response_bytes": 4096}
     with live_tree(tools=tools, components=COMPONENTS) as tree, tree.client() as client:
-        ref, events = open_ready(client)
+        _ref, events = open_ready(client)
         declared = server.connection().setup["tools"][0]["functionDeclarations"]
         assert {d["name"] for d in declared} == set(ALLOW)
         server.inject(
@@ -73,10 +69,15 @@ def test_concurrent_calls_run_at_once(
 ) -> None:
     tools = {"allow": ALLOW, "policy": "concurrent", "workers": 3, "timeout_s": 30.0}
     with live_tree(tools=tools, components=COMPONENTS) as tree, tree.client() as client:
-        ref, events = open_ready(client)
+        _ref, events = open_ready(client)
         folder = str(tmp_path)
         server.inject(
-            _call(*[(f"m{i}", "meet", {"folder": folder, "name": f"n{i}", "count": 3}) for i in range(3)])
+            _call(
+                *[
+                    (f"m{i}", "meet", {"folder": folder, "name": f"n{i}", "count": 3})
+                    for i in range(3)
+                ]
+            )
         )
         results = [next_kind(events, "tool_result", timeout=30) for _ in range(3)]
         answers = sorted(r.payload["response"]["result"] for r in results)
