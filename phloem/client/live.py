@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from phloem.actors.live.protocol import (
+    LIVE_REF_KIND,
+    SERVICE_PATH,
     LiveClose,
     LiveClosed,
     LiveEvent,
@@ -32,7 +34,6 @@ from phloem.actors.live.protocol import (
     ToolResponseIn,
     topic_name,
 )
-from phloem.actors.live.service import LIVE_REF_KIND, SERVICE_PATH
 from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, ClientBase, EventStream
 from phloem.protocols.errors import ErrorKind, PhloemError

@@ -13,7 +13,7 @@ as the real service sends them. A test can also:
   (`stall_reads`: the client's socket fills up and its writes wait);
 - drop a connection without a close frame (`drop`).
 
-Run it alone with `python -m phloem.examples.fake_live` (prints its URL).
+Run it alone with `python -m phloem.examples.fake_live [--echo-audio]` (prints its URL).
 """
 
 from __future__ import annotations
@@ -220,8 +220,11 @@ class FakeLiveServer:
         return False
 
 
-def main() -> int:
-    server = FakeLiveServer().start()
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    server = FakeLiveServer()
+    server.echo_audio = "--echo-audio" in args
+    server.start()
     print(server.url, flush=True)
     try:
         threading.Event().wait()

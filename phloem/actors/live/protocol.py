@@ -11,9 +11,14 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
+from phloem.protocols.errors import ErrorKind
+from phloem.supervision.refs import RefKind
+
 __all__ = [
     "EVENT_KINDS",
+    "LIVE_REF_KIND",
     "SCHEMA_VERSION",
+    "SERVICE_PATH",
     "LiveClose",
     "LiveClosed",
     "LiveEvent",
@@ -29,6 +34,14 @@ __all__ = [
 ]
 
 SCHEMA_VERSION: Final = 1
+SERVICE_PATH: Final = "live/service"
+LIVE_REF_KIND: Final = RefKind(
+    name="live",
+    prefix="live_",
+    invalid_error=ErrorKind.INVALID_LIVE_REF,
+    not_owner_error=ErrorKind.NOT_LIVE_OWNER,
+    too_many_error=ErrorKind.TOO_MANY_LIVE_SESSIONS,
+)
 EVENT_KINDS: Final = (
     "ready",
     "text",

@@ -36,6 +36,7 @@ import structlog
 
 from phloem.actors.live.options import parse_options
 from phloem.actors.live.protocol import (
+    LIVE_REF_KIND,
     LiveClose,
     LiveList,
     LiveOpen,
@@ -61,20 +62,11 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.settings import load_component
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.reasons import ExitReason
-from phloem.supervision.refs import RefKind
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
 from phloem.supervision.supervisor import SupervisorRef, sibling_of
 
 log = structlog.get_logger("phloem.live")
 
-SERVICE_PATH = "live/service"
-LIVE_REF_KIND = RefKind(
-    name="live",
-    prefix="live_",
-    invalid_error=ErrorKind.INVALID_LIVE_REF,
-    not_owner_error=ErrorKind.NOT_LIVE_OWNER,
-    too_many_error=ErrorKind.TOO_MANY_LIVE_SESSIONS,
-)
 SESSION_STOP_TIMEOUT_S = 5.0
 
 
