@@ -310,7 +310,8 @@ def run() -> list[dict[str, Any]]:
         ours = asyncio.run(_stream_latency(sock))
         rows.append(
             row(
-                f"live: {STREAM_SESSIONS} sessions streaming PCM, server frame -> event p99 (goal < 50 ms)",
+                f"live: {STREAM_SESSIONS} sessions streaming PCM, "
+                "server frame -> event p99 (goal < 50 ms)",
                 _pct(ours, 0.99) * 1e3,
                 "ms",
                 "bare websockets client p99",
