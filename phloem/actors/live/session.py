@@ -89,7 +89,7 @@ class SessionSpec:
     topic: Topic
     loop: LiveLoop
     url: str
-    api_key: str | None
+    api_key: str | None = field(repr=False)
     config: LiveConfig
     tools: dict[str, Any]
 

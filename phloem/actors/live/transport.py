@@ -17,7 +17,7 @@ import collections
 import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -173,7 +173,7 @@ class Dial:
     """Everything one connection attempt needs."""
 
     url: str
-    api_key: str | None
+    api_key: str | None = field(repr=False)
     setup_frame: bytes
     connect_timeout_s: float
     setup_timeout_s: float

@@ -126,3 +126,9 @@ def test_secrets_are_absent_from_everything_observable(
     text = "\n".join(observed)
     assert TEST_KEY not in text
     assert "handle-0-" not in text
+
+
+def test_the_key_is_kept_out_of_reprs() -> None:
+    from phloem.actors.live.transport import Dial
+
+    assert TEST_KEY not in repr(Dial("ws://x", TEST_KEY, b"{}", 1.0, 1.0))
