@@ -111,7 +111,7 @@ FULL_CONFIG: dict[str, Any] = {
 }
 
 
-def _sdk_accepts(frame: bytes) -> None:
+def sdk_accepts(frame: bytes) -> None:
     """The SDK's `LiveClientMessage` validates the frame. `setup.realtimeInputConfig` is
     checked against the SDK's `RealtimeInputConfig` separately: the SDK's converter puts
     it there on the wire (`_live_converters`), but its `LiveClientSetup` model lacks it."""
@@ -150,7 +150,7 @@ def test_every_client_frame_validates_against_the_sdk() -> None:
         ),
     ]
     for message in frames:
-        _sdk_accepts(wire.encode_client(message))
+        sdk_accepts(wire.encode_client(message))
     decoded = types.LiveClientMessage.model_validate_json(
         wire.encode_client(frames[0]).replace(
             b',"realtimeInputConfig":{"automaticActivityDetection":{"disabled":true}}', b""
@@ -169,7 +169,7 @@ def test_every_client_frame_validates_against_the_sdk() -> None:
 
 def test_a_frame_the_sdk_rejects_is_caught_by_the_oracle() -> None:
     with pytest.raises(ValueError):
-        _sdk_accepts(b'{"setup": {"model": "m", "generationConfig": {"voice": 1}}}')
+        sdk_accepts(b'{"setup": {"model": "m", "generationConfig": {"voice": 1}}}')
     with pytest.raises(ValueError):
         wire.encode_client(wire.ClientMessage())
 

@@ -4,6 +4,7 @@ detachment, the subscriber bound, every server message kind mapped to its event.
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
@@ -11,6 +12,7 @@ import phloem
 from phloem.examples.fake_live import FakeLiveServer
 from tests.actors.live.conftest import TreeFactory, collect_until, next_kind, open_ready
 from tests.helpers import raises_kind, wait_until
+from tests.protocols.test_live import sdk_accepts
 
 
 def _audio(n: int) -> dict[str, object]:
@@ -178,3 +180,7 @@ def test_input_bounds_and_activity_rules(server: FakeLiveServer, live_tree: Tree
         wait_until(lambda: len(server.connection().frames) >= 4)
         sent = [next(iter(f["realtimeInput"])) for f in server.connection().frames[1:4]]
         assert sent == ["activityStart", "audio", "activityEnd"]
+        # every frame phloem really sent passes the SDK's own types
+        for conn in server.connections:
+            for frame in conn.frames:
+                sdk_accepts(json.dumps(frame).encode())
