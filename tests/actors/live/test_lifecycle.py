@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import socket
 
+import msgspec
+import pytest
+
 import phloem
+from phloem.actors.live.settings import LiveConfig
 from phloem.examples.fake_live import FakeLiveServer
 from tests.actors.live.conftest import (
     TEST_KEY,
@@ -57,7 +61,7 @@ def test_open_send_turn_close(server: FakeLiveServer, live_tree: TreeFactory) ->
 
 def test_config_errors_name_the_key(live_tree: TreeFactory) -> None:
     with live_tree() as tree, tree.client() as client:
-        with __import__("pytest").raises(phloem.PhloemError) as info:
+        with pytest.raises(phloem.PhloemError) as info:
             client.live_open({"voice": "Puck"})
         assert info.value.kind == "invalid_live_config" and "voice" in info.value.message
         kind = raises_kind(client.live_open, {"response_modalities": ["VIDEO"]})
@@ -244,3 +248,23 @@ def test_queued_input_is_dropped_and_reported_never_replayed(
         frames = server.connection(1).frames
         assert not any("audio" in f.get("realtimeInput", {}) for f in frames)
         assert client.live_status(ref)["dropped_inputs"] >= queued - 1
+
+
+def test_api_version_v1_and_config_edges(server: FakeLiveServer, live_tree: TreeFactory) -> None:
+    with live_tree(api_version="v1") as tree, tree.client() as client:
+        open_ready(client)
+        assert server.connection().path == (
+            "/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent"
+        )
+    for good in ({"session_limit": 16_384}, {"max_reconnect_attempts": 0}):
+        msgspec.convert(good, LiveConfig)
+    for bad in (
+        {"session_limit": 16_385},
+        {"session_limit": 0},
+        {"max_subscribers": 4_097},
+        {"api_version": "v2"},
+        {"base_url": "https://example.com"},
+        {"tools": {"workers": 33}},
+    ):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(bad, LiveConfig)
