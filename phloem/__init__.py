@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         Session as Session,
         SupervisorPlanner as SupervisorPlanner,
     )
+    from phloem.actors.live.protocol import LiveEvent as LiveEvent
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
@@ -99,6 +100,7 @@ _EXPORTS: dict[str, str] = {
     "GoalOrientedPlanner": "phloem.actors.agents",
     "InMemorySessionService": "phloem.actors.agents",
     "InvocationContext": "phloem.actors.agents",
+    "LiveEvent": "phloem.actors.live.protocol",
     "LlmAgent": "phloem.actors.agents",
     "LoopPlanner": "phloem.actors.agents",
     "Model": "phloem.protocols.model",

@@ -116,3 +116,16 @@ def test_planning_runtime(capsys: pytest.CaptureFixture[str]) -> None:
 def test_coding_tools() -> None:
     (block,) = readme_python_blocks("Coding tools")
     run_readme_block(block, "coding-tools")
+
+
+def test_live_sessions(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Live sessions")
+    run_readme_block(block, "live-sessions")
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [
+        "1 ready {'resumed': False, 'reconnects': 0}",
+        "2 text {'text': 'echo: hello'}",
+        "3 turn_complete {'reason': None}",
+        "active",
+        "4 closed {'reason': 'client_closed', 'detail': ''}",
+    ]
