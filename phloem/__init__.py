@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         ToolPolicy as ToolPolicy,
         ToolPolicyInterceptor as ToolPolicyInterceptor,
     )
+    from phloem.actors.live.protocol import LiveEvent as LiveEvent
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
@@ -112,6 +113,7 @@ _EXPORTS: dict[str, str] = {
     "InMemorySessionService": "phloem.actors.agents",
     "InstructionContext": "phloem.actors.instructions",
     "InvocationContext": "phloem.actors.agents",
+    "LiveEvent": "phloem.actors.live.protocol",
     "LlmAgent": "phloem.actors.agents",
     "LoopPlanner": "phloem.actors.agents",
     "Model": "phloem.protocols.model",

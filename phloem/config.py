@@ -33,6 +33,7 @@ import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.instructions.settings import InstructionsConfig
+from phloem.actors.live.settings import LiveConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.actors.sessions.settings import SessionsConfig
 from phloem.models.providers import ProviderConfig
@@ -160,6 +161,8 @@ class Config(Section):
     sessions: SessionsConfig = section(SessionsConfig)
     # Instruction discovery, skills, templates, prompt commands (`[instructions]`).
     instructions: InstructionsConfig = section(InstructionsConfig)
+    # Gemini Live sessions (`[live]`, see phloem.actors.live.settings).
+    live: LiveConfig = section(LiveConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

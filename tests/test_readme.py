@@ -147,3 +147,16 @@ def test_instructions_skills_and_tool_policy(capsys: pytest.CaptureFixture[str])
     msgspec.convert(llm, LlmAgentConfig)  # every key is a real one
     harness = tomllib.loads(toml[1])["sessions"]["agents"]["coder"]
     assert msgspec.convert(harness, HarnessAgentConfig).confirmation is True
+
+
+def test_live_sessions(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Live sessions")
+    run_readme_block(block, "live-sessions")
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [
+        "1 ready {'resumed': False, 'reconnects': 0}",
+        "2 text {'text': 'echo: hello'}",
+        "3 turn_complete {'reason': None}",
+        "active",
+        "4 closed {'reason': 'client_closed', 'detail': ''}",
+    ]

@@ -62,6 +62,7 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.planning.service",
     "phloem.actors.agents.service",
     "phloem.actors.sessions.service",
+    "phloem.actors.live.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64
@@ -192,9 +193,9 @@ class ServiceActor(Actor):
 
     # -- topics --------------------------------------------------------------------------
 
-    def open_topic(self, name: str, *, owner: Owner | None = None) -> Topic:
+    def open_topic(self, name: str, *, owner: Owner | None = None, **limits: int) -> Topic:
         """Open a topic in the tree's hub, counted in this actor's `credit_in_use`."""
-        topic = self.ctx.streams.open(name, owner=owner)
+        topic = self.ctx.streams.open(name, owner=owner, **limits)
         self._topics = {n: t for n, t in self._topics.items() if not t.closed}
         self._topics[name] = topic
         return topic

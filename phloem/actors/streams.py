@@ -30,11 +30,11 @@ _encoder = msgspec.msgpack.Encoder()
 class Topic:
     """A named stream of msgpack-encoded events. Publish from any thread."""
 
-    def __init__(self, hub: StreamHub, name: str, owner: Owner | None) -> None:
+    def __init__(self, hub: StreamHub, name: str, owner: Owner | None, **limits: int) -> None:
         self._hub = hub
         self.name = name
         self.owner = owner
-        self.stream: CreditStream[bytes] = CreditStream(name, size_of=len)
+        self.stream: CreditStream[bytes] = CreditStream(name, size_of=len, **limits)
 
     def publish(self, event: Any) -> int:
         """Deliver or queue `event` for every subscriber, never blocking (slow ones are
@@ -69,8 +69,10 @@ class StreamHub:
         self._lock = threading.Lock()
         self._topics: dict[str, Topic] = {}
 
-    def open(self, name: str, *, owner: Owner | None = None) -> Topic:
-        """Open a topic; with `owner`, only that owner may subscribe to it."""
+    def open(self, name: str, *, owner: Owner | None = None, **limits: int) -> Topic:
+        """Open a topic; with `owner`, only that owner may subscribe to it. `limits`
+        (`max_subscribers`, `max_pending_messages`, `max_pending_bytes`) bound its
+        subscribers as `CreditStream` does."""
         if not isinstance(name, str) or not name or len(name) > MAX_STREAM_NAME_CHARS:
             raise ValueError(f"name must be 1 to {MAX_STREAM_NAME_CHARS} characters")
         with self._lock:
@@ -80,7 +82,7 @@ class StreamHub:
                 raise PhloemError(
                     ErrorKind.BACKPRESSURE, f"{len(self._topics)} streams open; max_streams reached"
                 )
-            topic = Topic(self, name, owner)
+            topic = Topic(self, name, owner, **limits)
             self._topics[name] = topic
             return topic
 

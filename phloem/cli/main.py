@@ -37,6 +37,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.sessions",
     "phloem.cli.tools",
     "phloem.cli.instructions",
+    "phloem.cli.live",
 ]
 
 

@@ -17,12 +17,13 @@ from pathlib import Path
 
 from phloem.client.agents import AgentClientMethods
 from phloem.client.base import ClientBase
+from phloem.client.live import LiveMethods
 from phloem.client.planning import PlanningMethods
 from phloem.client.sessions import SessionClientMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
 
 
-class Client(AgentClientMethods, PlanningMethods, SessionClientMethods, ClientBase):
+class Client(AgentClientMethods, PlanningMethods, SessionClientMethods, LiveMethods, ClientBase):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
 
     Feature methods (planning, agents, providers, ...) are mixins subclassing

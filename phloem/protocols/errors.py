@@ -233,6 +233,23 @@ class ErrorKind(enum.StrEnum):
     INVALID_EXECUTOR_RESULT = "invalid_executor_result", "observation: its result is invalid"
     INVALID_EXECUTOR_OUTPUT = "invalid_executor_output", "observation: its output is invalid"
 
+    # --- Gemini Live sessions ------------------------------------------------------------
+    INVALID_LIVE_CONFIG = "invalid_live_config", "a Live session's config is invalid"
+    INVALID_LIVE_INPUT = "invalid_live_input", "Live input breaks a bound or the schema"
+    INVALID_LIVE_REF = "invalid_live_ref", "a Live session ref is malformed"
+    NOT_LIVE_OWNER = "not_live_owner", "the Live session ref is not held by this owner"
+    TOO_MANY_LIVE_SESSIONS = "too_many_live_sessions", "the owner holds too many Live refs"
+    LIVE_SESSION_LIMIT = "live_session_limit", "[live] session_limit sessions are open"
+    LIVE_UNAVAILABLE = "live_unavailable", "no Live service, or it is stopped"
+    LIVE_SESSION_CLOSED = "live_session_closed", "the Live session has closed or is closing"
+    NOT_READY = "not_ready", "the Live session is not active yet (or is reconnecting)"
+    INGRESS_BACKPRESSURE = "ingress_backpressure", "the Live session's input queue is full"
+    TOOL_CALL_MANAGED_BY_EXECUTOR = (
+        "tool_call_managed_by_executor",
+        "a manual response names a Live tool call that phloem runs itself",
+    )
+    LIVE_PROTOCOL_ERROR = "live_protocol_error", "a Live frame broke the schema or a bound"
+
     # --- bundled examples ---------------------------------------------------------------
     EXAMPLE_FAILED = "example_failed", "a bundled example did not produce what it should"
 

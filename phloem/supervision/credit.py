@@ -185,12 +185,23 @@ class CreditStream(Generic[T]):
         *,
         size_of: Callable[[T], int] = default_size,
         max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
+        max_pending_messages: int = DEFAULT_PENDING_MESSAGES,
+        max_pending_bytes: int = DEFAULT_PENDING_BYTES,
     ) -> None:
         self.name = name
         self._size_of = size_of
         self.max_subscribers = check_range(
             "max_subscribers", max_subscribers, *MAX_SUBSCRIBERS_RANGE
         )
+        # Each subscriber's pending queue bound unless `subscribe` names its own.
+        self.max_pending_messages = check_range(
+            "max_pending_messages", max_pending_messages, *PENDING_MESSAGES_RANGE
+        )
+        self.max_pending_bytes = check_range(
+            "max_pending_bytes", max_pending_bytes, *PENDING_BYTES_RANGE
+        )
+        # Called (outside the lock, on the subscribing thread) after each new subscriber.
+        self.on_subscribe: Callable[[], None] | None = None
         self._lock = threading.RLock()
         self._room = threading.Condition(self._lock)
         self._subs: dict[int, Subscription] = {}
@@ -207,14 +218,19 @@ class CreditStream(Generic[T]):
         deliver: Callable[[T], None],
         on_detach: Callable[[ExitReason], None] | None = None,
         *,
-        max_pending_messages: int = DEFAULT_PENDING_MESSAGES,
-        max_pending_bytes: int = DEFAULT_PENDING_BYTES,
+        max_pending_messages: int | None = None,
+        max_pending_bytes: int | None = None,
     ) -> Subscription:
-        """Add a consumer with `window` credit; `deliver(item)` is called per item."""
+        """Add a consumer with `window` credit; `deliver(item)` is called per item.
+        Its pending queue is bounded by the stream's limits unless given here."""
         if not isinstance(window, CreditWindow):
             raise TypeError("window must be a CreditWindow")
         if not callable(deliver):
             raise TypeError("deliver must be callable")
+        if max_pending_messages is None:
+            max_pending_messages = self.max_pending_messages
+        if max_pending_bytes is None:
+            max_pending_bytes = self.max_pending_bytes
         check_range("max_pending_messages", max_pending_messages, *PENDING_MESSAGES_RANGE)
         check_range("max_pending_bytes", max_pending_bytes, *PENDING_BYTES_RANGE)
         with self._lock:
@@ -237,23 +253,33 @@ class CreditStream(Generic[T]):
             )
             self._subs[sub.id] = sub
             self._room.notify_all()
-            return sub
+        hook = self.on_subscribe
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                log.exception("credit_on_subscribe_failed", stream=self.name)
+        return sub
 
     def receiver(
         self,
         window: CreditWindow | None = None,
         *,
         auto_ack: bool = True,
-        max_pending_messages: int = DEFAULT_PENDING_MESSAGES,
-        max_pending_bytes: int = DEFAULT_PENDING_BYTES,
+        max_pending_messages: int | None = None,
+        max_pending_bytes: int | None = None,
     ) -> CreditReceiver[T]:
         """Subscribe an in-process pull consumer."""
         return CreditReceiver(
             self,
             window or CreditWindow(),
             auto_ack=auto_ack,
-            max_pending_messages=max_pending_messages,
-            max_pending_bytes=max_pending_bytes,
+            max_pending_messages=(
+                self.max_pending_messages if max_pending_messages is None else max_pending_messages
+            ),
+            max_pending_bytes=(
+                self.max_pending_bytes if max_pending_bytes is None else max_pending_bytes
+            ),
         )
 
     def unsubscribe(self, sub: Subscription, reason: ExitReason | None = None) -> None:
@@ -365,6 +391,25 @@ class CreditStream(Generic[T]):
                     self._detach(sub, self._closed, post)
             self._room.notify_all()
         _run(post)
+
+    def discard_pending(self, predicate: Callable[[T], bool]) -> int:
+        """Drop every item not yet delivered (waiting for credit) for which `predicate`
+        is true, from every subscriber's pending queue; how many were dropped."""
+        dropped = 0
+        with self._lock:
+            for sub in self._subs.values():
+                if not sub._pending:
+                    continue
+                kept: collections.deque[tuple[Any, int]] = collections.deque()
+                for item, size in sub._pending:
+                    if predicate(item):
+                        dropped += 1
+                        sub._pending_bytes -= size
+                    else:
+                        kept.append((item, size))
+                sub._pending = kept
+            self._room.notify_all()
+        return dropped
 
     # -- readings ------------------------------------------------------------------------
 

@@ -1,0 +1,73 @@
+"""The `[live]` configuration section: the Gemini Live endpoint, its key, and the limits
+of every Live session (see `phloem.actors.live`).
+
+    [live]
+    base_url = "wss://generativelanguage.googleapis.com"
+    api_key_env = "GEMINI_API_KEY"      # the key is read from this variable, never stored
+    session_limit = 1024
+
+    [live.tools]                         # opt-in: Live tool calls the runtime answers
+    allow = ["lookup"]                   # names in [components] (trusted callables)
+    policy = "sequential"                # or "concurrent" (workers 1-32)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from phloem.settings import Section, section
+
+DEFAULT_BASE_URL = "wss://generativelanguage.googleapis.com"
+DEFAULT_MODEL = "gemini-3.1-flash-live-preview"
+DEFAULT_API_KEY_ENV = "GEMINI_API_KEY"
+DEFAULT_SESSION_LIMIT = 1024
+SESSION_LIMIT_RANGE = (1, 16_384)
+
+_Name = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")]
+_Seconds = Annotated[float, msgspec.Meta(gt=0, le=600)]
+
+
+class LiveToolsConfig(Section):
+    """`[live.tools]`: Live tool calls phloem runs itself, each in a capped process child."""
+
+    allow: list[_Name] = []  # names of `[components]` entries (callables or Tools)
+    policy: Literal["sequential", "concurrent"] = "sequential"
+    workers: Annotated[int, msgspec.Meta(ge=1, le=32)] = 4
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 5.0
+    max_response_bytes: Annotated[int, msgspec.Meta(ge=64, le=1024 * 1024)] = 262_144
+    # The heap cap of each call's process child (16 MiB .. 64 GiB).
+    max_memory_bytes: Annotated[int, msgspec.Meta(ge=16 * 1024**2, le=64 * 1024**3)] = (
+        256 * 1024 * 1024
+    )
+
+
+class LiveConfig(Section):
+    """`[live]`: endpoint, key variable, model and the per-session limits."""
+
+    base_url: Annotated[str, msgspec.Meta(pattern=r"^wss?://[^\s?#]+$")] = DEFAULT_BASE_URL
+    api_version: Literal["v1beta", "v1", "v1alpha"] = "v1beta"
+    api_key_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")] = (
+        DEFAULT_API_KEY_ENV
+    )
+    model: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] = DEFAULT_MODEL
+    session_limit: Annotated[
+        int, msgspec.Meta(ge=SESSION_LIMIT_RANGE[0], le=SESSION_LIMIT_RANGE[1])
+    ] = DEFAULT_SESSION_LIMIT
+    max_subscribers: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+    max_ingress_messages: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+    max_ingress_bytes: Annotated[int, msgspec.Meta(ge=1024, le=256 * 1024 * 1024)] = 4 * 1024 * 1024
+    max_subscriber_messages: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 256
+    max_subscriber_bytes: Annotated[int, msgspec.Meta(ge=1024, le=1024 * 1024 * 1024)] = (
+        8 * 1024 * 1024
+    )
+    connect_timeout_s: _Seconds = 10.0
+    setup_timeout_s: _Seconds = 10.0
+    max_reconnect_attempts: Annotated[int, msgspec.Meta(ge=0, le=10)] = 3
+    backoff_base_ms: Annotated[int, msgspec.Meta(ge=1, le=60_000)] = 250
+    backoff_max_ms: Annotated[int, msgspec.Meta(ge=1, le=600_000)] = 60_000
+    # A new session waits this long for its first subscriber before it dials, so that
+    # whoever opened it sees `ready` (0: dial at once).
+    first_subscriber_wait_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 2.0
+    tools: LiveToolsConfig = section(LiveToolsConfig)
