@@ -30,6 +30,7 @@ from phloem.actors.agents.events import Event
 from phloem.actors.agents.registry import ProviderModel
 from phloem.actors.agents.service import public_event
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
+from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
 from phloem.actors.sessions.harness import DEFAULT_INSTRUCTION, RunSetup, select_tools
 from phloem.actors.sessions.protocol import (
@@ -317,10 +318,13 @@ class SessionsService(ServiceActor):
             raise PhloemError(
                 ErrorKind.CONFIG_INVALID, f"sessions.agents.{name}.tools: {exc}"
             ) from None
+        own: tuple[Interceptor, ...] = ()
+        if agent.context_tokens > 0:
+            own = (SessionCompaction(policy_of(agent), self.store, session_id, self.budget),)
         setup = RunSetup(
             instruction=agent.instruction or DEFAULT_INSTRUCTION,
             tools=tools,
-            interceptors=self.extra_interceptors,
+            interceptors=(*own, *self.extra_interceptors),
         )
         return Turn(
             store=self.store,
