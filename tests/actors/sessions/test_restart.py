@@ -39,7 +39,10 @@ def test_kill_9_between_turns_loses_nothing(fake: FakeProvider, workspace: Path)
         finally:
             assert daemon.stop() == 0
         assert [e.text for e in detail.events] == [
-            "first question", "The first answer.", "second question", "The second answer.",
+            "first question",
+            "The first answer.",
+            "second question",
+            "The second answer.",
         ]
         lines = Path(second.transcript).read_text().splitlines()
         assert json.loads(lines[0])["type"] == "header" and len(lines) == 5
