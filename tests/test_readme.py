@@ -116,3 +116,12 @@ def test_planning_runtime(capsys: pytest.CaptureFixture[str]) -> None:
 def test_coding_tools() -> None:
     (block,) = readme_python_blocks("Coding tools")
     run_readme_block(block, "coding-tools")
+
+
+def test_sessions_and_chat(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Sessions and chat")
+    run_readme_block(block, "sessions")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "['ls']"
+    assert out[1].startswith("You have asked me 2 questions in this session; the first was")
+    assert out[2] == "done [] 6"
