@@ -35,6 +35,7 @@ def cli(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PY, "-m", "phloem", *args, "--socket", str(daemon.socket)],
+        check=False,
         cwd=cwd,
         capture_output=True,
         text=True,
