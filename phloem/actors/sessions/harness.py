@@ -25,6 +25,7 @@ from phloem.protocols.content import (
     Content,
     ModelRequest,
     ModelResponse,
+    Part,
     Usage,
     function_responses_of,
 )
@@ -57,8 +58,17 @@ class RunSetup:
         return "\n\n".join(parts)
 
 
+INTERRUPTED: JSON = {
+    "error": "interrupted",
+    "message": "the call did not complete: its run was interrupted",
+}
+
+
 class ConversationAgent(LlmAgent):
-    """An `LlmAgent` that sends the session's whole conversation with every request."""
+    """An `LlmAgent` that sends the session's whole conversation with every request.
+
+    A tool call left without its response (a run killed between the two) is answered
+    with `INTERRUPTED`, so the history stays a valid call/response sequence."""
 
     def history(self, ctx: InvocationContext) -> list[Content]:
         contents = [
@@ -68,7 +78,31 @@ class ConversationAgent(LlmAgent):
         ]
         if not contents and ctx.user_content is not None:
             contents.append(ctx.user_content)
-        return contents
+        return close_calls(contents)
+
+
+def close_calls(contents: list[Content]) -> list[Content]:
+    """`contents` with an `INTERRUPTED` response after every unanswered function call."""
+    out: list[Content] = []
+    for i, content in enumerate(contents):
+        out.append(content)
+        calls = content.function_calls
+        if not calls:
+            continue
+        following = contents[i + 1].parts if i + 1 < len(contents) else ()
+        answered = {(r.name, r.id) for r in function_responses_of(following)}
+        missing = [c for c in calls if (c.name, c.id) not in answered]
+        if missing:
+            out.append(
+                Content(
+                    role="user",
+                    parts=tuple(
+                        Part.from_function_response(c.name, dict(INTERRUPTED), id=c.id)
+                        for c in missing
+                    ),
+                )
+            )
+    return out
 
 
 def build_agent(
