@@ -165,3 +165,43 @@ def test_an_unanswered_call_is_closed_as_interrupted() -> None:
     )
     answered = Content(role="user", parts=(Part.from_function_response("bash", {}, "c1"),))
     assert close_calls([call, answered]) == [call, answered]
+
+
+def test_a_streaming_provider_streams_text_and_stores_only_the_whole_reply(
+    fake: FakeProvider, workspace: Path, tmp_path: Path
+) -> None:
+    from phloem.config import parse_config
+    from tests.models.fake_provider import gemini_parts, sse_reply
+
+    config = parse_config(
+        f"""
+[providers.gem]
+protocol = "gemini"
+model = "g"
+base_url = "{fake.base_url}"
+max_retries = 0
+[sessions]
+dir = "{tmp_path / "store"}"
+[sessions.agents.coder]
+provider = "gem"
+"""
+    )
+    fake.add(
+        sse_reply(
+            [
+                gemini_parts([{"text": "Hel"}], finish=None),
+                gemini_parts([{"text": "lo, "}], finish=None),
+                gemini_parts([{"text": "world."}]),
+            ]
+        )
+    )
+    with phloem.Tree.start(config) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        seen: list[tuple[bool, str]] = []
+        result = client.session_run(
+            sid, "greet", on_event=lambda e: seen.append((e.partial, e.text))
+        )
+        assert result.text == "Hello, world."
+        assert seen == [(True, "Hel"), (True, "lo, "), (True, "world."), (False, "Hello, world.")]
+        assert [e.text for e in client.session_show(sid).events] == ["greet", "Hello, world."]
+    assert fake.requests[0].path.endswith(":streamGenerateContent")
