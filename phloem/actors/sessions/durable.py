@@ -201,11 +201,6 @@ class DurableSessionService:
     def get_session(self, session_id: str) -> Session:
         return self._entry(session_id).session
 
-    def exists(self, session_id: str) -> bool:
-        name = encode_id(session_id)
-        with self._lock:
-            return name in self._open or self._path(name).exists()
-
     def list_sessions(self, app: str, user: str | None = None) -> list[Session]:
         self._check_app(app)
         return [

@@ -95,10 +95,10 @@ class _Run:
 
 
 class _Finished:
-    __slots__ = ("session_id",)
+    __slots__ = ("run",)
 
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
+    def __init__(self, run: _Run) -> None:
+        self.run = run
 
 
 class SessionRunDriver(Actor):
@@ -220,9 +220,10 @@ class SessionsService(ServiceActor):
 
     def on_other(self, message: Any) -> Any:
         if isinstance(message, _Finished):
-            run = self.runs.pop(message.session_id, None)
-            if run is not None:
-                self.ctx.refs.discard(run.ref)
+            run = message.run
+            if self.runs.get(run.session_id) is run:  # not a newer run of the session
+                del self.runs[run.session_id]
+            self.ctx.refs.discard(run.ref)
         return None
 
     def agent_config(self, name: str) -> HarnessAgentConfig:
@@ -302,7 +303,7 @@ class SessionsService(ServiceActor):
 
         def finished(reason: ExitReason) -> None:
             with contextlib.suppress(Exception):  # the service may be stopping itself
-                me.tell(_Finished(sid))
+                me.tell(_Finished(run))
 
         driver.add_exit_callback(finished)
         self.runs[sid] = run
