@@ -56,6 +56,8 @@ if TYPE_CHECKING:
         ToolPolicyInterceptor as ToolPolicyInterceptor,
     )
     from phloem.actors.live.protocol import LiveEvent as LiveEvent
+    from phloem.actors.sessions.durable import DurableSessionService as DurableSessionService
+    from phloem.actors.sessions.harness import AskResult as AskResult
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
@@ -89,6 +91,7 @@ _EXPORTS: dict[str, str] = {
     "Agent": "phloem.actors.agents",
     "AgentMetadata": "phloem.actors.agents",
     "AgentRun": "phloem.actors.agents",
+    "AskResult": "phloem.actors.sessions.harness",
     "AsyncClient": "phloem.client.aio",
     "BuiltInPlanner": "phloem.models.request_planners",
     "Client": "phloem.client.sync",
@@ -99,6 +102,7 @@ _EXPORTS: dict[str, str] = {
     "Decision": "phloem.actors.agents",
     "DfsSearch": "phloem.actors.agents",
     "Done": "phloem.actors.agents",
+    "DurableSessionService": "phloem.actors.sessions.durable",
     "DoneWithResult": "phloem.actors.agents",
     "ErrorKind": "phloem.protocols.errors",
     "ErrorValue": "phloem.protocols.errors",

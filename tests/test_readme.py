@@ -160,3 +160,12 @@ def test_live_sessions(capsys: pytest.CaptureFixture[str]) -> None:
         "active",
         "4 closed {'reason': 'client_closed', 'detail': ''}",
     ]
+
+
+def test_sessions_and_chat(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Sessions and chat")
+    run_readme_block(block, "sessions")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "['ls']"
+    assert out[1].startswith("You have asked me 2 questions in this session; the first was")
+    assert out[2] == "done [] 6"

@@ -34,6 +34,7 @@ class Chat:
         self.ctx = ctx
         self.args = ctx.args
         self.out = ctx.out
+        self._streamed = False
 
     def main(self) -> int:
         with self.ctx.client() as client:
@@ -139,6 +140,14 @@ class Chat:
         return result
 
     def _show(self, event: Event) -> None:
+        if event.partial:  # a piece of the reply, as the model streams it
+            self.out.write(event.text)
+            self.out.flush()
+            self._streamed = True
+            return
+        streamed, self._streamed = self._streamed, False
+        if streamed:
+            self.out.write("\n")
         if event.author == "user" or event.content is None:
             if event.error is not None:
                 self.out.write(f"! {event.error.kind}: {event.error.message}\n")
@@ -149,7 +158,7 @@ class Chat:
             self.out.write(f"> {call.name} {compact_args(dict(call.args))}\n")
         for response in function_responses_of(event.content.parts):
             self.out.write(f"< {response.name} {_status(response.response)}\n")
-        text = event.content.text if event.content.role == "model" else ""
+        text = event.content.text if event.content.role == "model" and not streamed else ""
         if text:
             self.out.write(text.rstrip("\n") + "\n")
         self.out.flush()

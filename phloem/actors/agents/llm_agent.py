@@ -34,7 +34,7 @@ from phloem.limits import check_range
 from phloem.models.cancel import cancel_scope
 from phloem.models.interceptors import CallInfo, ToolCall
 from phloem.models.request_planners import RequestPlanner
-from phloem.protocols.content import Content, FunctionCall, ModelRequest, Part
+from phloem.protocols.content import Content, FunctionCall, ModelRequest, ModelResponse, Part
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.model import Model
@@ -98,6 +98,10 @@ class LlmAgent(Agent):
             raise TypeError("planner must be a RequestPlanner (BuiltInPlanner, PlanReActPlanner)")
         self.planner = planner
 
+    def generate(self, request: ModelRequest) -> ModelResponse:
+        """One model call (the innermost step of the interceptor chain)."""
+        return self.model.generate(request)
+
     def history(self, ctx: InvocationContext) -> list[Content]:
         contents: list[Content] = []
         if ctx.user_content is not None:
@@ -138,7 +142,7 @@ class LlmAgent(Agent):
                 request = self.planner.build_request(request)
             try:
                 with cancel_scope(lambda: ctx.cancel.cancelled):
-                    response = ctx.interceptors.model(model_info, request, self.model.generate)
+                    response = ctx.interceptors.model(model_info, request, self.generate)
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except Exception as exc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from phloem.actors.agents.agent import Agent
@@ -29,7 +29,7 @@ from phloem.actors.agents.sequential import SequentialPlanner
 from phloem.actors.agents.supervisor import SupervisorPlanner
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.model import Model
+from phloem.protocols.model import Model, ModelError, StreamingModel
 from phloem.supervision.spec import Limits
 from phloem.tools.contract import Tool, ToolContext
 from phloem.tools.registry import coding_tools
@@ -94,6 +94,13 @@ class ProviderModel:
 
     def generate(self, request: ModelRequest) -> ModelResponse:
         return self._resolve(self.provider).generate(request)
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelResponse]:
+        """The provider's stream (`unsupported_streaming` where it has none)."""
+        model = self._resolve(self.provider)
+        if not isinstance(model, StreamingModel):
+            raise ModelError(ErrorKind.UNSUPPORTED_STREAMING, f"{self.provider} does not stream")
+        return model.stream(request)
 
     def __repr__(self) -> str:
         return f"<ProviderModel {self.provider!r}>"

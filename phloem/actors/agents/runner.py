@@ -109,8 +109,9 @@ def run_agent(
         ctx = ctx.derive(events=session.events)
 
     def deliver(event: Event) -> None:
-        sessions.append_event(session, event)
-        produced.append(event)
+        if not event.partial:  # a streamed piece is shown, never stored
+            sessions.append_event(session, event)
+            produced.append(event)
         if on_event is not None:
             on_event(event)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import structlog
 
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.session import (
@@ -60,6 +61,8 @@ from phloem.actors.sessions.transcript import (
 from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.warnings import RunWarning, Warnings
+
+log = structlog.get_logger("phloem.sessions")
 
 DEFAULT_MAX_CACHED = 256
 MAX_CACHED_RANGE = (1, 100_000)
@@ -148,6 +151,7 @@ class DurableSessionService:
 
     def _adopt(self, journal: StateJournal) -> None:
         for warning in journal.warnings:
+            _log(warning)
             self._store_warnings.add(warning)
         journal.warnings.clear()
 
@@ -196,11 +200,6 @@ class DurableSessionService:
 
     def get_session(self, session_id: str) -> Session:
         return self._entry(session_id).session
-
-    def exists(self, session_id: str) -> bool:
-        name = encode_id(session_id)
-        with self._lock:
-            return name in self._open or self._path(name).exists()
 
     def list_sessions(self, app: str, user: str | None = None) -> list[Session]:
         self._check_app(app)
@@ -303,6 +302,8 @@ class DurableSessionService:
             entry.transcript.save_sidecar(kind, data)
 
     def warn(self, session_id: str, warning: RunWarning) -> None:
+        """Log `warning` and keep it for the session's next `take_warnings`."""
+        _log(warning, session=session_id)
         with self._lock:
             self._warnings.setdefault(session_id, Warnings()).add(warning)
 
@@ -436,6 +437,12 @@ class DurableSessionService:
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _log(warning: RunWarning, **fields: str) -> None:
+    log.warning(
+        warning.code, path=warning.path, line=warning.line, detail=warning.message, **fields
+    )
 
 
 def _local(key: str) -> bool:

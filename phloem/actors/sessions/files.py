@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,8 +130,17 @@ class Lines:
     repaired: RunWarning | None = None
 
 
-def read_jsonl(path: Path, *, repair: bool, sync: bool) -> Lines:
-    """Decode every complete line of `path`.
+def _generic(line: bytes) -> Any:
+    value = msgspec.json.decode(line)
+    if not isinstance(value, dict):
+        raise ValueError("not an object")
+    return value
+
+
+def read_jsonl(
+    path: Path, *, repair: bool, sync: bool, decode: Callable[[bytes], Any] = _generic
+) -> Lines:
+    """Decode every complete line of `path` (`decode`: a JSON object by default).
 
     A last line without its newline is a torn write: with `repair` the file is cut back
     to the last newline (a `session_tail_repaired` warning says so). A complete line that
@@ -143,14 +153,11 @@ def read_jsonl(path: Path, *, repair: bool, sync: bool) -> Lines:
         raise io_error(f"cannot read {path}", exc) from None
     cut = data.rfind(b"\n") + 1
     records: list[tuple[int, Any]] = []
-    decode = msgspec.json.decode
     for number, line in enumerate(data[:cut].split(b"\n")[:-1], 1):
         try:
             if len(line) > MAX_LINE_BYTES:
                 raise ValueError("line too long")
             value = decode(line)
-            if not isinstance(value, dict):
-                raise ValueError("not an object")
         except (msgspec.DecodeError, ValueError) as exc:
             raise corrupt(path, number, f"corrupt record ({exc})") from None
         records.append((number, value))

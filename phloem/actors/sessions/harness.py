@@ -11,6 +11,7 @@ earlier prompt, answer, tool call and tool response of the session, then this tu
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,11 +26,12 @@ from phloem.protocols.content import (
     Content,
     ModelRequest,
     ModelResponse,
+    Part,
     Usage,
     function_responses_of,
 )
-from phloem.protocols.errors import ErrorValue
-from phloem.protocols.model import Model
+from phloem.protocols.errors import ErrorKind, ErrorValue
+from phloem.protocols.model import Model, ModelError
 from phloem.protocols.warnings import RunWarning
 from phloem.tools.contract import JSON, Tool, ToolContext
 
@@ -57,8 +59,43 @@ class RunSetup:
         return "\n\n".join(parts)
 
 
+INTERRUPTED: JSON = {
+    "error": "interrupted",
+    "message": "the call did not complete: its run was interrupted",
+}
+
+
 class ConversationAgent(LlmAgent):
-    """An `LlmAgent` that sends the session's whole conversation with every request."""
+    """An `LlmAgent` that sends the session's whole conversation with every request.
+
+    A tool call left without its response (a run killed between the two) is answered
+    with `INTERRUPTED`, so the history stays a valid call/response sequence. With
+    `on_text`, a model that streams (Gemini) hands each piece of text to it as it
+    arrives; the interceptors and the session see the aggregated answer as usual. A
+    model that does not stream (`unsupported_streaming`) is simply called."""
+
+    on_text: Callable[[str], None] | None = None
+
+    def generate(self, request: ModelRequest) -> ModelResponse:
+        stream = getattr(self.model, "stream", None)
+        if self.on_text is None or stream is None:
+            return self.model.generate(request)
+        try:
+            chunks = iter(stream(request))
+            first = next(chunks)
+        except ModelError as exc:
+            if exc.kind != ErrorKind.UNSUPPORTED_STREAMING:
+                raise
+            return self.model.generate(request)
+        final: ModelResponse | None = None
+        for chunk in itertools.chain((first,), chunks):
+            if not chunk.partial:
+                final = chunk
+            elif chunk.text:
+                self.on_text(chunk.text)
+        if final is None:
+            raise ModelError(ErrorKind.MALFORMED_RESPONSE, "the stream ended without its answer")
+        return final
 
     def history(self, ctx: InvocationContext) -> list[Content]:
         contents = [
@@ -68,7 +105,31 @@ class ConversationAgent(LlmAgent):
         ]
         if not contents and ctx.user_content is not None:
             contents.append(ctx.user_content)
-        return contents
+        return close_calls(contents)
+
+
+def close_calls(contents: list[Content]) -> list[Content]:
+    """`contents` with an `INTERRUPTED` response after every unanswered function call."""
+    out: list[Content] = []
+    for i, content in enumerate(contents):
+        out.append(content)
+        calls = content.function_calls
+        if not calls:
+            continue
+        following = contents[i + 1].parts if i + 1 < len(contents) else ()
+        answered = {(r.name, r.id) for r in function_responses_of(following)}
+        missing = [c for c in calls if (c.name, c.id) not in answered]
+        if missing:
+            out.append(
+                Content(
+                    role="user",
+                    parts=tuple(
+                        Part.from_function_response(c.name, dict(INTERRUPTED), id=c.id)
+                        for c in missing
+                    ),
+                )
+            )
+    return out
 
 
 def build_agent(
@@ -78,9 +139,10 @@ def build_agent(
     tool_context: ToolContext,
     *,
     max_tool_rounds: int,
+    on_text: Callable[[str], None] | None = None,
 ) -> ConversationAgent:
-    """The agent of one run (see the module docstring)."""
-    return ConversationAgent(
+    """The agent of one run (see the module docstring); `on_text` gets streamed text."""
+    agent = ConversationAgent(
         name,
         "",
         model,
@@ -89,6 +151,8 @@ def build_agent(
         max_tool_rounds=max_tool_rounds,
         tool_context=tool_context,
     )
+    agent.on_text = on_text
+    return agent
 
 
 def run_interceptors(tree: Interceptors, setup: RunSetup) -> Interceptors:
@@ -164,7 +228,7 @@ class TurnFold:
     error: ErrorValue | None = None
 
     def take(self, event: Event) -> None:
-        if event.author != self.agent:
+        if event.author != self.agent or event.partial:
             return
         if event.error is not None:
             self.error = event.error

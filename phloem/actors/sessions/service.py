@@ -39,6 +39,7 @@ from phloem.actors.agents.service import public_event
 from phloem.actors.instructions.harness import SessionInstructions, TurnExtras
 from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
+from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
 from phloem.actors.sessions.harness import (
     DEFAULT_INSTRUCTION,
@@ -111,11 +112,10 @@ class _Run:
 
 
 class _Finished:
-    __slots__ = ("ref", "session_id")
+    __slots__ = ("run",)
 
-    def __init__(self, session_id: str, ref: str) -> None:
-        self.session_id = session_id
-        self.ref = ref
+    def __init__(self, run: _Run) -> None:
+        self.run = run
 
 
 class SessionRunDriver(Actor):
@@ -261,12 +261,10 @@ class SessionsService(ServiceActor):
 
     def on_other(self, message: Any) -> Any:
         if isinstance(message, _Finished):
-            # Only that run: the session's next run may have started before this exit
-            # (its driver ends after the result is sent).
-            run = self.runs.get(message.session_id)
-            if run is not None and run.ref == message.ref:
-                del self.runs[message.session_id]
-            self.ctx.refs.discard(message.ref)
+            run = message.run
+            if self.runs.get(run.session_id) is run:  # not a newer run of the session
+                del self.runs[run.session_id]
+            self.ctx.refs.discard(run.ref)
         return None
 
     def agent_config(self, name: str) -> HarnessAgentConfig:
@@ -347,7 +345,7 @@ class SessionsService(ServiceActor):
 
         def finished(reason: ExitReason) -> None:
             with contextlib.suppress(Exception):  # the service may be stopping itself
-                me.tell(_Finished(sid, run.ref))
+                me.tell(_Finished(run))
 
         driver.add_exit_callback(finished)
         self.runs[sid] = run
@@ -371,7 +369,7 @@ class SessionsService(ServiceActor):
                 ErrorKind.CONFIG_INVALID, f"sessions.agents.{name}.tools: {exc}"
             ) from None
         workdir = str(meta.get("workdir") or os.getcwd())
-        interceptors = self.extra_interceptors
+        mine: tuple[Interceptor, ...] = ()  # policy, confirmation, instructions
         if run is not None:
 
             def send(item: ConfirmRequest) -> None:
@@ -390,14 +388,18 @@ class SessionsService(ServiceActor):
             run.extras = extras
             extras.check(prompt)  # an unknown `/name` fails now, not in the run
             tools = (*tools, *extras.tools)
-            interceptors = (*interceptors, *extras.interceptors)
+            mine = extras.interceptors
             confirm = extras.confirm
             if confirm is not None:
                 run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
+        own: tuple[Interceptor, ...] = ()
+        if agent.context_tokens > 0:
+            own = (SessionCompaction(policy_of(agent), self.store, session_id, self.budget),)
         setup = RunSetup(
             instruction=agent.instruction or DEFAULT_INSTRUCTION,
             tools=tools,
-            interceptors=interceptors,
+            # the instructions go in before compaction estimates the request
+            interceptors=(*mine, *own, *self.extra_interceptors),
         )
         return Turn(
             store=self.store,

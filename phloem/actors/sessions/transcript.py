@@ -37,6 +37,26 @@ class Header(msgspec.Struct, frozen=True, kw_only=True):
     meta: dict[str, Any] = {}
 
 
+class EventRecord(msgspec.Struct, frozen=True, tag_field="type", tag="event"):
+    order: int
+    event: Event
+
+
+_fast = msgspec.json.Decoder(EventRecord)
+
+
+def _decode_record(line: bytes) -> Any:
+    """An event line straight into its struct (the common case); anything else as a
+    plain JSON object, for the checks that follow."""
+    try:
+        return _fast.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        value = msgspec.json.decode(line)
+        if not isinstance(value, dict):
+            raise ValueError("not an object") from None
+        return value
+
+
 def new_header(
     session_id: str, app: str, user: str, state: dict[str, Any], meta: dict[str, Any]
 ) -> Header:
@@ -78,16 +98,20 @@ class Transcript:
     events: list[Event] = field(default_factory=list)
     sidecars: dict[str, Any] = field(default_factory=dict)
     warnings: list[RunWarning] = field(default_factory=list)
-    _index: dict[str, bytes] = field(default_factory=dict)
+    _index: dict[str, Event] = field(default_factory=dict)
     _file: AppendFile | None = None
 
     @classmethod
     def load(cls, path: Path, sync: bool) -> Transcript:
-        lines = read_jsonl(path, repair=True, sync=sync)
+        lines = read_jsonl(path, repair=True, sync=sync, decode=_decode_record)
         if not lines.records:
             raise corrupt(path, 1, "no header")
         number, first = lines.records[0]
-        if first.get("type") != "header" or first.get("version") != VERSION:
+        if (
+            not isinstance(first, dict)
+            or first.get("type") != "header"
+            or first.get("version") != VERSION
+        ):
             raise corrupt(path, number, "the first line is not a version-1 header")
         try:
             fields = {k: v for k, v in first.items() if k not in ("type", "version")}
@@ -102,7 +126,10 @@ class Transcript:
         transcript._file = AppendFile(path, sync)
         return transcript
 
-    def _replay(self, number: int, record: dict[str, Any]) -> None:
+    def _replay(self, number: int, record: Any) -> None:
+        if isinstance(record, EventRecord):
+            self._add(number, record.order, record.event)
+            return
         kind = record.get("type")
         if record.get("version", VERSION) != VERSION or kind not in ("event", "sidecar"):
             self.warnings.append(
@@ -120,15 +147,18 @@ class Transcript:
                 raise corrupt(self.path, number, "sidecar without a kind")
             self.sidecars[sidecar] = record.get("data")
             return
-        if record.get("order") != len(self.events) + 1:
-            raise corrupt(self.path, number, f"expected event order {len(self.events) + 1}")
         try:
             event = msgspec.convert(record.get("event"), Event)
         except msgspec.ValidationError as exc:
             raise corrupt(self.path, number, f"bad event ({exc})") from None
+        self._add(number, record.get("order"), event)
+
+    def _add(self, number: int, order: Any, event: Event) -> None:
+        if order != len(self.events) + 1:
+            raise corrupt(self.path, number, f"expected event order {len(self.events) + 1}")
         if not event.id or event.id in self._index:
             raise corrupt(self.path, number, "event without an id or with a repeated id")
-        self._index[event.id] = _encode(event)
+        self._index[event.id] = event
         self.events.append(event)
 
     def known(self, event: Event) -> bool:
@@ -137,7 +167,7 @@ class Transcript:
         known = self._index.get(event.id)
         if known is None:
             return False
-        if known == _encode(event):
+        if known is event or _encode(known) == _encode(event):
             return True
         raise PhloemError(
             ErrorKind.SESSION_CONFLICT,
@@ -149,19 +179,13 @@ class Transcript:
         already there; `session_conflict` if the id is there with other content."""
         if not event.id:
             raise PhloemError(ErrorKind.INVALID_ARGUMENT, "an event needs an id")
+        if self.known(event):
+            return False
         body = _encode(event)
-        known = self._index.get(event.id)
-        if known is not None:
-            if known == body:
-                return False
-            raise PhloemError(
-                ErrorKind.SESSION_CONFLICT,
-                f"event {event.id!r} is already in session {self.header.id!r} with other content",
-            )
         order = len(self.events) + 1
         line = b'{"type":"event","order":%d,"event":' % order + body + b"}\n"
         self._write(line)
-        self._index[event.id] = body
+        self._index[event.id] = event
         self.events.append(event)
         return True
 

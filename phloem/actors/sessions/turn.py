@@ -26,6 +26,7 @@ from phloem.actors.sessions.harness import (
     run_interceptors,
 )
 from phloem.models.interceptors import Interceptors
+from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
 from phloem.protocols.model import Model
 from phloem.protocols.warnings import RunWarning
@@ -80,8 +81,20 @@ def run_turn(
         turn.setup.tools,
         (meter, *turn.setup.interceptors),
     )
+    on_text = None
+    if on_event is not None:
+        show = on_event
+
+        def on_text(text: str) -> None:
+            show(Event(author=turn.agent_name, content=Content.model(text), partial=True))
+
     agent = build_agent(
-        turn.agent_name, turn.model, setup, tool_context, max_tool_rounds=turn.max_tool_rounds
+        turn.agent_name,
+        turn.model,
+        setup,
+        tool_context,
+        max_tool_rounds=turn.max_tool_rounds,
+        on_text=on_text,
     )
     try:
         run = run_agent(

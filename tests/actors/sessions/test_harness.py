@@ -125,3 +125,83 @@ provider = "gem"
         result: AskResult = client.session_ask(sid, "hello")
         assert result.status == "failed" and result.error is not None
         assert "PHLOEM_TEST_UNSET_KEY" in result.error.message
+
+
+def test_a_repaired_tail_comes_back_in_the_next_ask_result(
+    fake: FakeProvider, workspace: Path, tmp_path: Path
+) -> None:
+    from phloem.config import parse_config
+    from tests.actors.sessions.conftest import harness_config
+
+    config = parse_config(harness_config(fake.base_url, tmp_path / "store"))
+    fake.add(chat_text("one"), chat_text("two"))
+    with phloem.Tree.start(config) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        path = Path(client.session_ask(sid, "first").transcript)
+    data = path.read_bytes()
+    path.write_bytes(data[:-7])  # a crash in the middle of the last append
+    with phloem.Tree.start(config) as tree, tree.client() as client:
+        result = client.session_ask(sid, "second")
+    [warning] = result.warnings
+    assert (warning.code, warning.path, warning.line) == ("session_tail_repaired", str(path), 3)
+    assert result.text == "two"
+    # the torn answer is gone; the model saw the first prompt only
+    messages = fake.requests[-1].json["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "user"]
+
+
+def test_an_unanswered_call_is_closed_as_interrupted() -> None:
+    from phloem.actors.sessions.harness import INTERRUPTED, close_calls
+    from phloem.protocols.content import Content, Part
+
+    call = Content(role="model", parts=(Part.from_function_call("bash", {"command": "x"}, "c1"),))
+    history = close_calls([Content.user("go"), call, Content.user("again")])
+    assert len(history) == 4
+    [response] = history[2].parts
+    assert response.function_response is not None
+    assert (response.function_response.id, response.function_response.response) == (
+        "c1",
+        INTERRUPTED,
+    )
+    answered = Content(role="user", parts=(Part.from_function_response("bash", {}, "c1"),))
+    assert close_calls([call, answered]) == [call, answered]
+
+
+def test_a_streaming_provider_streams_text_and_stores_only_the_whole_reply(
+    fake: FakeProvider, workspace: Path, tmp_path: Path
+) -> None:
+    from phloem.config import parse_config
+    from tests.models.fake_provider import gemini_parts, sse_reply
+
+    config = parse_config(
+        f"""
+[providers.gem]
+protocol = "gemini"
+model = "g"
+base_url = "{fake.base_url}"
+max_retries = 0
+[sessions]
+dir = "{tmp_path / "store"}"
+[sessions.agents.coder]
+provider = "gem"
+"""
+    )
+    fake.add(
+        sse_reply(
+            [
+                gemini_parts([{"text": "Hel"}], finish=None),
+                gemini_parts([{"text": "lo, "}], finish=None),
+                gemini_parts([{"text": "world."}]),
+            ]
+        )
+    )
+    with phloem.Tree.start(config) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        seen: list[tuple[bool, str]] = []
+        result = client.session_run(
+            sid, "greet", on_event=lambda e: seen.append((e.partial, e.text))
+        )
+        assert result.text == "Hello, world."
+        assert seen == [(True, "Hel"), (True, "lo, "), (True, "world."), (False, "Hello, world.")]
+        assert [e.text for e in client.session_show(sid).events] == ["greet", "Hello, world."]
+    assert fake.requests[0].path.endswith(":streamGenerateContent")
