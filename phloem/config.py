@@ -32,6 +32,7 @@ import msgspec
 import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
+from phloem.actors.eval.settings import EvalConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -154,6 +155,8 @@ class Config(Section):
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
     # The coding tools' limits (`[tools]`, see phloem.tools.settings).
     tools: ToolsConfig = section(ToolsConfig)
+    # Evaluation (`[eval]`, see phloem.actors.eval.settings).
+    eval: EvalConfig = section(EvalConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

@@ -87,6 +87,7 @@ STEPS: list[Step] = [
 EXAMPLE_MODULES: list[str] = [
     "phloem.examples.planning_report",
     "phloem.examples.supplier_risk",
+    "phloem.examples.helpdesk_eval",
 ]
 
 

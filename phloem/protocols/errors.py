@@ -222,6 +222,14 @@ class ErrorKind(enum.StrEnum):
     INVALID_EXECUTOR_RESULT = "invalid_executor_result", "observation: its result is invalid"
     INVALID_EXECUTOR_OUTPUT = "invalid_executor_output", "observation: its output is invalid"
 
+    # --- evaluation -----------------------------------------------------------------------
+    EVAL_SET_INVALID = "eval_set_invalid", "an eval set file is malformed, too large or unknown"
+    EVAL_CRITERIA_INVALID = "eval_criteria_invalid", "an eval criteria file or entry is invalid"
+    EVAL_OPTIONS_INVALID = "eval_options_invalid", "an eval option is out of range"
+    EVAL_BASELINE_INVALID = "eval_baseline_invalid", "a baseline eval report cannot be read"
+    EVAL_RUN_FAILED = "eval_run_failed", "an eval sample's agent run did not end ok"
+    JUDGE_FAILED = "judge_failed", "an LLM judge call failed, timed out or broke its schema"
+
     # --- bundled examples ---------------------------------------------------------------
     EXAMPLE_FAILED = "example_failed", "a bundled example did not produce what it should"
 
