@@ -107,12 +107,19 @@ def read_bounded(path: str | os.PathLike[str], limit: int, error: ErrorKind) -> 
     byte more is ever read)."""
     p = Path(path)
     try:
-        with p.open("rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise PhloemError(error, f"{p}: not a regular file")
-            data = f.read(limit + 1)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise PhloemError(error, f"{p}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PhloemError(error, f"{p}: not a regular file")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            raise PhloemError(error, f"{p}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:
         raise PhloemError(error, f"{p}: larger than {limit} bytes")
     return data
