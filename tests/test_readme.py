@@ -109,3 +109,13 @@ def test_planning_runtime(capsys: pytest.CaptureFixture[str]) -> None:
 def test_coding_tools() -> None:
     (block,) = readme_python_blocks("Coding tools")
     run_readme_block(block, "coding-tools")
+
+
+def test_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Evaluation")
+    run_readme_block(block, "evaluation")
+    out = capsys.readouterr().out
+    assert "passed 1.0 {'answer': 1.0, 'response_match_score': 1.0, 'tools': 1.0}" in out
+    assert "4/4" in out and "True []" in out
+    assert "# Evaluation report" in out
+    assert re.search(r"^s-[0-9a-f]{16}$", out, re.M)
