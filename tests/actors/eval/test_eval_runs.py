@@ -380,3 +380,45 @@ def test_a_judge_provider_that_is_not_configured_is_a_judge_error(tree: Tree) ->
     assert (
         error is not None and error.kind == "judge_failed" and "unknown_provider" in error.message
     )
+
+
+def test_the_judge_over_a_real_http_provider(tmp_path: Path) -> None:
+    from tests.models.fake_provider import FakeProvider, Reply, chat_text
+
+    with FakeProvider() as fake:
+        conf = msgspec.convert(
+            {
+                "services": {"disabled": ["echo"]},
+                "providers": {
+                    "judge": {
+                        "protocol": "openai-chat",
+                        "model": "judge-1",
+                        "base_url": fake.base_url,
+                        "max_retries": 0,
+                        "chat_token_limit": "max_tokens",
+                    }
+                },
+            },
+            Config,
+        )
+        criterion = msgspec.structs.replace(JUDGE, samples=1, deadline_s=1.0)
+        doc = evalset(
+            case("good", {"input": "x", "expected_response": "x"}),
+            case("late", {"input": "y", "expected_response": "y"}),
+            case("broken", {"input": "z", "expected_response": "z"}),
+        )
+        fake.add(
+            chat_text('{"score": 0.9, "rationale": "fine"}'),
+            Reply(body=chat_text('{"score": 1}').body, delay=3.0),
+            Reply(status=500, body=b"{}"),
+        )
+        with Tree.start(conf) as t:
+            t.register_agent(EchoAgent())
+            with t.client() as client:
+                report = client.run_eval(doc, agent="echo_agent", criteria=Criteria([criterion]))
+        by_id = {c.id: c for c in report.cases}
+        assert by_id["good"].status == "passed" and by_id["good"].metrics["helpful"] == 0.9
+        late, broken = by_id["late"].samples[0].error, by_id["broken"].samples[0].error
+        assert late is not None and late.kind == "judge_failed" and "deadline_s" in late.message
+        assert broken is not None and broken.kind == "judge_failed"
+        assert by_id["late"].status == by_id["broken"].status == "error"
