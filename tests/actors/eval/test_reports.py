@@ -104,3 +104,16 @@ def test_junit_report_reads_back_with_junitparser(tmp_path: Path) -> None:
     assert isinstance(error, Error) and "timeout" in error.message
     assert isinstance(cases["nothing"].result[0], Skipped)
     assert cases["slow"].time == pytest.approx(1.5)
+
+
+def test_a_baseline_file_is_at_most_16_mib(tmp_path: Path) -> None:
+    from phloem.actors.eval.baseline import read_baseline
+    from phloem.protocols.evalreport import MAX_REPORT_BYTES
+
+    path = tmp_path / "baseline.json"
+    body = encode_json(make_report())
+    path.write_bytes(body + b" " * (MAX_REPORT_BYTES - len(body)))
+    assert read_baseline(path) == make_report()
+    with path.open("ab") as f:
+        f.write(b" ")
+    assert raises_kind(read_baseline, path) == "eval_baseline_invalid"
