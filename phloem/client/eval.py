@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.eval.baseline import compare, read_baseline, with_baseline
+from phloem.actors.eval.baseline import check_tolerances, compare, read_baseline, with_baseline
 from phloem.actors.eval.options import EvalOptions, check_options
 from phloem.actors.eval.protocol import (
     CancelEval,
@@ -94,15 +94,26 @@ def _request(
     return StartEval(doc, agent, crit, opts)
 
 
-def _finish(
-    report: EvalReport,
+def load_baseline(
     baseline: BaselineInput,
     max_pass_rate_drop: float,
     metric_tolerances: Mapping[str, float] | None,
+) -> EvalReport | None:
+    """The baseline report (read now, before the run, so a bad one fails fast)."""
+    check_tolerances(max_pass_rate_drop, metric_tolerances)
+    if baseline is None or isinstance(baseline, EvalReport):
+        return baseline
+    return read_baseline(baseline)
+
+
+def _finish(
+    report: EvalReport,
+    before: EvalReport | None,
+    max_pass_rate_drop: float,
+    metric_tolerances: Mapping[str, float] | None,
 ) -> EvalReport:
-    if baseline is None:
+    if before is None:
         return report
-    before = baseline if isinstance(baseline, EvalReport) else read_baseline(baseline)
     comparison = compare(
         report, before, max_pass_rate_drop=max_pass_rate_drop, metric_tolerances=metric_tolerances
     )
@@ -143,6 +154,7 @@ class EvalClientMethods(ClientBase):
     ) -> EvalReport:
         """Run an eval set against agent `agent` (see the module docstring)."""
         request = _request(evalset, agent, criteria, options, samples, concurrency)
+        before = load_baseline(baseline, max_pass_rate_drop, metric_tolerances)
         started = self.start_eval(request)
         stream = self.subscribe(started.stream, EVENT_WINDOW, event_type=EvalStreamItem)
         with stream:
@@ -152,7 +164,7 @@ class EvalClientMethods(ClientBase):
                 except PhloemError as err:
                     raise _ended(err, started.ref) from None
                 if isinstance(item, EvalEnd):
-                    return _finish(item.report, baseline, max_pass_rate_drop, metric_tolerances)
+                    return _finish(item.report, before, max_pass_rate_drop, metric_tolerances)
                 if on_progress is not None:
                     on_progress(item)
 
@@ -185,6 +197,7 @@ class AsyncEvalMethods(AsyncClientBase):
     ) -> EvalReport:
         """Run an eval set against agent `agent`; `on_progress` may be a coroutine function."""
         request = _request(evalset, agent, criteria, options, samples, concurrency)
+        before = load_baseline(baseline, max_pass_rate_drop, metric_tolerances)
         started = await self.start_eval(request)
         stream = await self.subscribe(started.stream, EVENT_WINDOW, event_type=EvalStreamItem)
         async with stream:
@@ -194,7 +207,7 @@ class AsyncEvalMethods(AsyncClientBase):
                 except PhloemError as err:
                     raise _ended(err, started.ref) from None
                 if isinstance(item, EvalEnd):
-                    return _finish(item.report, baseline, max_pass_rate_drop, metric_tolerances)
+                    return _finish(item.report, before, max_pass_rate_drop, metric_tolerances)
                 if on_progress is not None:
                     outcome = on_progress(item)
                     if inspect.isawaitable(outcome):

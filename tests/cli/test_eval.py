@@ -201,6 +201,15 @@ def test_errors_exit_1_with_one_line(daemon: DaemonProc, tmp_path: Path) -> None
         daemon, "eval", "run", str(EVALSET), "--agent", "helpdesk", "--concurrency", "300"
     )
     assert code == 1 and "concurrency must be between 1 and 256 [eval_options_invalid]" in err
+    not_a_report = write_json(tmp_path / "old.json", {"status": "passed"})
+    code, out, err = cli(
+        daemon, "eval", "run", str(EVALSET), "--agent", "helpdesk", "--baseline", str(not_a_report)
+    )
+    assert code == 1 and "[eval_baseline_invalid]" in err and out == ""
+    code, _, err = cli(
+        daemon, "eval", "run", str(EVALSET), "--agent", "helpdesk", "--max-pass-rate-drop", "2"
+    )
+    assert code == 1 and "max_pass_rate_drop must be between 0 and 1" in err
     done = run_cli(
         "eval", "run", str(EVALSET), "--agent", "helpdesk", "--socket", str(tmp_path / "none.sock")
     )
@@ -296,9 +305,7 @@ def test_ctrl_c_cancels_the_eval_and_leaves_no_child(daemon: DaemonProc, tmp_pat
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 1
     wait_until(
-        lambda: (
-            not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
-        ),
+        lambda: not any(alive(p) for p in pids),
         30,
         "case children gone",
     )
@@ -336,3 +343,11 @@ def test_async_client_run_eval(daemon: DaemonProc) -> None:
 
     report = asyncio.run(main())
     assert report.status == "passed"  # type: ignore[attr-defined]
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, or a process gone while asked, does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -32,6 +32,18 @@ def read_baseline(path: str | os.PathLike[str]) -> EvalReport:
     return decode_json(data)
 
 
+def check_tolerances(
+    max_pass_rate_drop: float, metric_tolerances: Mapping[str, float] | None
+) -> dict[str, float]:
+    """The tolerances if each is in [0, 1], else `eval_options_invalid` naming it."""
+    kind = ErrorKind.EVAL_OPTIONS_INVALID
+    check_range("max_pass_rate_drop", max_pass_rate_drop, 0, 1, kind=kind, integer=False)
+    tolerances = dict(metric_tolerances or {})
+    for name, value in tolerances.items():
+        check_range(f"metric_tolerances.{name}", value, 0, 1, kind=kind, integer=False)
+    return tolerances
+
+
 def compare(
     current: EvalReport,
     baseline: EvalReport,
@@ -39,11 +51,7 @@ def compare(
     max_pass_rate_drop: float = 0.0,
     metric_tolerances: Mapping[str, float] | None = None,
 ) -> BaselineComparison:
-    kind = ErrorKind.EVAL_OPTIONS_INVALID
-    check_range("max_pass_rate_drop", max_pass_rate_drop, 0, 1, kind=kind, integer=False)
-    tolerances = dict(metric_tolerances or {})
-    for name, value in tolerances.items():
-        check_range(f"metric_tolerances.{name}", value, 0, 1, kind=kind, integer=False)
+    tolerances = check_tolerances(max_pass_rate_drop, metric_tolerances)
     regressions: list[Regression] = []
     drop = baseline.pass_rate - current.pass_rate
     if drop > max_pass_rate_drop + EPSILON:
