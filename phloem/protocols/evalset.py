@@ -19,6 +19,9 @@ ADK fields phloem reads but does not evaluate (`final_session_state`, `rubrics`,
 which reports list as `not_evaluated`: never dropped silently, never counted as passes.
 Bounds: files ≤ `MAX_EVALSET_BYTES`, ≤ `MAX_CASES` cases, ≤ `MAX_TURNS` turns a case.
 Every rejection is a `PhloemError` of kind `eval_set_invalid` naming the JSON path.
+
+One module a little over 500 lines on purpose: the three readers share the one set of
+strict field helpers and the one target shape, and are told apart by one dispatch.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from phloem.actors.agents import Agent, Event, InvocationContext
-from phloem.protocols.content import Content
+from phloem.actors.agents import Agent, Event, InvocationContext, LlmAgent
+from phloem.protocols.content import Content, ModelRequest, ModelResponse, Part
 
 ADK_SNAKE: dict[str, Any] = {
     "eval_set_id": "home_automation",
@@ -181,3 +181,31 @@ def sleepy(seconds: float, pid_file: str) -> str:
         f.write(f"{os.getpid()}\n")
     time.sleep(seconds)
     return "woke"
+
+
+class HomeModel:
+    """A stateless stand-in model for the ADK fixtures: switches devices with
+    `set_device`, then says what it did; answers the fan question directly."""
+
+    def generate(self, request: ModelRequest) -> ModelResponse:
+        last = request.contents[-1]
+        done = [p.function_response for p in last.parts if p.function_response is not None]
+        if done:
+            args = done[0].response
+            return ModelResponse.from_text(f"The {args['device']} is {args['state']}.")
+        text = last.text
+        for verb, on in (("Turn on the ", True), ("Turn off the ", False)):
+            if text.startswith(verb):
+                device = text.removeprefix(verb)
+                call = Part.from_function_call("set_device", {"device": device, "on": on})
+                return ModelResponse.from_parts([call])
+        return ModelResponse.from_text("The fan is off.")
+
+
+def set_device(device: str, on: bool) -> dict[str, Any]:
+    """Switch a device on or off."""
+    return {"device": device, "state": "on" if on else "off"}
+
+
+def home_agent() -> LlmAgent:
+    return LlmAgent("home", "home automation", HomeModel(), tools=[set_device])

@@ -427,3 +427,41 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.mark.parametrize("casing", ["snake", "camel"])
+def test_adk_evalset_files_run_unchanged_with_adk_criteria(
+    tree: Tree, tmp_path: Path, casing: str
+) -> None:
+    from tests.actors.eval.fixtures import ADK_CAMEL, ADK_SNAKE, ADK_TEST_CONFIG, home_agent
+
+    tree.register_agent(home_agent(), replace=True)
+    path = write_json(tmp_path / "home.evalset.json", ADK_SNAKE if casing == "snake" else ADK_CAMEL)
+    write_json(tmp_path / "test_config.json", ADK_TEST_CONFIG)
+    with tree.client() as client:
+        report = client.run_eval(path, agent="home")
+    assert report.format == "adk_evalset" and report.status == "passed"
+    assert report.metrics == {"tool_trajectory_avg_score": 1.0, "response_match_score": 1.0}
+    by_id = {c.id: c for c in report.cases}
+    assert by_id["turn_on_lamp"].not_evaluated == []
+    assert by_id["status_then_off"].not_evaluated == [
+        "final_session_state",
+        "intermediate_data.tool_responses",
+    ]
+    assert report.not_evaluated == ["final_session_state", "intermediate_data.tool_responses"]
+
+
+def test_adk_legacy_test_json_runs_as_one_case(tree: Tree, tmp_path: Path) -> None:
+    from tests.actors.eval.fixtures import ADK_LEGACY, home_agent
+
+    tree.register_agent(home_agent(), replace=True)
+    path = write_json(tmp_path / "home.test.json", ADK_LEGACY)
+    with tree.client() as client:
+        report = client.run_eval(path, agent="home")  # ADK's defaults: no test_config.json
+    assert report.format == "adk_test" and report.status == "passed"
+    assert [c.id for c in report.cases] == ["home"]
+    assert report.thresholds == {
+        "tool_trajectory_avg_score": 1.0,
+        "response_match_score": 0.8,
+        "pass_rate": 1.0,
+    }
