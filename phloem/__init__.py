@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         Session as Session,
         SupervisorPlanner as SupervisorPlanner,
     )
+    from phloem.actors.eval.options import EvalOptions as EvalOptions
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
         ErrorValue as ErrorValue,
         PhloemError as PhloemError,
     )
+    from phloem.protocols.evalreport import EvalReport as EvalReport
+    from phloem.protocols.evalset import EvalSet as EvalSet
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
     from phloem.supervision.credit import CreditWindow as CreditWindow
@@ -88,6 +91,9 @@ _EXPORTS: dict[str, str] = {
     "Done": "phloem.actors.agents",
     "DoneWithResult": "phloem.actors.agents",
     "ErrorKind": "phloem.protocols.errors",
+    "EvalOptions": "phloem.actors.eval.options",
+    "EvalReport": "phloem.protocols.evalreport",
+    "EvalSet": "phloem.protocols.evalset",
     "ErrorValue": "phloem.protocols.errors",
     "Event": "phloem.actors.agents",
     "EventActions": "phloem.actors.agents",

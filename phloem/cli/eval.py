@@ -98,7 +98,8 @@ class Progress:
             self.err.write(f"case {progress.case_id}: {progress.status}\n")
             self.err.flush()
             return
-        self.err.write("\r" + self.line(progress.done, progress.passed, progress.evaluated))
+        line = self.line(progress.done, progress.passed, progress.evaluated)
+        self.err.write("\r" + line + "\x1b[K")  # clear what a longer line left behind
         self.err.flush()
         self.drawn = True
 
