@@ -215,6 +215,9 @@ def test_closing_the_client_cancels_the_eval_and_leaves_no_child(
     worker.start()
     wait_until(lambda: pid_file.exists() and len(pid_file.read_text().split()) == 2, 30)
     pids = [int(p) for p in pid_file.read_text().split()]
+    live = _eval_runs(tree)  # the eval and its case runs are in the tree while they run
+    assert any(n.startswith("eval-run:") for n in live)
+    assert sum(n.startswith("agent-run:eval-") for n in live) == 2
     client.close()
     worker.join(30)
     assert failure  # the eval did not finish: its owner went away
@@ -223,7 +226,7 @@ def test_closing_the_client_cancels_the_eval_and_leaves_no_child(
         20,
         "eval children gone",
     )
-    wait_until(lambda: not _eval_runs(tree), 20, "eval supervisors gone")
+    wait_until(lambda: not _eval_runs(tree), 20, "eval and case supervisors gone")
     assert len(pid_file.read_text().split()) == 2  # nothing started after the cancel
 
 
@@ -233,7 +236,7 @@ def _eval_runs(tree: Tree) -> list[str]:
     found: list[str] = []
 
     def walk(node: object) -> None:
-        if getattr(node, "id", "").startswith("eval-run:"):
+        if getattr(node, "id", "").startswith(("eval-run:", "agent-run:eval-")):
             found.append(node.id)  # type: ignore[attr-defined]
         for child in getattr(node, "children", ()):
             walk(child)
