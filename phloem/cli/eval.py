@@ -48,6 +48,12 @@ def add_cli(commands: Commands) -> None:
     run.add_argument("--timeout", type=float, help="the whole run's timeout in seconds (60)")
     run.add_argument("--case-timeout", type=float, help="one case sample's timeout (30)")
     run.add_argument("--pass-rate-threshold", type=float, help="cases passed / evaluated (1.0)")
+    run.add_argument(
+        "--sample-pass-rate-threshold", type=float, help="passed / successful samples (1.0)"
+    )
+    run.add_argument(
+        "--min-successful-samples", type=int, help="fewer successful samples: partial (all)"
+    )
     run.add_argument("--baseline", metavar="FILE", help="a saved JSON report to compare with")
     run.add_argument("--max-pass-rate-drop", type=float, default=0.0, help="vs the baseline")
     run.add_argument(
@@ -142,6 +148,8 @@ def _cmd_run(ctx: CommandContext) -> int:
         ("timeout_s", args.timeout),
         ("case_timeout_s", args.case_timeout),
         ("pass_rate_threshold", args.pass_rate_threshold),
+        ("sample_pass_rate_threshold", args.sample_pass_rate_threshold),
+        ("min_successful_samples", args.min_successful_samples),
     ):
         if value is not None:
             options[key] = value

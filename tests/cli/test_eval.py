@@ -130,6 +130,14 @@ def test_a_failed_gate_exits_2(daemon: DaemonProc, tmp_path: Path) -> None:
         "0.5",
     )
     assert code == 0, err
+    flaky = write_json(tmp_path / "f.json", phloem_set([case("c", {"input": "fail"})]))
+    args = ("eval", "run", str(flaky), "--agent", "echo_agent", "--criteria", str(crit))
+    code, out, _ = cli(daemon, *args, "--samples", "2")
+    assert code == 2 and "| c | error |" in out
+    code, _, err = cli(daemon, *args, "--samples", "2", "--min-successful-samples", "3")
+    assert code == 1 and "min_successful_samples must be between 1 and 2" in err
+    code, _, err = cli(daemon, *args, "--sample-pass-rate-threshold", "1.5")
+    assert code == 1 and "sample_pass_rate_threshold must be between 0 and 1" in err
 
 
 def test_a_regression_against_the_baseline_exits_2(daemon: DaemonProc, tmp_path: Path) -> None:
