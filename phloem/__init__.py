@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         Session as Session,
         SupervisorPlanner as SupervisorPlanner,
     )
+    from phloem.actors.eval.options import EvalOptions as EvalOptions
     from phloem.actors.live.protocol import LiveEvent as LiveEvent
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
         ErrorValue as ErrorValue,
         PhloemError as PhloemError,
     )
+    from phloem.protocols.evalreport import EvalReport as EvalReport
+    from phloem.protocols.evalset import EvalSet as EvalSet
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
     from phloem.supervision.credit import CreditWindow as CreditWindow
@@ -89,6 +92,9 @@ _EXPORTS: dict[str, str] = {
     "Done": "phloem.actors.agents",
     "DoneWithResult": "phloem.actors.agents",
     "ErrorKind": "phloem.protocols.errors",
+    "EvalOptions": "phloem.actors.eval.options",
+    "EvalReport": "phloem.protocols.evalreport",
+    "EvalSet": "phloem.protocols.evalset",
     "ErrorValue": "phloem.protocols.errors",
     "Event": "phloem.actors.agents",
     "EventActions": "phloem.actors.agents",

@@ -32,6 +32,7 @@ import msgspec
 import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
+from phloem.actors.eval.settings import EvalConfig
 from phloem.actors.live.settings import LiveConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.models.providers import ProviderConfig
@@ -157,6 +158,8 @@ class Config(Section):
     tools: ToolsConfig = section(ToolsConfig)
     # Gemini Live sessions (`[live]`, see phloem.actors.live.settings).
     live: LiveConfig = section(LiveConfig)
+    # Evaluation (`[eval]`, see phloem.actors.eval.settings).
+    eval: EvalConfig = section(EvalConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

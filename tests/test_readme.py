@@ -129,3 +129,13 @@ def test_live_sessions(capsys: pytest.CaptureFixture[str]) -> None:
         "active",
         "4 closed {'reason': 'client_closed', 'detail': ''}",
     ]
+
+
+def test_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Evaluation")
+    run_readme_block(block, "evaluation")
+    out = capsys.readouterr().out
+    assert "passed 1.0 {'answer': 1.0, 'response_match_score': 1.0, 'tools': 1.0}" in out
+    assert "4/4" in out and "True []" in out
+    assert "# Evaluation report" in out
+    assert re.search(r"^s-[0-9a-f]{16}$", out, re.M)

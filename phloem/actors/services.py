@@ -62,6 +62,7 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.planning.service",
     "phloem.actors.agents.service",
     "phloem.actors.live.service",
+    "phloem.actors.eval.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64
