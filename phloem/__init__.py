@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         Session as Session,
         SupervisorPlanner as SupervisorPlanner,
     )
+    from phloem.actors.eval.options import EvalOptions as EvalOptions
     from phloem.actors.instructions import (
         ConfirmationInterceptor as ConfirmationInterceptor,
         ConfirmRequest as ConfirmRequest,
@@ -80,6 +81,8 @@ if TYPE_CHECKING:
         ErrorValue as ErrorValue,
         PhloemError as PhloemError,
     )
+    from phloem.protocols.evalreport import EvalReport as EvalReport
+    from phloem.protocols.evalset import EvalSet as EvalSet
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
     from phloem.protocols.warnings import RunWarning as RunWarning
@@ -105,6 +108,9 @@ _EXPORTS: dict[str, str] = {
     "DurableSessionService": "phloem.actors.sessions.durable",
     "DoneWithResult": "phloem.actors.agents",
     "ErrorKind": "phloem.protocols.errors",
+    "EvalOptions": "phloem.actors.eval.options",
+    "EvalReport": "phloem.protocols.evalreport",
+    "EvalSet": "phloem.protocols.evalset",
     "ErrorValue": "phloem.protocols.errors",
     "Event": "phloem.actors.agents",
     "EventActions": "phloem.actors.agents",

@@ -32,6 +32,7 @@ import msgspec
 import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
+from phloem.actors.eval.settings import EvalConfig
 from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.live.settings import LiveConfig
 from phloem.actors.planning.settings import PlanningConfig
@@ -163,6 +164,8 @@ class Config(Section):
     instructions: InstructionsConfig = section(InstructionsConfig)
     # Gemini Live sessions (`[live]`, see phloem.actors.live.settings).
     live: LiveConfig = section(LiveConfig)
+    # Evaluation (`[eval]`, see phloem.actors.eval.settings).
+    eval: EvalConfig = section(EvalConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

@@ -169,3 +169,13 @@ def test_sessions_and_chat(capsys: pytest.CaptureFixture[str]) -> None:
     assert out[0] == "['ls']"
     assert out[1].startswith("You have asked me 2 questions in this session; the first was")
     assert out[2] == "done [] 6"
+
+
+def test_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Evaluation")
+    run_readme_block(block, "evaluation")
+    out = capsys.readouterr().out
+    assert "passed 1.0 {'answer': 1.0, 'response_match_score': 1.0, 'tools': 1.0}" in out
+    assert "4/4" in out and "True []" in out
+    assert "# Evaluation report" in out
+    assert re.search(r"^s-[0-9a-f]{16}$", out, re.M)

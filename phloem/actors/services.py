@@ -63,6 +63,7 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.agents.service",
     "phloem.actors.sessions.service",
     "phloem.actors.live.service",
+    "phloem.actors.eval.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64

@@ -32,6 +32,7 @@ from phloem.cli.commands import (
 FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.builtin",
     "phloem.cli.agents",
+    "phloem.cli.eval",
     "phloem.cli.models",
     "phloem.cli.planning",
     "phloem.cli.sessions",

@@ -33,6 +33,7 @@ import msgspec
 from phloem.client.agents import AsyncAgentMethods
 from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, _encode, decode_as
+from phloem.client.eval import AsyncEvalMethods
 from phloem.client.live import AsyncLiveMethods
 from phloem.client.planning import AsyncPlanningMethods
 from phloem.client.sessions import AsyncSessionMethods
@@ -92,9 +93,10 @@ def _resolve_path(path: str | os.PathLike[str] | None) -> Path:
 
 class AsyncClient(
     AsyncAgentMethods,
+    AsyncEvalMethods,
+    AsyncLiveMethods,
     AsyncPlanningMethods,
     AsyncSessionMethods,
-    AsyncLiveMethods,
     AsyncClientBase,
 ):
     """A native asyncio client over one pipelined connection to a phloem daemon.

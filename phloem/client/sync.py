@@ -17,13 +17,21 @@ from pathlib import Path
 
 from phloem.client.agents import AgentClientMethods
 from phloem.client.base import ClientBase
+from phloem.client.eval import EvalClientMethods
 from phloem.client.live import LiveMethods
 from phloem.client.planning import PlanningMethods
 from phloem.client.sessions import SessionClientMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
 
 
-class Client(AgentClientMethods, PlanningMethods, SessionClientMethods, LiveMethods, ClientBase):
+class Client(
+    AgentClientMethods,
+    EvalClientMethods,
+    LiveMethods,
+    PlanningMethods,
+    SessionClientMethods,
+    ClientBase,
+):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
 
     Feature methods (planning, agents, providers, ...) are mixins subclassing

@@ -249,6 +249,13 @@ class ErrorKind(enum.StrEnum):
         "a manual response names a Live tool call that phloem runs itself",
     )
     LIVE_PROTOCOL_ERROR = "live_protocol_error", "a Live frame broke the schema or a bound"
+    # --- evaluation -----------------------------------------------------------------------
+    EVAL_SET_INVALID = "eval_set_invalid", "an eval set file is malformed, too large or unknown"
+    EVAL_CRITERIA_INVALID = "eval_criteria_invalid", "an eval criteria file or entry is invalid"
+    EVAL_OPTIONS_INVALID = "eval_options_invalid", "an eval option is out of range"
+    EVAL_BASELINE_INVALID = "eval_baseline_invalid", "a baseline eval report cannot be read"
+    EVAL_RUN_FAILED = "eval_run_failed", "an eval sample's agent run did not end ok"
+    JUDGE_FAILED = "judge_failed", "an LLM judge call failed, timed out or broke its schema"
 
     # --- bundled examples ---------------------------------------------------------------
     EXAMPLE_FAILED = "example_failed", "a bundled example did not produce what it should"

@@ -184,6 +184,19 @@ def public_run(run: AgentRun) -> AgentRun:
     )
 
 
+class _Lookup:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def lookup_message(name: str) -> Any:
+    """The in-process message that answers the registered `Agent` named `name`
+    (`unknown_agent` if none): how the eval service finds the agents it runs."""
+    return _Lookup(name)
+
+
 class _StartObject:
     __slots__ = ("agent", "owner", "request")
 
@@ -353,6 +366,8 @@ class AgentService(ServiceActor):
             return self.registry.add(message.agent, replace=message.replace).name
         if isinstance(message, _StartObject):
             return self._start(message.request, message.owner, message.agent)
+        if isinstance(message, _Lookup):
+            return self.registry.get(message.name)
         return None
 
     def _start(

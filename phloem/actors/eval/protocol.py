@@ -1,0 +1,54 @@
+"""Messages of the `eval` service, shared by the service and the client methods.
+
+`StartEval` answers `EvalStarted(ref, stream)`: the ref is bound to the calling client
+(another client gets `not_owner`; when the client goes away the eval and every case run
+it started are cancelled). The stream `eval/<ref>` carries one `EvalProgress` per
+finished case and then one `EvalEnd` with the report, under the subscriber's credit.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from phloem.actors.eval.options import EvalOptions
+from phloem.protocols.evalcriteria import Criteria
+from phloem.protocols.evalreport import EvalReport
+from phloem.protocols.evalset import EvalSet
+
+
+class StartEval(msgspec.Struct, frozen=True, tag="start"):
+    evalset: EvalSet
+    agent: str
+    criteria: Criteria
+    options: EvalOptions = msgspec.field(default_factory=EvalOptions)
+    subscribe_wait_s: float = 5.0
+
+
+class CancelEval(msgspec.Struct, frozen=True, tag="cancel"):
+    ref: str
+
+
+EvalRequest = StartEval | CancelEval
+
+
+class EvalStarted(msgspec.Struct, frozen=True):
+    ref: str
+    stream: str
+    total: int  # cases
+
+
+class EvalProgress(msgspec.Struct, frozen=True, tag="progress"):
+    case_id: str
+    status: str
+    done: int
+    total: int
+    passed: int
+    evaluated: int
+    elapsed_s: float
+
+
+class EvalEnd(msgspec.Struct, frozen=True, tag="end"):
+    report: EvalReport
+
+
+EvalStreamItem = EvalProgress | EvalEnd

@@ -1,0 +1,197 @@
+"""`phloem eval ...`: run eval sets through the daemon, and check eval set files.
+
+    phloem eval run EVALSET [--agent NAME] [--criteria FILE] [--samples N]
+                    [--concurrency N] [--baseline FILE] [--json FILE] [--markdown FILE]
+                    [--junit FILE] [--config FILE | --socket PATH]
+    phloem eval validate EVALSET [--json]
+
+`eval run` prints the Markdown report on stdout (the same bytes `--markdown FILE`
+writes) and writes the JSON and JUnit reports where asked, each file replaced
+atomically. Progress goes to stderr: a progress bar on a terminal (cases done / total,
+pass rate so far, elapsed, ETA), else one line per finished case. Exit codes: 0 every
+gate passed, 2 the run completed but a gate failed or it regressed against the
+baseline, 1 a configuration or runtime error (one line on stderr). Ctrl-C cancels the
+eval and every case run it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from phloem.cli.args import key_values
+from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError
+from phloem.protocols.errors import ErrorKind, PhloemError
+
+EXIT_GATE_FAILED = 2
+BAR_WIDTH = 24
+
+
+def add_cli(commands: Commands) -> None:
+    group = commands.group("eval", "evaluate agents against eval sets (phloem's or ADK's)")
+    # `run` takes `--json FILE` (a report file), so it adds --socket/--config itself
+    # instead of the common flags, whose --json is a switch.
+    run = group._sub.add_parser(
+        "run", help="run an eval set against an agent", description=__doc__.split("\n\n")[0]
+    )
+    run.add_argument("--socket", metavar="PATH", help="daemon socket path")
+    run.add_argument("--config", metavar="FILE", help="phloem TOML config file")
+    run.add_argument("evalset", help="eval set file (.json, .evalset.json, .test.json)")
+    run.add_argument("--agent", help="registered agent name (default: metadata.agent)")
+    run.add_argument("--criteria", metavar="FILE", help="criteria file or ADK test_config.json")
+    run.add_argument("--samples", type=int, help="samples per case (1 .. 100)")
+    run.add_argument("--concurrency", type=int, help="case samples at once (1 .. 256)")
+    run.add_argument("--timeout", type=float, help="the whole run's timeout in seconds (60)")
+    run.add_argument("--case-timeout", type=float, help="one case sample's timeout (30)")
+    run.add_argument("--pass-rate-threshold", type=float, help="cases passed / evaluated (1.0)")
+    run.add_argument(
+        "--sample-pass-rate-threshold", type=float, help="passed / successful samples (1.0)"
+    )
+    run.add_argument(
+        "--min-successful-samples", type=int, help="fewer successful samples: partial (all)"
+    )
+    run.add_argument("--baseline", metavar="FILE", help="a saved JSON report to compare with")
+    run.add_argument("--max-pass-rate-drop", type=float, default=0.0, help="vs the baseline")
+    run.add_argument(
+        "--metric-tolerance",
+        action="append",
+        default=[],
+        metavar="NAME=X",
+        help="allowed drop of a metric vs the baseline (repeatable)",
+    )
+    run.add_argument("--json", dest="json_file", metavar="FILE", help="write the JSON report")
+    run.add_argument("--markdown", metavar="FILE", help="write the Markdown report")
+    run.add_argument("--junit", metavar="FILE", help="write the JUnit XML report")
+    run.set_defaults(handler=_cmd_run, json=False)
+    validate = group.add(
+        "validate", "parse an eval set and report its format and counts", _cmd_validate
+    )
+    validate.add_argument("evalset", help="eval set file")
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace `path` with `data` atomically (a synced temp file renamed over it)."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class Progress:
+    """Progress on stderr: a redrawn bar on a terminal, else a line per finished case."""
+
+    def __init__(self, err: TextIO, total: int, tty: bool | None = None) -> None:
+        self.err = err
+        self.total = total
+        self.tty = err.isatty() if tty is None else tty
+        self.started = time.monotonic()
+        self.drawn = False
+
+    def __call__(self, progress: Any) -> None:
+        if not self.tty:
+            self.err.write(f"case {progress.case_id}: {progress.status}\n")
+            self.err.flush()
+            return
+        line = self.line(progress.done, progress.passed, progress.evaluated)
+        self.err.write("\r" + line + "\x1b[K")  # clear what a longer line left behind
+        self.err.flush()
+        self.drawn = True
+
+    def line(self, done: int, passed: int, evaluated: int) -> str:
+        elapsed = time.monotonic() - self.started
+        total = max(self.total, 1)
+        filled = BAR_WIDTH * done // total
+        rate = f"{passed / evaluated:.0%}" if evaluated else "-"
+        eta = elapsed / done * (total - done) if done else 0.0
+        return (
+            f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{self.total} cases  "
+            f"pass {rate}  elapsed {elapsed:.1f}s  eta {eta:.1f}s"
+        )
+
+    def end(self) -> None:
+        if self.drawn:
+            self.err.write("\n")
+            self.err.flush()
+
+
+def _cmd_run(ctx: CommandContext) -> int:
+    from phloem.client.eval import load_criteria, load_evalset
+    from phloem.protocols.evalreport import encode_json, encode_junit, encode_markdown
+
+    args = ctx.args
+    evalset = load_evalset(args.evalset)
+    criteria = load_criteria(args.criteria, args.evalset)
+    agent = args.agent or evalset.metadata.get("agent")
+    if not isinstance(agent, str) or not agent:
+        raise PhloemError(
+            ErrorKind.EVAL_OPTIONS_INVALID, "no agent: give --agent NAME (or metadata.agent)"
+        )
+    tolerances: dict[str, float] = {}
+    for name, value in key_values("metric-tolerance", args.metric_tolerance).items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise UsageError(f"--metric-tolerance {name}: expected a number")
+        tolerances[name] = float(value)
+    options: dict[str, Any] = {}
+    for key, value in (
+        ("timeout_s", args.timeout),
+        ("case_timeout_s", args.case_timeout),
+        ("pass_rate_threshold", args.pass_rate_threshold),
+        ("sample_pass_rate_threshold", args.sample_pass_rate_threshold),
+        ("min_successful_samples", args.min_successful_samples),
+    ):
+        if value is not None:
+            options[key] = value
+    progress = Progress(ctx.err, len(evalset.cases))
+    try:
+        with ctx.client() as client:
+            report = client.run_eval(
+                evalset,
+                agent=agent,
+                criteria=criteria,
+                samples=args.samples,
+                concurrency=args.concurrency,
+                options=options,
+                on_progress=progress,
+                baseline=args.baseline,
+                max_pass_rate_drop=args.max_pass_rate_drop,
+                metric_tolerances=tolerances,
+            )
+    finally:
+        progress.end()
+    markdown = encode_markdown(report)
+    if args.json_file:
+        write_atomic(args.json_file, encode_json(report))
+    if args.markdown:
+        write_atomic(args.markdown, markdown)
+    if args.junit:
+        write_atomic(args.junit, encode_junit(report))
+    ctx.out.write(markdown.decode())
+    ctx.out.flush()
+    return EXIT_OK if report.status == "passed" else EXIT_GATE_FAILED
+
+
+def _cmd_validate(ctx: CommandContext) -> int:
+    from phloem.protocols.evalset import read_evalset, summary
+
+    info = summary(read_evalset(ctx.args.evalset))
+    text = (
+        f"{info['format']} eval set {info['id']!r}: {info['cases']} cases, {info['turns']} turns "
+        f"({info['with_expected_response']} with an expected response, "
+        f"{info['with_expected_trajectory']} with an expected trajectory)"
+    )
+    if info["unsupported"]:
+        text += "\nnot evaluated: " + ", ".join(info["unsupported"])
+    ctx.emit(info, text=text)
+    return EXIT_OK
