@@ -14,7 +14,8 @@
 files activate when `touch(paths)` reports that a tool call touched a matching path (a
 file under the nested file's directory). Documents are ordered least specific first:
 user, ancestors (outer to inner), root, rules, nested (shallow to deep); ties by path.
-A document whose real path or content hash was already taken is skipped. Each file is
+A document whose real path or content hash was already taken is skipped; a rule or
+nested file that leads outside the workspace (a symlink) is skipped with a warning. Each file is
 read up to `max_file_bytes` (cut with a warning); `@path` imports are expanded
 (`documents.Importer`). `assemble()` renders the active documents for the model; when
 they exceed `max_bytes`, the least specific are left out first, each with a warning
@@ -155,6 +156,13 @@ class InstructionContext:
         if not os.path.lexists(path):
             return None
         real = os.path.realpath(path)
+        if scope in ("rule", "nested") and not within(real, self.root):
+            self.warn(
+                "instructions_outside_root",
+                "skipped: it leads outside the workspace (a symlink)",
+                path=shown,
+            )
+            return None
         read = read_text(real, self.config.max_file_bytes)
         if isinstance(read, str):
             self.warn("instructions_unreadable", f"skipped: {read}", path=shown)

@@ -257,3 +257,16 @@ def test_at_most_256_rule_files_are_read(trees: Trees) -> None:
     context = ctx(trees)
     assert len(context.documents()) == 256
     assert codes(context) == ["instructions_rule_limit"]
+
+
+def test_nested_files_and_rules_leading_outside_the_workspace_are_skipped(trees: Trees) -> None:
+    outside = trees.base / "elsewhere"
+    trees.write(str(outside / "AGENTS.md"), "outside rules")
+    trees.write(str(outside / "rule.md"), "---\npaths: ['**']\n---\noutside rule")
+    os.symlink(outside, trees.ws / "link")
+    trees.write(".claude/rules/.keep", "")
+    os.symlink(outside / "rule.md", trees.ws / ".claude/rules/out.md")
+    context = ctx(trees)
+    context.touch(["link/file.txt", "link"])
+    assert "outside" not in context.assemble()
+    assert codes(context) == ["instructions_outside_root", "instructions_outside_root"]
