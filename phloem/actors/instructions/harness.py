@@ -6,7 +6,8 @@ that order, after the tree's chain), the skill tools to add, the session's warni
 collector, and `expand(prompt)` for prompt commands (`/name args`). A session keeps one
 `InstructionContext` for as long as the daemon runs (at most `MAX_SESSIONS`, the least
 recently used forgotten first), so instructions activated by one turn's tool calls stay
-active in the next; after a restart they are discovered again. Warnings of a session
+active in the next; after a restart they are discovered again. Skills and templates are
+read afresh for every turn (so a new skill is there at the next turn). Warnings of a session
 (discovery, templates, skills) are collected per session and returned with the next
 turn's `AskResult.warnings`.
 """
