@@ -125,6 +125,7 @@ class _Run:
     # Per run (phloem.actors.instructions): the turn's tool policy, confirmation of
     # mutating tools, the workspace whose instructions are discovered, the warnings.
     policy: ToolPolicy | None = None
+    by_agent: dict[str, ToolPolicy] = field(default_factory=dict)
     confirm: ConfirmationInterceptor | None = None
     instructions_dir: str | None = None
     warnings: Warnings = field(default_factory=Warnings)
@@ -137,7 +138,10 @@ class _Run:
             context = InstructionContext(
                 self.instructions_dir, config=instructions, warnings=self.warnings
             )
-        own = run_interceptors(policy=self.policy, context=context, confirmation=self.confirm)
+        policy = None if self.policy is None or self.policy.unrestricted else self.policy
+        own = run_interceptors(
+            policy=policy, context=context, confirmation=self.confirm, by_agent=self.by_agent
+        )
         if not own:
             return self.interceptors
         return Interceptors((*self.interceptors.items, *own))
@@ -432,29 +436,52 @@ class AgentService(ServiceActor):
         return AgentRunStarted(run.ref, run.topic.name)
 
     def _configure(self, run: _Run, request: StartAgentRun, named: bool) -> None:
-        """The run's tool policy (the agent's config ∩ the request's), confirmation and
-        instruction discovery, from `[agents.llm.NAME]` for a configured agent."""
-        policy = ToolPolicy.of(request.tools_allow, request.tools_deny)
-        lc = self.llm_config.get(run.agent.name) if named else None
-        if lc is not None:
-            policy = ToolPolicy.of(lc.tools_allow, lc.tools_deny).intersect(policy)
-            if lc.instructions:
-                run.instructions_dir = os.path.expanduser(lc.workdir)
+        """The run's tool policy, confirmation and instruction discovery: the request's
+        policy for every agent of the run; for a configured agent, each configured LLM
+        agent in it (the agent itself, a planner's sub-agents) keeps its own
+        `[agents.llm.NAME]` policy and confirmation; the workspace of the agent run
+        (when it is a configured LLM agent with `instructions = true`) gives the
+        instructions."""
+        run.policy = ToolPolicy.of(request.tools_allow, request.tools_deny)
+        if not named:
+            return
+        confirming: dict[str, float] = {}
+        for name in llm_agent_names(run.agent):
+            lc = self.llm_config.get(name)
+            if lc is None:
+                continue
+            own = ToolPolicy.of(lc.tools_allow, lc.tools_deny)
+            if not own.unrestricted:
+                run.by_agent[name] = own
             if lc.confirmation:
-                table = tool_table(run.agent)
+                confirming[name] = lc.confirmation_timeout_s
+        top = self.llm_config.get(run.agent.name)
+        if top is not None and top.instructions:
+            run.instructions_dir = os.path.expanduser(top.workdir)
+        if confirming:
+            table = tool_table(run.agent)
 
-                def send(item: ConfirmRequest) -> None:
-                    assert run.topic is not None
-                    run.topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
+            def send(item: ConfirmRequest) -> None:
+                assert run.topic is not None
+                run.topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
 
-                confirm = ConfirmationInterceptor(
-                    send,
-                    tools=lambda info, name: table.get((info.agent, name)),
-                    timeout_s=lc.confirmation_timeout_s,
-                )
-                run.confirm = confirm
-                run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
-        run.policy = None if policy.unrestricted else policy
+            confirm = ConfirmationInterceptor(
+                send, tools=lambda info, name: table.get((info.agent, name)), agents=confirming
+            )
+            run.confirm = confirm
+            run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
+
+
+def llm_agent_names(agent: Agent) -> list[str]:
+    """The names of the LLM agents in `agent`'s tree (itself included)."""
+    names: list[str] = []
+    stack = [agent]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, LlmAgent):
+            names.append(current.name)
+        stack.extend(current.sub_agents)
+    return names
 
 
 def tool_table(agent: Agent) -> dict[tuple[str, str], object]:

@@ -46,6 +46,12 @@ MUTATING_TOOLS = frozenset({"write", "edit", "bash"})
 ToolLookup = Callable[[CallInfo, str], object | None]
 
 
+def _timeout(value: float) -> float:
+    return float(
+        check_range("confirmation_timeout_s", value, *CONFIRMATION_TIMEOUT_RANGE, integer=False)
+    )
+
+
 def is_mutating(name: str, tool: object | None) -> bool:
     """Does calling `name` (the tool object when known) need confirmation?"""
     if name in MUTATING_TOOLS:
@@ -80,12 +86,12 @@ class ConfirmationInterceptor(Interceptor):
         *,
         tools: Mapping[str, object] | ToolLookup | None = None,
         timeout_s: float = CONFIRMATION_TIMEOUT_S,
+        agents: Mapping[str, float] | None = None,
     ) -> None:
-        self.timeout_s = float(
-            check_range(
-                "confirmation_timeout_s", timeout_s, *CONFIRMATION_TIMEOUT_RANGE, integer=False
-            )
-        )
+        """`agents`, when given, limits confirmation to the calls of those agents, each
+        with its own timeout (a planner's sub-agents keep their own settings)."""
+        self.timeout_s = _timeout(timeout_s)
+        self._agents = None if agents is None else {k: _timeout(v) for k, v in agents.items()}
         self._send = send
         if tools is None or callable(tools):
             self._lookup: ToolLookup = tools or (lambda info, name: None)
@@ -123,6 +129,11 @@ class ConfirmationInterceptor(Interceptor):
     def tool_call(
         self, info: CallInfo, call: ToolCall, proceed: Callable[[ToolCall], JSON]
     ) -> JSON:
+        timeout_s = self.timeout_s
+        if self._agents is not None:
+            if info.agent not in self._agents:
+                return proceed(call)
+            timeout_s = self._agents[info.agent]
         if not is_mutating(call.name, self._lookup(info, call.name)):
             return proceed(call)
         call_id = "call_" + secrets.token_hex(8)
@@ -138,7 +149,7 @@ class ConfirmationInterceptor(Interceptor):
                 )
             self._pending[call_id] = pending
         args: dict[str, Any] = redact_value(prune_secrets(dict(call.args)))
-        request = ConfirmRequest(call_id, call.name, args, info.agent, self.timeout_s)
+        request = ConfirmRequest(call_id, call.name, args, info.agent, timeout_s)
         try:
             self._send(request)
         except Exception as exc:
@@ -147,14 +158,14 @@ class ConfirmationInterceptor(Interceptor):
             return not_confirmed(
                 call.name, "undelivered", "the confirmation request could not be sent"
             )
-        answered = pending.event.wait(self.timeout_s)
+        answered = pending.event.wait(timeout_s)
         if not answered:
             self._drop(call_id)
             if pending.event.is_set():  # answered between the wait and the drop
                 answered = True
         if not answered:
             return not_confirmed(
-                call.name, "timeout", f"no answer within {self.timeout_s:g} s; the tool did not run"
+                call.name, "timeout", f"no answer within {timeout_s:g} s; the tool did not run"
             )
         if pending.approve:
             return proceed(call)

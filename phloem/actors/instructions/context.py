@@ -97,13 +97,15 @@ def run_interceptors(
     policy: ToolPolicy | TurnPolicy | None = None,
     context: InstructionContext | None = None,
     confirmation: ConfirmationInterceptor | None = None,
+    by_agent: Mapping[str, ToolPolicy] | None = None,
 ) -> list[Interceptor]:
     """The per-run interceptors, outermost first: policy, confirmation, instructions.
-    The policy also takes in the active instructions' front matter."""
+    The policy also takes in the active instructions' front matter and, for the calls of
+    each agent named in `by_agent`, that agent's own policy."""
     out: list[Interceptor] = []
     extra = context.policy if context is not None else None
-    if policy is not None or extra is not None:
-        out.append(ToolPolicyInterceptor(policy, extra=extra))
+    if policy is not None or extra is not None or by_agent:
+        out.append(ToolPolicyInterceptor(policy, extra=extra, by_agent=by_agent))
     if confirmation is not None:
         out.append(confirmation)
     if context is not None:

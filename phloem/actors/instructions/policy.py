@@ -127,7 +127,9 @@ class TurnPolicy:
 
 class ToolPolicyInterceptor(Interceptor):
     """Enforces a `TurnPolicy` (and anything `extra()` adds, e.g. active instructions'
-    front matter) around model and tool calls; see the module docstring."""
+    front matter, and `by_agent[name]` for the calls of agent `name` — a planner's
+    sub-agents keep their own policies) around model and tool calls; see the module
+    docstring."""
 
     name = "tool-policy"
 
@@ -136,16 +138,21 @@ class ToolPolicyInterceptor(Interceptor):
         policy: TurnPolicy | ToolPolicy | None = None,
         *,
         extra: Callable[[], ToolPolicy] | None = None,
+        by_agent: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         if isinstance(policy, ToolPolicy) or policy is None:
             policy = TurnPolicy(policy)
         self.turn = policy
         self._extra = extra
+        self._by_agent = dict(by_agent or {})
 
-    def effective(self) -> ToolPolicy:
+    def effective(self, info: CallInfo | None = None) -> ToolPolicy:
         policy = self.turn.current
         if self._extra is not None:
             policy = policy.intersect(self._extra())
+        own = self._by_agent.get(info.agent) if info is not None else None
+        if own is not None:
+            policy = policy.intersect(own)
         return policy
 
     def model_call(
@@ -154,7 +161,7 @@ class ToolPolicyInterceptor(Interceptor):
         request: ModelRequest,
         proceed: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse:
-        policy = self.effective()
+        policy = self.effective(info)
         if policy.unrestricted or not request.tools:
             return proceed(request)
         tools = tuple(t for t in request.tools if policy.allows(t.name))
@@ -170,7 +177,7 @@ class ToolPolicyInterceptor(Interceptor):
     def tool_call(
         self, info: CallInfo, call: ToolCall, proceed: Callable[[ToolCall], JSON]
     ) -> JSON:
-        if not self.effective().allows(call.name):
+        if not self.effective(info).allows(call.name):
             return denied(call.name)
         result = proceed(call)
         narrowing = result.get(POLICY_RESULT_KEY) if isinstance(result, dict) else None

@@ -152,3 +152,15 @@ def test_the_config_limits_are_checked_at_their_edges() -> None:
         msgspec.convert({"agents": {"llm": {"a": agent}}}, Config)
     with pytest.raises(msgspec.ValidationError, match="prompt_commands"):
         msgspec.convert({"prompt_commands": "sometimes"}, InstructionsConfig)
+
+
+def test_confirmation_can_be_limited_to_some_agents_each_with_its_timeout() -> None:
+    sent: list[ConfirmRequest] = []
+    interceptor = ConfirmationInterceptor(sent.append, agents={"coder": 0.05})
+    other = CallInfo(kind="tool", agent="helper", target="write")
+    ran = interceptor.tool_call(other, ToolCall("write", {}), lambda c: {"ok": 1})
+    assert ran == {"ok": 1} and sent == []  # helper's calls are not asked about
+    late = interceptor.tool_call(INFO, ToolCall("write", {}), lambda c: pytest.fail("ran"))
+    assert late["reason"] == "timeout" and sent[0].timeout_s == 0.05
+    with pytest.raises(PhloemError, match="confirmation_timeout_s"):
+        ConfirmationInterceptor(sent.append, agents={"coder": 0})

@@ -72,6 +72,10 @@ tools = ["read", "write", "bash", "ls"]
 workdir = "{ws}"
 tools_allow = ["read", "write", "ls"]
 tools_deny = ["write"]
+
+[agents.planners.team]
+planner = "sequential"
+sub_agents = ["limited", "hasty"]
 """
 
 
@@ -290,3 +294,14 @@ def test_the_async_client_answers_with_a_coroutine_and_narrows_tools(setup: Setu
     assert (setup.ws / "b.txt").read_text() == "async"
     assert tool_answers(denied)[0]["error"] == "denied"
     assert not (setup.ws / "c.txt").exists()
+
+
+def test_a_planners_sub_agents_keep_their_own_policy_and_confirmation(setup: Setup) -> None:
+    setup.script("bash", {"command": "touch a.txt"})  # limited: bash is not in its allow list
+    setup.script("write", {"path": "c.txt", "content": "x"})  # hasty: asks, nobody answers
+    with setup.client() as client:
+        run = client.run_agent("team", input="go")
+    denied, unconfirmed = tool_answers(run)
+    assert denied["error"] == "denied"
+    assert unconfirmed["error"] == "not_confirmed" and unconfirmed["reason"] == "timeout"
+    assert not (setup.ws / "a.txt").exists() and not (setup.ws / "c.txt").exists()
