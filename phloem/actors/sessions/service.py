@@ -132,7 +132,10 @@ class SessionRunDriver(Actor):
         reason: ExitReason | None = None
         try:
             topic.stream.wait_for_subscribers(1, self.wait_s)
-            result = run_turn(self.turn, run.token, forward)
+            try:
+                result = run_turn(self.turn, run.token, forward)
+            finally:  # the turn is over: the next may start as soon as this one's result is out
+                self.service.store.release_run(run.session_id)
             if not failed:
                 topic.send(SessionRunEnd(result), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
@@ -203,9 +206,10 @@ class SessionsService(ServiceActor):
         if isinstance(message, CancelSession):
             self.store.get_session(message.session_id)  # unknown_session for a bad id
             run = self.runs.get(message.session_id)
-            if run is not None:
+            active = run is not None and self.store.busy(message.session_id)
+            if run is not None and active:
                 run.token.cancel("cancelled")
-            return {"cancelled": run is not None}
+            return {"cancelled": active}
         if isinstance(message, ListSessions):
             return [self._summary(info) for info in self.store.infos()]
         if isinstance(message, ShowSession):
