@@ -32,7 +32,7 @@ from phloem.actors.agents.service import public_event
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
-from phloem.actors.sessions.harness import DEFAULT_INSTRUCTION, RunSetup, select_tools
+from phloem.actors.sessions.harness import DEFAULT_INSTRUCTION, AskResult, RunSetup, select_tools
 from phloem.actors.sessions.protocol import (
     CancelSession,
     DeleteSession,
@@ -129,13 +129,23 @@ class SessionRunDriver(Actor):
                 failed.append(exc.kind)
                 run.token.cancel(f"event stream failed: {exc.kind}")
 
+        released: list[bool] = []
+
+        def release() -> None:  # once: a newer run of the session may hold the slot next
+            if not released:
+                released.append(True)
+                self.service.store.release_run(run.session_id)
+
         reason: ExitReason | None = None
         try:
             topic.stream.wait_for_subscribers(1, self.wait_s)
             try:
                 result = run_turn(self.turn, run.token, forward)
+            except PhloemError as exc:  # the store failed under the turn (session_io, ...)
+                log.warning("session_turn_failed", session=run.session_id, kind=exc.kind)
+                result = AskResult(session_id=run.session_id, status="failed", error=exc.to_value())
             finally:  # the turn is over: the next may start as soon as this one's result is out
-                self.service.store.release_run(run.session_id)
+                release()
             if not failed:
                 topic.send(SessionRunEnd(result), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
@@ -144,7 +154,7 @@ class SessionRunDriver(Actor):
             log.error("session_run_failed", session=run.session_id, error=type(exc).__name__)
             reason = ExitReason.from_exception(exc)
         finally:
-            self.service.store.release_run(run.session_id)
+            release()
             topic.close(reason)
         self.exit(reason or ExitReason.normal())
         return None
