@@ -17,6 +17,7 @@ In the tree the service is `sessions/service`; every live run is a driver actor 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -177,6 +178,7 @@ class SessionsService(ServiceActor):
         self.budget = OutputBudget()
         self.extra_interceptors: tuple[Interceptor, ...] = ()
         self.runs: dict[str, _Run] = {}
+        self._run_ids = itertools.count(1)
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
         self._workspace_lock = threading.Lock()
@@ -301,7 +303,7 @@ class SessionsService(ServiceActor):
             run.topic = self.open_topic(f"sessions/{ref.text}", owner=owner)
             driver = self.runs_supervisor().start_child(
                 ChildSpec(
-                    f"run:{sid}"[:200],
+                    f"run:{sid}#{next(self._run_ids)}",
                     (SessionRunDriver, (self, run, turn, request.subscribe_wait_s), {}),
                     restart="temporary",
                     shutdown=15.0,
