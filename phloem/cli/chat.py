@@ -48,6 +48,7 @@ class Chat:
     def _session(self, client: Client) -> str:
         if self.args.session:
             client.session_show(self.args.session, max_events=1)  # unknown_session early
+            _remember(self.args.session)
             return str(self.args.session)
         if not self.args.new:
             remembered = _read_remembered()

@@ -101,3 +101,32 @@ def test_ctrl_c_cancels_the_turn(daemon: DaemonProc, fake: FakeProvider, tmp_pat
         what="the run to end",
     )
     assert listed.returncode == 0
+
+
+def test_in_the_loop_ctrl_c_cancels_the_turn_and_a_second_one_exits(
+    daemon: DaemonProc, fake: FakeProvider, tmp_path: Path
+) -> None:
+    fake.add(Reply(delay=60.0, body=b"{}"))
+    proc = subprocess.Popen(
+        [PY, "-m", "phloem", "chat", "--new", "--socket", str(daemon.socket)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write("hang\n")
+    proc.stdin.flush()
+    wait_until(lambda: len(fake.requests) == 1, timeout=30, what="the model call")
+    proc.send_signal(signal.SIGINT)
+
+    def idle() -> bool:
+        listed = cli(daemon, tmp_path, "session", "list", "--json")
+        return not json.loads(listed.stdout)[0]["busy"]
+
+    wait_until(idle, timeout=10, what="the turn to be cancelled")
+    proc.send_signal(signal.SIGINT)  # at the prompt (0) or still waiting for the cancel (1)
+    _, err = proc.communicate(timeout=30)
+    assert "cancelling the turn" in err
+    assert proc.returncode in (0, 1)

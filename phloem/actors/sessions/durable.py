@@ -156,12 +156,13 @@ class DurableSessionService:
         journal.warnings.clear()
 
     def _user(self, user: str) -> StateJournal:
-        journal = self._users.get(user)
-        if journal is None:
-            directory = private_dir(self.app_dir / "users" / encode_id(user, "user"), self.sync)
-            journal = self._users[user] = StateJournal(directory, "user_state", self.sync)
-            self._adopt(journal)
-        return journal
+        with self._lock:
+            journal = self._users.get(user)
+            if journal is None:
+                directory = private_dir(self.app_dir / "users" / encode_id(user, "user"), self.sync)
+                journal = self._users[user] = StateJournal(directory, "user_state", self.sync)
+                self._adopt(journal)
+            return journal
 
     # -- the session service surface ---------------------------------------------------------
 
@@ -183,7 +184,7 @@ class DurableSessionService:
         own = {k: v for k, v in seed.items() if scope_of(k) == "session"}
         with self._lock:
             path = self._path(name)
-            if name in self._open or path.exists():
+            if sid in self._open or path.exists():
                 raise PhloemError(ErrorKind.SESSION_EXISTS, f"session {sid!r} already exists")
             marker = self.pending_dir / f"{name}.create"
             try:
@@ -217,7 +218,7 @@ class DurableSessionService:
                 decode_id(path.stem)
                 header = _read_header(path)
                 stat = path.stat()
-            except (ValueError, OSError, PhloemError):
+            except (ValueError, OSError, PhloemError, msgspec.MsgspecError):
                 continue  # removed meanwhile, or not ours; `show` reports a corrupt one
             found.append(
                 SessionInfo(
@@ -468,6 +469,8 @@ def _read_header(path: Path) -> Header:
     if not first.endswith(b"\n"):
         raise PhloemError(ErrorKind.SESSION_CORRUPT, f"{path}:1: torn header")
     value = msgspec.json.decode(first)
+    if not isinstance(value, dict) or value.get("type") != "header":
+        raise PhloemError(ErrorKind.SESSION_CORRUPT, f"{path}:1: not a session header")
     fields = {k: v for k, v in value.items() if k not in ("type", "version")}
     return msgspec.convert(fields, Header)
 

@@ -41,12 +41,7 @@ from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
-from phloem.actors.sessions.harness import (
-    DEFAULT_INSTRUCTION,
-    AskResult,
-    RunSetup,
-    select_tools,
-)
+from phloem.actors.sessions.harness import DEFAULT_INSTRUCTION, AskResult, RunSetup, select_tools
 from phloem.actors.sessions.protocol import (
     CancelSession,
     ConfirmSession,
@@ -146,6 +141,13 @@ class SessionRunDriver(Actor):
                 failed.append(exc.kind)
                 run.token.cancel(f"event stream failed: {exc.kind}")
 
+        released: list[bool] = []
+
+        def release() -> None:  # once: a newer run of the session may hold the slot next
+            if not released:
+                released.append(True)
+                self.service.store.release_run(run.session_id)
+
         reason: ExitReason | None = None
         extras = run.extras
         try:
@@ -163,10 +165,18 @@ class SessionRunDriver(Actor):
                         error=exc.to_value(),
                         warnings=drain(),
                     )
-            if failed_expansion is not None:
-                result = failed_expansion
-            else:
-                result = run_turn(self.turn, run.token, forward, drain)
+            try:
+                if failed_expansion is not None:
+                    result = failed_expansion
+                else:
+                    result = run_turn(self.turn, run.token, forward, drain)
+            except PhloemError as exc:  # the store failed under the turn (session_io, ...)
+                log.warning("session_turn_failed", session=run.session_id, kind=exc.kind)
+                result = AskResult(session_id=run.session_id, status="failed", error=exc.to_value())
+            finally:  # the turn is over: the next may start as soon as this one's result is out
+                if extras is not None and extras.confirm is not None:
+                    extras.confirm.close("the run ended")
+                release()
             if not failed:
                 topic.send(SessionRunEnd(result), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
@@ -177,7 +187,7 @@ class SessionRunDriver(Actor):
         finally:
             if extras is not None and extras.confirm is not None:
                 extras.confirm.close("the run ended")
-            self.service.store.release_run(run.session_id)
+            release()
             topic.close(reason)
         self.exit(reason or ExitReason.normal())
         return None
@@ -200,8 +210,8 @@ class SessionsService(ServiceActor):
         self.budget = OutputBudget()
         self.extra_interceptors: tuple[Interceptor, ...] = ()
         self.instructions = SessionInstructions(ctx.config.instructions)
-        self._run_numbers = itertools.count(1)
         self.runs: dict[str, _Run] = {}
+        self._run_ids = itertools.count(1)
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
         self._workspace_lock = threading.Lock()
@@ -241,9 +251,10 @@ class SessionsService(ServiceActor):
         if isinstance(message, CancelSession):
             self.store.get_session(message.session_id)  # unknown_session for a bad id
             run = self.runs.get(message.session_id)
-            if run is not None:
+            active = run is not None and self.store.busy(message.session_id)
+            if run is not None and active:
                 run.token.cancel("cancelled")
-            return {"cancelled": run is not None}
+            return {"cancelled": active}
         if isinstance(message, ListSessions):
             return [self._summary(info) for info in self.store.infos()]
         if isinstance(message, ShowSession):
@@ -328,8 +339,7 @@ class SessionsService(ServiceActor):
             run.topic = self.open_topic(f"sessions/{ref.text}", owner=owner)
             driver = self.runs_supervisor().start_child(
                 ChildSpec(
-                    # unique per run: the last run's driver may not have exited yet
-                    f"run:{next(self._run_numbers)}:{sid}"[:200],
+                    f"run:{sid}#{next(self._run_ids)}",
                     (SessionRunDriver, (self, run, turn, request.subscribe_wait_s), {}),
                     restart="temporary",
                     shutdown=15.0,
