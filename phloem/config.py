@@ -32,6 +32,7 @@ import msgspec
 import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
+from phloem.actors.mcp.settings import McpConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -154,6 +155,8 @@ class Config(Section):
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
     # The coding tools' limits (`[tools]`, see phloem.tools.settings).
     tools: ToolsConfig = section(ToolsConfig)
+    # MCP tool servers (`[mcp.servers.NAME]`, see phloem.actors.mcp.settings).
+    mcp: McpConfig = section(McpConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

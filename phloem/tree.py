@@ -156,6 +156,7 @@ class Tree(AgentTreeMethods):
         self._resolved: dict[str, ActorHandle] = {}
         self.connections: Callable[[], int] = lambda: 0
         self.socket_path: str | None = None
+        self.shared: dict[str, Any] = {}  # what the services share (ServiceContext.shared)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -169,8 +170,9 @@ class Tree(AgentTreeMethods):
         streams = StreamHub(cfg.supervision.max_streams)
         specs = []
         names = []
+        shared: dict[str, Any] = {}
         for service in _configured_services(cfg):
-            ctx = ServiceContext(service.name, cfg, refs, streams)
+            ctx = ServiceContext(service.name, cfg, refs, streams, shared)
             spec = service.factory(ctx)
             if spec is None:
                 continue
@@ -189,6 +191,7 @@ class Tree(AgentTreeMethods):
         except ChildStartError as exc:
             raise PhloemError(ErrorKind.START_FAILED, redact(str(exc))) from exc
         tree = cls(cfg, root, refs, streams, names)
+        tree.shared = shared
         root.add_exit_callback(tree._on_root_exit)
         log.info("tree_started", services=names)
         return tree

@@ -37,7 +37,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
@@ -60,6 +60,8 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.echo",
     "phloem.actors.planning.service",
     "phloem.actors.agents.service",
+    "phloem.actors.mcp.service",
+    "phloem.actors.lsp.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64
@@ -142,6 +144,9 @@ class ServiceContext:
     config: Config
     refs: OwnerRegistry
     streams: StreamHub
+    shared: dict[str, Any] = field(default_factory=dict)
+    """One dict per tree, the same for every service: objects a feature's services share
+    with each other and with the tree (e.g. `mcp`: the MCP hub; `lsp`: the LSP hub)."""
 
 
 class ServiceActor(Actor):
