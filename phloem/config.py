@@ -32,6 +32,7 @@ import msgspec
 import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
+from phloem.actors.lsp.settings import LspConfig
 from phloem.actors.mcp.settings import McpConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.models.providers import ProviderConfig
@@ -157,6 +158,8 @@ class Config(Section):
     tools: ToolsConfig = section(ToolsConfig)
     # MCP tool servers (`[mcp.servers.NAME]`, see phloem.actors.mcp.settings).
     mcp: McpConfig = section(McpConfig)
+    # Language servers for write/edit diagnostics (`[lsp]`, see phloem.actors.lsp.settings).
+    lsp: LspConfig = section(LspConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

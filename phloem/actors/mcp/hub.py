@@ -58,6 +58,8 @@ MAX_LIST_PAGES = 16
 STOP_CHILD_S = 1.0
 """SIGTERM grace of a stdio server's child before its process group is killed."""
 CLOSE_TIMEOUT_S = 10.0
+PING_TIMEOUT_S = 5.0
+"""How long a session may take to answer the ping that follows a failed call."""
 
 T = TypeVar("T")
 
@@ -215,6 +217,8 @@ class McpServer:
         try:
             result = await self._until_broken(session.call_tool(tool, args), broken)
         except McpError as exc:
+            # a protocol error: the tool's fault, or a session the server no longer knows
+            await self._check_alive(session, broken)
             raise ToolFailure("tool_error", redact(exc.error.message)[:4096]) from None
         except TimeoutError:
             self.last_error = f"tool call {tool[:80]} timed out"
@@ -224,8 +228,21 @@ class McpServer:
             ) from None
         except ConnectionError as exc:
             raise ToolFailure("server_failed", str(exc)) from None
+        except Exception as exc:  # the transport failed under the SDK
+            await self._check_alive(session, broken)
+            message = redact(f"{type(exc).__name__}: {exc}")[:500]
+            raise ToolFailure("server_failed", f"MCP server {self.name}: {message}") from None
         self.failures = 0
         return result
+
+    async def _check_alive(self, session: ClientSession, broken: asyncio.Event) -> None:
+        """Ping after a failed call; a session that does not answer is broken (the task
+        that owns it then reconnects)."""
+        try:
+            await asyncio.wait_for(session.send_ping(), min(PING_TIMEOUT_S, self.cfg.timeout_s))
+        except Exception:
+            self.last_error = "the session stopped answering"
+            broken.set()
 
     async def close(self) -> None:
         self._closing = True
