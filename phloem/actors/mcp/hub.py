@@ -217,9 +217,11 @@ class McpServer:
         try:
             result = await self._until_broken(session.call_tool(tool, args), broken)
         except McpError as exc:
-            # a protocol error: the tool's fault, or a session the server no longer knows
-            await self._check_alive(session, broken)
-            raise ToolFailure("tool_error", redact(exc.error.message)[:4096]) from None
+            # a protocol error: the tool's fault, or a session that ended under the call
+            message = redact(exc.error.message)[:4096]
+            if not await self._check_alive(session, broken):
+                raise ToolFailure("server_failed", f"MCP server {self.name}: {message}") from None
+            raise ToolFailure("tool_error", message) from None
         except TimeoutError:
             self.last_error = f"tool call {tool[:80]} timed out"
             broken.set()  # its state is unknown: kill it (process group), reconnect
@@ -235,14 +237,18 @@ class McpServer:
         self.failures = 0
         return result
 
-    async def _check_alive(self, session: ClientSession, broken: asyncio.Event) -> None:
+    async def _check_alive(self, session: ClientSession, broken: asyncio.Event) -> bool:
         """Ping after a failed call; a session that does not answer is broken (the task
-        that owns it then reconnects)."""
+        that owns it then reconnects). False when it is."""
+        if broken.is_set():
+            return False
         try:
             await asyncio.wait_for(session.send_ping(), min(PING_TIMEOUT_S, self.cfg.timeout_s))
         except Exception:
             self.last_error = "the session stopped answering"
             broken.set()
+            return False
+        return True
 
     async def close(self) -> None:
         self._closing = True
