@@ -82,11 +82,17 @@ class LspClient:
         self._seq = 0
         self._channel: Any = None
         self._alive = False
+        self._started = False  # started and not closed by us: an exit since is a crash
         self.pid: int | None = None
 
     @property
     def alive(self) -> bool:
         return self._alive
+
+    @property
+    def crashed(self) -> bool:
+        """True when the server exited without our asking since it last started."""
+        return self._started and not self._alive
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -107,6 +113,7 @@ class LspClient:
         self._published.clear()
         decoder = ContentLengthDecoder(MAX_MESSAGE_BYTES)
         self._alive = True
+        self._started = True
         handle.add_exit_callback(lambda _reason: self._gone())
         threading.Thread(
             target=self._read_loop, args=(self._channel, decoder), name="lsp-read", daemon=True
@@ -130,6 +137,7 @@ class LspClient:
 
     def close(self) -> None:
         """Stop the server's child (its process group is killed)."""
+        self._started = False
         self._gone()
         self._stop_child(self.child_id)
 

@@ -173,6 +173,10 @@ class LspHub:
         with record.lock:
             if record.disabled:
                 return None
+            if record.client.crashed:  # it died since the last write: restart, counted
+                self._failed(record, "the server exited")
+                if record.disabled:
+                    return None
             try:
                 if not record.client.alive:
                     record.client.start()
