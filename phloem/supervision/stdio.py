@@ -38,9 +38,7 @@ def stdio_child(
     """The process target that runs `argv` behind the bridge (see the module docstring)."""
     if not argv or not all(isinstance(a, str) and a for a in argv):
         raise ValueError("argv must be a non-empty sequence of non-empty strings")
-    return ProcessTarget(
-        run_bridge, (list(argv), dict(env or {}), cwd), pass_channel=True
-    )
+    return ProcessTarget(run_bridge, (list(argv), dict(env or {}), cwd), pass_channel=True)
 
 
 def run_bridge(channel: Any, argv: list[str], env: dict[str, str], cwd: str | None) -> None:

@@ -12,7 +12,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.helpers import PY, ROOT, running_daemon, run_cli
+from tests.helpers import PY, ROOT, run_cli, running_daemon
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -38,7 +38,7 @@ def test_mcp_list_shows_servers_state_and_tools() -> None:
         listed = json.loads(as_json.stdout)
         server = listed["servers"][0]
         assert server["name"] == "t" and server["transport"] == "stdio"
-        assert {"name": "mcp__t__add", "read_only": True} .items() <= next(
+        assert {"name": "mcp__t__add", "read_only": True}.items() <= next(
             t for t in server["tools"] if t["name"] == "mcp__t__add"
         ).items()
 

@@ -136,8 +136,13 @@ class LspClient:
         self._notify(lsp.INITIALIZED, lsp.InitializedParams())
 
     def close(self) -> None:
-        """Stop the server's child (its process group is killed)."""
+        """Ask a running server to shut down (`shutdown` within `request_timeout_s`, then
+        `exit`), then stop its child: its process group is killed either way."""
         self._started = False
+        if self._alive:
+            with contextlib.suppress(LspFailure):
+                self._request(lsp.SHUTDOWN, None, self.cfg.request_timeout_s)
+                self._notify(lsp.EXIT, None)
         self._gone()
         self._stop_child(self.child_id)
 
@@ -206,7 +211,7 @@ class LspClient:
             raise LspFailure(f"cannot send: {exc}") from None
 
     def _notify(self, method: str, params: Any) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, "params": _converter.unstructure(params)})
+        self._send(_message(method, params))
 
     def _request(self, method: str, params: Any, timeout: float) -> Any:
         request_id = next(self._ids)
@@ -214,14 +219,7 @@ class LspClient:
         with self._cond:
             self._pending[request_id] = slot
         try:
-            self._send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "method": method,
-                    "params": _converter.unstructure(params),
-                }
-            )
+            self._send({**_message(method, params), "id": request_id})
             deadline = time.monotonic() + timeout
             with self._cond:
                 while not slot:
@@ -278,3 +276,11 @@ class LspClient:
             return
         if method == lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS:
             self.publish(_converter.structure(message["params"], lsp.PublishDiagnosticsParams))
+
+
+def _message(method: str, params: Any) -> dict[str, Any]:
+    """A JSON-RPC message for `method`; `params` (an `lsprotocol` value) left out if None."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = _converter.unstructure(params)
+    return message

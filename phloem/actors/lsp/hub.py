@@ -207,9 +207,7 @@ class LspHub:
             {
                 "root": root,
                 "server": server_id,
-                "state": "disabled"
-                if r.disabled
-                else ("running" if r.client.alive else "stopped"),
+                "state": "disabled" if r.disabled else ("running" if r.client.alive else "stopped"),
                 "failures": r.failures,
                 "pid": r.client.pid if r.client.alive else None,
             }

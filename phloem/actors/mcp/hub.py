@@ -375,7 +375,7 @@ class McpHub:
             return await asyncio.gather(*(s.ensure() for s in chosen), return_exceptions=True)
 
         wait = max(s.cfg.timeout_s for s in chosen) + 5
-        for srv, outcome in zip(chosen, self._run(all_of(), wait), strict=True):
+        for outcome in self._run(all_of(), wait):
             if isinstance(outcome, ToolFailure):
                 self.warnings.add(RunWarning.of("mcp_server_unavailable", outcome.message))
         return chosen
@@ -425,4 +425,3 @@ def hub_of(shared: dict[str, Any]) -> McpHub | None:
     """The tree's MCP hub (`ServiceContext.shared["mcp"]`), if MCP servers are configured."""
     hub = shared.get("mcp")
     return hub if isinstance(hub, McpHub) else None
-

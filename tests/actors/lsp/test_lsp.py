@@ -59,10 +59,8 @@ def test_an_unused_import_is_reported_for_that_version_and_a_fix_clears_it(
     ctx = ToolContext(workspace=Workspace(tmp_path))
     clean = tools.run("write", {"path": "pkg/app.py", "content": "print(1)\n"}, ctx)
     assert clean["diagnostics"] == [] and clean["diagnostics_text"] == ""
-    edited = tools.run(
-        "edit", {"path": "pkg/app.py", "old_text": "print(1)\n", "new_text": "import os\n\nprint(1)\n"},
-        ctx,
-    )  # fmt: skip
+    change = {"path": "pkg/app.py", "old_text": "print(1)\n", "new_text": "import os\n\nprint(1)\n"}
+    edited = tools.run("edit", change, ctx)
     assert edited["diagnostics_text"].startswith("pkg/app.py:1:8: warning F401 (Ruff): ")
     (item,) = edited["diagnostics"]
     assert (item["line"], item["column"], item["code"]) == (1, 8, "F401")
