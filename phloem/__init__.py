@@ -46,6 +46,8 @@ if TYPE_CHECKING:
         Session as Session,
         SupervisorPlanner as SupervisorPlanner,
     )
+    from phloem.actors.lsp.hub import LspHub as LspHub
+    from phloem.actors.mcp.hub import McpHub as McpHub
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
@@ -71,6 +73,7 @@ if TYPE_CHECKING:
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
     from phloem.supervision.credit import CreditWindow as CreditWindow
+    from phloem.tools.toolset import Toolset as Toolset
     from phloem.tree import Tree as Tree
 
 _EXPORTS: dict[str, str] = {
@@ -101,6 +104,8 @@ _EXPORTS: dict[str, str] = {
     "InvocationContext": "phloem.actors.agents",
     "LlmAgent": "phloem.actors.agents",
     "LoopPlanner": "phloem.actors.agents",
+    "LspHub": "phloem.actors.lsp.hub",
+    "McpHub": "phloem.actors.mcp.hub",
     "Model": "phloem.protocols.model",
     "ModelError": "phloem.protocols.model",
     "ModelRequest": "phloem.protocols.content",
@@ -126,6 +131,7 @@ _EXPORTS: dict[str, str] = {
     "Session": "phloem.actors.agents",
     "SupervisorPlanner": "phloem.actors.agents",
     "ThinkingConfig": "phloem.protocols.content",
+    "Toolset": "phloem.tools.toolset",
     "Tree": "phloem.tree",
 }
 
