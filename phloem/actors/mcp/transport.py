@@ -5,11 +5,14 @@ streams; `channel_streams(channel)` feeds them from the process channel of a
 `supervision.stdio` bridge. MCP's stdio framing is one JSON-RPC message per line: the
 reader splits the program's output at newlines and parses each line with the SDK's
 `JSONRPCMessage` model (so the JSON-RPC itself stays the SDK's); the writer sends each
-message as one line. A line longer than `MAX_MESSAGE_BYTES` ends the transport.
+message as one line. Runs on an asyncio event loop (the hub's): the reader waits for the
+channel's socket with `loop.add_reader`, the writer sends from a worker thread (a send
+may wait for the bridge to make room). A line longer than `MAX_MESSAGE_BYTES` ends the transport.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,7 +28,6 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 """Largest JSON-RPC message (one line) accepted from a stdio server."""
 STREAM_BUFFER = 32
 """Messages buffered each way between the channel and the session."""
-RECV_POLL_S = 0.5
 SEND_TIMEOUT_S = 10.0
 
 
@@ -47,39 +49,53 @@ async def channel_streams(
         STREAM_BUFFER
     )
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
+    pending = bytearray()  # output of the server not yet ending in a newline
 
     async def reader() -> None:
-        buffer = bytearray()
-        async with read_writer:
-            while True:
-                try:
-                    chunk = await anyio.to_thread.run_sync(
-                        channel.recv, RECV_POLL_S, abandon_on_cancel=True
-                    )
-                except ChannelTimeout:
-                    continue
-                except (ChannelClosed, ChannelError):
-                    return
-                if not isinstance(chunk, bytes):
-                    continue
-                buffer += chunk
-                while (end := buffer.find(b"\n")) >= 0:
-                    line = bytes(buffer[:end])
-                    del buffer[: end + 1]
-                    if len(line) > max_message_bytes:
-                        await read_writer.send(MessageTooLarge(f"{len(line)} bytes"))
-                        return
-                    if not line.strip():
-                        continue
-                    try:
-                        message = types.JSONRPCMessage.model_validate_json(line)
-                    except ValueError as exc:
-                        await read_writer.send(exc)
-                        continue
-                    await read_writer.send(SessionMessage(message))
-                if len(buffer) > max_message_bytes:
-                    await read_writer.send(MessageTooLarge(f"over {max_message_bytes} bytes"))
-                    return
+        # Woken by the event loop when the channel's socket is readable (no thread per
+        # read); frames already buffered by the channel are drained before waiting again.
+        loop = asyncio.get_running_loop()
+        readable = asyncio.Event()
+        loop.add_reader(channel.fileno(), readable.set)
+        try:
+            async with read_writer:
+                while True:
+                    await readable.wait()
+                    readable.clear()
+                    while True:
+                        try:
+                            chunk = channel.recv_nowait()
+                        except ChannelTimeout:
+                            break
+                        except (ChannelClosed, ChannelError):
+                            return
+                        if isinstance(chunk, bytes) and not await _lines(chunk):
+                            return
+        finally:
+            loop.remove_reader(channel.fileno())
+
+    async def _lines(chunk: bytes) -> bool:
+        """Pass on every complete line of `buffer` + `chunk`; False to stop reading."""
+        buffer = pending
+        buffer += chunk
+        while (end := buffer.find(b"\n")) >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            if len(line) > max_message_bytes:
+                await read_writer.send(MessageTooLarge(f"{len(line)} bytes"))
+                return False
+            if not line.strip():
+                continue
+            try:
+                message = types.JSONRPCMessage.model_validate_json(line)
+            except ValueError as exc:
+                await read_writer.send(exc)
+                continue
+            await read_writer.send(SessionMessage(message))
+        if len(buffer) > max_message_bytes:
+            await read_writer.send(MessageTooLarge(f"over {max_message_bytes} bytes"))
+            return False
+        return True
 
     async def writer() -> None:
         async with write_reader:
