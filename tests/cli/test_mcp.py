@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ async def _serve_session(root: Path, config: Path, check: Any) -> None:
         args=["-m", "phloem", "mcp", "serve", "--root", str(root), "--tools", "read,grep",
               "--agents", "greeter", "--config", str(config)],
         cwd=str(ROOT),
+        env=dict(os.environ),  # the SDK's default is minimal (no PYTHONDONTWRITEBYTECODE)
     )  # fmt: skip
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -37,7 +38,9 @@ SERVER = [sys.executable, "-m", "tests.actors.mcp.servers", "stdio"]
 
 
 def _sdk_call_seconds() -> float:
-    params = StdioServerParameters(command=SERVER[0], args=SERVER[1:], cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=SERVER[0], args=SERVER[1:], cwd=str(ROOT), env=dict(os.environ)
+    )
     samples: list[float] = []
 
     async def main() -> None:

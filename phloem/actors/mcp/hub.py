@@ -36,6 +36,7 @@ import structlog
 from mcp import ClientSession, McpError, types
 from mcp.client.streamable_http import streamable_http_client
 
+from phloem.actors.mcp.foreign import foreign_servers
 from phloem.actors.mcp.settings import McpConfig, McpServerConfig
 from phloem.actors.mcp.tools import McpTool, build_tools
 from phloem.actors.mcp.transport import channel_streams
@@ -280,6 +281,11 @@ class McpHub:
     def __init__(self, config: McpConfig) -> None:
         self.config = config
         self.warnings = Warnings()
+        foreign, warnings = foreign_servers(config)
+        for warning in warnings:
+            self.warnings.add(warning)
+        self.servers: dict[str, McpServerConfig] = {**foreign, **config.servers}
+        """Every server this hub may connect: the configured ones and allowed foreign ones."""
         self._find_supervisor: Callable[[], SupervisorRef | None] = lambda: None
         self._own_supervisor: SupervisorRef | None = None
         self._lock = threading.Lock()
@@ -295,7 +301,7 @@ class McpHub:
 
     @property
     def names(self) -> list[str]:
-        return list(self.config.servers)
+        return list(self.servers)
 
     # -- the loop thread ----------------------------------------------------------------
 
@@ -311,7 +317,7 @@ class McpHub:
                 self._thread.start()
                 self._loop = loop
                 self._servers = {
-                    name: McpServer(name, cfg, self) for name, cfg in self.config.servers.items()
+                    name: McpServer(name, cfg, self) for name, cfg in self.servers.items()
                 }
             return self._loop
 
@@ -390,7 +396,7 @@ class McpHub:
             return [
                 {"name": n, "transport": c.transport, "state": "idle", "failures": 0,
                  "restarts": 0, "pid": None, "error": "", "tools": []}
-                for n, c in self.config.servers.items()
+                for n, c in self.servers.items()
             ]  # fmt: skip
         return [srv.info() for srv in self._servers.values()]
 

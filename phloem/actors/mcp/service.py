@@ -1,6 +1,6 @@
 """The `mcp` service: the tree's MCP hub, its stdio servers' supervisor, `mcp list`.
 
-    mcp                 supervisor (one_for_one), only when `[mcp.servers]` names some
+    mcp                 supervisor (one_for_one), when `[mcp]` names servers (or foreign ones)
     ├── servers         supervisor: one temporary process child per running stdio server
     └── service         answers `ListMcpServers`
 
@@ -59,7 +59,7 @@ class McpService(ServiceActor):
 
 def mcp_factory(ctx: ServiceContext) -> ChildSpec | None:
     """The `mcp` subtree (see the module docstring); None without configured servers."""
-    if not ctx.config.mcp.servers:
+    if not ctx.config.mcp.servers and not ctx.config.mcp.allow_foreign:
         return None
     ctx.shared.setdefault(SERVICE_NAME, McpHub(ctx.config.mcp))
     return ChildSpec(

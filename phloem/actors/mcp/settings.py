@@ -10,6 +10,10 @@
     url = "https://mcp.example.com/mcp"
     headers_env = { Authorization = "SEARCH_MCP_AUTH" }   # header name -> env variable
 
+    [mcp]
+    allow_foreign = ["github"]           # exact names from other tools' config files
+    trusted_roots = ["/home/me/project"] # whose .mcp.json, .vscode/mcp.json, .codex/config.toml
+
 Configured servers are the consent: nothing else is connected. A server connects at the
 first need of its tools; `timeout_s` bounds each tool call (and the connect).
 """
@@ -58,6 +62,15 @@ class McpServerConfig(Section, kw_only=True):
 
 
 class McpConfig(Section, kw_only=True):
-    """`[mcp]`: the configured MCP servers by name."""
+    """`[mcp]`: the configured MCP servers by name; foreign servers (declared in other
+    tools' config files under `trusted_roots`) used only when `allow_foreign` names them
+    (see `phloem.actors.mcp.foreign`)."""
 
     servers: dict[ServerName, McpServerConfig] = {}
+    allow_foreign: list[ServerName] = []
+    trusted_roots: list[str] = []
+
+    def __post_init__(self) -> None:
+        for root in self.trusted_roots:
+            if not root.startswith("/"):
+                raise ValueError(f"trusted_roots must be absolute paths, got {root[:80]!r}")

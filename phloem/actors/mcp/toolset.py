@@ -21,7 +21,8 @@ class McpToolset(Toolset):
     """The tools of `servers`, from the hub in `shared` (`ServiceContext.shared`)."""
 
     def __init__(self, shared: dict[str, Any], servers: Sequence[str], config: McpConfig) -> None:
-        unknown = [name for name in servers if name not in config.servers]
+        known = {*config.servers, *config.allow_foreign}
+        unknown = [name for name in servers if name not in known]
         if unknown:
             raise ValueError(f"mcp_servers names unconfigured MCP servers: {', '.join(unknown)}")
         self.name = "mcp:" + ",".join(servers)
