@@ -250,3 +250,46 @@ def test_streamable_http_server_and_a_broken_session_reconnects(tmp_path: Path) 
             assert hub.server("web").restarts >= 1
     finally:
         hub.close()
+
+
+def test_a_configured_llm_agent_uses_its_mcp_servers_end_to_end() -> None:
+    """`[agents.llm.calc] mcp_servers = ["t"]` on a provider served over loopback HTTP."""
+    import json
+
+    from phloem.config import parse_config
+    from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
+
+    with FakeProvider() as fake:
+        fake.add(chat_calls(chat_tool_call("mcp__t__add", '{"a": 40, "b": 2}')), chat_text("42"))
+        config = parse_config(f"""
+[providers.fake]
+protocol = "openai-chat"
+model = "m"
+base_url = "{fake.base_url}"
+chat_token_limit = "max_tokens"
+
+[mcp.servers.t]
+command = {json.dumps(stdio().command)}
+cwd = {json.dumps(str(ROOT))}
+
+[agents.llm.calc]
+provider = "fake"
+instruction = "Use the tools."
+output_key = "answer"
+mcp_servers = ["t"]
+""")
+        tree = Tree.start(config)
+        try:
+            run = tree.run_agent("calc", input="40 + 2?")
+            assert run.ok, run.outcome
+            assert run.state["answer"] == "42"
+            first, second = fake.requests
+            declared = {t["function"]["name"] for t in first.json["tools"]}
+            assert "mcp__t__add" in declared and "read" not in declared
+            tool_message = second.json["messages"][-1]
+            assert (
+                tool_message["role"] == "tool"
+                and json.loads(tool_message["content"])["content"] == "42"
+            )
+        finally:
+            tree.stop()
