@@ -129,7 +129,9 @@ class McpServer:
                 stack.push_async_callback(asyncio.to_thread, self.hub.stop_child, self.name)
                 self.pid = getattr(handle, "pid", None)
                 loop = asyncio.get_running_loop()
-                handle.add_exit_callback(lambda _reason: loop.call_soon_threadsafe(broken.set))
+                handle.add_exit_callback(
+                    lambda _reason: loop.call_soon_threadsafe(self._break, broken)
+                )
                 read, write = await stack.enter_async_context(channel_streams(handle.channel))
             else:
                 client = httpx.AsyncClient(
@@ -152,6 +154,13 @@ class McpServer:
             self._session = session
             await self._set_state("connected")
             await broken.wait()
+
+    def _break(self, broken: asyncio.Event) -> None:
+        """End the connection `broken` belongs to (its task tears it down); from now on
+        callers wait for the reconnect instead of using the dying session."""
+        broken.set()
+        if self._broken is broken and self.state == "connected":
+            self.state = "restarting"
 
     async def _until_broken(self, work: Coroutine[Any, Any, T], broken: asyncio.Event) -> T:
         """`work`, unless the connection breaks or `timeout_s` passes first."""
@@ -206,7 +215,7 @@ class McpServer:
                 )
         except TimeoutError:
             pass
-        if self.state != "connected" or self._session is None:
+        if self.state != "connected" or self._session is None or self._broken.is_set():
             why = f" ({self.last_error})" if self.last_error else ""
             raise ToolFailure("unavailable", f"MCP server {self.name} is {self.state}{why}")
 
@@ -225,7 +234,7 @@ class McpServer:
             raise ToolFailure("tool_error", message) from None
         except TimeoutError:
             self.last_error = f"tool call {tool[:80]} timed out"
-            broken.set()  # its state is unknown: kill it (process group), reconnect
+            self._break(broken)  # its state is unknown: kill it (process group), reconnect
             raise ToolFailure(
                 "timeout", f"MCP tool {tool[:80]} gave no answer within {self.cfg.timeout_s} s"
             ) from None
@@ -247,7 +256,7 @@ class McpServer:
             await asyncio.wait_for(session.send_ping(), min(PING_TIMEOUT_S, self.cfg.timeout_s))
         except Exception:
             self.last_error = "the session stopped answering"
-            broken.set()
+            self._break(broken)
             return False
         return True
 

@@ -158,7 +158,8 @@ def test_a_hanging_call_times_out_and_the_process_group_is_killed() -> None:
         assert result["error"] == "timeout"
         wait_until(lambda: not pids_alive(server_pid), timeout=20, what="hung server killed")
         wait_until(lambda: not pids_alive(bridge), timeout=20, what="bridge killed")
-        wait_until(lambda: hub.server("h").state == "connected", timeout=30, what="reconnect")
+        srv = hub.server("h")
+        wait_until(lambda: srv.restarts == 1 and srv.state == "connected", timeout=30)
         assert tools["mcp__h__add"].run({"a": 1, "b": 1}, ToolContext())["content"] == "2"  # type: ignore[attr-defined]
     finally:
         tree.stop()
