@@ -390,7 +390,11 @@ class McpHub:
             return await asyncio.gather(*(s.ensure() for s in chosen), return_exceptions=True)
 
         wait = max(s.cfg.timeout_s for s in chosen) + 5
-        for outcome in self._run(all_of(), wait):
+        try:
+            outcomes = self._run(all_of(), wait)
+        except ToolFailure as exc:  # the loop itself gave no answer in time
+            outcomes = [exc] * len(chosen)
+        for outcome in outcomes:
             if isinstance(outcome, ToolFailure):
                 self.warnings.add(RunWarning.of("mcp_server_unavailable", outcome.message))
         return chosen

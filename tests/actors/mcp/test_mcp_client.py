@@ -294,3 +294,23 @@ mcp_servers = ["t"]
             )
         finally:
             tree.stop()
+
+
+def test_a_server_that_cannot_start_is_suppressed_and_contributes_no_tools() -> None:
+    hub = McpHub(
+        McpConfig(
+            servers={
+                "gone": McpServerConfig(command=["/nonexistent/mcp-server"], timeout_s=10),
+                "ok": stdio(),
+            }
+        )
+    )
+    try:
+        names = {t.name for t in hub.tools()}
+        assert "mcp__ok__add" in names and not any(n.startswith("mcp__gone") for n in names)
+        gone = hub.server("gone")
+        assert gone.state == "suppressed" and gone.failures == 3
+        codes = [w.code for w in hub.warnings.drain()]
+        assert "mcp_server_suppressed" in codes and "mcp_server_unavailable" in codes
+    finally:
+        hub.close()
