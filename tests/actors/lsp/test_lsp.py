@@ -163,3 +163,19 @@ def test_off_mode_and_rendering() -> None:
     assert len(items) == 20  # deduplicated, sorted, at most 20
     assert text.splitlines()[0] == "x.py:1:1: error: m"
     assert "x.py:3:5: error: bad" in text.splitlines()
+
+
+def test_at_most_max_clients_roots_get_a_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import phloem.actors.lsp.hub as hub_module
+
+    monkeypatch.setattr(hub_module, "MAX_CLIENTS", 1)
+    server = LspServerConfig(command=["no-such-ls-xyz"], patterns=["*.py"], language_id="python")
+    hub = LspHub(LspConfig(servers={"x": server}))
+    try:
+        assert hub.diagnostics(tmp_path / "a", "m.py", "x = 1\n") is None
+        assert hub.diagnostics(tmp_path / "b", "m.py", "x = 1\n") is None
+        assert [key[0] for key in hub._servers] == [str(tmp_path / "a")]  # b got none
+    finally:
+        hub.close()

@@ -78,3 +78,17 @@ def test_unreadable_files_are_skipped_with_a_warning(tmp_path: Path) -> None:
     assert [w.code for w in warnings] == ["mcp_foreign_unreadable"]
     with pytest.raises(ValueError, match="absolute"):
         McpConfig(trusted_roots=["relative/dir"])
+
+
+def test_a_foreign_file_over_the_size_limit_is_skipped(tmp_path: Path) -> None:
+    from phloem.actors.mcp.foreign import MAX_FOREIGN_FILE_BYTES
+
+    root = tmp_path / "r"
+    root.mkdir()
+    entry = '{"mcpServers": {"x": {"command": "true"}}}'
+    (root / ".mcp.json").write_text(entry.ljust(MAX_FOREIGN_FILE_BYTES))  # at the limit
+    found, warnings = foreign_servers(McpConfig(allow_foreign=["x"], trusted_roots=[str(root)]))
+    assert set(found) == {"x"} and warnings == []
+    (root / ".mcp.json").write_text(entry.ljust(MAX_FOREIGN_FILE_BYTES + 1))
+    found, warnings = foreign_servers(McpConfig(allow_foreign=["x"], trusted_roots=[str(root)]))
+    assert found == {} and "larger than" in warnings[0].message
