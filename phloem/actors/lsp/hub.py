@@ -23,12 +23,10 @@ import contextlib
 import fnmatch
 import threading
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from lsprotocol import types as lsp
 
-from phloem.actors.lsp.client import MAX_MESSAGE_BYTES, LspClient, LspFailure
 from phloem.actors.lsp.settings import LspConfig, LspServerConfig
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import RunWarning, Warnings
@@ -36,6 +34,11 @@ from phloem.supervision.spec import ChildSpec, SupervisorSpec
 from phloem.supervision.stdio import stdio_child
 from phloem.supervision.supervisor import Supervisor, SupervisorRef
 from phloem.tools.contract import JSON, Tool, ToolContext, is_failure
+
+if TYPE_CHECKING:  # `lsprotocol` is imported with the first client (it takes ~0.7 s)
+    from lsprotocol import types as lsp
+
+    from phloem.actors.lsp.client import LspClient
 
 log = structlog.get_logger("phloem.lsp")
 
@@ -45,12 +48,10 @@ MAX_CLIENTS = 64
 """Most (root, server) pairs one hub runs at once."""
 STOP_CHILD_S = 1.0
 DECORATED = frozenset({"write", "edit"})
-SEVERITY = {
-    lsp.DiagnosticSeverity.Error: "error",
-    lsp.DiagnosticSeverity.Warning: "warning",
-    lsp.DiagnosticSeverity.Information: "information",
-    lsp.DiagnosticSeverity.Hint: "hint",
-}
+SEVERITY = {1: "error", 2: "warning", 3: "information", 4: "hint"}
+"""LSP's `DiagnosticSeverity` values; a diagnostic without one counts as an error."""
+MAX_TEXT_BYTES = 2 * 1024 * 1024
+"""Largest file sent to a server (its JSON-escaped form must fit one 4 MiB message)."""
 
 
 def render(relative: str, found: list[lsp.Diagnostic]) -> tuple[list[JSON], str]:
@@ -59,7 +60,7 @@ def render(relative: str, found: list[lsp.Diagnostic]) -> tuple[list[JSON], str]
     for diagnostic in found:
         start = diagnostic.range.start
         code = "" if diagnostic.code is None else str(diagnostic.code)
-        severity = SEVERITY.get(diagnostic.severity or lsp.DiagnosticSeverity.Error, "error")
+        severity = SEVERITY.get(int(diagnostic.severity or 1), "error")
         rows.add(
             (
                 start.line + 1,
@@ -154,6 +155,8 @@ class LspHub:
             if found is None:
                 if len(self._servers) >= MAX_CLIENTS:
                     return None
+                from phloem.actors.lsp.client import LspClient
+
                 client = LspClient(server_id, cfg, root, self._start_child, self._stop_child)
                 found = self._servers[key] = _Server(client)
             return found
@@ -161,7 +164,7 @@ class LspHub:
     def diagnostics(self, root: Path, relative: str, text: str) -> list[lsp.Diagnostic] | None:
         """Diagnostics of `text` as the content of `relative` under `root`, or None (no
         server, disabled, failed, or nothing within the settle time)."""
-        if self.config.mode == "off" or len(text.encode()) > MAX_MESSAGE_BYTES // 2:
+        if self.config.mode == "off" or len(text.encode()) > MAX_TEXT_BYTES:
             return None
         match = self.server_for(relative)
         if match is None:
@@ -177,6 +180,8 @@ class LspHub:
                 self._failed(record, "the server exited")
                 if record.disabled:
                     return None
+            from phloem.actors.lsp.client import LspFailure
+
             try:
                 if not record.client.alive:
                     record.client.start()

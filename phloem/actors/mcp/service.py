@@ -15,7 +15,6 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.mcp.hub import McpHub, hub_of
 from phloem.actors.mcp.protocol import McpRequest, McpServerInfo, McpServerList
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -35,10 +34,12 @@ class McpService(ServiceActor):
 
     def __init__(self, ctx: ServiceContext) -> None:
         super().__init__(ctx)
+        from phloem.actors.mcp.hub import hub_of
+
         hub = hub_of(ctx.shared)
         if hub is None:
             raise PhloemError(ErrorKind.START_FAILED, "the MCP hub is missing")
-        self.hub: McpHub = hub
+        self.hub = hub
         hub.attach(self._servers_supervisor)
 
     def _servers_supervisor(self) -> SupervisorRef | None:
@@ -61,6 +62,8 @@ def mcp_factory(ctx: ServiceContext) -> ChildSpec | None:
     """The `mcp` subtree (see the module docstring); None without configured servers."""
     if not ctx.config.mcp.servers and not ctx.config.mcp.allow_foreign:
         return None
+    from phloem.actors.mcp.hub import McpHub  # the SDK loads only when MCP is configured
+
     ctx.shared.setdefault(SERVICE_NAME, McpHub(ctx.config.mcp))
     return ChildSpec(
         SERVICE_NAME,

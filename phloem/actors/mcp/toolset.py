@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from phloem.actors.mcp.hub import hub_of
 from phloem.actors.mcp.settings import McpConfig
 from phloem.tools.contract import Tool
 from phloem.tools.toolset import Toolset
@@ -30,5 +29,7 @@ class McpToolset(Toolset):
         self._shared = shared
 
     def tools(self) -> list[Tool]:
+        from phloem.actors.mcp.hub import hub_of  # the SDK loads at the first need
+
         hub = hub_of(self._shared)
         return list(hub.tools(self.servers)) if hub is not None else []
