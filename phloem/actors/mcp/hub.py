@@ -97,6 +97,8 @@ class McpServer:
             try:
                 await self._serve_once()
             except Exception as exc:
+                while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # the cause
+                    exc = exc.exceptions[0]  # type: ignore[assignment]
                 self.last_error = redact(f"{type(exc).__name__}: {exc}")[:500]
                 log.warning("mcp_server_failed", server=self.name, error=self.last_error)
             self._session = None
@@ -144,16 +146,22 @@ class McpServer:
                     streamable_http_client(self.cfg.url, http_client=client)
                 )
             session = await stack.enter_async_context(
-                ClientSession(read, write, timedelta(seconds=self.cfg.timeout_s))
+                ClientSession(read, write, timedelta(seconds=self._longest_wait))
             )
-            await self._until_broken(session.initialize(), broken)
-            listed = await self._until_broken(self._list_tools(session), broken)
+            connect = self.cfg.connect_timeout_s
+            await self._until_broken(session.initialize(), broken, connect)
+            listed = await self._until_broken(self._list_tools(session), broken, connect)
             self.tools, warnings = build_tools(self.name, listed, self.hub.call_sync)
             for warning in warnings:
                 self.hub.warnings.add(warning)
             self._session = session
             await self._set_state("connected")
             await broken.wait()
+
+    @property
+    def _longest_wait(self) -> float:
+        """The session's own read timeout: past every bound of ours (those come first)."""
+        return max(self.cfg.timeout_s, self.cfg.connect_timeout_s) + 1
 
     def _break(self, broken: asyncio.Event) -> None:
         """End the connection `broken` belongs to (its task tears it down); from now on
@@ -162,14 +170,14 @@ class McpServer:
         if self._broken is broken and self.state == "connected":
             self.state = "restarting"
 
-    async def _until_broken(self, work: Coroutine[Any, Any, T], broken: asyncio.Event) -> T:
-        """`work`, unless the connection breaks or `timeout_s` passes first."""
+    async def _until_broken(
+        self, work: Coroutine[Any, Any, T], broken: asyncio.Event, timeout: float
+    ) -> T:
+        """`work`, unless the connection breaks or `timeout` passes first."""
         task = asyncio.ensure_future(work)
         waiter = asyncio.ensure_future(broken.wait())
         try:
-            await asyncio.wait(
-                {task, waiter}, timeout=self.cfg.timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
         if task.done():
@@ -177,7 +185,7 @@ class McpServer:
         task.cancel()
         if broken.is_set():
             raise ConnectionError(f"MCP server {self.name} stopped")
-        raise TimeoutError(f"no answer from MCP server {self.name} within {self.cfg.timeout_s} s")
+        raise TimeoutError(f"no answer from MCP server {self.name} within {timeout} s")
 
     async def _list_tools(self, session: ClientSession) -> list[types.Tool]:
         tools: list[types.Tool] = []
@@ -203,7 +211,7 @@ class McpServer:
     # -- what callers use (on the loop) ------------------------------------------------
 
     async def ensure(self) -> None:
-        """Connect if needed and wait (at most `timeout_s`) until connected; `ToolFailure`
+        """Connect if needed and wait (at most `connect_timeout_s`) until connected; `ToolFailure`
         `unavailable` when suppressed, closed or not connected in time."""
         if self._task is None and not self._closing:
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -211,7 +219,8 @@ class McpServer:
         try:
             async with self._changed:
                 await asyncio.wait_for(
-                    self._changed.wait_for(lambda: self.state in ended), self.cfg.timeout_s
+                    self._changed.wait_for(lambda: self.state in ended),
+                    self.cfg.connect_timeout_s,
                 )
         except TimeoutError:
             pass
@@ -225,7 +234,9 @@ class McpServer:
         session, broken = self._session, self._broken
         assert session is not None
         try:
-            result = await self._until_broken(session.call_tool(tool, args), broken)
+            result = await self._until_broken(
+                session.call_tool(tool, args), broken, self.cfg.timeout_s
+            )
         except McpError as exc:
             # a protocol error: the tool's fault, or a session that ended under the call
             message = redact(exc.error.message)[:4096]
@@ -377,7 +388,8 @@ class McpHub:
     def call_sync(self, server: str, tool: str, args: JSON) -> types.CallToolResult:
         """Call `tool` of `server` from any thread (the `McpTool` path)."""
         srv = self.server(server)
-        return self._run(srv.call(tool, args), 2 * srv.cfg.timeout_s + 5)
+        wait = srv.cfg.connect_timeout_s + srv.cfg.timeout_s + PING_TIMEOUT_S + 5
+        return self._run(srv.call(tool, args), wait)
 
     def connect(self, names: Sequence[str] | None = None) -> list[McpServer]:
         """Connect the named servers (all when None) at once; failures stay in each
@@ -389,7 +401,7 @@ class McpHub:
         async def all_of() -> list[BaseException | None]:
             return await asyncio.gather(*(s.ensure() for s in chosen), return_exceptions=True)
 
-        wait = max(s.cfg.timeout_s for s in chosen) + 5
+        wait = max(s.cfg.connect_timeout_s for s in chosen) + 5
         try:
             outcomes = self._run(all_of(), wait)
         except ToolFailure as exc:  # the loop itself gave no answer in time

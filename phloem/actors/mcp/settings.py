@@ -4,7 +4,8 @@
     command = ["python", "-m", "my_mcp_server"]
     env = { LOG_LEVEL = "warning" }
     cwd = "/srv/work"
-    timeout_s = 30
+    timeout_s = 30                       # per tool call
+    connect_timeout_s = 30               # start, initialize and list tools
 
     [mcp.servers.search]                 # a streamable-HTTP server
     url = "https://mcp.example.com/mcp"
@@ -15,7 +16,8 @@
     trusted_roots = ["/home/me/project"] # whose .mcp.json, .vscode/mcp.json, .codex/config.toml
 
 Configured servers are the consent: nothing else is connected. A server connects at the
-first need of its tools; `timeout_s` bounds each tool call (and the connect).
+first need of its tools; `connect_timeout_s` bounds connecting (start, `initialize`,
+`tools/list`), `timeout_s` each tool call.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ ServerName = Annotated[str, msgspec.Meta(pattern=SERVER_NAME)]
 
 DEFAULT_TIMEOUT_S = 30.0
 TIMEOUT_RANGE = (0.1, 3_600.0)
-"""Accepted `timeout_s` of a server (seconds, inclusive)."""
+"""Accepted `timeout_s` and `connect_timeout_s` of a server (seconds, inclusive)."""
 MAX_ARGV = 256
 
 
@@ -45,6 +47,9 @@ class McpServerConfig(Section, kw_only=True):
     url: str = ""
     headers_env: dict[str, str] = {}
     timeout_s: Annotated[float, msgspec.Meta(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1])] = (
+        DEFAULT_TIMEOUT_S
+    )
+    connect_timeout_s: Annotated[float, msgspec.Meta(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1])] = (
         DEFAULT_TIMEOUT_S
     )
 

@@ -35,7 +35,12 @@ SERVER = [sys.executable, "-m", "tests.actors.mcp.servers"]
 
 
 def stdio(*extra: str, timeout_s: float = 10.0) -> McpServerConfig:
-    return McpServerConfig(command=[*SERVER, "stdio", *extra], cwd=str(ROOT), timeout_s=timeout_s)
+    return McpServerConfig(
+        command=[*SERVER, "stdio", *extra],
+        cwd=str(ROOT),
+        timeout_s=timeout_s,
+        connect_timeout_s=60.0,  # generous: a loaded machine starts Python slowly
+    )
 
 
 def tree_with(**servers: McpServerConfig) -> Tree:
