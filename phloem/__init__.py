@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     )
     from phloem.actors.eval.options import EvalOptions as EvalOptions
     from phloem.actors.live.protocol import LiveEvent as LiveEvent
+    from phloem.actors.lsp.hub import LspHub as LspHub
+    from phloem.actors.mcp.hub import McpHub as McpHub
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
     from phloem.supervision.credit import CreditWindow as CreditWindow
+    from phloem.tools.toolset import Toolset as Toolset
     from phloem.tree import Tree as Tree
 
 _EXPORTS: dict[str, str] = {
@@ -109,6 +112,8 @@ _EXPORTS: dict[str, str] = {
     "LiveEvent": "phloem.actors.live.protocol",
     "LlmAgent": "phloem.actors.agents",
     "LoopPlanner": "phloem.actors.agents",
+    "LspHub": "phloem.actors.lsp.hub",
+    "McpHub": "phloem.actors.mcp.hub",
     "Model": "phloem.protocols.model",
     "ModelError": "phloem.protocols.model",
     "ModelRequest": "phloem.protocols.content",
@@ -134,6 +139,7 @@ _EXPORTS: dict[str, str] = {
     "Session": "phloem.actors.agents",
     "SupervisorPlanner": "phloem.actors.agents",
     "ThinkingConfig": "phloem.protocols.content",
+    "Toolset": "phloem.tools.toolset",
     "Tree": "phloem.tree",
 }
 

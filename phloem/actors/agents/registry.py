@@ -30,6 +30,7 @@ from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model
 from phloem.supervision.spec import Limits
+from phloem.tools.toolset import Toolset
 
 MAX_AGENTS = 10_000
 
@@ -108,10 +109,14 @@ def _load(load: Callable[[str], Any], path: str, where: str) -> Any:
 
 
 def build_registry(
-    cfg: Any, load: Callable[[str], Any], models: Callable[[str], Model] = _no_models
+    cfg: Any,
+    load: Callable[[str], Any],
+    models: Callable[[str], Model] = _no_models,
+    mcp_toolset: Callable[[list[str]], Toolset] | None = None,
 ) -> AgentRegistry:
     """Agents from an `[agents]` config section; `load` resolves `module:attribute`,
-    `models` a provider name to its model. A component that cannot be loaded is an error
+    `models` a provider name to its model, `mcp_toolset` MCP server names to the
+    toolset an LlmAgent's `mcp_servers` gives it. A component that cannot be loaded is an error
     naming its key path (`agents.functions.NAME.fn: cannot load agent 'mod:fn': ...`)."""
     registry = AgentRegistry()
     for name, fc in cfg.functions.items():
@@ -137,6 +142,11 @@ def build_registry(
             raise _invalid(f"{where}: {_why(exc)}") from None
     for name, lc in cfg.llm.items():
         try:
+            toolsets = []
+            if lc.mcp_servers:
+                if mcp_toolset is None:
+                    raise ValueError("mcp_servers needs configured [mcp.servers]")
+                toolsets.append(mcp_toolset(list(lc.mcp_servers)))
             registry.add(
                 LlmAgent(
                     name,
@@ -145,6 +155,7 @@ def build_registry(
                     lc.instruction,
                     output_key=lc.output_key,
                     max_tool_rounds=lc.max_tool_rounds,
+                    toolsets=toolsets,
                 )
             )
         except (TypeError, ValueError) as exc:

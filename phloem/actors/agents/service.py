@@ -246,8 +246,13 @@ class AgentService(ServiceActor):
         from phloem.settings import load_component
 
         self.providers = ProviderRegistry(ctx.config.providers)
+        from phloem.actors.mcp.toolset import McpToolset
+
         self.registry: AgentRegistry = build_registry(
-            cfg, lambda path: load_component(path, what="agent"), self.providers.get
+            cfg,
+            lambda path: load_component(path, what="agent"),
+            self.providers.get,
+            lambda names: McpToolset(ctx.shared, names, ctx.config.mcp),
         )
         self.max_runs: int = cfg.max_concurrent_runs
         self.invocation_timeout_s: float = cfg.invocation_timeout_s

@@ -57,6 +57,7 @@ class LlmAgentConfig(Section, kw_only=True):
     instruction: str = ""
     output_key: Key | None = None
     max_tool_rounds: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    mcp_servers: list[AgentName] = []  # `[mcp.servers.NAME]` entries whose tools it gets
 
 
 class PlannerAgentConfig(Section, kw_only=True):
