@@ -57,6 +57,8 @@ if TYPE_CHECKING:
         ToolPolicyInterceptor as ToolPolicyInterceptor,
     )
     from phloem.actors.live.protocol import LiveEvent as LiveEvent
+    from phloem.actors.lsp.hub import LspHub as LspHub
+    from phloem.actors.mcp.hub import McpHub as McpHub
     from phloem.actors.sessions.durable import DurableSessionService as DurableSessionService
     from phloem.actors.sessions.harness import AskResult as AskResult
     from phloem.client import AsyncClient as AsyncClient, Client as Client
@@ -87,6 +89,7 @@ if TYPE_CHECKING:
     from phloem.protocols.result import PlanningResult as PlanningResult
     from phloem.protocols.warnings import RunWarning as RunWarning
     from phloem.supervision.credit import CreditWindow as CreditWindow
+    from phloem.tools.toolset import Toolset as Toolset
     from phloem.tree import Tree as Tree
 
 _EXPORTS: dict[str, str] = {
@@ -126,6 +129,8 @@ _EXPORTS: dict[str, str] = {
     "LiveEvent": "phloem.actors.live.protocol",
     "LlmAgent": "phloem.actors.agents",
     "LoopPlanner": "phloem.actors.agents",
+    "LspHub": "phloem.actors.lsp.hub",
+    "McpHub": "phloem.actors.mcp.hub",
     "Model": "phloem.protocols.model",
     "ModelError": "phloem.protocols.model",
     "ModelRequest": "phloem.protocols.content",
@@ -156,6 +161,7 @@ _EXPORTS: dict[str, str] = {
     "ThinkingConfig": "phloem.protocols.content",
     "ToolPolicy": "phloem.actors.instructions",
     "ToolPolicyInterceptor": "phloem.actors.instructions",
+    "Toolset": "phloem.tools.toolset",
     "Tree": "phloem.tree",
 }
 

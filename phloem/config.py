@@ -35,6 +35,8 @@ from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.eval.settings import EvalConfig
 from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.live.settings import LiveConfig
+from phloem.actors.lsp.settings import LspConfig
+from phloem.actors.mcp.settings import McpConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.actors.sessions.settings import SessionsConfig
 from phloem.models.providers import ProviderConfig
@@ -166,6 +168,10 @@ class Config(Section):
     live: LiveConfig = section(LiveConfig)
     # Evaluation (`[eval]`, see phloem.actors.eval.settings).
     eval: EvalConfig = section(EvalConfig)
+    # MCP tool servers (`[mcp.servers.NAME]`, see phloem.actors.mcp.settings).
+    mcp: McpConfig = section(McpConfig)
+    # Language servers for write/edit diagnostics (`[lsp]`, see phloem.actors.lsp.settings).
+    lsp: LspConfig = section(LspConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

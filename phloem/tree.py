@@ -57,6 +57,8 @@ from phloem.supervision.supervisor import Supervisor, SupervisorRef
 
 if TYPE_CHECKING:
     from phloem.client.sync import Client
+    from phloem.tools.contract import Tool
+    from phloem.tools.registry import ToolRegistry
 
 log = structlog.get_logger("phloem.tree")
 
@@ -160,6 +162,7 @@ class Tree(AgentTreeMethods):
         self._resolved: dict[str, ActorHandle] = {}
         self.connections: Callable[[], int] = lambda: 0
         self.socket_path: str | None = None
+        self.shared: dict[str, Any] = {}  # what the services share (ServiceContext.shared)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -174,8 +177,9 @@ class Tree(AgentTreeMethods):
         interceptors = InterceptorRegistry()
         specs = []
         names = []
+        shared: dict[str, Any] = {}
         for service in _configured_services(cfg):
-            ctx = ServiceContext(service.name, cfg, refs, streams, interceptors)
+            ctx = ServiceContext(service.name, cfg, refs, streams, interceptors, shared)
             spec = service.factory(ctx)
             if spec is None:
                 continue
@@ -194,6 +198,7 @@ class Tree(AgentTreeMethods):
         except ChildStartError as exc:
             raise PhloemError(ErrorKind.START_FAILED, redact(str(exc))) from exc
         tree = cls(cfg, root, refs, streams, names, interceptors)
+        tree.shared = shared
         root.add_exit_callback(tree._on_root_exit)
         log.info("tree_started", services=names)
         return tree
@@ -238,6 +243,24 @@ class Tree(AgentTreeMethods):
         from phloem.client.sync import Client
 
         return Client(LocalTransport(self, Owner.client(label or "tree.client")))
+
+    def tool_registry(self) -> ToolRegistry:
+        """The tree's tools: the coding tools (with the `[tools]` limits; `write` and
+        `edit` report language-server diagnostics when `[lsp]` has servers), then the
+        tools of every configured MCP server — connecting them, as this is a tool need
+        (a server that cannot be reached adds none; `phloem mcp list` says why)."""
+        from phloem.actors.lsp.hub import lsp_hub_of
+        from phloem.actors.mcp.hub import hub_of
+        from phloem.tools.registry import ToolRegistry, coding_tools
+
+        tools: list[Tool] = list(coding_tools(self.config.tools))
+        lsp = lsp_hub_of(self.shared)
+        if lsp is not None:
+            tools = [lsp.decorate(tool) for tool in tools]
+        mcp = hub_of(self.shared)
+        if mcp is not None:
+            tools.extend(mcp.tools())
+        return ToolRegistry(tools)
 
     def owner_down(self, owner: Owner) -> None:
         """Cancel everything `owner` held: its refs and its topics."""

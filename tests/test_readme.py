@@ -179,3 +179,32 @@ def test_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
     assert "4/4" in out and "True []" in out
     assert "# Evaluation report" in out
     assert re.search(r"^s-[0-9a-f]{16}$", out, re.M)
+
+
+@pytest.mark.timeout(120)
+def test_mcp(capfd: pytest.CaptureFixture[str]) -> None:
+    # capfd: the SDK's stdio client hands sys.stderr (a real file here) to its child
+    client_side, serve_side = readme_python_blocks("MCP")
+    run_readme_block(client_side, "mcp")
+    printed = capfd.readouterr().out
+    assert "42\n" in printed
+    assert "calc stdio connected ['mcp__calc__add']" in printed
+    run_readme_block(serve_side, "mcp-serve")
+    printed = capfd.readouterr().out
+    assert "['find', 'grep', 'ls', 'read']" in printed and "notes.txt" in printed
+
+
+@pytest.mark.timeout(60)
+def test_language_servers(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import sys
+    from pathlib import Path
+
+    # `ruff` is a dev dependency: on PATH as it would be for a user
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    (block,) = readme_python_blocks("Language servers")
+    run_readme_block(block, "language-servers")
+    printed = capsys.readouterr().out
+    assert "app.py:1:8: warning F401 (Ruff): `os` imported but unused" in printed

@@ -64,6 +64,8 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.sessions.service",
     "phloem.actors.live.service",
     "phloem.actors.eval.service",
+    "phloem.actors.mcp.service",
+    "phloem.actors.lsp.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64
@@ -149,6 +151,9 @@ class ServiceContext:
     # The tree's interceptors (phloem.models.interceptors): features that watch or change
     # agent, model and tool calls add theirs; runs snapshot the chain when they start.
     interceptors: InterceptorRegistry = field(default_factory=InterceptorRegistry)
+    shared: dict[str, Any] = field(default_factory=dict)
+    """One dict per tree, the same for every service: objects a feature's services share
+    with each other and with the tree (e.g. `mcp`: the MCP hub; `lsp`: the LSP hub)."""
 
 
 class ServiceActor(Actor):

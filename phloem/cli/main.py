@@ -39,6 +39,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.tools",
     "phloem.cli.instructions",
     "phloem.cli.live",
+    "phloem.cli.mcp",
 ]
 
 

@@ -35,6 +35,7 @@ from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, _encode, decode_as
 from phloem.client.eval import AsyncEvalMethods
 from phloem.client.live import AsyncLiveMethods
+from phloem.client.mcp import AsyncMcpMethods
 from phloem.client.planning import AsyncPlanningMethods
 from phloem.client.sessions import AsyncSessionMethods
 from phloem.client.socket import (
@@ -95,6 +96,7 @@ class AsyncClient(
     AsyncAgentMethods,
     AsyncEvalMethods,
     AsyncLiveMethods,
+    AsyncMcpMethods,
     AsyncPlanningMethods,
     AsyncSessionMethods,
     AsyncClientBase,

@@ -19,6 +19,7 @@ from phloem.client.agents import AgentClientMethods
 from phloem.client.base import ClientBase
 from phloem.client.eval import EvalClientMethods
 from phloem.client.live import LiveMethods
+from phloem.client.mcp import McpClientMethods
 from phloem.client.planning import PlanningMethods
 from phloem.client.sessions import SessionClientMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
@@ -28,6 +29,7 @@ class Client(
     AgentClientMethods,
     EvalClientMethods,
     LiveMethods,
+    McpClientMethods,
     PlanningMethods,
     SessionClientMethods,
     ClientBase,

@@ -10,6 +10,10 @@ resynchronised after that, so the decoder stays broken and raises the error agai
 `FrameTooLarge` each time: the one kept never carries a traceback, whose frames would
 hold the decoder's owner in a reference cycle only the cyclic GC can free).
 
+One other header style exists, for peers that define their own: language servers speak
+`Content-Length: N` header blocks (`content_length_frame`, `ContentLengthDecoder`, at
+the end of this module) — the second codec, with the same limits and failure contract.
+
 Cheap to import on purpose (the fork server and every process child load it): the
 standard library's `struct` and `phloem.protocols.errors` only.
 """
@@ -173,3 +177,86 @@ class FrameDecoder:
         """`append(data)`, then `frames()`."""
         self.append(data)
         return self.frames()
+
+
+# --- the second codec: Content-Length headers (LSP's base protocol) ---------------------
+
+MAX_HEADER_BYTES = 8 * 1024
+"""Longest header block (up to the blank line) a Content-Length stream may send."""
+_CRLF2 = b"\r\n\r\n"
+
+
+class BadHeader(PhloemError):
+    """A Content-Length header block that cannot be read; the stream cannot go on."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("bad_frame", message)
+
+
+def content_length_frame(body: bytes, max_frame_bytes: int = MAX_FRAME_BYTES_LIMIT) -> bytes:
+    """`Content-Length: N\\r\\n\\r\\n` + `body`, the framing of the Language Server
+    Protocol's base protocol; `FrameTooLarge` over `max_frame_bytes`."""
+    if len(body) > max_frame_bytes:
+        raise FrameTooLarge(len(body), max_frame_bytes)
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+class ContentLengthDecoder:
+    """Splits a Content-Length framed byte stream into bodies, incrementally.
+
+    The same contract as `FrameDecoder` for the other header style (language servers
+    speak it): each message is header lines (`Name: value`, CRLF-ended; `Content-Length`
+    required, others such as `Content-Type` ignored), a blank line, then the body. A body
+    over `max_frame_bytes` raises `FrameTooLarge`, a header block over
+    `MAX_HEADER_BYTES` or without a valid length `BadHeader` — before buffering the body,
+    and again on every later call (the stream cannot be resynchronised). Not thread-safe.
+    """
+
+    __slots__ = ("_buf", "_error", "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = check_range(
+            "max_frame_bytes", max_frame_bytes, 0, MAX_FRAME_BYTES_LIMIT
+        )
+        self._buf = bytearray()
+        self._error: PhloemError | None = None
+
+    def _fail(self, error: PhloemError) -> None:
+        self._error = error
+        self._buf = bytearray()
+        raise error
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        """Add received bytes; every body now complete, in order."""
+        if self._error is not None:
+            raise self._error
+        self._buf += data
+        out: list[bytes] = []
+        while True:
+            end = self._buf.find(_CRLF2)
+            if end < 0:
+                if len(self._buf) > MAX_HEADER_BYTES:
+                    self._fail(BadHeader(f"no end of header within {MAX_HEADER_BYTES} bytes"))
+                return out
+            if end > MAX_HEADER_BYTES:
+                self._fail(BadHeader(f"header block over {MAX_HEADER_BYTES} bytes"))
+            size = None
+            for line in bytes(self._buf[:end]).split(b"\r\n"):
+                name, sep, value = line.partition(b":")
+                if not sep:
+                    self._fail(BadHeader(f"malformed header line {line[:80]!r}"))
+                if name.strip().lower() == b"content-length":
+                    text = value.strip()
+                    if not text.isdigit() or len(text) > 12:
+                        self._fail(BadHeader(f"bad Content-Length {text[:20]!r}"))
+                    size = int(text)
+            if size is None:
+                self._fail(BadHeader("a message without Content-Length"))
+            assert size is not None
+            if size > self.max_frame_bytes:
+                self._fail(FrameTooLarge(size, self.max_frame_bytes))
+            start = end + len(_CRLF2)
+            if len(self._buf) < start + size:
+                return out
+            out.append(bytes(self._buf[start : start + size]))
+            del self._buf[: start + size]

@@ -35,6 +35,13 @@ ERROR_CODES = frozenset(
         "not_confirmed",
         "unknown_skill",
         "ambiguous_skill",
+        # MCP tools (phloem.actors.mcp): the server's own error result or protocol error,
+        # no answer within timeout_s, a server that is suppressed or cannot be reached,
+        # and one that stopped during the call
+        "tool_error",
+        "timeout",
+        "unavailable",
+        "server_failed",
     }
 )
 """Every `error` code a failure value can carry: the built-in tools' codes, `unknown_tool`

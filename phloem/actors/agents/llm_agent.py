@@ -17,7 +17,8 @@ Arguments are validated alike, and every answer is the tool's result or a failur
 `{"error": code, "message": ...}`: `arguments`, the tool's own codes, `unknown_tool`,
 `too_large` (over `MAX_TOOL_RESULT_BYTES`) or `exception` (the tool raised; the message
 is redacted). The `exit_loop` tool lets the model end an enclosing `LoopPlanner`: its
-answer event escalates.
+answer event escalates. `toolsets` (e.g. configured MCP servers) add tools known only at
+run time: they are asked at the start of each run, after the agent's own tools.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from phloem.limits import check_range
 from phloem.models.cancel import cancel_scope
 from phloem.models.interceptors import CallInfo, ToolCall
 from phloem.models.request_planners import RequestPlanner
-from phloem.protocols.content import Content, FunctionCall, ModelRequest, ModelResponse, Part
+from phloem.protocols.content import (
+    Content,
+    FunctionCall,
+    FunctionDeclaration,
+    ModelRequest,
+    ModelResponse,
+    Part,
+)
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.model import Model
@@ -42,6 +50,7 @@ from phloem.protocols.secrets import redact
 from phloem.tools.contract import JSON, Tool, ToolContext, as_tool, object_schema, unknown_tool
 from phloem.tools.errors import ToolFailure
 from phloem.tools.registry import ToolRegistry
+from phloem.tools.toolset import Toolset
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 MAX_TOOL_ROUNDS_RANGE = (1, 100)
@@ -78,6 +87,7 @@ class LlmAgent(Agent):
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         planner: RequestPlanner | None = None,
         tool_context: ToolContext | None = None,
+        toolsets: Sequence[Toolset] = (),
     ) -> None:
         super().__init__(name, description)
         if not callable(getattr(model, "generate", None)):
@@ -92,6 +102,7 @@ class LlmAgent(Agent):
         self.tool_context = tool_context if tool_context is not None else ToolContext()
         self._registry = ToolRegistry(self.tools)
         self._declarations = self._registry.declarations()
+        self.toolsets = tuple(toolsets)
         self.output_key = output_key
         self.max_tool_rounds = max_tool_rounds
         if planner is not None and not isinstance(planner, RequestPlanner):
@@ -129,7 +140,7 @@ class LlmAgent(Agent):
             yield self.error_event(ctx, exc.kind, f"{self.name}: {exc.message}")
             return
         contents = self.history(ctx)
-        declarations = self._declarations
+        registry, declarations = self._tools_now()
         info = call_info(self, ctx)
         model_info = info.derive("model", type(self.model).__name__)
         for _ in range(self.max_tool_rounds + 1):
@@ -165,9 +176,10 @@ class LlmAgent(Agent):
             yield Event(author=self.name, invocation_id=ctx.invocation_id, content=reply)
             contents.append(reply)
             answers = Content(
-                role="user", parts=tuple(self._call(c, ctx, info, tool_context) for c in calls)
+                role="user",
+                parts=tuple(self._call(c, ctx, info, registry, tool_context) for c in calls),
             )
-            escalate = any(isinstance(self._registry.get(c.name), ExitLoopTool) for c in calls)
+            escalate = any(isinstance(registry.get(c.name), ExitLoopTool) for c in calls)
             yield Event(
                 author=self.name,
                 invocation_id=ctx.invocation_id,
@@ -181,14 +193,34 @@ class LlmAgent(Agent):
             f"{self.name}: still calling tools after max_tool_rounds ({self.max_tool_rounds})",
         )
 
+    def _tools_now(self) -> tuple[ToolRegistry, tuple[FunctionDeclaration, ...]]:
+        """The agent's tools plus its toolsets' tools of this moment (a name already
+        taken keeps its first tool)."""
+        if not self.toolsets:
+            return self._registry, self._declarations
+        tools = list(self.tools)
+        seen = {tool.name for tool in tools}
+        for toolset in self.toolsets:
+            for tool in toolset.tools():
+                if tool.name not in seen:
+                    seen.add(tool.name)
+                    tools.append(tool)
+        registry = ToolRegistry(tools)
+        return registry, registry.declarations()
+
     def _call(
-        self, call: FunctionCall, ctx: InvocationContext, info: CallInfo, tool_context: ToolContext
+        self,
+        call: FunctionCall,
+        ctx: InvocationContext,
+        info: CallInfo,
+        registry: ToolRegistry,
+        tool_context: ToolContext,
     ) -> Part:
         """One tool call through the run's interceptors; always a function response."""
         request = ToolCall(call.name, call.args, call.id)
 
         def run(request: ToolCall) -> JSON:
-            return self._run(request, tool_context)
+            return self._run(request, registry, tool_context)
 
         if ctx.interceptors:
             response = ctx.interceptors.tool(info.derive("tool", call.name), request, run)
@@ -196,9 +228,9 @@ class LlmAgent(Agent):
             response = run(request)
         return Part.from_function_response(call.name, response, id=call.id)
 
-    def _run(self, call: ToolCall, tool_context: ToolContext) -> JSON:
+    def _run(self, call: ToolCall, registry: ToolRegistry, tool_context: ToolContext) -> JSON:
         """The tool itself: its result or the tool contract's failure value."""
-        tool = self._registry.get(call.name)
+        tool = registry.get(call.name)
         if tool is None:
             return unknown_tool(call.name)
         try:

@@ -33,6 +33,7 @@ from phloem.protocols.model import Model, ModelError, StreamingModel
 from phloem.supervision.spec import Limits
 from phloem.tools.contract import Tool, ToolContext
 from phloem.tools.registry import coding_tools
+from phloem.tools.toolset import Toolset
 from phloem.tools.workspace import Workspace
 
 MAX_AGENTS = 10_000
@@ -145,9 +146,11 @@ def build_registry(
     load: Callable[[str], Any],
     models: Callable[[str], Model] = _no_models,
     instructions: Any = None,
+    mcp_toolset: Callable[[list[str]], Toolset] | None = None,
 ) -> AgentRegistry:
     """Agents from an `[agents]` config section; `load` resolves `module:attribute`,
-    `models` a provider name to its model. A component that cannot be loaded is an error
+    `models` a provider name to its model, `mcp_toolset` MCP server names to the
+    toolset an LlmAgent's `mcp_servers` gives it. A component that cannot be loaded is an error
     naming its key path (`agents.functions.NAME.fn: cannot load agent 'mod:fn': ...`).
     `instructions` is the `[instructions]` section (skill roots) for LLM agents' skills."""
     registry = AgentRegistry()
@@ -175,6 +178,11 @@ def build_registry(
     for name, lc in cfg.llm.items():
         try:
             tools, tool_context = llm_tools(lc, instructions)
+            toolsets = []
+            if lc.mcp_servers:
+                if mcp_toolset is None:
+                    raise ValueError("mcp_servers needs configured [mcp.servers]")
+                toolsets.append(mcp_toolset(list(lc.mcp_servers)))
             registry.add(
                 LlmAgent(
                     name,
@@ -185,6 +193,7 @@ def build_registry(
                     output_key=lc.output_key,
                     max_tool_rounds=lc.max_tool_rounds,
                     tool_context=tool_context,
+                    toolsets=toolsets,
                 )
             )
         except (TypeError, ValueError) as exc:

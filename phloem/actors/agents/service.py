@@ -295,11 +295,14 @@ class AgentService(ServiceActor):
 
         self.providers = ProviderRegistry(ctx.config.providers)
         self.instructions: InstructionsConfig = ctx.config.instructions
+        from phloem.actors.mcp.toolset import McpToolset
+
         self.registry: AgentRegistry = build_registry(
             cfg,
             lambda path: load_component(path, what="agent"),
             self.providers.get,
             self.instructions,
+            lambda names: McpToolset(ctx.shared, names, ctx.config.mcp),
         )
         self.llm_config: dict[str, Any] = dict(cfg.llm)
         self.max_runs: int = cfg.max_concurrent_runs

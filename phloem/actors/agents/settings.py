@@ -73,6 +73,7 @@ class LlmAgentConfig(Section, kw_only=True):
     tools_deny: list[ToolName] = []
     confirmation: bool = False
     confirmation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=3_600)] = 60.0
+    mcp_servers: list[AgentName] = []  # `[mcp.servers.NAME]` entries whose tools it gets
 
 
 class PlannerAgentConfig(Section, kw_only=True):

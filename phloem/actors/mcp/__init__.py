@@ -1,0 +1,8 @@
+"""MCP: configured tool servers as phloem tools, and phloem's tools as an MCP server.
+
+`settings` declares `[mcp]`; `hub.McpHub` connects the configured servers lazily (stdio
+ones as supervised process children, streamable-HTTP ones over httpx) through the
+official `mcp` SDK; `tools.McpTool` puts each server tool behind the one tool contract as
+`mcp__<server>__<tool>`; `service` is the `mcp` service (`phloem mcp list`); `serve`
+exposes phloem's coding tools and agents to MCP clients (`phloem mcp serve`).
+"""
