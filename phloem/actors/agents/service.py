@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +66,7 @@ from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.limits import check_range
-from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
+from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
 from phloem.protocols.warnings import Warnings
@@ -468,9 +469,7 @@ class AgentService(ServiceActor):
                 assert run.topic is not None
                 run.topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
 
-            confirm = ConfirmationInterceptor(
-                send, tools=lambda info, name: table.get((info.agent, name)), agents=confirming
-            )
+            confirm = ConfirmationInterceptor(send, tools=table, agents=confirming)
             run.confirm = confirm
             run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
 
@@ -487,17 +486,32 @@ def llm_agent_names(agent: Agent) -> list[str]:
     return names
 
 
-def tool_table(agent: Agent) -> dict[tuple[str, str], object]:
-    """(agent name, tool name) → tool, for every LLM agent in `agent`'s tree."""
-    table: dict[tuple[str, str], object] = {}
+def tool_table(agent: Agent) -> Callable[[CallInfo, str], object | None]:
+    """The lookup of a tool by (calling agent, tool name) over `agent`'s tree: an LLM
+    agent's own tools, then its toolsets' tools of the moment (MCP tools; by the time
+    one is called, its toolset has listed it)."""
+    agents: dict[str, LlmAgent] = {}
     stack = [agent]
     while stack:
         current = stack.pop()
         if isinstance(current, LlmAgent):
-            for tool in current.tools:
-                table[(current.name, tool.name)] = tool
+            agents.setdefault(current.name, current)
         stack.extend(current.sub_agents)
-    return table
+
+    def lookup(info: CallInfo, name: str) -> object | None:
+        owner = agents.get(info.agent)
+        if owner is None:
+            return None
+        for tool in owner.tools:
+            if tool.name == name:
+                return tool
+        for toolset in owner.toolsets:
+            for tool in toolset.tools():
+                if tool.name == name:
+                    return tool
+        return None
+
+    return lookup
 
 
 def agents_factory(ctx: ServiceContext) -> ChildSpec:

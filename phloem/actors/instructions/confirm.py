@@ -3,7 +3,8 @@
 `ConfirmationInterceptor` sits on the tree's interceptor chain for one run. Around a
 call of a mutating tool — `write`, `edit`, `bash`, and any other tool whose `read_only`
 attribute is not truthy (MCP tools carry their read-only annotation there; function
-tools count as mutating unless marked) — it sends a `ConfirmRequest` (a fresh
+tools count as mutating unless marked, and so does a tool the lookup does not know) — it
+sends a `ConfirmRequest` (a fresh
 `call_id`, the tool, its arguments with secrets pruned) through `send`, then waits for
 `answer(call_id, approve)`. Only an approval calls `proceed`. A refusal, no answer within
 `timeout_s`, the owner going away or the run ending (`close`) answer the model with the
@@ -54,10 +55,8 @@ def _timeout(value: float) -> float:
 
 def is_mutating(name: str, tool: object | None) -> bool:
     """Does calling `name` (the tool object when known) need confirmation?"""
-    if name in MUTATING_TOOLS:
-        return True
-    if tool is None:
-        return False  # no such tool: the call fails as `unknown_tool` without running
+    if name in MUTATING_TOOLS or tool is None:
+        return True  # not known here (e.g. a toolset's tool): ask, to be safe
     return not bool(getattr(tool, "read_only", False))
 
 

@@ -34,7 +34,7 @@ def test_what_counts_as_mutating() -> None:
     tools = {t.name: t for t in default_registry().tools()}
     assert [n for n, t in tools.items() if is_mutating(n, t)] == ["write", "edit", "bash"]
     assert is_mutating("bash", None)  # by name, even unknown
-    assert not is_mutating("missing", None)  # fails as unknown_tool without running
+    assert is_mutating("missing", None)  # not known: asked, to be safe
     assert not is_mutating("mcp_lookup", ReadOnlyMcpTool())
     assert is_mutating("mcp_delete", object())  # not annotated read-only
 
@@ -164,3 +164,31 @@ def test_confirmation_can_be_limited_to_some_agents_each_with_its_timeout() -> N
     assert late["reason"] == "timeout" and sent[0].timeout_s == 0.05
     with pytest.raises(PhloemError, match="confirmation_timeout_s"):
         ConfirmationInterceptor(sent.append, agents={"coder": 0})
+
+
+def test_toolset_tools_are_asked_about_unless_annotated_read_only() -> None:
+    from phloem.actors.agents import LlmAgent
+    from phloem.actors.agents.service import tool_table
+    from phloem.models import ScriptedModel
+    from phloem.tools.contract import FunctionTool
+    from phloem.tools.toolset import Toolset
+
+    lookup_tool = FunctionTool("mcp__docs__lookup", lambda query: "x")
+    lookup_tool.read_only = True  # type: ignore[misc]  # what readOnlyHint sets
+    delete_tool = FunctionTool("mcp__docs__delete", lambda path: "gone")
+
+    class Docs(Toolset):
+        name = "docs"
+
+        def tools(self) -> list[Any]:
+            return [lookup_tool, delete_tool]
+
+    agent = LlmAgent("coder", "", ScriptedModel([]), toolsets=[Docs()])
+    sent: list[ConfirmRequest] = []
+    interceptor = ConfirmationInterceptor(sent.append, tools=tool_table(agent), timeout_s=0.05)
+    read = interceptor.tool_call(INFO, ToolCall("mcp__docs__lookup", {}), lambda c: {"ok": 1})
+    assert read == {"ok": 1} and sent == []
+    write = interceptor.tool_call(
+        INFO, ToolCall("mcp__docs__delete", {}), lambda c: pytest.fail("ran")
+    )
+    assert write["reason"] == "timeout" and [r.tool for r in sent] == ["mcp__docs__delete"]
