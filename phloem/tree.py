@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import psutil
-import structlog
 
 from phloem._version import __version__
 from phloem.actors.services import (
@@ -42,6 +41,7 @@ from phloem.actors.services import (
 from phloem.actors.streams import StreamHub
 from phloem.client.agents import AgentTreeMethods
 from phloem.config import Config, load_config
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, TOO_DEEP, DaemonStatus
@@ -57,7 +57,7 @@ from phloem.supervision.supervisor import Supervisor, SupervisorRef
 if TYPE_CHECKING:
     from phloem.client.sync import Client
 
-log = structlog.get_logger("phloem.tree")
+log = get_logger("phloem.tree")
 
 MAX_PLAIN_ASKS = 256  # concurrent asks to non-service actors (each holds a worker thread)
 PLAIN_ASK_WORKERS = 16

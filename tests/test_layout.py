@@ -176,3 +176,14 @@ def test_every_public_name_imports(name: str) -> None:
 def test_the_export_table_points_at_defining_modules() -> None:
     for name, module in phloem._EXPORTS.items():
         assert hasattr(importlib.import_module(module), name), (name, module)
+
+
+def test_every_module_logs_through_phloem_logs() -> None:
+    """`structlog.get_logger` reads structlog's global configuration, which belongs to the
+    host program of an embedded tree: phloem's modules take `phloem.logs.get_logger`."""
+    offenders = [
+        name
+        for name, path in all_modules().items()
+        if name != "phloem.logs" and "structlog.get_logger(" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []

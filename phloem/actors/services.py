@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
-import structlog
 
 from phloem.actors.streams import StreamHub, Topic
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor
@@ -53,7 +53,7 @@ from phloem.supervision.spec import ChildSpec
 if TYPE_CHECKING:
     from phloem.config import Config
 
-log = structlog.get_logger("phloem.services")
+log = get_logger("phloem.services")
 
 # Modules that register services when imported; appended to by feature modules' owners.
 SERVICE_MODULES: list[str] = [

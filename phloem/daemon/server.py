@@ -40,19 +40,18 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-import structlog
-
 from phloem import logs
 from phloem._version import __version__
 from phloem.config import Config, LoggingConfig, check_components, load_config
 from phloem.daemon.connection import Connection
 from phloem.daemon.handshake import Handshakes
 from phloem.daemon.socketfile import peer_credentials, prepare_socket_path
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import FrameReader
 from phloem.tree import Tree
 
-log = structlog.get_logger("phloem.daemon")
+log = get_logger("phloem.daemon")
 
 LISTEN_BACKLOG = 128
 MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept from then on

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-import structlog
 
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
@@ -48,6 +47,7 @@ from phloem.actors.agents.supervised import SupervisedExecutor
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
@@ -63,7 +63,7 @@ from phloem.supervision import (
 )
 from phloem.supervision.refs import Owner, RefKind
 
-log = structlog.get_logger("phloem.agents")
+log = get_logger("phloem.agents")
 
 SERVICE_NAME = "agents"
 SERVICE_ID = "service"  # clients ask `agents/service`
