@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,8 +30,10 @@ import msgspec
 import psutil
 
 from phloem._version import __version__
+from phloem.actors.reload import Reloader, ReloadReport, apply_reload
 from phloem.actors.services import (
     Call,
+    ConfigCell,
     Outcome,
     Respond,
     ServiceActor,
@@ -156,6 +158,8 @@ class Tree(AgentTreeMethods):
         self._resolved: dict[str, ActorHandle] = {}
         self.connections: Callable[[], int] = lambda: 0
         self.socket_path: str | None = None
+        self._cell = ConfigCell(config)
+        self._reload_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -167,10 +171,11 @@ class Tree(AgentTreeMethods):
         cfg = config if isinstance(config, Config) else load_config(config)
         refs = OwnerRegistry(cfg.supervision.max_refs_per_owner)
         streams = StreamHub(cfg.supervision.max_streams)
+        cell = ConfigCell(cfg)
         specs = []
         names = []
         for service in _configured_services(cfg):
-            ctx = ServiceContext(service.name, cfg, refs, streams)
+            ctx = ServiceContext(service.name, cfg, refs, streams, cell)
             spec = service.factory(ctx)
             if spec is None:
                 continue
@@ -189,6 +194,7 @@ class Tree(AgentTreeMethods):
         except ChildStartError as exc:
             raise PhloemError(ErrorKind.START_FAILED, redact(str(exc))) from exc
         tree = cls(cfg, root, refs, streams, names)
+        tree._cell = cell
         root.add_exit_callback(tree._on_root_exit)
         log.info("tree_started", services=names)
         return tree
@@ -218,6 +224,25 @@ class Tree(AgentTreeMethods):
         self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("tree_stopped", reason=str(reason))
         return reason
+
+    def reload(
+        self, config: str | os.PathLike[str] | Config | None, extra: Iterable[Reloader] = ()
+    ) -> ReloadReport:
+        """Apply what can change live from a re-read config (`phloem.actors.reload`): each
+        registered reloader whose sections changed applies them; other changed keys are
+        reported as needing a restart. A config that does not load (or whose components
+        do not) raises `config_invalid` and changes nothing. One reload at a time."""
+        new = config if isinstance(config, Config) else load_config(config, load_components=True)
+        with self._reload_lock:
+            report, current = apply_reload(self.config, new, self._running_actor, extra)
+            self.config = self._cell.value = current
+        return report
+
+    def _running_actor(self, path: str) -> ActorHandle | None:
+        try:
+            return self.resolve(path)
+        except PhloemError:
+            return None
 
     def __enter__(self) -> Tree:
         return self

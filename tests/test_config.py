@@ -20,7 +20,6 @@ from phloem.cli.main import main
 from phloem.config import (
     MASK,
     Config,
-    default_socket_path,
     load_config,
     mask_secrets,
     parse_config,
@@ -107,16 +106,6 @@ def test_cross_field_and_socket_length_rules() -> None:
     )
     long_path = "/tmp/" + "x" * 200 + ".sock"
     assert "longer than 107 bytes" in _error(f"[daemon]\nsocket = '{long_path}'\n").message
-
-
-def test_the_default_socket_follows_xdg_runtime_dir(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    assert default_socket_path() == tmp_path / "phloem" / "phloem.sock"
-    monkeypatch.delenv("XDG_RUNTIME_DIR")
-    monkeypatch.chdir(tmp_path)
-    assert default_socket_path() == tmp_path / ".phloem" / "phloem.sock"
 
 
 def test_secrets_are_masked_in_the_resolved_config() -> None:

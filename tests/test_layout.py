@@ -1,7 +1,7 @@
 """The package's shape holds: imports run one way, no cycles, every export imports.
 
 Layers, lowest first: the formats (`protocols`, and the small top-level modules they may
-use: `_version`, `limits`, `settings`, `logs`) ← `supervision` ← `tools` ← `models` ←
+use: `_version`, `limits`, `settings`, `logs`, `paths`) ← `supervision` ← `tools` ← `models` ←
 `actors` ← `config` ← `client`, `daemon`, `cli`, `tree` ← `examples`. A module may import
 its own layer and the ones below it; lazy imports inside functions count too;
 `if TYPE_CHECKING:` imports (annotations only) do not.
@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "limits": 0,
     "settings": 0,
     "logs": 0,
+    "paths": 0,
     "supervision": 1,
     "tools": 2,
     "models": 3,  # one-shot runs call tools through the one tool contract

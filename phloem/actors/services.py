@@ -134,6 +134,14 @@ class Call:
         return f"<Call {type(self.message).__name__} from {self.owner.id} {state}>"
 
 
+class ConfigCell:
+    """The tree's config in force, shared by its services: a reload (`phloem.actors.reload`)
+    replaces the sections it applied live, so a service restarted later starts on them."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.value = config
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceContext:
     """What a service factory and a service actor get from the tree."""
@@ -142,6 +150,12 @@ class ServiceContext:
     config: Config
     refs: OwnerRegistry
     streams: StreamHub
+    current: ConfigCell | None = None
+
+    def latest(self) -> Config:
+        """The config in force now: `config` with any sections reloaded live since."""
+        value = self.current.value if self.current is not None else None
+        return value if value is not None else self.config
 
 
 class ServiceActor(Actor):

@@ -11,6 +11,7 @@ import msgspec
 import psutil
 
 from phloem.limits import RangeError, RangeTypeError, check_range
+from phloem.paths import CONFIG_ENV, config_candidates
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ def _cmd_daemon(ctx: CommandContext) -> int:
     from phloem.config import load_config
     from phloem.daemon.server import run
 
-    config = load_config(ctx.args.config, load_components=True)
+    path = ctx.config_path()
+    config = load_config(path, load_components=True)
     if ctx.args.socket:
         config.daemon.socket = ctx.args.socket
         try:
@@ -65,13 +67,23 @@ def _cmd_daemon(ctx: CommandContext) -> int:
         except msgspec.ValidationError as exc:
             reason = str(exc).split(" - at ")[0].removeprefix("daemon.socket: ")
             raise UsageError(f"--socket: {reason}") from None
-    return run(config)
+    return run(config, config_path=path)
 
 
 def _cmd_config_check(ctx: CommandContext) -> int:
+    """Validate the config file the search order finds (none found is an error, not a
+    check of the defaults): keys and values, every component imported, every name that
+    must name something configured (`check_references`)."""
     from phloem.config import load_config, resolved, to_toml
 
-    config = load_config(ctx.args.config, load_components=True)
+    path = ctx.config_path()
+    if path is None:
+        looked = ", ".join(str(p) for p in config_candidates())
+        raise PhloemError(
+            ErrorKind.CONFIG_INVALID,
+            f"no config file to check: no --config, no ${CONFIG_ENV}, and none of {looked}",
+        )
+    config = load_config(path, load_components=True)
     data = resolved(config)
     ctx.emit(data, text=to_toml(data))
     return EXIT_OK

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
+from phloem.paths import SOCKET_ENV, default_socket_path, find_config
+
 if TYPE_CHECKING:
     from phloem.client.sync import Client
 
@@ -50,16 +52,23 @@ class CommandContext:
         self.out = out
         self.err = err
 
+    def config_path(self) -> Path | None:
+        """The config file of this command (`phloem.paths.find_config`: `--config`,
+        `$PHLOEM_CONFIG`, `./phloem.toml`, the user's, the system's), or None."""
+        return find_config(getattr(self.args, "config", None))
+
     def socket_path(self) -> Path:
+        """`--socket`, else `$PHLOEM_SOCKET`, else the socket of the config file found,
+        else the default path."""
         if getattr(self.args, "socket", None):
             return Path(self.args.socket)
-        env = os.environ.get("PHLOEM_SOCKET")
+        env = os.environ.get(SOCKET_ENV)
         if env:
             return Path(env)
-        from phloem.config import default_socket_path, load_config
+        config = self.config_path()
+        if config is not None:
+            from phloem.config import load_config
 
-        config = getattr(self.args, "config", None)
-        if config:
             return load_config(config).daemon.socket_path()
         return default_socket_path()
 
