@@ -7,7 +7,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import psutil
 
 from phloem.limits import RangeError, RangeTypeError, check_range
@@ -56,18 +55,15 @@ def add_cli(commands: Commands) -> None:
 
 def _cmd_daemon(ctx: CommandContext) -> int:
     from phloem.config import load_config
-    from phloem.daemon.server import run
+    from phloem.daemon.server import run, with_socket
 
     path = ctx.config_path()
     config = load_config(path, load_components=True)
-    if ctx.args.socket:
-        config.daemon.socket = ctx.args.socket
-        try:
-            config = msgspec.convert(msgspec.to_builtins(config), type(config))
-        except msgspec.ValidationError as exc:
-            reason = str(exc).split(" - at ")[0].removeprefix("daemon.socket: ")
-            raise UsageError(f"--socket: {reason}") from None
-    return run(config, config_path=path)
+    try:
+        config = with_socket(config, ctx.args.socket)
+    except PhloemError as exc:
+        raise UsageError(exc.message) from None
+    return run(config, config_path=path, socket_path=ctx.args.socket)
 
 
 def _cmd_config_check(ctx: CommandContext) -> int:
