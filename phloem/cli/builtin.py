@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 import psutil
-
-from phloem.limits import RangeError, RangeTypeError, check_range
-from phloem.paths import CONFIG_ENV, config_candidates
-from phloem.protocols.errors import ErrorKind, PhloemError
-
-if TYPE_CHECKING:
-    pass
+from rich.live import Live
 
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, to_json
 from phloem.cli.render import render_status, render_table, render_tree
+from phloem.cli.screen import console_for, is_terminal, status_view, top_view, tree_view
+from phloem.limits import RangeError, RangeTypeError, check_range
+from phloem.paths import CONFIG_ENV, config_candidates
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 DEFAULT_TOP_INTERVAL_S = 1.0
 TOP_INTERVAL_RANGE = (0.05, 3600.0)
@@ -88,6 +86,9 @@ def _cmd_config_check(ctx: CommandContext) -> int:
 def _cmd_status(ctx: CommandContext) -> int:
     with ctx.client() as client:
         status = client.status()
+    if not ctx.json and is_terminal(ctx.out):
+        console_for(ctx.out).print(status_view(status))
+        return EXIT_OK
     ctx.emit(status, text=render_status(status))
     return EXIT_OK
 
@@ -95,11 +96,17 @@ def _cmd_status(ctx: CommandContext) -> int:
 def _cmd_tree(ctx: CommandContext) -> int:
     with ctx.client() as client:
         snap = client.tree()
+    if not ctx.json and is_terminal(ctx.out):
+        console_for(ctx.out).print(tree_view(snap))
+        return EXIT_OK
     ctx.emit(snap, text=render_tree(snap))
     return EXIT_OK
 
 
 def _cmd_top(ctx: CommandContext) -> int:
+    """Refresh until Ctrl-C (exit 130, from `main`) or `--iterations`: one screen redrawn
+    in place on a terminal, a plain snapshot per refresh when piped, JSON lines with
+    --json."""
     interval = ctx.args.interval
     iterations = ctx.args.iterations
     try:
@@ -108,26 +115,34 @@ def _cmd_top(ctx: CommandContext) -> int:
             check_range("iterations", iterations, 1, None)
     except (RangeError, RangeTypeError) as exc:
         raise UsageError(exc.message) from None
-    stop = threading.Event()
-    count = 0
     with ctx.client() as client:
-        try:
-            while not stop.is_set():
-                status, snap = client.status(), client.tree()
-                if ctx.json:
-                    ctx.out.write(to_json({"status": status, "tree": snap}) + "\n")
-                else:
-                    ctx.out.write("\x1b[H\x1b[2J" + render_status(status) + "\n\n")
-                    ctx.out.write(render_table(snap) + "\n")
-                    ctx.out.write("(Ctrl-C to quit)\n")
+        frames = _top_frames(client, interval, iterations)
+        if ctx.json:
+            for status, snap in frames:
+                ctx.out.write(to_json({"status": status, "tree": snap}) + "\n")
                 ctx.out.flush()
-                count += 1
-                if iterations is not None and count >= iterations:
-                    break
-                stop.wait(interval)
-        except KeyboardInterrupt:
-            pass
+        elif is_terminal(ctx.out):
+            console = console_for(ctx.out)
+            with Live(console=console, screen=True, auto_refresh=False) as live:
+                for status, snap in frames:
+                    live.update(top_view(status, snap, console.size.width), refresh=True)
+        else:
+            for n, (status, snap) in enumerate(frames):
+                ctx.out.write("\n" * bool(n) + render_status(status) + "\n\n")
+                ctx.out.write(render_table(snap) + "\n")
+                ctx.out.flush()
     return EXIT_OK
+
+
+def _top_frames(client: Any, interval: float, iterations: int | None) -> Iterator[Any]:
+    """(status, tree) every `interval` seconds, `iterations` times (None: until Ctrl-C)."""
+    count = 0
+    while True:
+        yield client.status(), client.tree()
+        count += 1
+        if iterations is not None and count >= iterations:
+            return
+        time.sleep(interval)
 
 
 def _cmd_send(ctx: CommandContext) -> int:

@@ -1,6 +1,8 @@
 """The one command contract: every `phloem` subcommand is a handler `(ctx) -> int` added
 through `Commands`, and gets a `CommandContext`. Exit codes: 0 success, 1 error (one line
-on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argument).
+on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argument), 130
+interrupted (Ctrl-C). Errors always go to stderr; with `--json` the error value is also
+printed on stdout.
 
 A feature adds its commands in its own module under `phloem.cli` (listed in
 `phloem.cli.main.FEATURE_CLI_MODULES`), defining `add_cli(commands: Commands)`:
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
 
 Handler = Callable[["CommandContext"], int]
 
@@ -110,10 +113,16 @@ class Commands:
         return Commands(sub)
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--socket", metavar="PATH", help="daemon socket path")
-    parser.add_argument("--config", metavar="FILE", help="phloem TOML config file")
-    parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
+def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """`--socket`, `--config`, `--json`: on the `phloem` command itself (`top`, with their
+    defaults) and again on every subcommand, where they are left out of the result unless
+    given (`SUPPRESS`), so `phloem --json status` and `phloem status --json` both work."""
+    default: Any = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument("--socket", metavar="PATH", help="daemon socket path", **default)
+    parser.add_argument("--config", metavar="FILE", help="phloem TOML config file", **default)
+    parser.add_argument(
+        "--json", action="store_true", help="machine-readable JSON output", **default
+    )
 
 
 # --- built-in commands ------------------------------------------------------------------

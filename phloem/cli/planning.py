@@ -171,10 +171,10 @@ def _cmd_validate(ctx: CommandContext) -> int:
     try:
         plan = decode(data)
     except PlanError as err:
-        ctx.emit(
-            {"valid": False, "kind": err.kind, "message": err.message, "details": err.details},
-            text=f"invalid: {err.kind}: {err.message}",
-        )
+        if ctx.json:
+            value = {"valid": False, "kind": err.kind, "message": err.message}
+            ctx.emit({**value, "details": err.details})
+        ctx.err.write(f"invalid: {err.kind}: {err.message}\n")
         return 1
     canonical = encode(plan)
     ctx.emit(
