@@ -100,10 +100,10 @@ def render_tree(snap: Any) -> str:
 PLAIN_WIDTH = 80
 """Columns of the plain `top` table (what a pipe gets, where no width is known)."""
 
-# (title, width, right-aligned): 22+9+14+8+3+4+4+9 plus 7 separators = 80 columns
+# (title, width, right-aligned): 21+10+14+8+3+4+4+9 plus 7 separators = 80 columns
 TABLE_COLUMNS = (
-    ("ID", 22, False),
-    ("TYPE", 9, False),
+    ("ID", 21, False),
+    ("TYPE", 10, False),
     ("PID/THREAD", 14, False),
     ("STATE", 8, False),
     ("RST", 3, True),

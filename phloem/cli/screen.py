@@ -93,15 +93,23 @@ def tree_view(snap: Any) -> RenderableType:
 
 
 def top_table(snap: Any, width: int) -> Table:
-    """The `top` table fitted to `width` columns: the id column takes what the fixed
-    columns leave, cells are cut with an ellipsis, never wrapped."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False, show_edge=False)
-    fixed = sum(w + 1 for _, w, _ in TABLE_COLUMNS[1:])
-    id_width = max(MIN_ID_WIDTH, width - fixed - 2)
+    """The `top` table fitted to `width` columns: the fixed columns keep their widths,
+    the id column takes the rest; cells are cut with an ellipsis, never wrapped."""
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+        expand=True,
+        width=width,
+    )
     for i, (title, w, right) in enumerate(TABLE_COLUMNS):
         table.add_column(
             title,
-            width=id_width if i == 0 else w,
+            min_width=MIN_ID_WIDTH if i == 0 else w,
+            max_width=None if i == 0 else w,
+            ratio=1 if i == 0 else None,
             justify="right" if right else "left",
             no_wrap=True,
             overflow="ellipsis",
