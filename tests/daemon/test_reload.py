@@ -78,6 +78,8 @@ def test_sighup_applies_live_changes_names_restart_only_ones_and_survives(
     try:
         with Client.connect(daemon.socket) as client:
             assert [a.name for a in client.list_agents()] == ["echoer"]
+            # at info nothing is logged at debug (a connection closing is a debug event)
+            assert not any('"level": "debug"' in line for line in daemon.lines)
         config.write_text(CHANGED)
         daemon.proc.send_signal(signal.SIGHUP)
         restart = daemon.wait_event("reload_needs_restart")
@@ -88,6 +90,12 @@ def test_sighup_applies_live_changes_names_restart_only_ones_and_survives(
         with Client.connect(daemon.socket) as client:
             assert [a.name for a in client.list_agents()] == ["echoer", "writer"]
             assert client.ask("echo", "still here") == "still here"
+        # the level is applied: a debug event (a connection closing) is now written
+        wait_until(
+            lambda: any('"connection_closed"' in line for line in daemon.lines),
+            timeout=30,
+            what="a debug line after the reload",
+        )
         config.write_text("[logging\n")  # no longer TOML
         daemon.proc.send_signal(signal.SIGHUP)
         failed = daemon.wait_event("reload_failed")
