@@ -58,6 +58,13 @@ def workdir() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+def _write(path: Path, text: str) -> None:
+    """Replace the file whole (a reload must never read it half-written)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _datagrams(sock: socket.socket, want: str, limit: int = 20) -> list[str]:
     """Datagrams until one holding the line `want` (each datagram as text)."""
     seen: list[str] = []
@@ -80,7 +87,7 @@ def test_sighup_applies_live_changes_names_restart_only_ones_and_survives(
             assert [a.name for a in client.list_agents()] == ["echoer"]
             # at info nothing is logged at debug (a connection closing is a debug event)
             assert not any('"level": "debug"' in line for line in daemon.lines)
-        config.write_text(CHANGED)
+        _write(config, CHANGED)
         daemon.proc.send_signal(signal.SIGHUP)
         restart = daemon.wait_event("reload_needs_restart")
         assert restart["keys"] == ["daemon.max_connections"]
@@ -96,13 +103,13 @@ def test_sighup_applies_live_changes_names_restart_only_ones_and_survives(
             timeout=30,
             what="a debug line after the reload",
         )
-        config.write_text("[logging\n")  # no longer TOML
+        _write(config, "[logging\n")  # no longer TOML
         daemon.proc.send_signal(signal.SIGHUP)
         failed = daemon.wait_event("reload_failed")
         assert "phloem.toml" in str(failed["error"]) and failed["kind"] == "config_invalid"
         for _ in range(5):  # a burst of hangups: coalesced, never fatal
             daemon.proc.send_signal(signal.SIGHUP)
-        config.write_text(BASE)
+        _write(config, BASE)
         daemon.proc.send_signal(signal.SIGHUP)
         wait_until(
             lambda: any('"log_level":"info"' in line.replace(" ", "") for line in daemon.lines),
