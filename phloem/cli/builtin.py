@@ -8,11 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import psutil
-from rich.live import Live
 
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, to_json
-from phloem.cli.render import render_status, render_table, render_tree
-from phloem.cli.screen import console_for, is_terminal, status_view, top_view, tree_view
+from phloem.cli.render import is_terminal, render_status, render_table, render_tree
 from phloem.limits import RangeError, RangeTypeError, check_range
 from phloem.paths import CONFIG_ENV, config_candidates
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -87,6 +85,8 @@ def _cmd_status(ctx: CommandContext) -> int:
     with ctx.client() as client:
         status = client.status()
     if not ctx.json and is_terminal(ctx.out):
+        from phloem.cli.screen import console_for, status_view  # rich: on a terminal only
+
         console_for(ctx.out).print(status_view(status))
         return EXIT_OK
     ctx.emit(status, text=render_status(status))
@@ -97,6 +97,8 @@ def _cmd_tree(ctx: CommandContext) -> int:
     with ctx.client() as client:
         snap = client.tree()
     if not ctx.json and is_terminal(ctx.out):
+        from phloem.cli.screen import console_for, tree_view
+
         console_for(ctx.out).print(tree_view(snap))
         return EXIT_OK
     ctx.emit(snap, text=render_tree(snap))
@@ -122,6 +124,10 @@ def _cmd_top(ctx: CommandContext) -> int:
                 ctx.out.write(to_json({"status": status, "tree": snap}) + "\n")
                 ctx.out.flush()
         elif is_terminal(ctx.out):
+            from rich.live import Live
+
+            from phloem.cli.screen import console_for, top_view
+
             console = console_for(ctx.out)
             with Live(console=console, screen=True, auto_refresh=False) as live:
                 for status, snap in frames:

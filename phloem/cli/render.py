@@ -5,7 +5,16 @@ same data with rich, fitted to the terminal's size."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TextIO
+
+
+def is_terminal(out: TextIO) -> bool:
+    """Whether `out` is a terminal (rich output, `phloem.cli.screen`) rather than a pipe or
+    a file (this module's plain text)."""
+    try:
+        return bool(out.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def human_bytes(n: int | None) -> str:

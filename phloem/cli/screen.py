@@ -1,10 +1,11 @@
-"""Terminal rendering for `status`, `tree` and `top` (rich), and the rule choosing it.
+"""Terminal rendering for `status`, `tree` and `top` (rich).
 
-On a terminal the commands draw rich tables and trees fitted to its width, and `top`
-redraws one screen in place (`rich.live.Live` on the alternate screen: the header stays,
-rows that do not fit are cut at the bottom, and the terminal is restored on exit).
-Piped, they print the plain text of `phloem.cli.render`, without escape codes. Colour
-follows rich's rules, so `NO_COLOR` (any value) turns it off.
+Imported only when output goes to a terminal (`phloem.cli.render.is_terminal`), so
+plain and JSON runs do not pay for it. On a terminal the commands draw rich tables and
+trees fitted to its width, and `top` redraws one screen in place (`rich.live.Live` on the
+alternate screen: the header stays, rows that do not fit are cut at the bottom, and the
+terminal is restored on exit). Piped, they print the plain text of `phloem.cli.render`,
+without escape codes. Colour follows rich's rules, so `NO_COLOR` (any value) turns it off.
 """
 
 from __future__ import annotations
@@ -21,14 +22,6 @@ from phloem.cli.render import TABLE_COLUMNS, human_bytes, human_duration, table_
 
 STATE_STYLES = {"running": "green", "restarting": "yellow", "stopped": "dim"}
 MIN_ID_WIDTH = 8
-
-
-def is_terminal(out: TextIO) -> bool:
-    """Whether `out` is a terminal (rich output) rather than a pipe or file (plain)."""
-    try:
-        return bool(out.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 def console_for(out: TextIO) -> Console:
