@@ -120,7 +120,11 @@ def _emit_result(ctx: CommandContext, result: PlanningResult) -> int:
         ctx.out.flush()
     else:
         ctx.emit(None, text=render_result(result))
-    return 0 if result.status == "completed" else 1
+    if result.status != "completed":  # the result is on stdout; the failure also on stderr
+        kind = f" [{result.error.kind}]" if result.error is not None else ""
+        ctx.err.write(f"phloem: planning run {result.status}{kind}\n")
+        return 1
+    return 0
 
 
 def _cmd_run(ctx: CommandContext) -> int:
