@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from phloem.paths import SYSTEM_CONFIG
 from tests.helpers import PY, ROOT, short_tmpdir, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -104,6 +105,7 @@ def test_a_wrong_service_name_in_disabled_is_caught(d: Path) -> None:
     assert f"{d / 'phloem.toml'}:2: services.disabled[0]: no service named 'ehco'" in line
 
 
+@pytest.mark.skipif(SYSTEM_CONFIG.is_file(), reason=f"{SYSTEM_CONFIG} exists on this machine")
 def test_no_config_anywhere_is_an_error_not_a_check_of_the_defaults(d: Path) -> None:
     line = _one_error_line(_phloem(d, "config", "check"))
     assert "no config file to check" in line and "PHLOEM_CONFIG" in line
