@@ -2,7 +2,7 @@
 command line parser itself, so every command a feature adds is completed too.
 
     phloem completion bash > ~/.local/share/bash-completion/completions/phloem
-    phloem completion zsh  > "${fpath[1]}/_phloem"
+    echo 'source <(phloem completion zsh)' >> ~/.zshrc    # after compinit
     phloem completion fish > ~/.config/fish/completions/phloem.fish
 
 Commands, subcommands and options complete; an option that takes a value (`--config
