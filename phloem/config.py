@@ -40,6 +40,7 @@ from phloem.actors.mcp.settings import McpConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.actors.sessions.settings import SessionsConfig
 from phloem.models.providers import ProviderConfig
+from phloem.paths import default_socket_path
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import is_secret_key
 from phloem.settings import (
@@ -82,7 +83,7 @@ Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_REQUEST_TIMEOUT_S)]
 class DaemonConfig(Section):
     """`[daemon]`: the socket server."""
 
-    # Empty: $XDG_RUNTIME_DIR/phloem/phloem.sock, else ./.phloem/phloem.sock.
+    # Empty: the default path (`phloem.paths.default_socket_path`).
     socket: str = ""
     # Peer uids allowed besides the daemon's own. Non-empty makes the socket reachable by
     # other users (dir 0711, socket 0666); SO_PEERCRED then decides.
@@ -189,14 +190,6 @@ class Config(Section):
                 )
         if self.daemon.max_request_timeout_s < self.daemon.request_timeout_s:
             raise ValueError("daemon.max_request_timeout_s must be >= daemon.request_timeout_s")
-
-
-def default_socket_path() -> Path:
-    """`$XDG_RUNTIME_DIR/phloem/phloem.sock`, else `./.phloem/phloem.sock`."""
-    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime_dir:
-        return Path(runtime_dir) / "phloem" / "phloem.sock"
-    return Path.cwd() / ".phloem" / "phloem.sock"
 
 
 # --- loading ----------------------------------------------------------------------------
@@ -315,6 +308,7 @@ def load_config(
         config = decode_config(data, text, source)
     if load_components:
         check_components(config, text, source)
+        check_references(config, text, source)
     return config
 
 
@@ -366,6 +360,74 @@ def check_components(config: Config, text: str = "", source: str = "") -> None:
                 f"{where}{key}: {exc.message}",
                 {"path": key, "line": line, "component": path},
             ) from exc
+
+
+def _located(key: str, message: str, text: str, source: str) -> PhloemError:
+    """`config_invalid`: `file:line: key: message` (the line when it can be found)."""
+    line = _find_line(text, key) if text and key else None
+    where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
+    return PhloemError(
+        ErrorKind.CONFIG_INVALID, f"{where}{key}: {message}", {"path": key, "line": line}
+    )
+
+
+def _known(names: Any) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+def check_references(config: Config, text: str = "", source: str = "") -> None:
+    """Names that must name something configured do (what would otherwise fail only when
+    the daemon starts or a run begins): an LLM agent's or supervisor planner's `provider`,
+    a planner's `sub_agents`, `services.disabled`; then the agents are assembled as the
+    daemon would (planner contracts, goals), without running anything. The first problem
+    is one `config_invalid` line naming the file, line and key."""
+    from phloem.actors.agents.registry import build_registry
+    from phloem.actors.services import registered_services
+
+    agents = config.agents
+    providers = set(config.providers)
+    for name, llm in agents.llm.items():
+        if llm.provider not in providers:
+            raise _located(
+                f"agents.llm.{name}.provider",
+                f"no provider named {llm.provider!r} (configured: {_known(providers)})",
+                text,
+                source,
+            )
+    defined = set(agents.functions) | set(agents.llm) | set(agents.components)
+    defined |= set(agents.planners)
+    for name, planner in agents.planners.items():
+        if planner.provider and planner.provider not in providers:
+            raise _located(
+                f"agents.planners.{name}.provider",
+                f"no provider named {planner.provider!r} (configured: {_known(providers)})",
+                text,
+                source,
+            )
+        for i, sub in enumerate(planner.sub_agents):
+            if sub not in defined:
+                raise _located(
+                    f"agents.planners.{name}.sub_agents[{i}]",
+                    f"no agent named {sub!r} (configured: {_known(defined)})",
+                    text,
+                    source,
+                )
+    services = {s.name for s in registered_services()} | set(config.services.extra)
+    for i, name in enumerate(config.services.disabled):
+        if name not in services:
+            raise _located(
+                f"services.disabled[{i}]",
+                f"no service named {name!r} (known: {_known(services)})",
+                text,
+                source,
+            )
+    try:
+        build_registry(agents, lambda path: load_component(path, what="agent"))
+    except PhloemError as exc:
+        key, sep, rest = exc.message.partition(": ")
+        if sep and re.fullmatch(r"[A-Za-z0-9_.\[\]-]+", key):
+            raise _located(key, rest, text, source) from exc
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{source}: {exc.message}") from exc
 
 
 # --- display ----------------------------------------------------------------------------

@@ -21,18 +21,19 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 import psutil
-import structlog
 
 from phloem._version import __version__
+from phloem.actors.reload import Reloader, ReloadReport, apply_reload
 from phloem.actors.services import (
     Call,
+    ConfigCell,
     Outcome,
     Respond,
     ServiceActor,
@@ -42,6 +43,7 @@ from phloem.actors.services import (
 from phloem.actors.streams import StreamHub
 from phloem.client.agents import AgentTreeMethods
 from phloem.config import Config, load_config
+from phloem.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
     from phloem.tools.contract import Tool
     from phloem.tools.registry import ToolRegistry
 
-log = structlog.get_logger("phloem.tree")
+log = get_logger("phloem.tree")
 
 MAX_PLAIN_ASKS = 256  # concurrent asks to non-service actors (each holds a worker thread)
 PLAIN_ASK_WORKERS = 16
@@ -163,6 +165,8 @@ class Tree(AgentTreeMethods):
         self.connections: Callable[[], int] = lambda: 0
         self.socket_path: str | None = None
         self.shared: dict[str, Any] = {}  # what the services share (ServiceContext.shared)
+        self._cell = ConfigCell(config)
+        self._reload_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -175,11 +179,20 @@ class Tree(AgentTreeMethods):
         refs = OwnerRegistry(cfg.supervision.max_refs_per_owner)
         streams = StreamHub(cfg.supervision.max_streams)
         interceptors = InterceptorRegistry()
+        cell = ConfigCell(cfg)
         specs = []
         names = []
         shared: dict[str, Any] = {}
         for service in _configured_services(cfg):
-            ctx = ServiceContext(service.name, cfg, refs, streams, interceptors, shared)
+            ctx = ServiceContext(
+                service.name,
+                cfg,
+                refs,
+                streams,
+                interceptors=interceptors,
+                shared=shared,
+                current=cell,
+            )
             spec = service.factory(ctx)
             if spec is None:
                 continue
@@ -199,6 +212,7 @@ class Tree(AgentTreeMethods):
             raise PhloemError(ErrorKind.START_FAILED, redact(str(exc))) from exc
         tree = cls(cfg, root, refs, streams, names, interceptors)
         tree.shared = shared
+        tree._cell = cell
         root.add_exit_callback(tree._on_root_exit)
         log.info("tree_started", services=names)
         return tree
@@ -228,6 +242,25 @@ class Tree(AgentTreeMethods):
         self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("tree_stopped", reason=str(reason))
         return reason
+
+    def reload(
+        self, config: str | os.PathLike[str] | Config | None, extra: Iterable[Reloader] = ()
+    ) -> ReloadReport:
+        """Apply what can change live from a re-read config (`phloem.actors.reload`): each
+        registered reloader whose sections changed applies them; other changed keys are
+        reported as needing a restart. A config that does not load (or whose components
+        do not) raises `config_invalid` and changes nothing. One reload at a time."""
+        new = config if isinstance(config, Config) else load_config(config, load_components=True)
+        with self._reload_lock:
+            report, current = apply_reload(self.config, new, self._running_actor, extra)
+            self.config = self._cell.value = current
+        return report
+
+    def _running_actor(self, path: str) -> ActorHandle | None:
+        try:
+            return self.resolve(path)
+        except PhloemError:
+            return None
 
     def __enter__(self) -> Tree:
         return self

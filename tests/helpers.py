@@ -44,7 +44,13 @@ def short_tmpdir() -> Path:
 class DaemonProc:
     """A `phloem daemon` subprocess; `lines` collects its JSON log events."""
 
-    def __init__(self, socket_path: Path, config: Path, extra_args: list[str] | None = None):
+    def __init__(
+        self,
+        socket_path: Path,
+        config: Path,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.socket = socket_path
         self.config = config
         self.events: queue.Queue[dict[str, object]] = queue.Queue()
@@ -57,6 +63,7 @@ class DaemonProc:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, **env} if env else None,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -20,7 +20,6 @@ from phloem.cli.main import main
 from phloem.config import (
     MASK,
     Config,
-    default_socket_path,
     load_config,
     mask_secrets,
     parse_config,
@@ -107,16 +106,6 @@ def test_cross_field_and_socket_length_rules() -> None:
     )
     long_path = "/tmp/" + "x" * 200 + ".sock"
     assert "longer than 107 bytes" in _error(f"[daemon]\nsocket = '{long_path}'\n").message
-
-
-def test_the_default_socket_follows_xdg_runtime_dir(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    assert default_socket_path() == tmp_path / "phloem" / "phloem.sock"
-    monkeypatch.delenv("XDG_RUNTIME_DIR")
-    monkeypatch.chdir(tmp_path)
-    assert default_socket_path() == tmp_path / ".phloem" / "phloem.sock"
 
 
 def test_secrets_are_masked_in_the_resolved_config() -> None:
@@ -261,7 +250,7 @@ BAD_CONFIG_CASES = [
 
 
 BAD_CONFIG_COMMANDS = ["config check", "daemon"]
-RUN_TIMEOUT_S = 30.0
+RUN_TIMEOUT_S = 150.0  # 18 interpreters at once on a loaded 2-core machine
 
 Run = tuple[int, str, list[str], Path]  # exit code, stderr, wanted parts, socket path
 
@@ -303,6 +292,7 @@ def bad_config_runs() -> Iterator[dict[tuple[str, str], Run]]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.timeout(RUN_TIMEOUT_S + 30)  # the first one waits for the fixture's runs
 @pytest.mark.parametrize("command", BAD_CONFIG_COMMANDS)
 @pytest.mark.parametrize("case", BAD_CONFIG_CASES)
 def test_a_bad_config_is_one_line_exit_1_and_never_a_traceback(

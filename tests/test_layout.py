@@ -1,7 +1,7 @@
 """The package's shape holds: imports run one way, no cycles, every export imports.
 
 Layers, lowest first: the formats (`protocols`, and the small top-level modules they may
-use: `_version`, `limits`, `settings`, `logs`) ← `supervision` ← `tools` ← `models` ←
+use: `_version`, `limits`, `settings`, `logs`, `paths`) ← `supervision` ← `tools` ← `models` ←
 `actors` ← `config` ← `client`, `daemon`, `cli`, `tree` ← `examples`. A module may import
 its own layer and the ones below it; lazy imports inside functions count too;
 `if TYPE_CHECKING:` imports (annotations only) do not.
@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "limits": 0,
     "settings": 0,
     "logs": 0,
+    "paths": 0,
     "supervision": 1,
     "tools": 2,
     "models": 3,  # one-shot runs call tools through the one tool contract
@@ -176,3 +177,14 @@ def test_every_public_name_imports(name: str) -> None:
 def test_the_export_table_points_at_defining_modules() -> None:
     for name, module in phloem._EXPORTS.items():
         assert hasattr(importlib.import_module(module), name), (name, module)
+
+
+def test_every_module_logs_through_phloem_logs() -> None:
+    """`structlog.get_logger` reads structlog's global configuration, which belongs to the
+    host program of an embedded tree: phloem's modules take `phloem.logs.get_logger`."""
+    offenders = [
+        name
+        for name, path in all_modules().items()
+        if name != "phloem.logs" and "structlog.get_logger(" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []

@@ -7,9 +7,8 @@ import json
 from collections.abc import Iterator
 
 import pytest
-import structlog
 
-from phloem.logs import configure_logging, redact_fields
+from phloem.logs import configure_logging, get_logger, redact_fields
 
 SECRET = "s3cretLOGVALUE_123456"
 
@@ -29,7 +28,7 @@ def test_every_field_of_a_record_is_redacted(stream: io.StringIO) -> None:
         def __repr__(self) -> str:
             return f"Reason(message='Authorization: Bearer {SECRET}')"
 
-    log = structlog.get_logger("test")
+    log = get_logger("test")
     log.debug(
         "child_exited",
         reason=f"exception: RuntimeError: {{'api_key': '{SECRET}'}}",

@@ -30,7 +30,7 @@ def _restore_logging() -> Iterator[None]:
 def test_a_sink_that_raises_drops_the_line_and_counts_it() -> None:
     logs.configure_logging("info", "json", _Dead())
     before = logs.dropped_lines()
-    log = structlog.get_logger("test")
+    log = logs.get_logger("test")
     log.info("one", n=1)
     log.warning("two")
     assert logs.dropped_lines() == before + 2
@@ -45,11 +45,59 @@ def test_a_stderr_pipe_whose_reader_is_gone_never_raises(
     monkeypatch.setattr(sys, "stderr", dead)
     logs.configure_logging("info", "json")
     before = logs.dropped_lines()
-    structlog.get_logger("test").info("stop_requested", owner="o1")
+    logs.get_logger("test").info("stop_requested", owner="o1")
     assert logs.dropped_lines() == before + 1
     good = io.StringIO()
     monkeypatch.setattr(sys, "stderr", good)  # a working sink again: lines flow
-    structlog.get_logger("test").info("back")
+    logs.get_logger("test").info("back")
     assert '"back"' in good.getvalue() and logs.dropped_lines() == before + 1
     with contextlib.suppress(OSError):
         dead.close()
+
+
+def test_embedded_logging_goes_through_the_stdlib_phloem_logger_and_never_stdout(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An embedded tree (nothing configured) logs through `logging`, under `phloem`."""
+    import logging
+
+    import phloem
+
+    logs.use_stdlib()
+    caplog.set_level(logging.INFO, logger="phloem")
+    root_handlers = list(logging.getLogger().handlers)
+    structlog_config = structlog.get_config()
+    with phloem.Tree.start() as tree, tree.client() as client:
+        assert client.ask("echo", 1) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    started = [r for r in caplog.records if r.msg.startswith("tree_started")]
+    assert started and started[0].name == "phloem.tree" and started[0].levelno == logging.INFO
+    assert started[0].phloem["services"][0] == "echo"  # type: ignore[attr-defined]
+    # nothing configured globally: no handler added, structlog's own config untouched
+    assert logging.getLogger().handlers == root_handlers
+    assert logging.getLogger("phloem").handlers == []
+    assert structlog.get_config() == structlog_config
+
+
+def test_the_host_level_decides_in_embedded_mode(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    logs.use_stdlib()
+    caplog.set_level(logging.WARNING, logger="phloem")
+    log = logs.get_logger("phloem.test")
+    log.info("quiet_one")
+    log.warning("loud_one", api_key="sk-abcdefghijklmnopqrstuvwx")
+    assert [r.msg.split()[0] for r in caplog.records] == ["loud_one"]
+    assert "sk-abc" not in caplog.text
+
+
+def test_set_level_changes_the_owned_sink_live() -> None:
+    out = io.StringIO()
+    logs.configure_logging("warning", "json", out)
+    log = logs.get_logger("phloem.test")
+    log.info("hidden")
+    logs.set_level("info")
+    log.info("shown")
+    assert logs.current_level() == "info"
+    assert "hidden" not in out.getvalue() and '"shown"' in out.getvalue()

@@ -208,3 +208,35 @@ def test_language_servers(
     run_readme_block(block, "language-servers")
     printed = capsys.readouterr().out
     assert "app.py:1:8: warning F401 (Ruff): `os` imported but unused" in printed
+
+
+def test_operating_the_daemon(capsys: pytest.CaptureFixture[str]) -> None:
+    from phloem import logs
+
+    blocks = readme_python_blocks("Operating the daemon")
+    assert len(blocks) == 2
+    run_readme_block(blocks[0], "operating-reload")
+    assert capsys.readouterr().out == "['agents'] ['daemon.max_connections']\n['helper']\n"
+    logs.use_stdlib()  # what an embedded tree gets in a program that configured nothing
+    try:
+        run_readme_block(blocks[1], "operating-logging")
+    finally:
+        logs.configure_logging("warning", "console")  # what tests/conftest.py sets
+    assert capsys.readouterr().out.startswith("tree_started services=['echo', 'agents'")
+
+
+def test_the_install_section_covers_clone_tool_service_and_container() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    install = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    for needle in (
+        "make run",
+        "make test",
+        ". .venv/bin/activate",
+        "pipx install .",
+        "uv tool install .",
+        "deploy/phloem.service",
+        "deploy/Containerfile",
+        "podman build -f deploy/Containerfile",
+        "phloem completion bash",
+    ):
+        assert needle in install, needle

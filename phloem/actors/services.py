@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
-import structlog
 
 from phloem.actors.streams import StreamHub, Topic
+from phloem.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
@@ -54,7 +54,7 @@ from phloem.supervision.spec import ChildSpec
 if TYPE_CHECKING:
     from phloem.config import Config
 
-log = structlog.get_logger("phloem.services")
+log = get_logger("phloem.services")
 
 # Modules that register services when imported; appended to by feature modules' owners.
 SERVICE_MODULES: list[str] = [
@@ -140,6 +140,14 @@ class Call:
         return f"<Call {type(self.message).__name__} from {self.owner.id} {state}>"
 
 
+class ConfigCell:
+    """The tree's config in force, shared by its services: a reload (`phloem.actors.reload`)
+    replaces the sections it applied live, so a service restarted later starts on them."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.value = config
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceContext:
     """What a service factory and a service actor get from the tree."""
@@ -154,6 +162,12 @@ class ServiceContext:
     shared: dict[str, Any] = field(default_factory=dict)
     """One dict per tree, the same for every service: objects a feature's services share
     with each other and with the tree (e.g. `mcp`: the MCP hub; `lsp`: the LSP hub)."""
+    current: ConfigCell | None = None
+
+    def latest(self) -> Config:
+        """The config in force now: `config` with any sections reloaded live since."""
+        value = self.current.value if self.current is not None else None
+        return value if value is not None else self.config
 
 
 class ServiceActor(Actor):

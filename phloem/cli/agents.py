@@ -113,4 +113,7 @@ def _run(ctx: CommandContext) -> int:
         value = run.state.get(key)
         text = value if isinstance(value, str) else json.dumps(value, indent=2)
         ctx.emit({"key": key, "value": value}, text=f"\n{key}:\n{text}")
-    return 0 if outcome.ok else 1
+    if not outcome.ok:  # the outcome is the result (stdout); the failure is also an error
+        ctx.err.write(f"phloem: agent run {outcome.status}: {outcome.message}\n")
+        return 1
+    return 0

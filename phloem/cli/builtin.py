@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
-import msgspec
 import psutil
 
-from phloem.limits import RangeError, RangeTypeError, check_range
-from phloem.protocols.errors import ErrorKind, PhloemError
-
-if TYPE_CHECKING:
-    pass
-
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, to_json
-from phloem.cli.render import render_status, render_table, render_tree
+from phloem.cli.render import is_terminal, render_status, render_table, render_tree
+from phloem.limits import RangeError, RangeTypeError, check_range
+from phloem.paths import CONFIG_ENV, config_candidates
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 DEFAULT_TOP_INTERVAL_S = 1.0
 TOP_INTERVAL_RANGE = (0.05, 3600.0)
@@ -55,23 +51,31 @@ def add_cli(commands: Commands) -> None:
 
 def _cmd_daemon(ctx: CommandContext) -> int:
     from phloem.config import load_config
-    from phloem.daemon.server import run
+    from phloem.daemon.server import run, with_socket
 
-    config = load_config(ctx.args.config, load_components=True)
-    if ctx.args.socket:
-        config.daemon.socket = ctx.args.socket
-        try:
-            config = msgspec.convert(msgspec.to_builtins(config), type(config))
-        except msgspec.ValidationError as exc:
-            reason = str(exc).split(" - at ")[0].removeprefix("daemon.socket: ")
-            raise UsageError(f"--socket: {reason}") from None
-    return run(config)
+    path = ctx.config_path()
+    config = load_config(path, load_components=True)
+    try:
+        config = with_socket(config, ctx.args.socket)
+    except PhloemError as exc:
+        raise UsageError(exc.message) from None
+    return run(config, config_path=path, socket_path=ctx.args.socket)
 
 
 def _cmd_config_check(ctx: CommandContext) -> int:
+    """Validate the config file the search order finds (none found is an error, not a
+    check of the defaults): keys and values, every component imported, every name that
+    must name something configured (`check_references`)."""
     from phloem.config import load_config, resolved, to_toml
 
-    config = load_config(ctx.args.config, load_components=True)
+    path = ctx.config_path()
+    if path is None:
+        looked = ", ".join(str(p) for p in config_candidates())
+        raise PhloemError(
+            ErrorKind.CONFIG_INVALID,
+            f"no config file to check: no --config, no ${CONFIG_ENV}, and none of {looked}",
+        )
+    config = load_config(path, load_components=True)
     data = resolved(config)
     ctx.emit(data, text=to_toml(data))
     return EXIT_OK
@@ -80,6 +84,11 @@ def _cmd_config_check(ctx: CommandContext) -> int:
 def _cmd_status(ctx: CommandContext) -> int:
     with ctx.client() as client:
         status = client.status()
+    if not ctx.json and is_terminal(ctx.out):
+        from phloem.cli.screen import console_for, status_view  # rich: on a terminal only
+
+        console_for(ctx.out).print(status_view(status))
+        return EXIT_OK
     ctx.emit(status, text=render_status(status))
     return EXIT_OK
 
@@ -87,11 +96,19 @@ def _cmd_status(ctx: CommandContext) -> int:
 def _cmd_tree(ctx: CommandContext) -> int:
     with ctx.client() as client:
         snap = client.tree()
+    if not ctx.json and is_terminal(ctx.out):
+        from phloem.cli.screen import console_for, tree_view
+
+        console_for(ctx.out).print(tree_view(snap))
+        return EXIT_OK
     ctx.emit(snap, text=render_tree(snap))
     return EXIT_OK
 
 
 def _cmd_top(ctx: CommandContext) -> int:
+    """Refresh until Ctrl-C (exit 130, from `main`) or `--iterations`: one screen redrawn
+    in place on a terminal, a plain snapshot per refresh when piped, JSON lines with
+    --json."""
     interval = ctx.args.interval
     iterations = ctx.args.iterations
     try:
@@ -100,26 +117,38 @@ def _cmd_top(ctx: CommandContext) -> int:
             check_range("iterations", iterations, 1, None)
     except (RangeError, RangeTypeError) as exc:
         raise UsageError(exc.message) from None
-    stop = threading.Event()
-    count = 0
     with ctx.client() as client:
-        try:
-            while not stop.is_set():
-                status, snap = client.status(), client.tree()
-                if ctx.json:
-                    ctx.out.write(to_json({"status": status, "tree": snap}) + "\n")
-                else:
-                    ctx.out.write("\x1b[H\x1b[2J" + render_status(status) + "\n\n")
-                    ctx.out.write(render_table(snap) + "\n")
-                    ctx.out.write("(Ctrl-C to quit)\n")
+        frames = _top_frames(client, interval, iterations)
+        if ctx.json:
+            for status, snap in frames:
+                ctx.out.write(to_json({"status": status, "tree": snap}) + "\n")
                 ctx.out.flush()
-                count += 1
-                if iterations is not None and count >= iterations:
-                    break
-                stop.wait(interval)
-        except KeyboardInterrupt:
-            pass
+        elif is_terminal(ctx.out):
+            from rich.live import Live
+
+            from phloem.cli.screen import console_for, top_view
+
+            console = console_for(ctx.out)
+            with Live(console=console, screen=True, auto_refresh=False) as live:
+                for status, snap in frames:
+                    live.update(top_view(status, snap, console.size.width), refresh=True)
+        else:
+            for n, (status, snap) in enumerate(frames):
+                ctx.out.write("\n" * bool(n) + render_status(status) + "\n\n")
+                ctx.out.write(render_table(snap) + "\n")
+                ctx.out.flush()
     return EXIT_OK
+
+
+def _top_frames(client: Any, interval: float, iterations: int | None) -> Iterator[Any]:
+    """(status, tree) every `interval` seconds, `iterations` times (None: until Ctrl-C)."""
+    count = 0
+    while True:
+        yield client.status(), client.tree()
+        count += 1
+        if iterations is not None and count >= iterations:
+            return
+        time.sleep(interval)
 
 
 def _cmd_send(ctx: CommandContext) -> int:

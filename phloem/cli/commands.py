@@ -1,6 +1,8 @@
 """The one command contract: every `phloem` subcommand is a handler `(ctx) -> int` added
 through `Commands`, and gets a `CommandContext`. Exit codes: 0 success, 1 error (one line
-on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argument).
+on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argument), 130
+interrupted (Ctrl-C). Errors always go to stderr; with `--json` the error value is also
+printed on stdout.
 
 A feature adds its commands in its own module under `phloem.cli` (listed in
 `phloem.cli.main.FEATURE_CLI_MODULES`), defining `add_cli(commands: Commands)`:
@@ -26,6 +28,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
+from phloem.paths import SOCKET_ENV, default_socket_path, find_config
+
 if TYPE_CHECKING:
     from phloem.client.sync import Client
 
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
 
 Handler = Callable[["CommandContext"], int]
 
@@ -50,16 +55,23 @@ class CommandContext:
         self.out = out
         self.err = err
 
+    def config_path(self) -> Path | None:
+        """The config file of this command (`phloem.paths.find_config`: `--config`,
+        `$PHLOEM_CONFIG`, `./phloem.toml`, the user's, the system's), or None."""
+        return find_config(getattr(self.args, "config", None))
+
     def socket_path(self) -> Path:
+        """`--socket`, else `$PHLOEM_SOCKET`, else the socket of the config file found,
+        else the default path."""
         if getattr(self.args, "socket", None):
             return Path(self.args.socket)
-        env = os.environ.get("PHLOEM_SOCKET")
+        env = os.environ.get(SOCKET_ENV)
         if env:
             return Path(env)
-        from phloem.config import default_socket_path, load_config
+        config = self.config_path()
+        if config is not None:
+            from phloem.config import load_config
 
-        config = getattr(self.args, "config", None)
-        if config:
             return load_config(config).daemon.socket_path()
         return default_socket_path()
 
@@ -101,10 +113,16 @@ class Commands:
         return Commands(sub)
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--socket", metavar="PATH", help="daemon socket path")
-    parser.add_argument("--config", metavar="FILE", help="phloem TOML config file")
-    parser.add_argument("--json", action="store_true", help="machine-readable JSON output")
+def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """`--socket`, `--config`, `--json`: on the `phloem` command itself (`top`, with their
+    defaults) and again on every subcommand, where they are left out of the result unless
+    given (`SUPPRESS`), so `phloem --json status` and `phloem status --json` both work."""
+    default: Any = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument("--socket", metavar="PATH", help="daemon socket path", **default)
+    parser.add_argument("--config", metavar="FILE", help="phloem TOML config file", **default)
+    parser.add_argument(
+        "--json", action="store_true", help="machine-readable JSON output", **default
+    )
 
 
 # --- built-in commands ------------------------------------------------------------------

@@ -11,7 +11,7 @@ atomically. Progress goes to stderr: a progress bar on a terminal (cases done / 
 pass rate so far, elapsed, ETA), else one line per finished case. Exit codes: 0 every
 gate passed, 2 the run completed but a gate failed or it regressed against the
 baseline, 1 a configuration or runtime error (one line on stderr). Ctrl-C cancels the
-eval and every case run it started.
+eval and every case run it started, and exits 130 as every command does.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The `phloem` command: parse, dispatch to a handler, map errors to exit codes.
 
-Every command takes `--socket PATH` (else `$PHLOEM_SOCKET`, else the socket of
-`--config FILE`, else the default path) and `--json`. The commands themselves live in
-`builtin` and in one module per feature; see `phloem.cli.commands` for the contract.
+Every command takes `--socket PATH` (else `$PHLOEM_SOCKET`, else the socket of the
+config file found by `phloem.paths.find_config`, else the default path), `--config FILE`
+and `--json`, before or after the subcommand (`phloem --json status`). The commands
+themselves live in `builtin` and in one module per feature; see `phloem.cli.commands` for
+the contract.
 """
 
 from __future__ import annotations
@@ -11,22 +13,20 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from phloem._version import __version__
-from phloem.protocols.errors import PhloemError
-
-if TYPE_CHECKING:
-    pass
-
 from phloem.cli.commands import (
     EXIT_ERROR,
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
     CommandContext,
     Commands,
     UsageError,
+    add_common,
     to_json,
 )
+from phloem.protocols.errors import PhloemError
 
 # Modules defining `add_cli(commands)`, in the order their commands are listed.
 FEATURE_CLI_MODULES: list[str] = [
@@ -40,6 +40,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.instructions",
     "phloem.cli.live",
     "phloem.cli.mcp",
+    "phloem.cli.completion",
 ]
 
 
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="phloem", description="phloem: a supervised runtime for AI-agent workloads"
     )
     parser.add_argument("--version", action="version", version=f"phloem {__version__}")
+    add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands = Commands(sub)
     for module in FEATURE_CLI_MODULES:
@@ -78,7 +80,8 @@ def main(
         err.write(f"phloem: {exc.message} [{exc.kind}]\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        return EXIT_ERROR
+        err.write("\n")
+        return EXIT_INTERRUPTED
 
 
 def _quiet_logging(args: argparse.Namespace) -> None:

@@ -1,7 +1,8 @@
 """`phloem model list`, `phloem model probe NAME` and `phloem ask NAME PROMPT`.
 
 These run in the CLI process (no daemon needed): they read `[providers.NAME]` from the
-config file (`--config`, else `$PHLOEM_CONFIG`, else `conf/phloem.toml`), or take an ad-hoc
+config file (the one search order of `phloem.paths.find_config`: `--config`,
+`$PHLOEM_CONFIG`, `./phloem.toml`, the user's, the system's), or take an ad-hoc
 provider from `--protocol --base-url --model [--api-key-env VAR]`. Exit 0 on success, 1
 with the error kind on stderr otherwise; `--json` prints the result or the error.
 
@@ -11,8 +12,6 @@ with the error kind on stderr otherwise; `--json` prints the result or the error
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 import msgspec
 
@@ -25,9 +24,9 @@ from phloem.models.providers import (
     build_model,
     load_providers,
 )
+from phloem.paths import find_config
 from phloem.protocols.errors import ErrorKind, PhloemError
 
-DEFAULT_CONFIG = "conf/phloem.toml"
 DEFAULT_ASK_MAX_OUTPUT_TOKENS = 1024
 DEFAULT_ASK_MAX_TEXT_BYTES = 64 * 1024
 
@@ -64,15 +63,9 @@ def _adhoc_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _config_path(args: argparse.Namespace) -> Path:
-    return Path(getattr(args, "config", None) or os.environ.get("PHLOEM_CONFIG") or DEFAULT_CONFIG)
-
-
 def _providers(args: argparse.Namespace) -> dict[str, ProviderConfig]:
-    path = _config_path(args)
-    if not path.exists() and not getattr(args, "config", None):
-        return {}
-    return load_providers(path)
+    path = find_config(getattr(args, "config", None))
+    return {} if path is None else load_providers(path)
 
 
 def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
@@ -106,9 +99,8 @@ def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
         return "(ad-hoc)", config
     providers = _providers(args)
     if args.name not in providers:
-        raise PhloemError(
-            ErrorKind.UNKNOWN_PROVIDER, f"no provider named {args.name!r} in {_config_path(args)}"
-        )
+        where = find_config(getattr(args, "config", None)) or "any config file (none found)"
+        raise PhloemError(ErrorKind.UNKNOWN_PROVIDER, f"no provider named {args.name!r} in {where}")
     return args.name, providers[args.name]
 
 

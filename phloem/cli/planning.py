@@ -120,7 +120,11 @@ def _emit_result(ctx: CommandContext, result: PlanningResult) -> int:
         ctx.out.flush()
     else:
         ctx.emit(None, text=render_result(result))
-    return 0 if result.status == "completed" else 1
+    if result.status != "completed":  # the result is on stdout; the failure also on stderr
+        kind = f" [{result.error.kind}]" if result.error is not None else ""
+        ctx.err.write(f"phloem: planning run {result.status}{kind}\n")
+        return 1
+    return 0
 
 
 def _cmd_run(ctx: CommandContext) -> int:
@@ -171,10 +175,10 @@ def _cmd_validate(ctx: CommandContext) -> int:
     try:
         plan = decode(data)
     except PlanError as err:
-        ctx.emit(
-            {"valid": False, "kind": err.kind, "message": err.message, "details": err.details},
-            text=f"invalid: {err.kind}: {err.message}",
-        )
+        if ctx.json:
+            value = {"valid": False, "kind": err.kind, "message": err.message}
+            ctx.emit({**value, "details": err.details})
+        ctx.err.write(f"invalid: {err.kind}: {err.message}\n")
         return 1
     canonical = encode(plan)
     ctx.emit(

@@ -1,8 +1,20 @@
-"""Human renderings of daemon status and the supervision tree (`status`, `tree`, `top`)."""
+"""Plain-text renderings of daemon status and the supervision tree (`status`, `tree`,
+`top` when stdout is not a terminal, and the README's examples). Every line of
+`render_table` fits in `PLAIN_WIDTH` columns; on a terminal `phloem.cli.screen` draws the
+same data with rich, fitted to the terminal's size."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TextIO
+
+
+def is_terminal(out: TextIO) -> bool:
+    """Whether `out` is a terminal (rich output, `phloem.cli.screen`) rather than a pipe or
+    a file (this module's plain text)."""
+    try:
+        return bool(out.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def human_bytes(n: int | None) -> str:
@@ -94,21 +106,57 @@ def render_tree(snap: Any) -> str:
     return "\n".join(lines) if lines else "(no supervisors running)"
 
 
-def render_table(snap: Any) -> str:
-    header = f"{'ID':<32} {'TYPE':<10} {'PID/THREAD':<24} {'STATE':<10} {'RST':>4} "
-    header += f"{'MBOX':>5} {'CRED':>5} {'RSS':>10}"
-    rows = [header]
+PLAIN_WIDTH = 80
+"""Columns of the plain `top` table (what a pipe gets, where no width is known)."""
+
+# (title, width, right-aligned): 21+10+14+8+3+4+4+9 plus 7 separators = 80 columns
+TABLE_COLUMNS = (
+    ("ID", 21, False),
+    ("TYPE", 10, False),
+    ("PID/THREAD", 14, False),
+    ("STATE", 8, False),
+    ("RST", 3, True),
+    ("MBOX", 4, True),
+    ("CRED", 4, True),
+    ("RSS", 9, True),
+)
+
+
+def table_rows(snap: Any) -> list[tuple[str, ...]]:
+    """One row per node, depth-first, ids indented by depth (what `top` shows)."""
+    rows: list[tuple[str, ...]] = []
 
     def walk(node: Any, depth: int) -> None:
-        name = ("  " * depth + node.id)[:32]
         rows.append(
-            f"{name:<32} {node.type:<10} {_where(node)[:24]:<24} {node.state:<10} "
-            f"{node.restarts:>4} {node.mailbox_depth:>5} {node.credit_in_use:>5} "
-            f"{human_bytes(node.rss_bytes):>10}"
+            (
+                "  " * depth + node.id,
+                node.type,
+                _where(node),
+                node.state,
+                str(node.restarts),
+                str(node.mailbox_depth),
+                str(node.credit_in_use),
+                human_bytes(node.rss_bytes),
+            )
         )
         for child in node.children:
             walk(child, depth + 1)
 
     for root in snap.roots:
         walk(root, 0)
-    return "\n".join(rows)
+    return rows
+
+
+def _cell(text: str, width: int, right: bool) -> str:
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return text.rjust(width) if right else text.ljust(width)
+
+
+def render_table(snap: Any) -> str:
+    """The `top` table as plain text, each line at most `PLAIN_WIDTH` columns."""
+    lines = []
+    for row in [tuple(c[0] for c in TABLE_COLUMNS), *table_rows(snap)]:
+        cells = (_cell(v, w, r) for v, (_, w, r) in zip(row, TABLE_COLUMNS, strict=True))
+        lines.append(" ".join(cells).rstrip())
+    return "\n".join(lines)

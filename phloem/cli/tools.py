@@ -5,9 +5,10 @@
     phloem tool run NAME JSON [--root DIR] [--session ID] [--config FILE]
 
 These run in the CLI process (no daemon needed). `run` works on the workspace root
-(default: the current directory) and prints the result as JSON; it exits 1 when the tool
-returned a failure value, 2 on usage errors. With `--config` the tools take the file's
-`[tools]` limits (bash's memory cap); without it, the defaults. `add_cli(commands)` plugs
+(default: the current directory) and prints the result as JSON; a failure value goes to
+stderr instead (with `--json` to stdout as well) and exits 1; usage errors exit 2. With a
+config file (`--config`, or the one search order) the tools take its `[tools]` limits
+(bash's memory cap); without one, the defaults. `add_cli(commands)` plugs
 them into the main `phloem` command.
 """
 
@@ -70,10 +71,18 @@ def _run(ctx: CommandContext) -> int:
     if not root.is_dir():
         raise UsageError(f"root is not a directory: {root}")
     registry = None
-    if getattr(ctx.args, "config", None):  # the `[tools]` limits, e.g. bash's memory cap
+    config = ctx.config_path()
+    if config is not None:  # the `[tools]` limits, e.g. bash's memory cap
         from phloem.config import load_config
 
-        registry = default_registry(load_config(ctx.args.config).tools)
+        registry = default_registry(load_config(config).tools)
     result = run_tool(ctx.args.name, arguments, root, session=ctx.args.session, registry=registry)
-    _print(ctx, result)
-    return EXIT_ERROR if is_failure(result) else EXIT_OK
+    if not is_failure(result):
+        _print(ctx, result)
+        return EXIT_OK
+    # a failure value is an error: on stderr (with --json, the value on stdout as well)
+    if ctx.json:
+        _print(ctx, result)
+    ctx.err.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    ctx.err.flush()
+    return EXIT_ERROR

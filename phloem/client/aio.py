@@ -87,7 +87,7 @@ def _resolve_path(path: str | os.PathLike[str] | None) -> Path:
     env = os.environ.get("PHLOEM_SOCKET")
     if env:
         return Path(env)
-    from phloem.config import default_socket_path
+    from phloem.paths import default_socket_path
 
     return default_socket_path()
 

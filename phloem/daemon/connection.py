@@ -17,10 +17,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import structlog
 
 from phloem._version import __version__
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.wire import (
     HEADER_BYTES,
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from phloem.daemon.server import Server
 
 
-log = structlog.get_logger("phloem.daemon")
+log = get_logger("phloem.daemon")
 
 RECV_BYTES = 64 * 1024  # below malloc's mmap threshold: a bigger read buffer costs an mmap per read
 CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing connection may take to flush its last frames

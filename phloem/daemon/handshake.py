@@ -31,9 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import structlog
-
 from phloem.daemon.connection import CLOSE_DRAIN_BYTES, CLOSE_FLUSH_TIMEOUT_S, RECV_BYTES
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import (
     SUPPORTED_VERSIONS,
@@ -46,7 +45,7 @@ from phloem.protocols.wire import (
 if TYPE_CHECKING:
     from phloem.daemon.server import Server
 
-log = structlog.get_logger("phloem.daemon")
+log = get_logger("phloem.daemon")
 
 MAX_HELLO_BYTES = 4096  # read before a hello at most; the hello must fit
 FULL_LOG_EVERY_S = 10.0  # `handshake_budget_full` is logged at most this often

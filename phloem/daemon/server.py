@@ -6,7 +6,15 @@ root supervisor giving up. The socket lives in a directory of mode 0700 and has 
 SO_PEERCRED, decides); an existing directory owned by another uid or writable by group or
 others is refused (`phloem.daemon.socketfile`). A stale socket left by a crashed daemon
 is replaced; a live one is refused. Logs are JSON lines on stderr (structlog);
-`daemon_ready` marks the moment the socket accepts connections.
+`daemon_ready` marks the moment the socket accepts connections, and under systemd
+(`Type=notify`) the daemon says `READY=1` then, `STOPPING=1` when it begins to stop
+(`phloem.daemon.notify`).
+
+SIGHUP re-reads the config file the daemon started from and applies what can change live
+(`Tree.reload`: the logging level and format here, and what features registered with
+`phloem.actors.reload`); every other changed key is logged by name
+(`reload_needs_restart`). A config that no longer loads is logged (`reload_failed`) and
+changes nothing: SIGHUP never stops the daemon.
 
 The accept loop (this module, one thread, a selector) also reads each new connection's
 hello, within a budget of its own (`max_pending_handshakes`, see `handshake`): a
@@ -36,23 +44,27 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
-import structlog
+import msgspec
 
 from phloem import logs
 from phloem._version import __version__
+from phloem.actors.reload import ReloadContext, Reloader, ReloadReport
 from phloem.config import Config, LoggingConfig, check_components, load_config
 from phloem.daemon.connection import Connection
 from phloem.daemon.handshake import Handshakes
+from phloem.daemon.notify import Notifier
 from phloem.daemon.socketfile import peer_credentials, prepare_socket_path
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import FrameReader
 from phloem.tree import Tree
 
-log = structlog.get_logger("phloem.daemon")
+log = get_logger("phloem.daemon")
 
 LISTEN_BACKLOG = 128
 MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept from then on
@@ -77,6 +89,10 @@ class Server:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._stop = threading.Event()
+        self.on_reload: Callable[[], object] | None = None
+        self._reload_wanted = threading.Event()
+        self._reload_lock = threading.Lock()
+        self._reloading = False
         self._listener: socket.socket | None = None
         self._inode: int | None = None
         self.stop_signal: int | None = None
@@ -106,6 +122,36 @@ class Server:
         self._stop.set()
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
+
+    def request_reload(self) -> None:
+        """Ask for a reload (safe from a signal handler: sets a flag, wakes the loop)."""
+        self._reload_wanted.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"r")
+
+    def _maybe_reload(self) -> None:
+        """Start the reload thread if a reload is wanted and none is running (one that is
+        running picks the new request up when it finishes)."""
+        if self.on_reload is None or not self._reload_wanted.is_set():
+            return
+        with self._reload_lock:
+            if self._reloading:
+                return
+            self._reloading = True
+        threading.Thread(target=self._reload_loop, name="phloem-reload", daemon=True).start()
+
+    def _reload_loop(self) -> None:
+        assert self.on_reload is not None
+        while True:
+            with self._reload_lock:
+                if not self._reload_wanted.is_set() or self._stop.is_set():
+                    self._reloading = False
+                    return
+                self._reload_wanted.clear()
+            try:
+                self.on_reload()
+            except Exception as exc:  # a reload never takes the daemon down
+                log.error("reload_failed", error=f"{type(exc).__name__}: {exc}")
 
     def bind(self) -> None:
         shared = bool(self.config.daemon.allowed_uids)
@@ -143,6 +189,7 @@ class Server:
                     if key.fileobj is self._wake_r:
                         with contextlib.suppress(OSError):
                             self._wake_r.recv(4096)
+                        self._maybe_reload()
                     elif key.fileobj is self._listener:
                         self._accept(handshakes)
                     else:
@@ -216,28 +263,75 @@ def tune_malloc() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
 
 
-def run(config: Config | str | os.PathLike[str] | None = None) -> int:
+def run(
+    config: Config | str | os.PathLike[str] | None = None,
+    *,
+    config_path: str | os.PathLike[str] | None = None,
+    socket_path: str | None = None,
+) -> int:
     """Run the daemon in the foreground; the process exit code.
 
-    Every configured component is imported before anything starts or logs, so a bad one
-    is a single `config_invalid` error (`check_components`).
+    `config` is a loaded `Config` or a path; `config_path` is the file SIGHUP re-reads
+    (default: `config` when it is a path); `socket_path` (`--socket`) overrides
+    `daemon.socket`, at start and at every reload. Every configured component is
+    imported before anything starts or logs, so a bad one is a single `config_invalid`
+    error (`check_components`).
     """
-    if isinstance(config, Config):
-        cfg = config
-        check_components(cfg)
-    else:
-        cfg = load_config(config, load_components=True)
+    previous: dict[int, Any] = {signal.SIGHUP: signal.signal(signal.SIGHUP, signal.SIG_IGN)}
+    try:
+        if isinstance(config, Config):
+            cfg = config
+            check_components(cfg)
+        else:
+            config_path = config_path or config
+            cfg = load_config(config, load_components=True)
+        cfg = with_socket(cfg, socket_path)
+    except BaseException:
+        signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
+        raise
+    return _serve(cfg, config_path, socket_path, previous)
+
+
+def with_socket(config: Config, socket_path: str | None) -> Config:
+    """`config` with `daemon.socket` set to `socket_path` (validated as the file's own
+    value would be: `config_invalid`), or unchanged when it is None."""
+    if not socket_path:
+        return config
+    daemon = msgspec.structs.replace(config.daemon, socket=socket_path)
+    try:
+        return msgspec.convert(
+            msgspec.to_builtins(msgspec.structs.replace(config, daemon=daemon)), Config
+        )
+    except msgspec.ValidationError as exc:
+        reason = str(exc).split(" - at ")[0].removeprefix("daemon.socket: ")
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"--socket: {reason}") from None
+
+
+def _serve(
+    cfg: Config,
+    config_path: str | os.PathLike[str] | None,
+    socket_path: str | None,
+    previous: dict[int, Any],
+) -> int:
+    notifier = Notifier()
     configure_logging(cfg.logging)
     malloc_tuned = tune_malloc()
     path = cfg.daemon.socket_path()
-    prepare_socket_path(path, bool(cfg.daemon.allowed_uids))  # refuse a live daemon early
-    tree = Tree.start(cfg)
+    try:
+        prepare_socket_path(path, bool(cfg.daemon.allowed_uids))  # refuse a live daemon early
+        tree = Tree.start(cfg)
+    except BaseException:
+        signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
+        raise
     server = Server(cfg, tree, path)
     try:
         server.bind()
     except PhloemError:
         tree.stop()
+        signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
         raise
+    ready = f"serving on {path} ({len(tree.services)} services)"
+    server.on_reload = lambda: reload_daemon(tree, config_path, socket_path, notifier, ready)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         # Runs between two bytecodes of the main thread, which may hold a lock (a log
@@ -245,7 +339,12 @@ def run(config: Config | str | os.PathLike[str] | None = None) -> int:
         server.stop_signal = signum
         server.request_stop()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    def on_hangup(signum: int, frame: FrameType | None) -> None:
+        server.request_reload()  # the same rule: a flag and a wake-up, nothing more
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, on_signal)
+    signal.signal(signal.SIGHUP, on_hangup)
     log.info(
         "daemon_ready",
         socket=str(path),
@@ -253,16 +352,63 @@ def run(config: Config | str | os.PathLike[str] | None = None) -> int:
         version=__version__,
         services=tree.services,
         malloc_tuned=malloc_tuned,
+        config=str(config_path) if config_path else None,
     )
+    notifier.ready(ready)
     try:
         server.serve()
     finally:
+        notifier.stopping()
         if server.stop_signal is not None:
             log.info("signal_received", signal=signal.Signals(server.stop_signal).name)
         root_failed = not tree.root.is_alive()
         server.close()
         reason = tree.stop(cfg.daemon.shutdown_timeout_s)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         log.info("daemon_stopped", reason=str(reason), log_lines_dropped=logs.dropped_lines())
     return 1 if root_failed else 0
+
+
+def _apply_logging(ctx: ReloadContext) -> None:
+    logs.set_level(ctx.new.logging.level, ctx.new.logging.format)
+
+
+LOGGING_RELOADER = Reloader("logging", ("logging",), _apply_logging)
+
+
+def reload_daemon(
+    tree: Tree,
+    config_path: str | os.PathLike[str] | None,
+    socket_path: str | None,
+    notifier: Notifier,
+    ready: str,
+) -> ReloadReport | None:
+    """One SIGHUP: re-read `config_path`, apply what can change live, log the rest by
+    name. A config that does not load changes nothing (`reload_failed`); None then."""
+    notifier.reloading()
+    where = str(config_path) if config_path else None
+    log.info("reload_started", config=where)
+    try:
+        new = load_config(config_path, load_components=True)
+        report = tree.reload(with_socket(new, socket_path), extra=[LOGGING_RELOADER])
+    except PhloemError as exc:
+        log.error("reload_failed", config=where, kind=exc.kind, error=exc.message)
+        notifier.ready(f"{ready}; the last reload failed: {exc.message}")
+        return None
+    if report.restart_needed:
+        log.warning("reload_needs_restart", keys=report.restart_needed)
+    for failure in report.failed:
+        log.error("reload_not_applied", reloader=failure.split(":", 1)[0], error=failure)
+    log.info(
+        "reload_done",
+        changed=report.changed_count,
+        applied=report.applied,
+        restart_needed=len(report.restart_needed),
+        log_level=logs.current_level(),
+    )
+    note = f"; restart to apply {len(report.restart_needed)} change(s)" * bool(
+        report.restart_needed
+    )
+    notifier.ready(ready + note)
+    return report

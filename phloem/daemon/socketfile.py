@@ -16,11 +16,10 @@ import stat
 import struct
 from pathlib import Path
 
-import structlog
-
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 
-log = structlog.get_logger("phloem.daemon")
+log = get_logger("phloem.daemon")
 _PEERCRED = struct.Struct("3i")
 
 

@@ -26,16 +26,16 @@ from typing import Any, Final
 
 import httpx
 import msgspec
-import structlog
 
 from phloem.limits import RangeError, RangeTypeError, check_range, format_number
+from phloem.logs import get_logger
 from phloem.models import cancel
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.model import ModelError, ResponseTooLarge
 from phloem.protocols.secrets import redact
 from phloem.protocols.sse import SseDecoder
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_MAX_RESPONSE_BYTES: Final = 8 * 1024 * 1024
 MIN_MAX_RESPONSE_BYTES: Final = 1

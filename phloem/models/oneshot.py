@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Literal
 
 import msgspec
-import structlog
 
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.models.cancel import cancel_scope
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, ToolCall
 from phloem.models.openai import OpenAIModel
@@ -64,7 +64,7 @@ from phloem.tools.contract import (
 from phloem.tools.errors import ToolFailure
 from phloem.tools.registry import ToolRegistry
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ToolExecution = Literal["sequential", "parallel"]
 MAX_PARALLEL_TOOLS: Final = 16

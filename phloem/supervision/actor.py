@@ -20,10 +20,10 @@ from typing import Any, ClassVar
 
 import msgspec
 import pykka
-import structlog
 from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
 
+from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.handle import (
     ChildHandle,
@@ -34,7 +34,7 @@ from phloem.supervision.handle import (
 )
 from phloem.supervision.reasons import ExitReason
 
-log = structlog.get_logger("phloem.supervision")
+log = get_logger("phloem.supervision")
 
 # Named limits.
 DEFAULT_MAX_INBOX = 10_000

@@ -39,13 +39,13 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import msgspec
-import structlog
 
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.reasons import ExitKind, ExitReason
 
-log = structlog.get_logger("phloem.supervision.credit")
+log = get_logger("phloem.supervision.credit")
 
 T = TypeVar("T")
 

@@ -46,8 +46,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import msgspec
-import structlog
 
+from phloem.logs import get_logger
 from phloem.protocols import framing
 from phloem.supervision._bootstrap import EXIT_GRACE_S
 from phloem.supervision.childwire import (
@@ -72,7 +72,7 @@ __all__ = [
     "shutdown_server",
 ]
 
-log = structlog.get_logger("phloem.supervision.forkserver")
+log = get_logger("phloem.supervision.forkserver")
 
 PRELOAD_ENV = "PHLOEM_FORKSERVER_PRELOAD"
 DEFAULT_PRELOAD = ("phloem.supervision._bootstrap", "phloem.supervision.channel")

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from typing import Literal
 
 import msgspec
-import structlog
 
+from phloem.logs import get_logger
 from phloem.supervision.reasons import ExitReason
 
-log = structlog.get_logger("phloem.supervision")
+log = get_logger("phloem.supervision")
 
 HandleKind = Literal["actor", "process", "supervisor"]
 ExitCallback = Callable[[ExitReason], None]

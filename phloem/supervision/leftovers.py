@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 
 import psutil
-import structlog
 
+from phloem.logs import get_logger
 from phloem.supervision.proctree import (
     descendants,
     has_marker,
@@ -22,7 +22,7 @@ from phloem.supervision.proctree import (
     wait_gone as _wait_gone,
 )
 
-log = structlog.get_logger("phloem.supervision.process")
+log = get_logger("phloem.supervision.process")
 
 LEFTOVER_WAIT_S = 2.0
 """How long a stop waits for killed leftover descendants to disappear."""

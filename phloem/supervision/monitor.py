@@ -13,13 +13,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
+from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.handle import ChildHandle
 from phloem.supervision.reasons import Down, ExitReason
 
-log = structlog.get_logger("phloem.supervision")
+log = get_logger("phloem.supervision")
 
 Watcher = Callable[[Down], None] | Any  # a callable, an ActorHandle or a pykka ActorRef
 

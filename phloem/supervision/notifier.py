@@ -13,9 +13,9 @@ import queue
 import threading
 from typing import Protocol
 
-import structlog
+from phloem.logs import get_logger
 
-log = structlog.get_logger("phloem.supervision.process")
+log = get_logger("phloem.supervision.process")
 
 
 class Finalizable(Protocol):

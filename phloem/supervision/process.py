@@ -45,9 +45,9 @@ from typing import Any
 import dill  # type: ignore[import-untyped]
 import msgspec
 import psutil
-import structlog
 
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.secrets import redact
 from phloem.supervision.channel import Channel, ChannelError
 from phloem.supervision.childwire import MAX_PAYLOAD_BYTES, CommandStart, Spawn, TargetStart
@@ -61,7 +61,7 @@ from phloem.supervision.spec import Command, Limits, ProcessTarget
 from phloem.supervision.status import ChildStatus, exit_reason, with_wait_status
 from phloem.supervision.watchdog import RssWatchdog
 
-log = structlog.get_logger("phloem.supervision.process")
+log = get_logger("phloem.supervision.process")
 
 READY_TIMEOUT_RANGE = (0.001, 3_600.0)
 """Accepted `ready_timeout` of `start_process`, in seconds."""

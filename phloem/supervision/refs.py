@@ -26,13 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import structlog
-
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.reasons import ExitReason
 
-log = structlog.get_logger("phloem.supervision.refs")
+log = get_logger("phloem.supervision.refs")
 
 REF_RANDOM_BITS = 128
 REF_HEX_CHARS = REF_RANDOM_BITS // 4

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-import structlog
 
+from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.handle import (
@@ -52,7 +52,7 @@ from phloem.supervision.spec import (
     SupervisorSpec,
 )
 
-log = structlog.get_logger("phloem.supervision")
+log = get_logger("phloem.supervision")
 
 # Named limits.
 MAX_CHILDREN = 100_000  # children of one supervisor (static + dynamic)

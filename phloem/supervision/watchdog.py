@@ -27,9 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import structlog
-
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.supervision.proctree import (
     children_of,
     group_of,
@@ -39,7 +38,7 @@ from phloem.supervision.proctree import (
     tree_of,
 )
 
-log = structlog.get_logger("phloem.supervision.watchdog")
+log = get_logger("phloem.supervision.watchdog")
 
 WATCHDOG_INTERVAL_S = 0.1
 """Seconds between two readings of each watched tree."""

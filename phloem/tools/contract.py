@@ -29,9 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import structlog
-
 from phloem.limits import RangeError, check_range
+from phloem.logs import get_logger
 from phloem.protocols.content import FunctionDeclaration
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.secrets import redact
@@ -39,7 +38,7 @@ from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant
 from phloem.tools.workspace import Touch, Workspace, is_unicode
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 JSON = dict[str, Any]
 

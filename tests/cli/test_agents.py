@@ -70,6 +70,7 @@ def test_agent_run_json_and_a_failed_run_exits_1(daemon: DaemonProc) -> None:
     docs = [json.loads(line) for line in out.splitlines()]
     assert docs[-1]["status"] == "agent_failed"
     assert any(d.get("error", {}).get("kind") == "agent_error" for d in docs[:-1])
+    assert err.startswith("phloem: agent run agent_failed: ")  # the failure on stderr too
 
 
 def test_state_arguments_parse_json_values_or_fall_back_to_strings() -> None:

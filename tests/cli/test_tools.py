@@ -23,7 +23,12 @@ def test_the_cli_lists_describes_and_runs_tools(
     assert main(["tool", "run", "read", '{"path": "a.txt"}', "--root", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out)["content"] == "     1\thello\n"
     assert main(["tool", "run", "read", '{"path": "../a.txt"}', "--root", str(tmp_path)]) == 1
-    assert json.loads(capsys.readouterr().out)["error"] == "outside_root"
+    failed = capsys.readouterr()
+    assert failed.out == "" and json.loads(failed.err)["error"] == "outside_root"
+    args = ["tool", "run", "read", '{"path": "../a.txt"}', "--root", str(tmp_path), "--json"]
+    assert main(args) == 1
+    failed = capsys.readouterr()
+    assert json.loads(failed.out)["error"] == json.loads(failed.err)["error"] == "outside_root"
     assert main(["tool", "run", "read", "{bad", "--root", str(tmp_path)]) == 2
     assert main(["tool", "schema", "nope"]) == 2
 

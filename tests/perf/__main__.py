@@ -33,11 +33,9 @@ def _fmt(value: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    import logging
+    from phloem.logs import configure_logging
 
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    configure_logging("error", "console")
     results: dict[str, Any] = {
         "started_at": time.time(),
         "python": sys.version.split()[0],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-import structlog.testing
 
+from phloem import logs as phloem_logs
 from phloem.supervision import forkserver
 from phloem.supervision._bootstrap import POOL_SIZE
 from phloem.supervision.process import ProcessHandle, start_process
@@ -136,6 +137,7 @@ def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None
 
 _DAEMON = """
 import sys
+from phloem import logs as phloem_logs
 from phloem.supervision import forkserver
 from phloem.supervision.process import start_process
 from phloem.supervision.spec import Command
@@ -225,16 +227,23 @@ def test_configured_preload_modules_are_already_imported_in_children() -> None:
 
 
 @pytest.mark.timeout(30)
-def test_a_preload_that_fails_is_reported_by_the_daemon_and_children_still_start() -> None:
+def test_a_preload_that_fails_is_reported_by_the_daemon_and_children_still_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     forkserver.configure(["phloem_no_such_module_xyz"])
+    phloem_logs.use_stdlib()
+    caplog.set_level(logging.INFO, logger="phloem")
     try:
         forkserver.shutdown_server()
-        with structlog.testing.capture_logs() as logs:
-            h = start_process(ProcessTarget(os.getpid), name="after-bad-preload")
-            assert h.wait(10) == ExitReason(ExitKind.NORMAL, exit_code=0)
-            wait_until(lambda: any(e["event"] == "forkserver_preload_failed" for e in logs))
-        notice = next(e for e in logs if e["event"] == "forkserver_preload_failed")
-        assert "phloem_no_such_module_xyz" in notice["detail"]
+        h = start_process(ProcessTarget(os.getpid), name="after-bad-preload")
+        assert h.wait(10) == ExitReason(ExitKind.NORMAL, exit_code=0)
+
+        def notices() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if r.msg.startswith("forkserver_preload_failed")]
+
+        wait_until(lambda: bool(notices()))
+        assert "phloem_no_such_module_xyz" in notices()[0].phloem["detail"]  # type: ignore[attr-defined]
     finally:
+        phloem_logs.configure_logging("warning", "console")
         forkserver.configure([])
         forkserver.shutdown_server()

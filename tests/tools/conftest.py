@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from phloem.tools import OutputBudget, ToolContext, Touch, Workspace
 
@@ -14,17 +12,6 @@ from phloem.tools import OutputBudget, ToolContext, Touch, Workspace
 class Touches(list[Touch]):
     def __call__(self, touch: Touch) -> None:
         self.append(touch)
-
-
-@pytest.fixture(autouse=True)
-def _default_logging() -> Iterator[None]:
-    """Other tests may leave structlog bound to a closed capture stream (phloem.cli binds
-    sys.stderr at configure time); tool warnings log, so run on the defaults, then put the
-    previous configuration back."""
-    previous = structlog.get_config()
-    structlog.reset_defaults()
-    yield
-    structlog.configure(**previous)
 
 
 @pytest.fixture

@@ -13,16 +13,15 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from phloem.actors.agents.events import Event, new_invocation_id
+from phloem.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.content import Content
 
 if TYPE_CHECKING:
     from phloem.actors.agents.executor import GroupExecutor
 
-log = structlog.get_logger("phloem.agents")
+log = get_logger("phloem.agents")
 
 
 class CancelToken:

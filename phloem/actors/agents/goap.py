@@ -20,8 +20,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import structlog
-
 from phloem.actors.agents.goap_search import DfsSearch, Groups, SearchStrategy
 from phloem.actors.agents.metadata import AgentMetadata, OutputCheck, check_unique_outputs
 from phloem.actors.agents.planning import (
@@ -33,9 +31,10 @@ from phloem.actors.agents.planning import (
     RunAgents,
 )
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 
-log = structlog.get_logger("phloem.agents")
+log = get_logger("phloem.agents")
 
 MAX_REPLAN_ATTEMPTS = 100
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
-import structlog
 
 from phloem.actors.agents.agent import check_agent_name
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 
-log = structlog.get_logger("phloem.agents")
+log = get_logger("phloem.agents")
 
 Validator = Callable[[Any], object] | Mapping[str, Any]
 

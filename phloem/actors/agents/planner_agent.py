@@ -23,8 +23,6 @@ import copy
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
 
-import structlog
-
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
@@ -40,11 +38,12 @@ from phloem.actors.agents.planning import (
     RunAgents,
 )
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
 
-log = structlog.get_logger("phloem.agents")
+log = get_logger("phloem.agents")
 
 DEFAULT_MAX_ITERATIONS = 100
 MAX_ITERATIONS_RANGE = (1, 100_000)

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import structlog
 
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
@@ -63,10 +62,13 @@ from phloem.actors.instructions.discovery import InstructionContext
 from phloem.actors.instructions.policy import ToolPolicy
 from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.instructions.settings import InstructionsConfig
+from phloem.actors.reload import ReloadContext, register_reloader
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
+from phloem.models.providers import ProviderRegistry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
 from phloem.protocols.warnings import Warnings
@@ -83,9 +85,10 @@ from phloem.supervision import (
 )
 from phloem.supervision.refs import Owner, RefKind
 
-log = structlog.get_logger("phloem.agents")
+log = get_logger("phloem.agents")
 
 SERVICE_NAME = "agents"
+RELOAD_TIMEOUT_S = 30.0  # building the agents of a re-read config
 SERVICE_ID = "service"  # clients ask `agents/service`
 RUNS_ID = "runs"
 SERVICE_PATH = f"{SERVICE_NAME}/{SERVICE_ID}"
@@ -161,6 +164,15 @@ class _Register:
     def __init__(self, agent: Agent, replace: bool) -> None:
         self.agent = agent
         self.replace = replace
+
+
+class _Reconfigure:
+    """Internal: rebuild providers and configured agents from a re-read config."""
+
+    __slots__ = ("config",)
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
 
 
 def public_event(event: Event) -> Event:
@@ -290,24 +302,14 @@ class AgentService(ServiceActor):
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
-        cfg = ctx.config.agents
-        from phloem.models.providers import ProviderRegistry
-        from phloem.settings import load_component
-
-        self.providers = ProviderRegistry(ctx.config.providers)
-        self.instructions: InstructionsConfig = ctx.config.instructions
-        from phloem.actors.mcp.toolset import McpToolset
-
-        self.registry: AgentRegistry = build_registry(
-            cfg,
-            lambda path: load_component(path, what="agent"),
-            self.providers.get,
-            self.instructions,
-            lambda names: McpToolset(ctx.shared, names, ctx.config.mcp),
-        )
-        self.llm_config: dict[str, Any] = dict(cfg.llm)
-        self.max_runs: int = cfg.max_concurrent_runs
-        self.invocation_timeout_s: float = cfg.invocation_timeout_s
+        config = ctx.latest()
+        self.providers, self.registry = _configured(config, ctx.shared)
+        self._from_config = set(self.registry.names())
+        self.instructions: InstructionsConfig = config.instructions
+        self.llm_config: dict[str, Any] = dict(config.agents.llm)
+        self._retired: list[ProviderRegistry] = []  # in use by runs started before a reload
+        self.max_runs: int = config.agents.max_concurrent_runs
+        self.invocation_timeout_s: float = config.agents.invocation_timeout_s
         self.runs: dict[str, _Run] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -335,6 +337,7 @@ class AgentService(ServiceActor):
         if self._own_sup is not None:
             self._own_sup.stop(timeout=10.0)
         self.providers.close()
+        self._close_retired()
         super().on_stop()
 
     # -- requests --------------------------------------------------------------------------
@@ -369,7 +372,11 @@ class AgentService(ServiceActor):
             if run is not None:
                 self.ctx.refs.discard(run.ref)
                 run.executor.close()
+            if not self.runs:
+                self._close_retired()
             return None
+        if isinstance(message, _Reconfigure):
+            return self._reconfigure(message.config)
         if isinstance(message, _Register):
             return self.registry.add(message.agent, replace=message.replace).name
         if isinstance(message, _StartObject):
@@ -377,6 +384,32 @@ class AgentService(ServiceActor):
         if isinstance(message, _Lookup):
             return self.registry.get(message.name)
         return None
+
+    def _reconfigure(self, config: Any) -> list[str]:
+        """Providers and configured agents from `config` (SIGHUP): built whole first, so a
+        bad config changes nothing; agents registered in code stay; runs already going
+        keep the agents and models they started with."""
+        providers, registry = _configured(config, self.ctx.shared)
+        from_config = set(registry.names())
+        for agent in self.registry.all():
+            if agent.name not in self._from_config and agent.name not in from_config:
+                registry.add(agent)
+        old, self.providers, self.registry = self.providers, providers, registry
+        self._from_config = from_config
+        self.max_runs = config.agents.max_concurrent_runs
+        self.invocation_timeout_s = config.agents.invocation_timeout_s
+        self.instructions = config.instructions
+        self.llm_config = dict(config.agents.llm)
+        self._retired.append(old)
+        if not self.runs:
+            self._close_retired()
+        log.info("agents_reconfigured", agents=registry.names(), providers=providers.names())
+        return registry.names()
+
+    def _close_retired(self) -> None:
+        retired, self._retired = self._retired, []
+        for providers in retired:
+            providers.close()
 
     def _start(
         self, request: StartAgentRun, owner: Owner, agent: Agent | None = None
@@ -534,4 +567,29 @@ def find_sibling(handle: ChildHandle, sibling_id: str) -> SupervisorRef | None:
     return sibling if isinstance(sibling, SupervisorRef) else None
 
 
+def _configured(config: Any, shared: dict[str, Any]) -> tuple[ProviderRegistry, AgentRegistry]:
+    """The provider registry and the agents a config declares (their MCP toolsets reach
+    the tree's MCP hub through `shared`)."""
+    from phloem.actors.mcp.toolset import McpToolset
+    from phloem.settings import load_component
+
+    providers = ProviderRegistry(config.providers)
+    registry = build_registry(
+        config.agents,
+        lambda path: load_component(path, what="agent"),
+        providers.get,
+        config.instructions,
+        lambda names: McpToolset(shared, names, config.mcp),
+    )
+    return providers, registry
+
+
+def _reload(ctx: ReloadContext) -> None:
+    """The reloader of `[agents]` and `[providers]`: the running service rebuilds both."""
+    handle = ctx.actor(SERVICE_PATH)
+    if handle is not None:
+        handle.ask(_Reconfigure(ctx.new), timeout=RELOAD_TIMEOUT_S)
+
+
 register_service(SERVICE_NAME, agents_factory)
+register_reloader(SERVICE_NAME, ("agents", "providers"), _reload)

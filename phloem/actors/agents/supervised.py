@@ -23,8 +23,6 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import structlog
-
 from phloem.actors.agents.agent import Agent, invoke
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.executor import (
@@ -35,6 +33,7 @@ from phloem.actors.agents.executor import (
     exit_error_kind,
 )
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, ErrorValue
 from phloem.supervision import (
     Actor,
@@ -48,7 +47,7 @@ from phloem.supervision import (
     SupervisorSpec,
 )
 
-log = structlog.get_logger("phloem.agents")
+log = get_logger("phloem.agents")
 
 # Named limits.
 GROUP_QUEUE_LIMIT = 1_024  # events waiting between a group's agents and the planner loop

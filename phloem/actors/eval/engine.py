@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.runner import AgentRun, run_agent
@@ -35,6 +33,7 @@ from phloem.actors.eval import accounting
 from phloem.actors.eval.judge import judge
 from phloem.actors.eval.options import EvalOptions
 from phloem.actors.eval.scoring import TurnOutput, score
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.evalcriteria import LLM_JUDGE, Criteria
 from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult
@@ -42,7 +41,7 @@ from phloem.protocols.evalset import EvalCase, EvalSet, ToolCall
 from phloem.protocols.model import Model
 from phloem.supervision.supervisor import SupervisorRef
 
-log = structlog.get_logger("phloem.eval")
+log = get_logger("phloem.eval")
 
 STOP_GRACE_S = 10.0  # how long a stopped sample's supervisor gets to stop its children
 _ids = itertools.count(1)

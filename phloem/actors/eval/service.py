@@ -21,8 +21,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.service import lookup_message
@@ -39,6 +37,7 @@ from phloem.actors.eval.protocol import (
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalreport import CaseResult
 from phloem.supervision import (
@@ -53,7 +52,7 @@ from phloem.supervision import (
 )
 from phloem.supervision.refs import RefKind
 
-log = structlog.get_logger("phloem.eval")
+log = get_logger("phloem.eval")
 
 SERVICE_NAME = "eval"
 SERVICE_ID = "service"

@@ -20,10 +20,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
-
 from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.models.interceptors import JSON, CallInfo, Interceptor, ToolCall
 from phloem.protocols.secrets import prune_secrets, redact_value
 
@@ -37,7 +36,7 @@ __all__ = [
     "not_confirmed",
 ]
 
-log = structlog.get_logger("phloem.instructions")
+log = get_logger("phloem.instructions")
 
 CONFIRMATION_TIMEOUT_S = 60.0
 CONFIRMATION_TIMEOUT_RANGE = (0.01, 3_600.0)

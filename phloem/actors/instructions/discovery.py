@@ -32,18 +32,17 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-import structlog
-
 from phloem.actors.instructions.documents import Document, Importer, read_text, within
 from phloem.actors.instructions.frontmatter import split_front_matter, tool_names
 from phloem.actors.instructions.policy import ToolPolicy
 from phloem.actors.instructions.settings import InstructionsConfig
+from phloem.logs import get_logger
 from phloem.protocols.warnings import Warnings
 from phloem.tools.ignorerules import PathGlob, split_glob_list
 
 __all__ = ["MAX_RULE_FILES", "InstructionContext"]
 
-log = structlog.get_logger("phloem.instructions")
+log = get_logger("phloem.instructions")
 
 USER_FILES = (".claude/CLAUDE.md", ".codex/AGENTS.md", ".github/copilot-instructions.md")
 DIR_FILES = ("AGENT.md", "AGENTS.md", "CLAUDE.md")

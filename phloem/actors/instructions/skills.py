@@ -29,14 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from phloem.actors.instructions.commands import PromptCommands
 from phloem.actors.instructions.documents import read_text
 from phloem.actors.instructions.frontmatter import split_front_matter, tool_names
 from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.instructions.sources import skill_roots
 from phloem.actors.instructions.templates import fill_slots
+from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import Warnings
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
@@ -44,7 +43,7 @@ from phloem.tools.errors import ToolFailure
 
 __all__ = ["MAX_SKILLS", "Skill", "SkillCatalog", "skill_tools"]
 
-log = structlog.get_logger("phloem.instructions")
+log = get_logger("phloem.instructions")
 
 MAX_SKILLS = 1_024
 MAX_SKILL_BYTES = 256 * 1024

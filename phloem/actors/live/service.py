@@ -32,7 +32,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
-import structlog
 
 from phloem.actors.live.options import parse_options
 from phloem.actors.live.protocol import (
@@ -57,6 +56,7 @@ from phloem.actors.live.settings import LiveConfig
 from phloem.actors.live.tools import declarations
 from phloem.actors.live.transport import LiveLoop
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
+from phloem.logs import get_logger
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.settings import load_component
@@ -65,7 +65,7 @@ from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
 from phloem.supervision.supervisor import SupervisorRef, sibling_of
 
-log = structlog.get_logger("phloem.live")
+log = get_logger("phloem.live")
 
 SESSION_STOP_TIMEOUT_S = 5.0
 

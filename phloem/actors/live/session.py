@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import structlog
 
 from phloem.actors.live import options as live_options
 from phloem.actors.live.protocol import LiveClosed, LiveEvent, LiveSend, LiveSent, LiveStatus
@@ -54,13 +53,14 @@ from phloem.actors.live.transport import (
 )
 from phloem.actors.services import Call
 from phloem.actors.streams import Topic
+from phloem.logs import get_logger
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor
 from phloem.supervision.reasons import ExitReason
 
-log = structlog.get_logger("phloem.live")
+log = get_logger("phloem.live")
 
 # Messages a session's inbox holds: server frames wait in the socket while it is full.
 SESSION_MAX_INBOX = 1024

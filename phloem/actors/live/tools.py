@@ -19,9 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from phloem.actors.live.settings import LiveToolsConfig
+from phloem.logs import get_logger
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.jsonvalue import json_size
@@ -29,7 +28,7 @@ from phloem.supervision.childcall import CallControl, ChildCallError, call_in_ch
 from phloem.supervision.spec import Limits
 from phloem.tools.contract import as_tool
 
-log = structlog.get_logger("phloem.live")
+log = get_logger("phloem.live")
 
 FAILURE = "tool_execution_failed"
 

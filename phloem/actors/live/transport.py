@@ -20,15 +20,15 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from phloem.logs import get_logger
 from phloem.protocols import live as wire
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.secrets import redact
 
-log = structlog.get_logger("phloem.live")
+log = get_logger("phloem.live")
 
 # How long `Link.run` waits after a full actor inbox before offering a frame again.
 POST_RETRY_S = 0.005

@@ -28,16 +28,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import structlog
 from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 
 from phloem.actors.lsp.settings import LspServerConfig
+from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.framing import ContentLengthDecoder, content_length_frame
 from phloem.supervision.channel import ChannelClosed, ChannelError, ChannelTimeout
 
-log = structlog.get_logger("phloem.lsp")
+log = get_logger("phloem.lsp")
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 """Largest LSP message, either way (a longer file is not checked)."""

@@ -25,9 +25,8 @@ import threading
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from phloem.actors.lsp.settings import LspConfig, LspServerConfig
+from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import RunWarning, Warnings
 from phloem.supervision.spec import ChildSpec, SupervisorSpec
@@ -40,7 +39,7 @@ if TYPE_CHECKING:  # `lsprotocol` is imported with the first client (it takes ~0
 
     from phloem.actors.lsp.client import LspClient
 
-log = structlog.get_logger("phloem.lsp")
+log = get_logger("phloem.lsp")
 
 MAX_FAILURES = 3
 MAX_DIAGNOSTICS = 20

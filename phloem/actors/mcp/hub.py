@@ -32,7 +32,6 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import httpx
-import structlog
 from mcp import ClientSession, McpError, types
 from mcp.client.streamable_http import streamable_http_client
 
@@ -40,6 +39,7 @@ from phloem.actors.mcp.foreign import foreign_servers
 from phloem.actors.mcp.settings import McpConfig, McpServerConfig
 from phloem.actors.mcp.tools import McpTool, build_tools
 from phloem.actors.mcp.transport import channel_streams
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.protocols.warnings import RunWarning, Warnings
@@ -49,7 +49,7 @@ from phloem.supervision.supervisor import Supervisor, SupervisorRef
 from phloem.tools.contract import JSON
 from phloem.tools.errors import ToolFailure
 
-log = structlog.get_logger("phloem.mcp")
+log = get_logger("phloem.mcp")
 
 MAX_FAILURES = 3
 BACKOFF_S = 0.25

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
-import structlog
 
 from phloem.actors.planning import outcomes, worker
+from phloem.logs import get_logger
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.reasons import ExitKind
 from phloem.supervision.spec import Limits
 
-log = structlog.get_logger("phloem.planning")
+log = get_logger("phloem.planning")
 
 Failure = Literal[
     "callback_timeout", "callback_worker_down", "callback_memory_exceeded", "callback_exception"

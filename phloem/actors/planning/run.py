@@ -29,7 +29,6 @@ from typing import Any
 
 import msgspec
 import pykka
-import structlog
 
 from phloem.actors.planning.adapters import AdapterRef
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
@@ -51,6 +50,7 @@ from phloem.actors.planning.worker import (
     PlanCall,
     ReviewCall,
 )
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind as K
 from phloem.protocols.jsonvalue import canonical_json
 from phloem.protocols.plan import (
@@ -68,7 +68,7 @@ from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.credit import CreditStream
 from phloem.supervision.reasons import ExitReason
 
-log = structlog.get_logger("phloem.planning")
+log = get_logger("phloem.planning")
 
 # Messages a run's inbox can hold: callback outcomes, cancel, owner-down — a handful.
 RUN_MAX_INBOX = 64

@@ -23,8 +23,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
-
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.actors.planning.events import (
@@ -42,6 +40,7 @@ from phloem.actors.planning.run import (
     RunSpec,
 )
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.plan import (
@@ -59,7 +58,7 @@ from phloem.supervision.refs import OwnedRef, Owner, OwnerRegistry, RefKind
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorSpec
 from phloem.supervision.supervisor import Supervisor, SupervisorRef
 
-log = structlog.get_logger("phloem.planning")
+log = get_logger("phloem.planning")
 
 PLANNING_REF_KIND = RefKind(
     name="planning",

@@ -26,7 +26,6 @@ import threading
 from typing import Any
 
 import msgspec
-import structlog
 
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.events import PlanningEvent
@@ -50,6 +49,7 @@ from phloem.actors.planning.runtime import (
 )
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.result import encode_result
 from phloem.supervision.credit import CreditWindow
@@ -57,7 +57,7 @@ from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
 from phloem.supervision.supervisor import SupervisorRef, sibling_of
 
-log = structlog.get_logger("phloem.planning")
+log = get_logger("phloem.planning")
 
 SERVICE_PATH = "planning/service"
 # Topics opened with OpenPlanningEvents and not yet used by a StartPlanning.

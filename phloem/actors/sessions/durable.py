@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import structlog
 
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.session import (
@@ -59,10 +58,11 @@ from phloem.actors.sessions.transcript import (
     persistable,
 )
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.warnings import RunWarning, Warnings
 
-log = structlog.get_logger("phloem.sessions")
+log = get_logger("phloem.sessions")
 
 DEFAULT_MAX_CACHED = 256
 MAX_CACHED_RANGE = (1, 100_000)

@@ -30,8 +30,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.registry import ProviderModel
@@ -61,6 +59,7 @@ from phloem.actors.sessions.settings import HarnessAgentConfig
 from phloem.actors.sessions.turn import Turn, run_turn
 from phloem.actors.streams import Topic
 from phloem.limits import check_range
+from phloem.logs import get_logger
 from phloem.models.interceptors import Interceptor
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
@@ -79,7 +78,7 @@ from phloem.tools.outputlimit import OutputBudget
 from phloem.tools.registry import coding_tools
 from phloem.tools.workspace import Workspace
 
-log = structlog.get_logger("phloem.sessions")
+log = get_logger("phloem.sessions")
 
 SERVICE_NAME = "sessions"
 SERVICE_ID = "service"
