@@ -33,6 +33,7 @@ import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.planning.settings import PlanningConfig
+from phloem.actors.plugins.settings import PluginConfig, PluginName, check_plugins
 from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import is_secret_key
@@ -154,6 +155,8 @@ class Config(Section):
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
     # The coding tools' limits (`[tools]`, see phloem.tools.settings).
     tools: ToolsConfig = section(ToolsConfig)
+    # Tree-wide plugins, in declaration order (`[plugins.NAME]`, phloem.actors.plugins).
+    plugins: dict[PluginName, PluginConfig] = {}
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:
@@ -163,6 +166,7 @@ class Config(Section):
             raise ValueError(
                 f"daemon.socket: path {str(path)!r} is longer than {SOCKET_PATH_MAX_BYTES} bytes"
             )
+        check_plugins(self.plugins)
         if self.daemon.max_request_timeout_s < self.daemon.request_timeout_s:
             raise ValueError("daemon.max_request_timeout_s must be >= daemon.request_timeout_s")
 

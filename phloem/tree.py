@@ -41,6 +41,7 @@ from phloem.actors.services import (
 )
 from phloem.actors.streams import StreamHub
 from phloem.client.agents import AgentTreeMethods
+from phloem.client.plugins import PluginTreeMethods
 from phloem.config import Config, load_config
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
@@ -131,7 +132,7 @@ class _Deadlines:
             self._cond.notify()
 
 
-class Tree(AgentTreeMethods):
+class Tree(AgentTreeMethods, PluginTreeMethods):
     """A running phloem tree: root supervisor, services, refs and streams."""
 
     def __init__(

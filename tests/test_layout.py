@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "daemon": 6,
     "cli": 6,
     "tree": 6,
+    "plugins": 6,  # the public face of the plugin contract (phloem.plugins)
     "examples": 7,
     "__main__": 7,
 }

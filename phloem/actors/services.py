@@ -61,6 +61,7 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.echo",
     "phloem.actors.planning.service",
     "phloem.actors.agents.service",
+    "phloem.actors.plugins.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64

@@ -34,6 +34,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.agents",
     "phloem.cli.models",
     "phloem.cli.planning",
+    "phloem.cli.plugins",
     "phloem.cli.tools",
 ]
 

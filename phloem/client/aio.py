@@ -34,6 +34,7 @@ from phloem.client.agents import AsyncAgentMethods
 from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, _encode, decode_as
 from phloem.client.planning import AsyncPlanningMethods
+from phloem.client.plugins import AsyncPluginMethods
 from phloem.client.socket import (
     DEFAULT_CONNECT_TIMEOUT_S,
     RECV_BYTES,
@@ -88,7 +89,7 @@ def _resolve_path(path: str | os.PathLike[str] | None) -> Path:
     return default_socket_path()
 
 
-class AsyncClient(AsyncAgentMethods, AsyncPlanningMethods, AsyncClientBase):
+class AsyncClient(AsyncAgentMethods, AsyncPlanningMethods, AsyncPluginMethods, AsyncClientBase):
     """A native asyncio client over one pipelined connection to a phloem daemon.
 
         async with await phloem.AsyncClient.connect() as client:

@@ -18,10 +18,11 @@ from pathlib import Path
 from phloem.client.agents import AgentClientMethods
 from phloem.client.base import ClientBase
 from phloem.client.planning import PlanningMethods
+from phloem.client.plugins import PluginMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
 
 
-class Client(AgentClientMethods, PlanningMethods, ClientBase):
+class Client(AgentClientMethods, PlanningMethods, PluginMethods, ClientBase):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
 
     Feature methods (planning, agents, providers, ...) are mixins subclassing

@@ -39,6 +39,7 @@ from phloem.actors.agents.planning import (
     PlanningContext,
     RunAgents,
 )
+from phloem.actors.plugins.contract import LocalCallback
 from phloem.limits import check_range
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
@@ -81,8 +82,15 @@ class PlannerAgent(Agent):
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         *,
         on_agent_error: OnAgentError = "stop",
+        before_agent_callback: LocalCallback | None = None,
+        after_agent_callback: LocalCallback | None = None,
     ) -> None:
-        super().__init__(name, description)
+        super().__init__(
+            name,
+            description,
+            before_agent_callback=before_agent_callback,
+            after_agent_callback=after_agent_callback,
+        )
         if isinstance(planner_factory, Planner) or not callable(planner_factory):
             raise TypeError(
                 "planner_factory must be a callable returning a new Planner "

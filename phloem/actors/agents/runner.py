@@ -21,7 +21,7 @@ from phloem.actors.agents.events import Event
 from phloem.actors.agents.executor import GroupExecutor, crash_error
 from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
 from phloem.actors.agents.session import InMemorySessionService, Session
-from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
+from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, RunCall
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
 
@@ -87,6 +87,38 @@ def run_agent(
     elif state:
         sessions.append_event(session, Event(author=USER_AUTHOR, actions=_delta(state)))
     content = Content.user(input) if isinstance(input, str) else input
+    cancel = cancel or CancelToken()
+    if not interceptors:
+        return _run(agent, sessions, session, executor, cancel, on_event, interceptors, content)
+    info = CallInfo(
+        kind="run",
+        agent=agent.name,
+        session_id=session.id,
+        app=session.app,
+        user=session.user,
+        target=type(agent).__name__,
+    )
+    # The run through the chain's `run_call` (plugins' on_user_message/before_run/after_run).
+    call = RunCall(content, cancel.cancel)
+    return interceptors.run(
+        info,
+        call,
+        lambda c: _run(
+            agent, sessions, session, executor, cancel, on_event, interceptors, c.user_content
+        ),
+    )
+
+
+def _run(
+    agent: Agent,
+    sessions: InMemorySessionService,
+    session: Session,
+    executor: GroupExecutor,
+    cancel: CancelToken,
+    on_event: Callable[[Event], None] | None,
+    interceptors: Interceptors,
+    content: Content | None,
+) -> AgentRun:
     ctx = InvocationContext(
         state=session.state,
         events=session.events,
@@ -94,7 +126,7 @@ def run_agent(
         app=session.app,
         user=session.user,
         session_id=session.id,
-        cancel=cancel or CancelToken(),
+        cancel=cancel,
         executor=executor,
         interceptors=interceptors,
     )

@@ -1,0 +1,220 @@
+"""The `plugins` service: builds the configured plugins, keeps the tree's
+`PluginInterceptor` in the call chain, starts stateful instances, lists them all.
+
+In the tree it is `plugins/service`, next to `plugins/instances` (a supervisor holding
+one temporary child per stateful plugin, `instance:NAME`). `[plugins.NAME]` entries are
+built at start, in declaration order (a component that does not load, a bad built-in
+config or an instance whose `init` fails stops the tree from starting); an embedded tree
+adds more with `tree.add_plugin(...)`, which puts a new interceptor with one more plugin
+in the chain (runs already started keep theirs).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import structlog
+
+from phloem.actors.plugins.builtins import build_builtin
+from phloem.actors.plugins.contract import hooks_of
+from phloem.actors.plugins.instance import Instance
+from phloem.actors.plugins.interceptor import PluginInterceptor
+from phloem.actors.plugins.protocol import ListPlugins, PluginInfo, PluginRequest
+from phloem.actors.plugins.settings import MAX_PLUGINS, PLUGIN_NAME, PluginConfig, PluginOptions
+from phloem.actors.plugins.slots import Mode, PluginSlot
+from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
+from phloem.models.interceptors import InterceptorRegistry
+from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.settings import ComponentError, load_component
+from phloem.supervision import (
+    ChildSpec,
+    ChildStartError,
+    SupervisorChild,
+    SupervisorRef,
+    SupervisorSpec,
+    sibling_of,
+)
+
+log = structlog.get_logger("phloem.plugins")
+
+SERVICE_NAME = "plugins"
+SERVICE_ID = "service"
+INSTANCES_ID = "instances"
+SERVICE_PATH = f"{SERVICE_NAME}/{SERVICE_ID}"
+
+
+def make_slot(name: str, plugin: Any, options: PluginOptions, source: str) -> PluginSlot:
+    """A slot for `plugin` (an object; a class is instantiated without arguments)."""
+    import re
+
+    if not isinstance(name, str) or not re.match(PLUGIN_NAME, name):
+        raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"bad plugin name {name!r}")
+    default: Mode = "observe"
+    if isinstance(plugin, type):
+        plugin = plugin()
+    try:
+        hooks = hooks_of(plugin)
+    except ValueError as exc:
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"plugins.{name}: {exc}") from None
+    stateful_shape = callable(getattr(plugin, "init", None)) and callable(
+        getattr(plugin, "handle", None)
+    )
+    if options.stateful and not stateful_shape:
+        raise PhloemError(
+            ErrorKind.CONFIG_INVALID,
+            f"plugins.{name}: stateful plugins need init(config) and"
+            " handle(hook, ctx, value, state)",
+        )
+    if not options.stateful and stateful_shape and not hooks_of_plain(plugin):
+        raise PhloemError(
+            ErrorKind.CONFIG_INVALID, f"plugins.{name}: an init/handle plugin needs stateful = true"
+        )
+    if not hooks:
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"plugins.{name}: implements no hook")
+    if getattr(plugin, "name", None) in ("", None):
+        try:
+            plugin.name = name
+        except AttributeError:
+            pass
+    return PluginSlot(name, plugin, hooks, options, source, default)
+
+
+def hooks_of_plain(plugin: Any) -> bool:
+    from phloem.actors.plugins.contract import Plugin
+
+    return isinstance(plugin, Plugin)
+
+
+def slot_from_config(name: str, entry: PluginConfig) -> PluginSlot:
+    if entry.builtin is not None:
+        plugin, mode = build_builtin(entry.builtin, entry.config)
+        slot = make_slot(name, plugin, entry, f"builtin:{entry.builtin}")
+        slot.mode = entry.mode or mode
+        return slot
+    assert entry.plugin is not None
+    try:
+        target = load_component(entry.plugin, what="plugin")
+    except ComponentError as exc:
+        raise ComponentError(exc.kind, f"plugins.{name}.plugin: {exc.message}") from exc
+    if callable(target) and not isinstance(target, type) and not hooks_of(target):
+        target = target(dict(entry.config))  # a factory taking the config table
+    return make_slot(name, target, entry, entry.plugin)
+
+
+class PluginSet:
+    """The tree's plugins: the slots, and the interceptor that runs them in the chain."""
+
+    def __init__(self, registry: InterceptorRegistry, slots: list[PluginSlot]) -> None:
+        self.registry = registry
+        self.lock = threading.Lock()
+        self.interceptor = PluginInterceptor(tuple(slots))
+        if slots:
+            registry.add(self.interceptor)
+        self._installed = bool(slots)
+
+    @property
+    def slots(self) -> tuple[PluginSlot, ...]:
+        return self.interceptor.slots
+
+    def add(self, slot: PluginSlot) -> None:
+        with self.lock:
+            if any(s.name == slot.name for s in self.slots):
+                raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"plugin {slot.name!r} exists")
+            if len(self.slots) >= MAX_PLUGINS:
+                raise PhloemError(ErrorKind.LIMIT_EXCEEDED, f"at most {MAX_PLUGINS} plugins")
+            new = self.interceptor.with_slot(slot)
+            if self._installed:
+                self.registry.replace(self.interceptor, new)
+            else:
+                self.registry.add(new)
+                self._installed = True
+            self.interceptor = new
+
+
+def info_of(slot: PluginSlot) -> PluginInfo:
+    return PluginInfo(
+        name=slot.name,
+        source=slot.source,
+        hooks=list(slot.hooks),
+        mode=slot.mode,
+        failure=slot.options.failure,
+        timeout_ms=slot.options.timeout_ms,
+        isolate=slot.options.isolate,
+        stateful=slot.options.stateful,
+        calls=slot.calls,
+        failures=slot.failures,
+        last_failure=slot.last_failure,
+        status=slot.instance.status() if slot.instance is not None else None,
+    )
+
+
+class AddPlugin:
+    """In-process request of an embedded tree: register one more plugin."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: PluginSlot) -> None:
+        self.slot = slot
+
+
+class PluginService(ServiceActor):
+    request_type = PluginRequest
+
+    def __init__(self, ctx: ServiceContext, plugins: PluginSet) -> None:
+        super().__init__(ctx)
+        self.plugins = plugins
+
+    def handle(self, message: Any, call: Call) -> Any:
+        if isinstance(message, ListPlugins):
+            return [info_of(slot) for slot in self.plugins.slots]
+        raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected {type(message).__name__}")
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, AddPlugin):
+            return self._add(message.slot)
+        return super().on_receive(message)
+
+    def _add(self, slot: PluginSlot) -> str:
+        if any(s.name == slot.name for s in self.plugins.slots):
+            raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"plugin {slot.name!r} exists")
+        if slot.options.stateful:
+            handle = self._phloem_handle
+            instances = sibling_of(handle, INSTANCES_ID) if handle is not None else None
+            if not isinstance(instances, SupervisorRef):
+                raise PhloemError(ErrorKind.NOPROC, "plugins/instances is not running")
+            instance = Instance(slot)
+            slot.instance = instance
+            try:
+                instances.start_child(instance.spec())
+            except ChildStartError as exc:
+                raise PhloemError(
+                    ErrorKind.START_FAILED, f"plugin {slot.name!r}: instance did not start: {exc}"
+                ) from None
+        self.plugins.add(slot)
+        log.info("plugin_added", plugin=slot.name, hooks=list(slot.hooks))
+        return slot.name
+
+
+def plugins_factory(ctx: ServiceContext) -> ChildSpec:
+    """`plugins`: a supervisor holding `instances` (stateful plugins) and `service`."""
+    slots = [slot_from_config(name, entry) for name, entry in ctx.config.plugins.items()]
+    instances = []
+    for slot in slots:
+        if slot.options.stateful:
+            slot.instance = Instance(slot)
+            instances.append(slot.instance.spec())
+    plugins = PluginSet(ctx.interceptors, slots)
+    return ChildSpec(
+        SERVICE_NAME,
+        SupervisorChild(
+            SupervisorSpec(strategy="one_for_one", intensity=3),
+            [
+                ChildSpec(INSTANCES_ID, SupervisorChild(SupervisorSpec(intensity=0), instances)),
+                ChildSpec(SERVICE_ID, (PluginService, (ctx, plugins), {}), shutdown=5.0),
+            ],
+        ),
+    )
+
+
+register_service(SERVICE_NAME, plugins_factory)
