@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -251,7 +251,9 @@ class InstanceActor(Actor):
         process = self.process
         assert process is not None
         left = max(0.0, call.deadline - time.monotonic())
-        request = [call.hook, asdict(call.ctx), encode_value(call.value), self.state]
+        ctx = {f.name: getattr(call.ctx, f.name) for f in fields(call.ctx)}
+        ctx["metadata"] = dict(call.ctx.metadata)
+        request = [call.hook, ctx, encode_value(call.value), self.state]
         try:
             answer = process.request(request, left)
         except ChannelError as exc:

@@ -68,7 +68,7 @@ def _coerce(hook: str, value: Any, original: Any) -> Any:
         return as_content(value, role="user")
     if hook in {"after_agent", "before_agent"}:
         return as_content(value)
-    if hook in ("after_model", "on_model_error"):
+    if hook in ("before_model", "after_model", "on_model_error"):
         return as_response(value)
     if hook == "before_tool":
         return value  # a Return's value is the tool answer; an Amend's is checked apart
