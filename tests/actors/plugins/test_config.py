@@ -1,0 +1,99 @@
+"""`[plugins.NAME]` in the config, the daemon's plugins, and `phloem plugin list`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import phloem
+from phloem.config import parse_config
+from phloem.protocols.errors import PhloemError
+from tests.helpers import running_daemon, run_cli
+
+pytestmark = pytest.mark.timeout(120)
+
+CONFIG = """
+[plugins.audit]
+plugin = "tests.actors.plugins.sample_plugins:audit_factory"
+config = { label = "x" }
+
+[plugins.rules]
+builtin = "global_instruction"
+config = { instruction = "House rules." }
+failure = "closed"
+
+[plugins.counter]
+plugin = "tests.actors.plugins.sample_plugins:Counter"
+stateful = true
+"""
+
+
+def test_config_plugins_run_in_declaration_order_and_apply_to_every_run() -> None:
+    config = parse_config(CONFIG)
+    assert list(config.plugins) == ["audit", "rules", "counter"]
+    with phloem.Tree.start(config) as tree:
+        with tree.client() as client:
+            names = [p.name for p in client.list_plugins()]
+        assert names == ["audit", "rules", "counter"]
+        from phloem.actors.agents import LlmAgent
+        from phloem.models import ScriptedModel
+
+        model = ScriptedModel(["ok"])
+        assert tree.run_agent(LlmAgent("f", "", model, "Be brief."), input="hi").ok
+        assert model.requests[0].system_instruction == "House rules.\n\nBe brief."
+        with tree.client() as client:
+            counter = next(p for p in client.list_plugins() if p.name == "counter")
+        assert counter.status is not None and counter.status.generation == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[plugins.a]\nmode = "observe"\n', "exactly one of"),
+        ('[plugins.a]\nbuiltin = "logging"\ntimeout_ms = 120001\n', "timeout_ms"),
+        ('[plugins.a]\nbuiltin = "logging"\nmax_queue = 4097\n', "max_queue"),
+        ('[plugins.a]\nbuiltin = "logging"\nmax_state_bytes = 67108865\n', "max_state_bytes"),
+        ('[plugins.a]\nbuiltin = "nope"\n', "builtin"),
+        ("".join(f'[plugins.p{i}]\nbuiltin = "logging"\n' for i in range(129)), "at most 128"),
+        (
+            '[plugins.a]\nbuiltin = "logging"\nconfig = { big = "' + "x" * (1024 * 1024) + '" }\n',
+            "config is",
+        ),
+    ],
+)
+def test_bad_plugin_config_is_refused(text: str, message: str) -> None:
+    with pytest.raises(PhloemError) as err:
+        parse_config(text)
+    assert err.value.kind == "config_invalid" and message in err.value.message
+
+
+def test_edges_are_accepted() -> None:
+    text = "".join(f'[plugins.p{i}]\nbuiltin = "logging"\n' for i in range(128))
+    assert len(parse_config(text).plugins) == 128
+    edge = parse_config('[plugins.a]\nbuiltin = "logging"\ntimeout_ms = 120000\nmax_queue = 4096\n')
+    assert edge.plugins["a"].timeout_ms == 120000
+
+
+def test_a_bad_builtin_config_stops_the_tree_from_starting() -> None:
+    config = parse_config('[plugins.a]\nbuiltin = "tool_retry"\nconfig = { max_attempts = 0 }\n')
+    with pytest.raises(PhloemError) as err:
+        phloem.Tree.start(config)
+    assert err.value.kind == "config_invalid"
+
+
+def test_plugin_list_shows_hooks_mode_policy_and_instance_status() -> None:
+    with running_daemon(CONFIG) as daemon:
+        out = run_cli("plugin", "list", "--socket", str(daemon.socket))
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0].startswith("audit") and "before_model" in lines[0]
+        assert "failure=closed" in out.stdout and "builtin:global_instruction" in out.stdout
+        assert "instance:counter: available" in out.stdout and "generation=0" in out.stdout
+        data = json.loads(
+            run_cli("plugin", "list", "--json", "--socket", str(daemon.socket)).stdout
+        )
+        assert [p["name"] for p in data] == ["audit", "rules", "counter"]
+        assert data[1]["mode"] == "intervene" and data[0]["mode"] == "observe"
+        tree = run_cli("tree", "--socket", str(daemon.socket))
+        assert "instance:counter" in tree.stdout
