@@ -116,3 +116,12 @@ def test_planning_runtime(capsys: pytest.CaptureFixture[str]) -> None:
 def test_coding_tools() -> None:
     (block,) = readme_python_blocks("Coding tools")
     run_readme_block(block, "coding-tools")
+
+
+def test_plugins(capsys: pytest.CaptureFixture[str]) -> None:
+    block = readme_python_blocks("Plugins")[0]
+    run_readme_block(block, "plugins")
+    out = capsys.readouterr().out
+    assert out == (
+        "run helper done\nIt is fine. | Answer in one sentence.\nrun helper done\nfrom the cache\n"
+    )

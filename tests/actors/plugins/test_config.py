@@ -97,3 +97,32 @@ def test_plugin_list_shows_hooks_mode_policy_and_instance_status() -> None:
         assert data[1]["mode"] == "intervene" and data[0]["mode"] == "observe"
         tree = run_cli("tree", "--socket", str(daemon.socket))
         assert "instance:counter" in tree.stdout
+
+
+def test_the_commented_built_ins_in_conf_phloem_toml_are_valid() -> None:
+    import re
+
+    from tests.helpers import ROOT
+
+    text = (ROOT / "conf" / "phloem.toml").read_text().split("# --- plugins:", 1)[1]
+    lines = [line[2:] for line in text.splitlines() if line.startswith("# ")]
+    toml = "\n".join(
+        line.split("  #")[0] for line in lines if re.match(r"^(\[plugins\.|\w+ = )", line)
+    )
+    toml = toml.replace('plugin = "mypkg.guard:GuardPlugin"', 'builtin = "logging"')
+    config = parse_config(toml)
+    assert list(config.plugins) == [
+        "house_rules",
+        "trim_context",
+        "retry_hints",
+        "audit_log",
+        "guard",
+    ]
+    assert {c.builtin for c in config.plugins.values()} == {
+        "global_instruction",
+        "context_filter",
+        "tool_retry",
+        "logging",
+    }
+    with phloem.Tree.start(config) as tree, tree.client() as client:
+        assert len(client.list_plugins()) == 5
