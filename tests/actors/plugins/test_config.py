@@ -9,7 +9,7 @@ import pytest
 import phloem
 from phloem.config import parse_config
 from phloem.protocols.errors import PhloemError
-from tests.helpers import running_daemon, run_cli
+from tests.helpers import run_cli, running_daemon
 
 pytestmark = pytest.mark.timeout(120)
 
