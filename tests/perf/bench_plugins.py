@@ -14,6 +14,8 @@ from phloem.actors.plugins.settings import PluginOptions
 from phloem.models import ScriptedModel
 from phloem.models.interceptors import CallInfo, Interceptors
 from phloem.protocols.content import Content, ModelRequest
+from phloem.supervision.childcall import call_in_child
+from phloem.supervision.spec import Limits
 from tests.actors.plugins.sample_plugins import Observe
 from tests.perf.common import median_seconds, row
 
@@ -37,6 +39,14 @@ def run() -> list[dict[str, Any]]:
     child = median_seconds(
         lambda: isolated.model(info, request, model.generate), repeat=10, warmup=2
     )
+    # the floor of isolation itself: as many bare capped child calls (of a builtin, so
+    # the child imports nothing) as the hooks made
+    limits = Limits(max_memory_bytes=512 * 1024 * 1024)
+    one_child = median_seconds(
+        lambda: call_in_child(abs, 1, name="bench", limits=limits, timeout=30),
+        repeat=10,
+        warmup=2,
+    )
     return [
         row(
             "plugins.4_observers_in_process",
@@ -47,4 +57,12 @@ def run() -> list[dict[str, Any]]:
             None,
         ),
         row("plugins.4_observers_isolated", child * 1e6, "us", "bare model call", bare * 1e6, None),
+        row(
+            "plugins.4_observers_isolated_vs_children",
+            child * 1e6,
+            "us",
+            f"{2 * PLUGINS} bare call_in_child",
+            2 * PLUGINS * one_child * 1e6,
+            None,
+        ),
     ]

@@ -11,13 +11,14 @@ in the chain (runs already started keep theirs).
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
 import structlog
 
 from phloem.actors.plugins.builtins import build_builtin
-from phloem.actors.plugins.contract import hooks_of
+from phloem.actors.plugins.contract import Plugin, hooks_of
 from phloem.actors.plugins.instance import Instance
 from phloem.actors.plugins.interceptor import PluginInterceptor
 from phloem.actors.plugins.protocol import ListPlugins, PluginInfo, PluginRequest
@@ -33,6 +34,7 @@ from phloem.supervision import (
     SupervisorChild,
     SupervisorRef,
     SupervisorSpec,
+    forkserver,
     sibling_of,
 )
 
@@ -46,8 +48,6 @@ SERVICE_PATH = f"{SERVICE_NAME}/{SERVICE_ID}"
 
 def make_slot(name: str, plugin: Any, options: PluginOptions, source: str) -> PluginSlot:
     """A slot for `plugin` (an object; a class is instantiated without arguments)."""
-    import re
-
     if not isinstance(name, str) or not re.match(PLUGIN_NAME, name):
         raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"bad plugin name {name!r}")
     default: Mode = "observe"
@@ -66,12 +66,14 @@ def make_slot(name: str, plugin: Any, options: PluginOptions, source: str) -> Pl
             f"plugins.{name}: stateful plugins need init(config) and"
             " handle(hook, ctx, value, state)",
         )
-    if not options.stateful and stateful_shape and not hooks_of_plain(plugin):
+    if not options.stateful and stateful_shape and not isinstance(plugin, Plugin):
         raise PhloemError(
             ErrorKind.CONFIG_INVALID, f"plugins.{name}: an init/handle plugin needs stateful = true"
         )
     if not hooks:
         raise PhloemError(ErrorKind.CONFIG_INVALID, f"plugins.{name}: implements no hook")
+    if options.isolate:
+        preload_for(plugin)
     if getattr(plugin, "name", None) in ("", None):
         try:
             plugin.name = name
@@ -80,10 +82,15 @@ def make_slot(name: str, plugin: Any, options: PluginOptions, source: str) -> Pl
     return PluginSlot(name, plugin, hooks, options, source, default)
 
 
-def hooks_of_plain(plugin: Any) -> bool:
-    from phloem.actors.plugins.contract import Plugin
-
-    return isinstance(plugin, Plugin)
+def preload_for(plugin: Any) -> None:
+    """Ask the fork server to import the hook runner and the plugin's module, so that an
+    isolated hook's child starts without importing them anew (effective when the fork
+    server next starts, normally the tree's first process child)."""
+    modules = ["phloem.actors.plugins.slots", "phloem.actors.plugins.instance"]
+    module = type(plugin).__module__
+    if module and module != "__main__" and not module.startswith("builtins"):
+        modules.append(module)
+    forkserver.add_preload(modules)
 
 
 def slot_from_config(name: str, entry: PluginConfig) -> PluginSlot:
