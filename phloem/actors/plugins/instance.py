@@ -44,7 +44,7 @@ from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.channel import ChannelError
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle, start_process
-from phloem.supervision.reasons import ExitReason
+from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import ChildSpec, Limits, ProcessTarget
 
 if TYPE_CHECKING:
@@ -144,7 +144,9 @@ class Instance:
 
     def _exited(self, reason: ExitReason) -> None:
         self.exit = str(reason)
-        log.warning("plugin_instance_down", plugin=self.slot.name, reason=self.exit)
+        quiet = reason.kind in (ExitKind.NORMAL, ExitKind.SHUTDOWN)
+        report = log.info if quiet else log.warning
+        report("plugin_instance_down", plugin=self.slot.name, reason=self.exit)
 
 
 class InstanceActor(Actor):

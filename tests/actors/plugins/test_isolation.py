@@ -106,7 +106,11 @@ def test_state_bound_crash_and_late_commits() -> None:
         assert tree.run_agent(agent(), input="grow 5000").ok  # over max_state_bytes: kept old
         info = next(p for p in tree.client().list_plugins() if p.name == "counter")
         assert "plugin_state_too_large" in info.last_failure and info.status.generation == 1
-        assert tree.run_agent(agent(), input="sleep 0.8").ok  # the caller gave up at 0.3 s
+        # the caller gives up at 0.3 s and its thread ends while the instance still works
+        caller = threading.Thread(target=lambda: tree.run_agent(agent(), input="sleep 1.5"))
+        caller.start()
+        caller.join(10)
+        assert not caller.is_alive() and counted(tree, "counter").busy
         wait_until(lambda: not counted(tree, "counter").busy, timeout=10)
         assert counted(tree, "counter").generation == 1  # finished late: not committed
         assert tree.run_agent(agent(), input="boom").ok  # raises: the instance is down
