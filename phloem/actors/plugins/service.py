@@ -194,7 +194,7 @@ class PluginService(ServiceActor):
             slot.instance = instance
             try:
                 instances.start_child(instance.spec())
-            except ChildStartError as exc:
+            except (ChildStartError, PhloemError) as exc:
                 raise PhloemError(
                     ErrorKind.START_FAILED, f"plugin {slot.name!r}: instance did not start: {exc}"
                 ) from None

@@ -75,3 +75,24 @@ def audit_factory(config: dict[str, Any]) -> Plugin:
     plugin = Observe()
     plugin.label = config.get("label", "")  # type: ignore[attr-defined]
     return plugin
+
+
+class Overlap:
+    """A stateful plugin that records how many of its calls ever ran at once."""
+
+    hooks = ("before_model",)
+    active = 0
+    most = 0
+
+    def init(self, config: dict[str, Any]) -> int:
+        if config.get("slow_init"):
+            time.sleep(float(config["slow_init"]))
+        return 0
+
+    def handle(self, hook: str, ctx: PluginContext, value: Any, state: int) -> Any:
+        cls = type(self)
+        cls.active += 1
+        cls.most = max(cls.most, cls.active)
+        time.sleep(0.2)
+        cls.active -= 1
+        return None, state + 1

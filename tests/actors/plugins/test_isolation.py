@@ -149,3 +149,60 @@ def test_add_plugin_checks_its_options() -> None:
         assert err.value.kind == "invalid_argument"
         with pytest.raises(PhloemError):
             tree.add_plugin("x", Counter())  # init/handle without stateful
+
+
+def test_calls_to_one_instance_never_overlap_and_the_queue_is_bounded() -> None:
+    from phloem.actors.plugins.contract import PluginContext
+    from phloem.actors.plugins.instance import Instance
+    from phloem.actors.plugins.slots import HookFailure
+    from phloem.protocols.content import ModelRequest
+    from phloem.supervision import Supervisor, SupervisorSpec
+
+    from .helpers import slot
+    from .sample_plugins import Overlap
+
+    plugin = Overlap()
+    s = slot("overlap", plugin, stateful=True, max_queue=2, timeout_ms=10_000)
+    s.instance = Instance(s)
+    sup = Supervisor.start(SupervisorSpec(), [s.instance.spec()], name="plugin-test")
+    try:
+        ctx = PluginContext("before_model", "overlap", "r", "a")
+        outcomes: list[str] = []
+
+        def call() -> None:
+            try:
+                s.invoke("before_model", ctx, ModelRequest())
+                outcomes.append("ok")
+            except HookFailure as err:
+                outcomes.append(err.kind)
+
+        threads = [threading.Thread(target=call) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert sorted(outcomes) == ["ok", "ok", "ok"] and Overlap.most == 1
+        assert s.instance.status().generation == 3
+        # one running, two waiting (max_queue = 2): the fourth and later are refused
+        threads = [threading.Thread(target=call) for _ in range(6)]
+        for t in threads:
+            t.start()
+            time.sleep(0.02)
+        for t in threads:
+            t.join(10)
+        assert outcomes.count("queue_full") >= 1 and Overlap.most == 1
+    finally:
+        sup.stop()
+
+
+def test_an_init_that_overruns_its_timeout_does_not_start() -> None:
+    from .sample_plugins import Overlap
+
+    with phloem.Tree.start() as tree:
+        with pytest.raises(PhloemError) as err:
+            tree.add_plugin(
+                "slow", Overlap(), stateful=True, init_timeout_ms=200, config={"slow_init": 2}
+            )
+        assert err.value.kind == "start_failed"
+        with tree.client() as client:
+            assert [p.name for p in client.list_plugins()] == []
