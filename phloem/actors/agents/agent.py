@@ -15,6 +15,7 @@ from typing import Final
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event
 from phloem.actors.plugins.contract import (
+    STOP_KINDS,
     LocalCallback,
     after_returned,
     apply_local,
@@ -116,6 +117,12 @@ def invoke(agent: Agent, ctx: InvocationContext) -> Iterator[Event]:
     return _with_local(agent, ctx, info)
 
 
+def _stop_on(ctx: InvocationContext, exc: PhloemError) -> None:
+    """A callback's `Halt` (or a closed plugin failure) stops the whole run."""
+    if exc.kind in STOP_KINDS:
+        ctx.cancel.cancel(exc.message, exc.to_value())
+
+
 def _with_local(agent: Agent, ctx: InvocationContext, info: CallInfo) -> Iterator[Event]:
     def inner() -> Iterator[Event]:
         try:
@@ -126,6 +133,7 @@ def _with_local(agent: Agent, ctx: InvocationContext, info: CallInfo) -> Iterato
                 yield Event(agent.name, as_content(value), invocation_id=ctx.invocation_id)
                 return
         except PhloemError as exc:
+            _stop_on(ctx, exc)
             yield agent.error_event(ctx, exc.kind, exc.message)
             return
         yield from agent.run(ctx)
@@ -142,6 +150,7 @@ def _with_local(agent: Agent, ctx: InvocationContext, info: CallInfo) -> Iterato
     try:
         _, value = apply_local(agent.after_agent_callback, "after_agent", info, last)
     except PhloemError as exc:
+        _stop_on(ctx, exc)
         yield agent.error_event(ctx, exc.kind, exc.message)
         return
     if value is not last and value is not None:

@@ -155,6 +155,8 @@ class LlmAgent(Agent):
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except PhloemError as exc:
+                if exc.kind in STOP_KINDS:  # a plugin or callback stops the whole run
+                    ctx.cancel.cancel(exc.message, exc.to_value())
                 kind = exc.kind if exc.kind in STOP_KINDS else ErrorKind.MODEL_FAILED
                 yield self.error_event(ctx, kind, f"{self.name}: {exc}")
                 return
@@ -180,6 +182,7 @@ class LlmAgent(Agent):
             except PhloemError as exc:
                 if exc.kind not in STOP_KINDS:
                     raise
+                ctx.cancel.cancel(exc.message, exc.to_value())
                 yield self.error_event(ctx, exc.kind, f"{self.name}: {exc.message}")
                 return
             answers = Content(role="user", parts=parts)

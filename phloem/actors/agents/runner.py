@@ -21,6 +21,7 @@ from phloem.actors.agents.events import Event
 from phloem.actors.agents.executor import GroupExecutor, crash_error
 from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
 from phloem.actors.agents.session import InMemorySessionService, Session
+from phloem.actors.plugins.contract import STOP_KINDS
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, RunCall
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
@@ -154,6 +155,7 @@ def _run(
         sessions.end_invocation(session)
     if outcome is None:
         outcome = _derive_outcome(agent, ctx, produced, crash)
+    outcome = _plugin_stop(agent, produced, outcome, cancel.error)
     return AgentRun(
         agent=agent.name,
         session_id=session.id,
@@ -198,6 +200,24 @@ def _derive_outcome(
         )
     return PlannerOutcome(
         status=OutcomeStatus.DONE, agent=agent.name, message="done", final_event=final
+    )
+
+
+def _plugin_stop(
+    agent: Agent, produced: list[Event], outcome: PlannerOutcome, error: ErrorValue | None
+) -> PlannerOutcome:
+    """A run a plugin or a local callback stopped (`plugin_halted`, `plugin_failed`) ends
+    with that error, not with the cancellation it caused."""
+    stop = error if error is not None and error.kind in STOP_KINDS else None
+    stop = stop or next((e.error for e in produced if e.error and e.error.kind in STOP_KINDS), None)
+    if stop is None or (outcome.error is not None and outcome.error.kind == stop.kind):
+        return outcome
+    return PlannerOutcome(
+        status=OutcomeStatus.AGENT_FAILED,
+        agent=agent.name,
+        message=f"{stop.kind}: {stop.message}",
+        error=stop,
+        final_event=outcome.final_event,
     )
 
 

@@ -36,6 +36,7 @@ from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
 from phloem.actors.agents.runner import AgentRun
 from phloem.actors.plugins.contract import (
     NOTIFY_ONLY,
+    STOP_KINDS,
     Amend,
     Halt,
     PluginContext,
@@ -234,7 +235,10 @@ class PluginInterceptor(Interceptor):
             except _Stop:
                 raise
             except Exception as exc:
-                if not self._by_hook.get("on_model_error"):
+                if (
+                    not self._by_hook.get("on_model_error")
+                    or getattr(exc, "kind", "") in STOP_KINDS
+                ):
                     raise
                 error = ErrorValue(
                     kind=getattr(exc, "kind", ErrorKind.MODEL_FAILED),

@@ -179,6 +179,7 @@ def test_calls_to_one_instance_never_overlap_and_the_queue_is_bounded() -> None:
         threads = [threading.Thread(target=call) for _ in range(3)]
         for t in threads:
             t.start()
+            wait_until(lambda: s.instance.status().busy)  # the first is running, not queued
         for t in threads:
             t.join(10)
         assert sorted(outcomes) == ["ok", "ok", "ok"] and Overlap.most == 1

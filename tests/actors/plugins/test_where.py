@@ -123,3 +123,26 @@ def test_the_hook_threads_are_bounded() -> None:
         release.set()
     wait_until(lambda: bool(slots_module._threads._idle), what="a hook thread back")
     assert run_with_timeout(lambda: 7, 5.0, "p.before_model") == 7
+
+
+def test_a_local_halt_stops_the_run_even_when_the_planner_would_continue() -> None:
+    later = ScriptedModel(["never"])
+    pipeline = PlannerAgent(
+        "pipe",
+        "",
+        SequentialPlanner,
+        [
+            LlmAgent(
+                "one",
+                "",
+                ScriptedModel(["x"]),
+                before_model_callback=lambda c, v: Halt("stop here"),
+            ),
+            LlmAgent("two", "", later),
+        ],
+        on_agent_error="continue",
+    )
+    with phloem.Tree.start() as tree:
+        result = tree.run_agent(pipeline, input="go")
+    assert result.outcome.error is not None and result.outcome.error.kind == "plugin_halted"
+    assert "stop here" in result.outcome.error.message and later.calls == 0
