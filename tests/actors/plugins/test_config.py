@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -97,6 +98,14 @@ def test_plugin_list_shows_hooks_mode_policy_and_instance_status() -> None:
         assert data[1]["mode"] == "intervene" and data[0]["mode"] == "observe"
         tree = run_cli("tree", "--socket", str(daemon.socket))
         assert "instance:counter" in tree.stdout
+
+        async def listed() -> list[str]:
+            async with await phloem.AsyncClient.connect(str(daemon.socket)) as client:
+                return [p.name for p in await client.list_plugins()]
+
+        assert asyncio.run(listed()) == ["audit", "rules", "counter"]
+        check = run_cli("config", "check", "--config", str(daemon.config))
+        assert check.returncode == 0 and "[plugins.rules]" in check.stdout
 
 
 def test_the_commented_built_ins_in_conf_phloem_toml_are_valid() -> None:
