@@ -42,7 +42,7 @@ def test_isolated_hooks_run_in_a_child_and_contain_a_memory_hog_and_a_hang() -> 
     stopped = run(LlmAgent("f", "", ScriptedModel(["fine"])), chain(hang))
     assert stopped.outcome.error is not None and stopped.outcome.error.kind == "plugin_failed"
     assert "plugin_timeout" in stopped.outcome.error.message
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 30
 
 
 def counted(tree: phloem.Tree, name: str) -> Any:
@@ -97,22 +97,19 @@ def test_stateful_calls_are_serialized_and_bounded_by_the_queue() -> None:
         assert all(r.ok for r in results)
 
 
-def test_state_bound_crash_and_late_commits() -> None:
+def test_state_bound_crash_and_no_restart() -> None:
     with phloem.Tree.start() as tree:
-        tree.add_plugin("counter", Counter(), stateful=True, max_state_bytes=1024, timeout_ms=300)
+        tree.add_plugin(
+            "counter", Counter(), stateful=True, max_state_bytes=1024, timeout_ms=20_000
+        )
         agent = lambda: LlmAgent("f", "", ScriptedModel(["ok"]))  # noqa: E731
         assert tree.run_agent(agent(), input="hi").ok
         assert counted(tree, "counter").generation == 1
-        assert tree.run_agent(agent(), input="grow 5000").ok  # over max_state_bytes: kept old
+        assert tree.run_agent(agent(), input="grow 1024").ok  # over max_state_bytes: kept old
         info = next(p for p in tree.client().list_plugins() if p.name == "counter")
         assert "plugin_state_too_large" in info.last_failure and info.status.generation == 1
-        # the caller gives up at 0.3 s and its thread ends while the instance still works
-        caller = threading.Thread(target=lambda: tree.run_agent(agent(), input="sleep 1.5"))
-        caller.start()
-        caller.join(10)
-        assert not caller.is_alive() and counted(tree, "counter").busy
-        wait_until(lambda: not counted(tree, "counter").busy, timeout=10)
-        assert counted(tree, "counter").generation == 1  # finished late: not committed
+        assert tree.run_agent(agent(), input="grow 900").ok  # within the bound: committed
+        assert counted(tree, "counter").generation == 2
         assert tree.run_agent(agent(), input="boom").ok  # raises: the instance is down
         status = counted(tree, "counter")
         assert not status.available and "boom" in status.exit
@@ -123,6 +120,22 @@ def test_state_bound_crash_and_late_commits() -> None:
         assert not counted(tree, "counter").available  # temporary: never restarted
         ids = [n.id for n in _walk(tree.snapshot().roots[0])]
         assert "instance:counter" not in ids
+
+
+def test_no_commit_after_the_caller_gave_up_and_died() -> None:
+    with phloem.Tree.start() as tree:
+        tree.add_plugin("late", Counter(), stateful=True, timeout_ms=300)
+        before = counted(tree, "late").generation
+        agent = LlmAgent("f", "", ScriptedModel(["ok"]))
+        # the caller gives up at 0.3 s and its thread ends while the instance still works
+        caller = threading.Thread(target=lambda: tree.run_agent(agent, input="sleep 4"))
+        caller.start()
+        caller.join(30)
+        assert not caller.is_alive() and counted(tree, "late").busy
+        wait_until(lambda: not counted(tree, "late").busy, timeout=30)
+        assert counted(tree, "late").generation == before  # finished late: not committed
+        info = next(p for p in tree.client().list_plugins() if p.name == "late")
+        assert info.failures >= 1 and "plugin_timeout" in info.last_failure
 
 
 def test_isolated_stateful_instance_keeps_state_across_calls() -> None:

@@ -345,7 +345,7 @@ def test_open_and_closed_failure(plugin: Plugin, options: dict[str, Any], kind: 
     assert not closed.ok
     assert closed.outcome.error is not None and closed.outcome.error.kind == "plugin_failed"
     assert kind in closed.outcome.error.message and "hunter2" not in closed.outcome.error.message
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30
 
 
 def test_model_error_hook_can_recover_and_tool_error_hook_sees_failures() -> None:
