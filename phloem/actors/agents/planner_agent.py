@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import structlog
 
-from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.agent import Agent, call_info
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.executor import AgentDone, AgentEvent, GroupExecutor, InlineExecutor
@@ -41,8 +41,9 @@ from phloem.actors.agents.planning import (
 )
 from phloem.actors.plugins.contract import LocalCallback
 from phloem.limits import check_range
-from phloem.protocols.content import Content
+from phloem.protocols.content import Content, ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.model import Model
 from phloem.protocols.secrets import redact
 
 log = structlog.get_logger("phloem.agents")
@@ -145,8 +146,14 @@ class _PlannerRun:
             events=lambda: tuple(self.events),
             user_content=ctx.user_content,
             invocation_id=ctx.invocation_id,
+            generate=self.generate if ctx.interceptors else None,
         )
         self.result: str | None = None
+
+    def generate(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """A model call of the planner (a `SupervisorPlanner`) through the run's chain."""
+        info = call_info(self.agent, self.ctx).derive("model", type(model).__name__)
+        return self.ctx.interceptors.model(info, request, model.generate)
 
     # -- events ----------------------------------------------------------------------------
 

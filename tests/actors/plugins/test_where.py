@@ -146,3 +146,23 @@ def test_a_local_halt_stops_the_run_even_when_the_planner_would_continue() -> No
         result = tree.run_agent(pipeline, input="go")
     assert result.outcome.error is not None and result.outcome.error.kind == "plugin_halted"
     assert "stop here" in result.outcome.error.message and later.calls == 0
+
+
+def test_a_supervisor_planners_model_calls_go_through_the_plugins() -> None:
+    from phloem.actors.agents import SupervisorPlanner
+
+    log: list[str] = []
+
+    class Models(Plugin):
+        def before_model(self, ctx: PluginContext, value: Any) -> Any:
+            log.append(ctx.agent)
+
+    lead = PlannerAgent(
+        "lead",
+        "",
+        lambda: SupervisorPlanner(ScriptedModel(["one", "DONE"])),  # type: ignore[arg-type]
+        [LlmAgent("one", "", ScriptedModel(["x"]))],
+    )
+    result = run(lead, chain(slot("m", Models())))
+    assert result.ok, result.outcome
+    assert log == ["lead", "one", "lead"]
