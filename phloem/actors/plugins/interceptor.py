@@ -309,6 +309,7 @@ class PluginInterceptor(Interceptor):
                     last = event.content
                 yield event
             value = last
+        mark_after_returned(False)  # the agent's own model/tool calls may have set it
         if self._by_hook.get("after_agent"):
             try:
                 answer = self._after("after_agent", info, value, lambda v: v)

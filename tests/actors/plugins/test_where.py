@@ -166,3 +166,22 @@ def test_a_supervisor_planners_model_calls_go_through_the_plugins() -> None:
     result = run(lead, chain(slot("m", Models())))
     assert result.ok, result.outcome
     assert log == ["lead", "one", "lead"]
+
+
+def test_a_returned_after_model_does_not_skip_the_local_after_agent_callback() -> None:
+    class Rewrite(Plugin):
+        def after_model(self, ctx: PluginContext, value: Any) -> Any:
+            return Return("rewritten")
+
+    seen: list[Any] = []
+    agent = LlmAgent(
+        "f",
+        "",
+        ScriptedModel(["raw"]),
+        after_model_callback=lambda c, v: seen.append("after_model"),
+        after_agent_callback=lambda c, v: seen.append(("after_agent", v.parts[0].text)),
+    )
+    result = run(agent, chain(slot("r", Rewrite(), mode="intervene")))
+    assert result.events[-1].text == "rewritten"
+    # the global Return skipped the local after_model callback, not the after_agent one
+    assert seen == [("after_agent", "rewritten")]
