@@ -164,22 +164,22 @@ _threads = _HookThreads()
 
 def run_with_timeout(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
     """`fn()` on a hook thread, waited for at most `timeout_s`; `HookFailure` otherwise."""
-    done = threading.Event()
-    box: list[Any] = []
+    reply: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
 
     def job() -> None:
         try:
-            box.append((True, fn()))
+            reply.put((True, fn()))
         except BaseException as exc:  # the hook's failure, reported to its caller
-            box.append((False, exc))
-        finally:
-            done.set()
+            reply.put((False, exc))
 
     if not _threads.submit(job):
         raise HookFailure(ErrorKind.PLUGIN_TIMEOUT, f"{what}: every hook thread is busy")
-    if not done.wait(timeout_s):
-        raise HookFailure(ErrorKind.PLUGIN_TIMEOUT, f"{what}: no answer within {timeout_s:g}s")
-    ok, value = box[0]
+    try:
+        ok, value = reply.get(timeout=timeout_s)
+    except queue.Empty:
+        raise HookFailure(
+            ErrorKind.PLUGIN_TIMEOUT, f"{what}: no answer within {timeout_s:g}s"
+        ) from None
     if not ok:
         if isinstance(value, HookFailure):
             raise value
