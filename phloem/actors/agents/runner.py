@@ -25,6 +25,7 @@ from phloem.actors.plugins.contract import STOP_KINDS
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, RunCall
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
+from phloem.protocols.warnings import RunWarning
 
 USER_AUTHOR = "user"
 
@@ -37,6 +38,8 @@ class AgentRun(msgspec.Struct, frozen=True):
     outcome: PlannerOutcome
     events: tuple[Event, ...]
     state: dict[str, Any]
+    # Non-fatal notices of the run (a plugin that failed under `failure = "open"`).
+    warnings: tuple[RunWarning, ...] = ()
 
     @property
     def ok(self) -> bool:

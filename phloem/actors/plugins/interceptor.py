@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
@@ -57,6 +57,7 @@ from phloem.models.interceptors import CallInfo, Interceptor, RunCall, ToolCall
 from phloem.protocols.content import Content, ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
+from phloem.protocols.warnings import Warnings
 
 log = structlog.get_logger("phloem.plugins")
 
@@ -90,6 +91,7 @@ class _Stop(PhloemError):
 class _RunState:
     cancel: Callable[[str], None]
     error: ErrorValue | None = None
+    warnings: Warnings = field(default_factory=Warnings)
 
 
 class PluginInterceptor(Interceptor):
@@ -156,6 +158,10 @@ class PluginInterceptor(Interceptor):
         )
         if slot.options.failure == "closed":
             self._stop(info, ErrorKind.PLUGIN_FAILED, f"plugin {slot.name!r} {hook}: {err}")
+        with self._lock:
+            run = self._runs.get(info.session_id) if info.session_id else None
+        if run is not None:  # open: the run goes on and carries the failure as a warning
+            run.warnings.warn(err.kind, f"plugin {slot.name!r} {hook}: {err.message}")
 
     def _stop(self, info: CallInfo, kind: str, message: str) -> None:
         error = ErrorValue(kind=kind, message=redact(message))
@@ -349,7 +355,7 @@ class PluginInterceptor(Interceptor):
             if not returned:
                 returned, content = self._before("before_run", info, content)
         except _Stop as stop:
-            return self._finish(info, _failed_run(info, stop.to_value()))  # type: ignore[return-value]
+            return self._finish(info, _failed_run(info, stop.to_value()), state)  # type: ignore[return-value]
         if returned:
             answer = as_content(content)
             event = Event(author=info.agent, content=answer)
@@ -357,7 +363,7 @@ class PluginInterceptor(Interceptor):
                 status=OutcomeStatus.DONE, agent=info.agent, message="done", final_event=event
             )
             run = AgentRun(info.agent, info.session_id, outcome, (event,), {})
-            return self._finish(info, run)  # type: ignore[return-value]
+            return self._finish(info, run, state)  # type: ignore[return-value]
         result = proceed(RunCall(content, call.cancel))
         if isinstance(result, AgentRun) and state.error is not None:
             final = result.outcome.final_event
@@ -369,9 +375,9 @@ class PluginInterceptor(Interceptor):
                 final_event=final,
             )
             result = msgspec.structs.replace(result, outcome=outcome)
-        return self._finish(info, result) if isinstance(result, AgentRun) else result  # type: ignore[return-value]
+        return self._finish(info, result, state) if isinstance(result, AgentRun) else result  # type: ignore[return-value]
 
-    def _finish(self, info: CallInfo, run: AgentRun) -> AgentRun:
+    def _finish(self, info: CallInfo, run: AgentRun, state: _RunState) -> AgentRun:
         outcome = run.outcome
         if not outcome.ok and outcome.error is not None:
             self._guarded_notify("on_run_error", info, outcome.error)
@@ -383,6 +389,9 @@ class PluginInterceptor(Interceptor):
             events=len(run.events),
         )
         self._guarded_notify("after_run", info, summary)
+        found = state.warnings.drain()
+        if found:
+            run = msgspec.structs.replace(run, warnings=(*run.warnings, *found))
         return run
 
     def _guarded_notify(self, hook: str, info: CallInfo, value: Any) -> None:

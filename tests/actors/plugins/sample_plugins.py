@@ -96,3 +96,15 @@ class Overlap:
         time.sleep(0.2)
         cls.active -= 1
         return None, state + 1
+
+
+class Broken(Plugin):
+    """Raises in before_agent (an open failure: the run goes on with a warning)."""
+
+    def before_agent(self, ctx: PluginContext, value: Any) -> Any:
+        raise RuntimeError("broken plugin")
+
+
+def one() -> int:
+    """A function agent's function."""
+    return 1

@@ -135,3 +135,20 @@ def test_the_commented_built_ins_in_conf_phloem_toml_are_valid() -> None:
     }
     with phloem.Tree.start(config) as tree, tree.client() as client:
         assert len(client.list_plugins()) == 5
+
+
+def test_agent_run_prints_an_open_failure_as_a_warning() -> None:
+    config = (
+        "[agents.functions.f]\n"
+        'fn = "tests.actors.plugins.sample_plugins:one"\n'
+        'output_key = "x"\n'
+        "[plugins.broken]\n"
+        'plugin = "tests.actors.plugins.sample_plugins:Broken"\n'
+    )
+    with running_daemon(config) as daemon:
+        out = run_cli("agent", "run", "f", "--socket", str(daemon.socket))
+        assert out.returncode == 0, out.stderr
+        assert "warning: plugin_exception: plugin 'broken' before_agent" in out.stdout
+        with phloem.Client.connect(str(daemon.socket)) as client:
+            run = client.run_agent("f")
+        assert run.ok and [w.code for w in run.warnings] == ["plugin_exception"]

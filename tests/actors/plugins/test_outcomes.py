@@ -338,6 +338,8 @@ def test_open_and_closed_failure(plugin: Plugin, options: dict[str, Any], kind: 
     assert result.ok and result.events[-1].text == "fine"
     assert open_slot.failures == 1 and open_slot.last_failure.startswith(kind)
     assert "hunter2" not in open_slot.last_failure
+    assert [w.code for w in result.warnings] == [kind]  # the run carries the failure
+    assert "hunter2" not in result.warnings[0].message
     closed = run(
         LlmAgent("f", "", ScriptedModel(["fine"])),
         chain(slot("p", plugin, failure="closed", **options)),
