@@ -13,9 +13,9 @@ an after hook's `Return` skips the later after hooks and the local after-callbac
 Each answer is checked: an observer (`mode = "observe"`) that answers anything but
 `None`, a notification-only hook that answers at all, a value of the wrong type or over
 `max_value_bytes` is a failure, as is a hook that raises or overruns `timeout_ms`. A
-failure under `failure = "open"` is recorded (a `plugin_failed` log line, the plugin's
-counters) and the call goes on as if the plugin had observed; under `"closed"` the run
-stops with `plugin_failed`.
+failure under `failure = "open"` is recorded (a `RunWarning` in the run's
+`AgentRun.warnings`, a `plugin_failed` log line, the plugin's counters) and the call goes
+on as if the plugin had observed; under `"closed"` the run stops with `plugin_failed`.
 
 The interceptor is immutable: `tree.add_plugin` puts a new one in the chain, and runs
 already started keep the one they snapshot.

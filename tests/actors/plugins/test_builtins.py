@@ -104,3 +104,25 @@ def test_logging_is_content_free() -> None:
     assert "SecretCorp" not in repr(logs) and "done" not in repr(
         [line for line in logs if line.get("hook") == "after_model"]
     )
+
+
+def test_tool_retry_forgets_the_oldest_runs_past_its_bound() -> None:
+    from phloem.actors.plugins import builtins
+    from phloem.plugins import PluginContext, ToolResult
+
+    plugin, _ = build_builtin("tool_retry", {"max_attempts": 16})
+    failure = ToolResult("t", {}, None, {"error": "io", "message": "down"})
+
+    def attempt(run_id: str) -> int:
+        ctx = PluginContext("on_tool_error", "r", run_id, "a")
+        return int(plugin.on_tool_error(ctx, failure).value["retry"]["attempt"])  # type: ignore[union-attr]
+
+    assert attempt("first") == 1 and attempt("first") == 2
+    for i in range(builtins.MAX_TRACKED_RUNS - 1):
+        attempt(f"run-{i}")
+    assert attempt("first") == 3  # still tracked: exactly MAX_TRACKED_RUNS keys
+    attempt("one-more")  # the oldest (run-0) is dropped, not "first" (just used)
+    assert attempt("run-0") == 1
+    with pytest.raises(PhloemError):
+        build_builtin("tool_retry", {"guidance": "x" * 4097})
+    build_builtin("tool_retry", {"guidance": "x" * 4096})

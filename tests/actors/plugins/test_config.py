@@ -56,6 +56,9 @@ def test_config_plugins_run_in_declaration_order_and_apply_to_every_run() -> Non
         ('[plugins.a]\nbuiltin = "logging"\nmax_queue = 4097\n', "max_queue"),
         ('[plugins.a]\nbuiltin = "logging"\nmax_state_bytes = 67108865\n', "max_state_bytes"),
         ('[plugins.a]\nbuiltin = "nope"\n', "builtin"),
+        ('[plugins.a]\nbuiltin = "logging"\ninit_timeout_ms = 30001\n', "init_timeout_ms"),
+        ('[plugins.a]\nbuiltin = "logging"\nmax_value_bytes = 0\n', "max_value_bytes"),
+        ('[plugins.a]\nbuiltin = "logging"\nmax_memory_bytes = 1024\n', "max_memory_bytes"),
         ("".join(f'[plugins.p{i}]\nbuiltin = "logging"\n' for i in range(129)), "at most 128"),
         (
             '[plugins.a]\nbuiltin = "logging"\nconfig = { big = "' + "x" * (1024 * 1024) + '" }\n',
