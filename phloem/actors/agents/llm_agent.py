@@ -10,6 +10,12 @@ executed, their responses added, and the model is called again — at most
 A request planner (`BuiltInPlanner`, `PlanReActPlanner` from
 `phloem.models.request_planners`) shapes each request and answer when given.
 
+Local callbacks (ADK-style, answering with `phloem.plugins` outcomes): `before_model_callback`
+/ `after_model_callback` and `before_tool_callback` / `after_tool_callback` run after the
+tree's global plugins (the before ones inside the interceptor chain, the after ones once
+the chain's after-hooks are done); a plugin's or a callback's `Halt` ends the agent with
+`plugin_halted` and cancels the run.
+
 Tools follow the one tool contract (`phloem.tools.contract`): `Tool`s — the coding tools
 need a `tool_context` naming their workspace — and plain callables, which become
 `FunctionTool`s (their name, docstring and annotated parameters are the declaration).
