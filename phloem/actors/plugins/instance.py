@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -43,14 +44,24 @@ from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.channel import ChannelError
 from phloem.supervision.handle import ChildStartError
-from phloem.supervision.process import ProcessHandle, start_process
+from phloem.supervision.process import ProcessHandle
 from phloem.supervision.reasons import ExitKind, ExitReason
-from phloem.supervision.spec import ChildSpec, Limits, ProcessTarget
+from phloem.supervision.spec import (
+    ChildSpec,
+    Limits,
+    ProcessTarget,
+    SupervisorChild,
+    SupervisorSpec,
+)
+from phloem.supervision.supervisor import SupervisorRef
 
 if TYPE_CHECKING:
     from phloem.actors.plugins.slots import PluginSlot
 
 log = structlog.get_logger("phloem.plugins")
+
+PROCESS_ID = "process"  # an isolated instance's process child
+STATE_ID = "state"  # the actor keeping its state
 
 
 class InstanceStatus(msgspec.Struct, frozen=True):
@@ -78,7 +89,7 @@ class _HookCall:
 class Instance:
     """The callers' side of one instance: its handle, its status, `call`."""
 
-    def __init__(self, slot: PluginSlot) -> None:
+    def __init__(self, slot: PluginSlot, on_down: Callable[[str], None] | None = None) -> None:
         self.slot = slot
         self.id = f"instance:{slot.name}"
         self.handle: ActorHandle | None = None
@@ -86,9 +97,39 @@ class Instance:
         self.generation = 0
         self.state_bytes = 0
         self.exit = ""
+        self._on_down = on_down
+        self.ready = threading.Event()  # set once `init` ran (or failed)
+        self.init_error = ""
 
     def spec(self) -> ChildSpec:
-        return ChildSpec(self.id, (InstanceActor, (self,), {}), restart="temporary", shutdown=5.0)
+        """The instance's child: its actor; isolated, a small supervisor of the long-lived
+        process child (`process`) and the actor that keeps the state (`state`)."""
+        actor: tuple[Any, tuple[Any, ...], dict[str, Any]] = (InstanceActor, (self,), {})
+        if not self.slot.options.isolate:
+            return ChildSpec(self.id, actor, restart="temporary", shutdown=5.0)
+        state = ChildSpec(STATE_ID, actor, restart="temporary", shutdown=5.0)
+        group = SupervisorChild(SupervisorSpec(intensity=0), [state])
+        return ChildSpec(self.id, group, restart="temporary")
+
+    def process_spec(self) -> ChildSpec:
+        """The isolated instance's long-lived process child (started by its actor)."""
+        opts = self.slot.options
+        target = ProcessTarget(
+            serve_instance, (self.slot.plugin, dict(opts.config)), pass_channel=True
+        )
+        return ChildSpec(
+            PROCESS_ID,
+            target,
+            restart="temporary",
+            shutdown=1.0,
+            limits=Limits(max_memory_bytes=opts.max_memory_bytes),
+        )
+
+    def wait_ready(self, timeout: float) -> str:
+        """Wait for an isolated instance's `init`: "" when it is ready, else why not."""
+        if not self.ready.wait(timeout):
+            return f"init did not finish within {timeout:g}s"
+        return self.init_error
 
     @property
     def available(self) -> bool:
@@ -147,6 +188,8 @@ class Instance:
         quiet = reason.kind in (ExitKind.NORMAL, ExitKind.SHUTDOWN)
         report = log.info if quiet else log.warning
         report("plugin_instance_down", plugin=self.slot.name, reason=self.exit)
+        if not quiet and self.slot.options.isolate and self._on_down is not None:
+            self._on_down(self.id)  # its supervisor goes too: down for good, not restarted
 
 
 class InstanceActor(Actor):
@@ -164,12 +207,10 @@ class InstanceActor(Actor):
         opts = self.slot.options
         timeout = opts.init_timeout_ms / 1000
         if opts.isolate:
-            self.process = _start_child(self.slot, timeout)
-            try:
-                state = self.process.recv(timeout)
-            except ChannelError as exc:
-                self.process.kill()
-                raise ChildStartError(ExitReason.timeout(f"init: {exc}")) from None
+            # The process child is started under this actor's own supervisor, which is
+            # still starting us: `_Init` (first in the inbox) does it once we are running.
+            self.actor_ref.tell(_Init())
+            state = None
         else:
             plugin, config = self.slot.plugin, dict(opts.config)
             try:
@@ -184,6 +225,8 @@ class InstanceActor(Actor):
                 ExitReason.killed(f"init state over {opts.max_state_bytes} bytes")
             )
         self.state, self.instance.state_bytes = state, size
+        if not opts.isolate:
+            self.instance.ready.set()
         handle = self._phloem_handle
         assert handle is not None
         self.instance.handle = handle
@@ -192,7 +235,12 @@ class InstanceActor(Actor):
 
     def on_stop(self) -> None:
         if self.process is not None:
-            self.process.stop(1.0)
+            if self.process.is_alive():
+                try:
+                    self.process.request(["terminate", self.state], 1.0)
+                except ChannelError as exc:
+                    log.info("plugin_terminate_failed", plugin=self.slot.name, error=str(exc))
+                self.process.stop(1.0)
             return
         terminate = getattr(self.slot.plugin, "terminate", None)
         if callable(terminate):
@@ -202,6 +250,12 @@ class InstanceActor(Actor):
                 log.warning("plugin_terminate_failed", plugin=self.slot.name, error=exc.message)
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Init):
+            self._init_child()
+            return None
+        if isinstance(message, _ProcessDown):  # the process child died between calls
+            self.exit(ExitReason.from_exception(RuntimeError(f"process child: {message.reason}")))
+            return None
         if not isinstance(message, _HookCall):
             return None
         call = message
@@ -249,13 +303,43 @@ class InstanceActor(Actor):
         self.instance.generation += 1
         return outcome
 
+    def _init_child(self) -> None:
+        """Start the process child under our supervisor and run `init` in it; a failure
+        ends the instance (and `Instance.wait_ready` says why)."""
+        opts = self.slot.options
+        timeout = opts.init_timeout_ms / 1000
+        deadline = time.monotonic() + timeout
+        handle = self._phloem_handle
+        try:
+            while handle is None or not isinstance(handle._parent, SupervisorRef):
+                if time.monotonic() > deadline:  # the supervisor records us right after start
+                    raise RuntimeError("no supervisor to start the process child under")
+                time.sleep(0.001)
+            process = handle._parent.start_child(self.instance.process_spec())
+            if not isinstance(process, ProcessHandle):
+                raise RuntimeError("the process child is not a process")
+            self.process = process
+            state = process.recv(max(0.0, deadline - time.monotonic()))
+            size = _state_size(state)
+            if size is None or size > opts.max_state_bytes:
+                raise RuntimeError(f"init state over {opts.max_state_bytes} bytes")
+        except (PhloemError, ChannelError, RuntimeError) as exc:
+            self.instance.init_error = redact(f"init: {exc}")
+            self.instance.ready.set()
+            self.exit(ExitReason.from_exception(RuntimeError(self.instance.init_error)))
+            return
+        self.state, self.instance.state_bytes = state, size
+        me = self.actor_ref
+        process.add_exit_callback(lambda reason: _tell(me, _ProcessDown(reason)))
+        self.instance.ready.set()
+
     def _in_child(self, call: _HookCall) -> tuple[Any, Any]:
         process = self.process
         assert process is not None
         left = max(0.0, call.deadline - time.monotonic())
         ctx = {f.name: getattr(call.ctx, f.name) for f in fields(call.ctx)}
         ctx["metadata"] = dict(call.ctx.metadata)
-        request = [call.hook, ctx, encode_value(call.value), self.state]
+        request = ["handle", call.hook, ctx, encode_value(call.value), self.state]
         try:
             answer = process.request(request, left)
         except ChannelError as exc:
@@ -272,21 +356,37 @@ def _state_size(state: Any) -> int | None:
         return None
 
 
-def _start_child(slot: PluginSlot, timeout: float) -> ProcessHandle:
-    target = ProcessTarget(
-        serve_instance, (slot.plugin, dict(slot.options.config)), pass_channel=True
-    )
-    limits = Limits(max_memory_bytes=slot.options.max_memory_bytes)
-    return start_process(
-        target, name=f"instance:{slot.name}.process", limits=limits, ready_timeout=max(0.1, timeout)
-    )
+class _Init:
+    __slots__ = ()
+
+
+class _ProcessDown:
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: ExitReason) -> None:
+        self.reason = reason
+
+
+def _tell(ref: Any, message: Any) -> None:
+    try:
+        ref.tell(message)
+    except Exception:  # the actor is gone already
+        return
 
 
 def serve_instance(channel: Any, plugin: Any, config: dict[str, Any]) -> None:
-    """Runs in the isolated instance's process child: `init`, then one `handle` per request."""
+    """Runs in the isolated instance's process child: `init`, then one `handle` per
+    request, until `terminate`."""
     channel.send(plugin.init(config))
     while True:
-        hook, ctx, value, state = channel.recv(None)
+        request = channel.recv(None)
+        if request[0] == "terminate":
+            terminate = getattr(plugin, "terminate", None)
+            if callable(terminate):
+                terminate(request[1])
+            channel.send(None)
+            return
+        _, hook, ctx, value, state = request
         context = PluginContext(**ctx)
         outcome, new_state = plugin.handle(hook, context, decode_value(value), state)
         channel.send([encode_outcome(outcome), new_state])

@@ -11,6 +11,7 @@ in the chain (runs already started keep theirs).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from typing import Any
@@ -29,6 +30,7 @@ from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.settings import ComponentError, load_component
 from phloem.supervision import (
+    ActorHandle,
     ChildSpec,
     ChildStartError,
     SupervisorChild,
@@ -44,6 +46,7 @@ SERVICE_NAME = "plugins"
 SERVICE_ID = "service"
 INSTANCES_ID = "instances"
 SERVICE_PATH = f"{SERVICE_NAME}/{SERVICE_ID}"
+READY_MARGIN_S = 10.0  # past init_timeout_ms: starting the process child itself
 
 
 def make_slot(name: str, plugin: Any, options: PluginOptions, source: str) -> PluginSlot:
@@ -119,6 +122,16 @@ class PluginSet:
         if slots:
             registry.add(self.interceptor)
         self._installed = bool(slots)
+        self.service: ActorHandle | None = None  # set when the service starts
+
+    def reap(self, instance_id: str) -> None:
+        """An isolated instance went down: have the service take its supervisor out too."""
+        service = self.service
+        if service is not None:
+            try:
+                service.tell(_Reap(instance_id))
+            except PhloemError:  # the service is stopping (the tree is)
+                return
 
     @property
     def slots(self) -> tuple[PluginSlot, ...]:
@@ -156,6 +169,13 @@ def info_of(slot: PluginSlot) -> PluginInfo:
     )
 
 
+class _Reap:
+    __slots__ = ("instance_id",)
+
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+
+
 class AddPlugin:
     """In-process request of an embedded tree: register one more plugin."""
 
@@ -177,20 +197,35 @@ class PluginService(ServiceActor):
             return [info_of(slot) for slot in self.plugins.slots]
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected {type(message).__name__}")
 
+    def on_start(self) -> None:
+        self.plugins.service = self._phloem_handle
+
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, AddPlugin):
             return self._add(message.slot)
+        if isinstance(message, _Reap):
+            instances = self._instances()
+            if instances is not None:
+                try:
+                    instances.terminate_child(message.instance_id)
+                except PhloemError:  # gone already
+                    pass
+            return None
         return super().on_receive(message)
+
+    def _instances(self) -> SupervisorRef | None:
+        handle = self._phloem_handle
+        instances = sibling_of(handle, INSTANCES_ID) if handle is not None else None
+        return instances if isinstance(instances, SupervisorRef) else None
 
     def _add(self, slot: PluginSlot) -> str:
         if any(s.name == slot.name for s in self.plugins.slots):
             raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"plugin {slot.name!r} exists")
         if slot.options.stateful:
-            handle = self._phloem_handle
-            instances = sibling_of(handle, INSTANCES_ID) if handle is not None else None
-            if not isinstance(instances, SupervisorRef):
+            instances = self._instances()
+            if instances is None:
                 raise PhloemError(ErrorKind.NOPROC, "plugins/instances is not running")
-            instance = Instance(slot)
+            instance = Instance(slot, self.plugins.reap)
             slot.instance = instance
             try:
                 instances.start_child(instance.spec())
@@ -198,6 +233,14 @@ class PluginService(ServiceActor):
                 raise PhloemError(
                     ErrorKind.START_FAILED, f"plugin {slot.name!r}: instance did not start: {exc}"
                 ) from None
+            # an isolated instance runs `init` in its process child once it is running
+            why = instance.wait_ready(slot.options.init_timeout_ms / 1000 + READY_MARGIN_S)
+            if why:
+                with contextlib.suppress(PhloemError):
+                    instances.terminate_child(instance.id)
+                raise PhloemError(
+                    ErrorKind.START_FAILED, f"plugin {slot.name!r}: instance did not start: {why}"
+                )
         self.plugins.add(slot)
         log.info("plugin_added", plugin=slot.name, hooks=list(slot.hooks))
         return slot.name
@@ -206,12 +249,12 @@ class PluginService(ServiceActor):
 def plugins_factory(ctx: ServiceContext) -> ChildSpec:
     """`plugins`: a supervisor holding `instances` (stateful plugins) and `service`."""
     slots = [slot_from_config(name, entry) for name, entry in ctx.config.plugins.items()]
+    plugins = PluginSet(ctx.interceptors, slots)
     instances = []
     for slot in slots:
         if slot.options.stateful:
-            slot.instance = Instance(slot)
+            slot.instance = Instance(slot, plugins.reap)
             instances.append(slot.instance.spec())
-    plugins = PluginSet(ctx.interceptors, slots)
     return ChildSpec(
         SERVICE_NAME,
         SupervisorChild(

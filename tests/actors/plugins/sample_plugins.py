@@ -60,6 +60,10 @@ class Counter:
         text = value.contents[-1].text if value.contents else ""
         if "boom" in text:
             raise RuntimeError("boom")
+        if "hog" in text:
+            blocks = []
+            while True:
+                blocks.append(bytearray(64 * 1024 * 1024))
         if "sleep" in text:
             time.sleep(float(text.split()[-1]))
         if "grow" in text:

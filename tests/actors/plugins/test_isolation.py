@@ -138,21 +138,41 @@ def test_no_commit_after_the_caller_gave_up_and_died() -> None:
         assert info.failures >= 1 and "plugin_timeout" in info.last_failure
 
 
-def test_isolated_stateful_instance_keeps_state_across_calls() -> None:
+def test_isolated_stateful_instance_is_a_supervised_process_child() -> None:
     with phloem.Tree.start() as tree:
         tree.add_plugin(
             "counter",
             Counter(),
             stateful=True,
             isolate=True,
-            timeout_ms=10_000,
-            init_timeout_ms=10_000,
+            timeout_ms=20_000,
+            init_timeout_ms=20_000,
+            config={"start": 5},
+            max_memory_bytes=128 * 1024 * 1024,
         )
         for _ in range(2):
             assert tree.run_agent(LlmAgent("f", "", ScriptedModel(["ok"])), input="hi").ok
         assert counted(tree, "counter").generation == 2
-        assert tree.run_agent(LlmAgent("f", "", ScriptedModel(["ok"])), input="boom").ok
-        assert not counted(tree, "counter").available
+        nodes = {n.id: n for n in _walk(tree.snapshot().roots[0])}
+        instance = nodes["instance:counter"]
+        assert sorted(c.id for c in instance.children) == ["process", "state"]
+        pid = next(c for c in instance.children if c.id == "process").pid
+        assert pid is not None and pid != os.getpid()
+        assert tree.run_agent(LlmAgent("f", "", ScriptedModel(["ok"])), input="hog").ok
+        status = counted(tree, "counter")
+        assert not status.available and "process child" in status.exit
+        wait_until(
+            lambda: "instance:counter" not in [n.id for n in _walk(tree.snapshot().roots[0])]
+        )
+        wait_until(lambda: not _alive(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_add_plugin_checks_its_options() -> None:
@@ -218,5 +238,17 @@ def test_an_init_that_overruns_its_timeout_does_not_start() -> None:
                 "slow", Overlap(), stateful=True, init_timeout_ms=200, config={"slow_init": 2}
             )
         assert err.value.kind == "start_failed"
+        with pytest.raises(PhloemError) as err:
+            tree.add_plugin(
+                "slow",
+                Overlap(),
+                stateful=True,
+                isolate=True,
+                init_timeout_ms=300,
+                config={"slow_init": 5},
+            )
+        assert err.value.kind == "start_failed" and "init" in err.value.message
         with tree.client() as client:
             assert [p.name for p in client.list_plugins()] == []
+        ids = [n.id for n in _walk(tree.snapshot().roots[0])]
+        assert "instance:slow" not in ids
