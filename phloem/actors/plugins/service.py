@@ -28,7 +28,8 @@ from phloem.actors.plugins.slots import Mode, PluginSlot
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.settings import ComponentError, load_component
+from phloem.protocols.secrets import redact
+from phloem.settings import MAX_CAUSE_CHARS, ComponentError, load_component, one_line
 from phloem.supervision import (
     ActorHandle,
     ChildSpec,
@@ -107,8 +108,16 @@ def slot_from_config(name: str, entry: PluginConfig) -> PluginSlot:
         target = load_component(entry.plugin, what="plugin")
     except ComponentError as exc:
         raise ComponentError(exc.kind, f"plugins.{name}.plugin: {exc.message}") from exc
-    if callable(target) and not isinstance(target, type) and not hooks_of(target):
-        target = target(dict(entry.config))  # a factory taking the config table
+    try:
+        if callable(target) and not isinstance(target, type) and not hooks_of(target):
+            target = target(dict(entry.config))  # a factory taking the config table
+        elif isinstance(target, type):
+            target = target()
+    except Exception as exc:
+        cause = one_line(f"{type(exc).__name__}: {exc}", MAX_CAUSE_CHARS)
+        raise PhloemError(
+            ErrorKind.CONFIG_INVALID, f"plugins.{name}: {entry.plugin} raised: {redact(cause)}"
+        ) from None
     return make_slot(name, target, entry, entry.plugin)
 
 

@@ -112,3 +112,7 @@ class Broken(Plugin):
 def one() -> int:
     """A function agent's function."""
     return 1
+
+
+def failing_factory(config: dict[str, Any]) -> Plugin:
+    raise ValueError("bad plugin config, api_key=sk-abcdefghijklmnopqrstu")

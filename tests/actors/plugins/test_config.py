@@ -84,6 +84,11 @@ def test_a_bad_builtin_config_stops_the_tree_from_starting() -> None:
     with pytest.raises(PhloemError) as err:
         phloem.Tree.start(config)
     assert err.value.kind == "config_invalid"
+    factory = 'plugin = "tests.actors.plugins.sample_plugins:failing_factory"\n'
+    with pytest.raises(PhloemError) as err:
+        phloem.Tree.start(parse_config("[plugins.a]\n" + factory))
+    assert err.value.kind == "config_invalid" and "ValueError" in err.value.message
+    assert "sk-abcdefghijklmnopqrstu" not in err.value.message
 
 
 def test_plugin_list_shows_hooks_mode_policy_and_instance_status() -> None:
