@@ -230,6 +230,9 @@ def build_builtin(
     try:
         checked = msgspec.convert(config, config_type)
     except msgspec.ValidationError as exc:
-        raise PhloemError(ErrorKind.CONFIG_INVALID, f"builtin {name}: config: {exc}") from None
+        detail, _, where = str(exc).partition(" - at `$")
+        key = "config" + ("." + where.rstrip("`").lstrip(".") if where else "")
+        detail = detail[:1].lower() + detail[1:]
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"builtin {name}: {key}: {detail}") from None
     plugin: Plugin = plugin_type(checked)
     return plugin, mode

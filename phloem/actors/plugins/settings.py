@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from phloem.protocols.errors import PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.settings import ComponentPath, Section
 
@@ -90,6 +91,13 @@ class PluginConfig(PluginOptions, kw_only=True):
         super().__post_init__()
         if (self.plugin is None) == (self.builtin is None):
             raise ValueError("give exactly one of `plugin` and `builtin`")
+        if self.builtin is not None:  # a built-in's config is checked with the file
+            from phloem.actors.plugins.builtins import build_builtin
+
+            try:
+                build_builtin(self.builtin, self.config)
+            except PhloemError as exc:
+                raise ValueError(exc.message) from None
 
 
 def check_plugins(plugins: dict[str, PluginConfig]) -> None:

@@ -79,11 +79,14 @@ def test_edges_are_accepted() -> None:
     assert edge.plugins["a"].timeout_ms == 120000
 
 
-def test_a_bad_builtin_config_stops_the_tree_from_starting() -> None:
-    config = parse_config('[plugins.a]\nbuiltin = "tool_retry"\nconfig = { max_attempts = 0 }\n')
+def test_a_bad_builtin_config_is_refused_with_the_file() -> None:
+    text = '[plugins.a]\nbuiltin = "tool_retry"\nconfig = { max_attempts = 0 }\n'
     with pytest.raises(PhloemError) as err:
-        phloem.Tree.start(config)
+        parse_config(text, "phloem.toml")
     assert err.value.kind == "config_invalid"
+    assert err.value.message == (
+        "phloem.toml: plugins.a: builtin tool_retry: config.max_attempts: expected `int` >= 1"
+    )
     factory = 'plugin = "tests.actors.plugins.sample_plugins:failing_factory"\n'
     with pytest.raises(PhloemError) as err:
         phloem.Tree.start(parse_config("[plugins.a]\n" + factory))
