@@ -2,7 +2,7 @@
 
 Layers, lowest first: the formats (`protocols`, and the small top-level modules they may
 use: `_version`, `limits`, `settings`, `logs`) ← `supervision` ← `tools` ← `models` ←
-`actors` ← `config` ← `client`, `daemon`, `cli`, `tree` ← `examples`. A module may import
+`actors` ← `config` ← `client`, `daemon`, `cli`, `tree`, `plugins` ← `examples`. A module may import
 its own layer and the ones below it; lazy imports inside functions count too;
 `if TYPE_CHECKING:` imports (annotations only) do not.
 """
