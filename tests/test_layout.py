@@ -2,8 +2,8 @@
 
 Layers, lowest first: the formats (`protocols`, and the small top-level modules they may
 use: `_version`, `limits`, `settings`, `logs`) ← `supervision` ← `tools` ← `models` ←
-`actors` ← `config` ← `client`, `daemon`, `cli`, `tree`, `plugins` ← `examples`. A module may import
-its own layer and the ones below it; lazy imports inside functions count too;
+`actors` ← `config` ← `client`, `daemon`, `cli`, `tree`, `plugins` ← `examples`. A module
+may import its own layer and the ones below it; lazy imports inside functions count too;
 `if TYPE_CHECKING:` imports (annotations only) do not.
 """
 
