@@ -208,6 +208,10 @@ class PluginService(ServiceActor):
 
     def on_start(self) -> None:
         self.plugins.service = self._phloem_handle
+        for slot in self.plugins.slots:  # isolated instances that went down before we ran
+            instance = slot.instance
+            if instance is not None and slot.options.isolate and instance.exit:
+                self.plugins.reap(instance.id)
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, AddPlugin):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
+import msgspec
 import pytest
 
 import phloem
 from phloem.config import parse_config
 from phloem.protocols.errors import PhloemError
-from tests.helpers import run_cli, running_daemon
+from tests.helpers import run_cli, running_daemon, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -163,3 +165,24 @@ def test_agent_run_prints_an_open_failure_as_a_warning() -> None:
         with phloem.Client.connect(str(daemon.socket)) as client:
             run = client.run_agent("f")
         assert run.ok and [w.code for w in run.warnings] == ["plugin_exception"]
+
+
+def test_a_configured_isolated_instance_whose_init_fails_is_unavailable() -> None:
+    text = (
+        "[plugins.slow]\n"
+        'plugin = "tests.actors.plugins.sample_plugins:Overlap"\n'
+        "stateful = true\n"
+        "isolate = true\n"
+        "init_timeout_ms = 300\n"
+        "config = { slow_init = 5 }\n"
+    )
+    with phloem.Tree.start(parse_config(text)) as tree:
+
+        def status() -> Any:
+            with tree.client() as client:
+                return client.list_plugins()[0].status
+
+        wait_until(lambda: not status().available and "init" in status().exit, timeout=30)
+        wait_until(
+            lambda: "instance:slow" not in str(msgspec.to_builtins(tree.snapshot())), timeout=30
+        )
