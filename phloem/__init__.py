@@ -58,6 +58,13 @@ if TYPE_CHECKING:
         PlanReActPlanner as PlanReActPlanner,
     )
     from phloem.models.scripted import ScriptedModel as ScriptedModel
+    from phloem.plugins import (
+        Amend as Amend,
+        Halt as Halt,
+        Plugin as Plugin,
+        PluginContext as PluginContext,
+        Return as Return,
+    )
     from phloem.protocols.content import (
         Content as Content,
         FunctionDeclaration as FunctionDeclaration,
@@ -83,6 +90,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "AStarSearch": "phloem.actors.agents",
     "Agent": "phloem.actors.agents",
+    "Amend": "phloem.plugins",
     "AgentMetadata": "phloem.actors.agents",
     "AgentRun": "phloem.actors.agents",
     "AsyncClient": "phloem.client.aio",
@@ -107,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "GeminiModel": "phloem.models.gemini",
     "GenerateConfig": "phloem.protocols.content",
     "GoalOrientedPlanner": "phloem.actors.agents",
+    "Halt": "phloem.plugins",
     "InMemorySessionService": "phloem.actors.agents",
     "InvocationContext": "phloem.actors.agents",
     "LiveEvent": "phloem.actors.live.protocol",
@@ -132,7 +141,10 @@ _EXPORTS: dict[str, str] = {
     "PlannerOutcome": "phloem.actors.agents",
     "PlanningContext": "phloem.actors.agents",
     "PlanningResult": "phloem.protocols.result",
+    "Plugin": "phloem.plugins",
+    "PluginContext": "phloem.plugins",
     "ReplanPolicy": "phloem.actors.agents",
+    "Return": "phloem.plugins",
     "RunAgents": "phloem.actors.agents",
     "ScriptedModel": "phloem.models.scripted",
     "SequentialPlanner": "phloem.actors.agents",

@@ -35,6 +35,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.eval",
     "phloem.cli.models",
     "phloem.cli.planning",
+    "phloem.cli.plugins",
     "phloem.cli.tools",
     "phloem.cli.live",
     "phloem.cli.mcp",
