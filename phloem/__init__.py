@@ -69,6 +69,13 @@ if TYPE_CHECKING:
         PlanReActPlanner as PlanReActPlanner,
     )
     from phloem.models.scripted import ScriptedModel as ScriptedModel
+    from phloem.plugins import (
+        Amend as Amend,
+        Halt as Halt,
+        Plugin as Plugin,
+        PluginContext as PluginContext,
+        Return as Return,
+    )
     from phloem.protocols.content import (
         Content as Content,
         FunctionDeclaration as FunctionDeclaration,
@@ -95,6 +102,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "AStarSearch": "phloem.actors.agents",
     "Agent": "phloem.actors.agents",
+    "Amend": "phloem.plugins",
     "AgentMetadata": "phloem.actors.agents",
     "AgentRun": "phloem.actors.agents",
     "AskResult": "phloem.actors.sessions.harness",
@@ -123,6 +131,7 @@ _EXPORTS: dict[str, str] = {
     "GeminiModel": "phloem.models.gemini",
     "GenerateConfig": "phloem.protocols.content",
     "GoalOrientedPlanner": "phloem.actors.agents",
+    "Halt": "phloem.plugins",
     "InMemorySessionService": "phloem.actors.agents",
     "InstructionContext": "phloem.actors.instructions",
     "InvocationContext": "phloem.actors.agents",
@@ -149,7 +158,10 @@ _EXPORTS: dict[str, str] = {
     "PlannerOutcome": "phloem.actors.agents",
     "PlanningContext": "phloem.actors.agents",
     "PlanningResult": "phloem.protocols.result",
+    "Plugin": "phloem.plugins",
+    "PluginContext": "phloem.plugins",
     "ReplanPolicy": "phloem.actors.agents",
+    "Return": "phloem.plugins",
     "RunAgents": "phloem.actors.agents",
     "RunWarning": "phloem.protocols.warnings",
     "ScriptedModel": "phloem.models.scripted",

@@ -38,6 +38,7 @@ from phloem.actors.live.settings import LiveConfig
 from phloem.actors.lsp.settings import LspConfig
 from phloem.actors.mcp.settings import McpConfig
 from phloem.actors.planning.settings import PlanningConfig
+from phloem.actors.plugins.settings import PluginConfig, PluginName, check_plugins
 from phloem.actors.sessions.settings import SessionsConfig
 from phloem.models.providers import ProviderConfig
 from phloem.paths import default_socket_path
@@ -173,6 +174,8 @@ class Config(Section):
     mcp: McpConfig = section(McpConfig)
     # Language servers for write/edit diagnostics (`[lsp]`, see phloem.actors.lsp.settings).
     lsp: LspConfig = section(LspConfig)
+    # Tree-wide plugins, in declaration order (`[plugins.NAME]`, phloem.actors.plugins).
+    plugins: dict[PluginName, PluginConfig] = {}
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:
@@ -188,6 +191,7 @@ class Config(Section):
                     f"sessions.agents.{name}.provider: "
                     f"no [providers.{agent.provider}] is configured"
                 )
+        check_plugins(self.plugins)
         if self.daemon.max_request_timeout_s < self.daemon.request_timeout_s:
             raise ValueError("daemon.max_request_timeout_s must be >= daemon.request_timeout_s")
 

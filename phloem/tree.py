@@ -42,6 +42,7 @@ from phloem.actors.services import (
 )
 from phloem.actors.streams import StreamHub
 from phloem.client.agents import AgentTreeMethods
+from phloem.client.plugins import PluginTreeMethods
 from phloem.config import Config, load_config
 from phloem.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
@@ -135,7 +136,7 @@ class _Deadlines:
             self._cond.notify()
 
 
-class Tree(AgentTreeMethods):
+class Tree(AgentTreeMethods, PluginTreeMethods):
     """A running phloem tree: root supervisor, services, refs and streams."""
 
     def __init__(

@@ -2,8 +2,8 @@
 
 Layers, lowest first: the formats (`protocols`, and the small top-level modules they may
 use: `_version`, `limits`, `settings`, `logs`, `paths`) ← `supervision` ← `tools` ← `models` ←
-`actors` ← `config` ← `client`, `daemon`, `cli`, `tree` ← `examples`. A module may import
-its own layer and the ones below it; lazy imports inside functions count too;
+`actors` ← `config` ← `client`, `daemon`, `cli`, `tree`, `plugins` ← `examples`. A module
+may import its own layer and the ones below it; lazy imports inside functions count too;
 `if TYPE_CHECKING:` imports (annotations only) do not.
 """
 
@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "daemon": 6,
     "cli": 6,
     "tree": 6,
+    "plugins": 6,  # the public face of the plugin contract (phloem.plugins)
     "examples": 7,
     "__main__": 7,
 }

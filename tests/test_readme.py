@@ -240,3 +240,12 @@ def test_the_install_section_covers_clone_tool_service_and_container() -> None:
         "phloem completion bash",
     ):
         assert needle in install, needle
+
+
+def test_plugins(capsys: pytest.CaptureFixture[str]) -> None:
+    block = readme_python_blocks("Plugins")[0]
+    run_readme_block(block, "plugins")
+    out = capsys.readouterr().out
+    assert out == (
+        "run helper done\nIt is fine. | Answer in one sentence.\nrun helper done\nfrom the cache\n"
+    )

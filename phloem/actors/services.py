@@ -66,6 +66,7 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.eval.service",
     "phloem.actors.mcp.service",
     "phloem.actors.lsp.service",
+    "phloem.actors.plugins.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64

@@ -109,6 +109,8 @@ def _run(ctx: CommandContext) -> int:
     if outcome.model_calls:
         summary += f", model calls {outcome.model_calls}"
     ctx.emit(outcome, text=summary)
+    for warning in run.warnings:  # e.g. a plugin that failed under failure = "open"
+        ctx.emit(warning, text=f"warning: {warning.render()}")
     for key in ctx.args.show:
         value = run.state.get(key)
         text = value if isinstance(value, str) else json.dumps(value, indent=2)

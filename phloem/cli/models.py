@@ -17,6 +17,7 @@ import msgspec
 
 from phloem.cli.commands import CommandContext, Commands
 from phloem.models import oneshot
+from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.models.providers import (
     PROTOCOLS,
     ProviderConfig,
@@ -153,8 +154,26 @@ def cmd_probe(ctx: CommandContext) -> int:
     return _finish(ctx, result, f"{name}: tool calling works ({config.protocol} {config.model})")
 
 
+def ask_plugins(args: argparse.Namespace) -> Interceptors:
+    """The config's stateless `[plugins.NAME]` as a chain for `phloem ask` (a one-shot run
+    in this process; stateful plugins live in a daemon's tree and are left out here)."""
+    from phloem.actors.plugins.interceptor import PluginInterceptor
+    from phloem.actors.plugins.service import slot_from_config
+    from phloem.config import load_config
+
+    path = find_config(getattr(args, "config", None))
+    if path is None:
+        return NO_INTERCEPTORS
+    plugins = load_config(path).plugins
+    slots = tuple(
+        slot_from_config(name, entry) for name, entry in plugins.items() if not entry.stateful
+    )
+    return Interceptors([PluginInterceptor(slots)]) if slots else NO_INTERCEPTORS
+
+
 def cmd_ask(ctx: CommandContext) -> int:
     _, config = resolve_provider(ctx.args)
+    interceptors = ask_plugins(ctx.args)
     model = build_model(config)
     try:
         result = oneshot.run(
@@ -166,6 +185,7 @@ def cmd_ask(ctx: CommandContext) -> int:
             max_returned_text_bytes=ctx.args.max_text_bytes,
             max_model_calls=1,
             max_tool_calls_per_response=1,
+            interceptors=interceptors,
         )
     finally:
         model.close()

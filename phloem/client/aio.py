@@ -37,6 +37,7 @@ from phloem.client.eval import AsyncEvalMethods
 from phloem.client.live import AsyncLiveMethods
 from phloem.client.mcp import AsyncMcpMethods
 from phloem.client.planning import AsyncPlanningMethods
+from phloem.client.plugins import AsyncPluginMethods
 from phloem.client.sessions import AsyncSessionMethods
 from phloem.client.socket import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -99,6 +100,7 @@ class AsyncClient(
     AsyncMcpMethods,
     AsyncPlanningMethods,
     AsyncSessionMethods,
+    AsyncPluginMethods,
     AsyncClientBase,
 ):
     """A native asyncio client over one pipelined connection to a phloem daemon.

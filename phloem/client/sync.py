@@ -21,6 +21,7 @@ from phloem.client.eval import EvalClientMethods
 from phloem.client.live import LiveMethods
 from phloem.client.mcp import McpClientMethods
 from phloem.client.planning import PlanningMethods
+from phloem.client.plugins import PluginMethods
 from phloem.client.sessions import SessionClientMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
 
@@ -32,6 +33,7 @@ class Client(
     McpClientMethods,
     PlanningMethods,
     SessionClientMethods,
+    PluginMethods,
     ClientBase,
 ):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.

@@ -9,6 +9,7 @@ through the chain and know nothing of who is in it:
     response = chain.model(info, request, model.generate)
     result = chain.tool(info, ToolCall(name, args, call_id), run_the_tool)
     for event in chain.agent(info, lambda: agent.run(ctx)): ...
+    agent_run = chain.run(info, RunCall(user_content, cancel), lambda call: drive(call))
 
 Each method is *around* advice: it gets the call's `CallInfo`, the value it guards and
 `proceed`, the rest of the chain ending in the real call. It may look at the value, pass
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
-from phloem.protocols.content import ModelRequest, ModelResponse
+from phloem.protocols.content import Content, ModelRequest, ModelResponse
 
 __all__ = [
     "MAX_INTERCEPTORS",
@@ -40,12 +41,13 @@ __all__ = [
     "Interceptor",
     "InterceptorRegistry",
     "Interceptors",
+    "RunCall",
     "ToolCall",
 ]
 
 MAX_INTERCEPTORS = 256
 
-CallKind = Literal["agent", "model", "tool"]
+CallKind = Literal["run", "agent", "model", "tool"]
 T = TypeVar("T")
 JSON = Any
 
@@ -88,10 +90,27 @@ class ToolCall:
     id: str | None = None
 
 
+def _no_cancel(reason: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class RunCall:
+    """One whole run as interceptors see it: the user's message (None: none) and a way
+    to cancel the run (an interceptor that must stop the run calls `cancel(reason)`)."""
+
+    user_content: Content | None
+    cancel: Callable[[str], None] = _no_cancel
+
+
 class Interceptor:
     """Base of interceptors: each method passes the call on unchanged. Override some."""
 
     name: str = "interceptor"
+
+    def run_call(self, info: CallInfo, call: RunCall, proceed: Callable[[RunCall], T]) -> T:
+        """Around one whole run (the runner's; its answer is the finished run)."""
+        return proceed(call)
 
     def agent_call(self, info: CallInfo, proceed: Callable[[], Iterator[T]]) -> Iterator[T]:
         """Around one agent invocation (the events it yields)."""
@@ -137,6 +156,13 @@ class Interceptors:
     def __len__(self) -> int:
         return len(self._items)
 
+    def run(self, info: CallInfo, call: RunCall, proceed: Callable[[RunCall], T]) -> T:
+        """`proceed(call)` (the whole run) through every interceptor's `run_call`."""
+        bound = proceed
+        for item in reversed(self._items):
+            bound = _bind_run(item, info, bound)
+        return bound(call)
+
     def agent(self, info: CallInfo, run: Callable[[], Iterator[T]]) -> Iterator[T]:
         """The events of `run()` through every interceptor's `agent_call`."""
         call = run
@@ -162,6 +188,12 @@ class Interceptors:
         for item in reversed(self._items):
             call = _bind_tool(item, info, call)
         return call(tool_call)
+
+
+def _bind_run(
+    item: Interceptor, info: CallInfo, proceed: Callable[[RunCall], T]
+) -> Callable[[RunCall], T]:
+    return lambda call: item.run_call(info, call, proceed)
 
 
 def _bind_agent(
@@ -208,6 +240,16 @@ class InterceptorRegistry:
             kept = tuple(item for item in items if item is not interceptor)
             self._chain = Interceptors(kept)
             return len(kept) != len(items)
+
+    def replace(self, old: Interceptor, new: Interceptor) -> None:
+        """Put `new` where `old` is (runs already started keep `old`); `old` must be there."""
+        with self._lock:
+            items = self._chain.items
+            if not any(item is old for item in items):
+                raise ValueError(f"interceptor {old.name!r} is not registered")
+            if any(item is new for item in items):
+                raise ValueError(f"interceptor {new.name!r} is already registered")
+            self._chain = Interceptors(tuple(new if item is old else item for item in items))
 
     def chain(self) -> Interceptors:
         """The current chain (immutable: later registrations do not change it)."""

@@ -186,6 +186,20 @@ class ErrorKind(enum.StrEnum):
     UNKNOWN_TEMPLATE = "unknown_template", "no prompt template of that name (`/name args`)"
     UNKNOWN_CALL = "unknown_call", "no tool call of that id is waiting for confirmation"
 
+    # --- plugins ---------------------------------------------------------------------------
+    PLUGIN_HALTED = "plugin_halted", "a plugin or local callback halted the run"
+    PLUGIN_FAILED = "plugin_failed", "a plugin with failure = closed failed; the run stops"
+    PLUGIN_EXCEPTION = "plugin_exception", "a plugin hook raised (recorded as a failure)"
+    PLUGIN_TIMEOUT = "plugin_timeout", "a plugin hook did not answer within timeout_ms"
+    PLUGIN_OVERSIZE = "plugin_oversize", "a plugin returned a value over max_value_bytes"
+    PLUGIN_CONTRACT_VIOLATION = (
+        "plugin_contract_violation",
+        "a plugin answered what its mode or hook does not allow",
+    )
+    PLUGIN_UNAVAILABLE = "plugin_unavailable", "a stateful plugin instance is down (not restarted)"
+    PLUGIN_STATE_TOO_LARGE = "plugin_state_too_large", "a stateful plugin's state is over its bound"
+    QUEUE_FULL = "queue_full", "a stateful plugin instance has max_queue calls waiting"
+
     # --- planning runtime ----------------------------------------------------------------
     UNKNOWN_PLAN_FIELDS = "unknown_plan_fields", "a plan has unknown fields"
     UNKNOWN_PLAN_STEP_FIELDS = "unknown_plan_step_fields", "a plan step has unknown fields"

@@ -300,3 +300,21 @@ def test_the_shipped_config_declares_example_providers() -> None:
     assert providers["flash"].protocol == "gemini"
     assert providers["flash"].api_key_env == "PHLOEM_GEMINI_API_KEY"
     assert providers["local"].chat_token_limit == "max_tokens"
+
+
+def test_ask_goes_through_the_configured_plugins(fake: FakeProvider, tmp_path: Path) -> None:
+    fake.add(responses_text("Paris."))
+    config = tmp_path / "phloem.toml"
+    config.write_text(
+        "[providers.r]\n"
+        'protocol = "openai-responses"\n'
+        'model = "gpt-x"\n'
+        f'base_url = "{fake.base_url}/v1"\n'
+        "[plugins.rules]\n"
+        'builtin = "global_instruction"\n'
+        'config = { instruction = "House rules." }\n'
+    )
+    done = phloem("ask", "r", "capital of France?", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Paris.\n"
+    assert fake.requests[0].json["instructions"] == "House rules."

@@ -18,10 +18,11 @@ from phloem.models.interceptors import (
     Interceptor,
     InterceptorRegistry,
     Interceptors,
+    RunCall,
     ToolCall,
 )
 from phloem.models.oneshot import run as oneshot_run
-from phloem.protocols.content import ModelRequest, ModelResponse, Part
+from phloem.protocols.content import Content, ModelRequest, ModelResponse, Part
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 pytestmark = pytest.mark.timeout(30)
@@ -224,3 +225,42 @@ def test_a_tree_wide_interceptor_sees_runs_started_through_the_client() -> None:
         "t<model",
         "t<agent:briefer",
     ]
+
+
+class RunWatcher(Interceptor):
+    """Sees the whole run: rewrites the user's message, records the finished run."""
+
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+
+    def run_call(self, info: CallInfo, call: RunCall, proceed: Callable[[RunCall], Any]) -> Any:
+        self.log.append(
+            (info.kind, info.agent, call.user_content.text if call.user_content else None)
+        )
+        finished = proceed(RunCall(Content.user("rewritten"), call.cancel))
+        self.log.append(finished.ok)
+        return finished
+
+
+def test_a_run_goes_through_run_call_and_the_default_passes_it_on() -> None:
+    log: list[Any] = []
+    model = ScriptedModel(["ok"])
+    chain = Interceptors([Interceptor(), RunWatcher(log)])
+    result = run_agent(LlmAgent("f", "", model), input="original", interceptors=chain)
+    assert result.ok and result.events[0].text == "rewritten"
+    assert model.requests[0].contents[0].text == "rewritten"
+    assert log == [("run", "f", "original"), True]
+
+
+def test_registry_replace_keeps_the_position() -> None:
+    registry = InterceptorRegistry()
+    a, b, c = Recorder("a", []), Recorder("b", []), Recorder("c", [])
+    registry.add(a)
+    registry.add(b)
+    before = registry.chain()
+    registry.replace(a, c)
+    assert registry.chain().items == (c, b) and before.items == (a, b)
+    with pytest.raises(ValueError, match="not registered"):
+        registry.replace(a, c)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.replace(c, b)

@@ -14,8 +14,16 @@ from typing import Final
 
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event
+from phloem.actors.plugins.contract import (
+    STOP_KINDS,
+    LocalCallback,
+    after_returned,
+    apply_local,
+    as_content,
+    mark_after_returned,
+)
 from phloem.models.interceptors import CallInfo
-from phloem.protocols.errors import ErrorValue
+from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
 
 AGENT_NAME_RE: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
@@ -34,9 +42,28 @@ def check_agent_name(name: object) -> str:
 
 
 class Agent(abc.ABC):
-    """Base of every agent. Subclasses implement `run`."""
+    """Base of every agent. Subclasses implement `run`.
 
-    def __init__(self, name: str, description: str = "") -> None:
+    `before_agent_callback` / `after_agent_callback` are the agent's local callbacks
+    (ADK-style; `phloem.plugins` outcomes), applied after the tree's global plugins.
+    """
+
+    before_agent_callback: LocalCallback | None = None
+    after_agent_callback: LocalCallback | None = None
+
+    def __init__(
+        self,
+        name: str,
+        description: str = "",
+        *,
+        before_agent_callback: LocalCallback | None = None,
+        after_agent_callback: LocalCallback | None = None,
+    ) -> None:
+        for callback in (before_agent_callback, after_agent_callback):
+            if callback is not None and not callable(callback):
+                raise TypeError("agent callbacks must be callable")
+        self.before_agent_callback = before_agent_callback
+        self.after_agent_callback = after_agent_callback
         self.name = check_agent_name(name)
         if not isinstance(description, str):
             raise TypeError("description must be a str")
@@ -79,7 +106,52 @@ def call_info(agent: Agent, ctx: InvocationContext) -> CallInfo:
 
 def invoke(agent: Agent, ctx: InvocationContext) -> Iterator[Event]:
     """Run `agent` in `ctx` through the run's interceptors: every executor invokes agents
-    this way, never by calling `agent.run` directly."""
-    if not ctx.interceptors:
+    this way, never by calling `agent.run` directly. The agent's local callbacks wrap the
+    run inside the chain (before) and outside it (after: after the global after-hooks)."""
+    local = agent.before_agent_callback is not None or agent.after_agent_callback is not None
+    if not ctx.interceptors and not local:
         return agent.run(ctx)
-    return ctx.interceptors.agent(call_info(agent, ctx), lambda: agent.run(ctx))
+    info = call_info(agent, ctx)
+    if not local:
+        return ctx.interceptors.agent(info, lambda: agent.run(ctx))
+    return _with_local(agent, ctx, info)
+
+
+def _stop_on(ctx: InvocationContext, exc: PhloemError) -> None:
+    """A callback's `Halt` (or a closed plugin failure) stops the whole run."""
+    if exc.kind in STOP_KINDS:
+        ctx.cancel.cancel(exc.message, exc.to_value())
+
+
+def _with_local(agent: Agent, ctx: InvocationContext, info: CallInfo) -> Iterator[Event]:
+    def inner() -> Iterator[Event]:
+        try:
+            returned, value = apply_local(
+                agent.before_agent_callback, "before_agent", info, agent.name
+            )
+            if returned:
+                yield Event(agent.name, as_content(value), invocation_id=ctx.invocation_id)
+                return
+        except PhloemError as exc:
+            _stop_on(ctx, exc)
+            yield agent.error_event(ctx, exc.kind, exc.message)
+            return
+        yield from agent.run(ctx)
+
+    events = ctx.interceptors.agent(info, inner) if ctx.interceptors else inner()
+    last = None
+    mark_after_returned(False)
+    for event in events:
+        if event.author == agent.name and event.content:
+            last = event.content
+        yield event
+    if agent.after_agent_callback is None or after_returned():
+        return
+    try:
+        _, value = apply_local(agent.after_agent_callback, "after_agent", info, last)
+    except PhloemError as exc:
+        _stop_on(ctx, exc)
+        yield agent.error_event(ctx, exc.kind, exc.message)
+        return
+    if value is not last and value is not None:
+        yield Event(agent.name, as_content(value), invocation_id=ctx.invocation_id)

@@ -17,6 +17,7 @@ from phloem.actors.agents.events import Event, new_invocation_id
 from phloem.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.content import Content
+from phloem.protocols.errors import ErrorValue
 
 if TYPE_CHECKING:
     from phloem.actors.agents.executor import GroupExecutor
@@ -32,17 +33,21 @@ class CancelToken:
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], None]] = []
         self.reason: str | None = None
+        # Set when the cancel stops the run with an error of its own (a plugin's halt).
+        self.error: ErrorValue | None = None
 
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        """Set the flag (first reason wins) and run the registered callbacks once."""
+    def cancel(self, reason: str = "cancelled", error: ErrorValue | None = None) -> None:
+        """Set the flag (first reason wins) and run the registered callbacks once; `error`
+        is what the run then ends with, when the cancel is a stop (a plugin's halt)."""
         with self._lock:
             if self._event.is_set():
                 return
             self.reason = reason
+            self.error = error
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:

@@ -23,6 +23,7 @@ import msgspec
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
+from phloem.actors.plugins.contract import LocalCallback
 from phloem.limits import check_range
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -56,8 +57,15 @@ class FunctionAgent(Agent):
         *,
         limits: Limits | None = None,
         timeout_s: float = DEFAULT_ISOLATE_TIMEOUT_S,
+        before_agent_callback: LocalCallback | None = None,
+        after_agent_callback: LocalCallback | None = None,
     ) -> None:
-        super().__init__(name, description)
+        super().__init__(
+            name,
+            description,
+            before_agent_callback=before_agent_callback,
+            after_agent_callback=after_agent_callback,
+        )
         if not callable(fn):
             raise TypeError("fn must be callable")
         if isinstance(input_keys, str):

@@ -10,6 +10,12 @@ executed, their responses added, and the model is called again — at most
 A request planner (`BuiltInPlanner`, `PlanReActPlanner` from
 `phloem.models.request_planners`) shapes each request and answer when given.
 
+Local callbacks (ADK-style, answering with `phloem.plugins` outcomes): `before_model_callback`
+/ `after_model_callback` and `before_tool_callback` / `after_tool_callback` run after the
+tree's global plugins (the before ones inside the interceptor chain, the after ones once
+the chain's after-hooks are done); a plugin's or a callback's `Halt` ends the agent with
+`plugin_halted` and cancels the run.
+
 Tools follow the one tool contract (`phloem.tools.contract`): `Tool`s — the coding tools
 need a `tool_context` naming their workspace — and plain callables, which become
 `FunctionTool`s (their name, docstring and annotated parameters are the declaration).
@@ -31,6 +37,18 @@ from phloem.actors.agents.agent import Agent, call_info
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.templating import render
+from phloem.actors.plugins.contract import (
+    STOP_KINDS,
+    LocalCallback,
+    ToolResult,
+    after_returned,
+    apply_local,
+    as_request,
+    as_response,
+    as_tool_call,
+    mark_after_returned,
+    tool_answer,
+)
 from phloem.limits import check_range
 from phloem.models.cancel import cancel_scope
 from phloem.models.interceptors import CallInfo, ToolCall
@@ -43,7 +61,7 @@ from phloem.protocols.content import (
     ModelResponse,
     Part,
 )
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.model import Model
 from phloem.protocols.secrets import redact
@@ -88,8 +106,23 @@ class LlmAgent(Agent):
         planner: RequestPlanner | None = None,
         tool_context: ToolContext | None = None,
         toolsets: Sequence[Toolset] = (),
+        before_model_callback: LocalCallback | None = None,
+        after_model_callback: LocalCallback | None = None,
+        before_tool_callback: LocalCallback | None = None,
+        after_tool_callback: LocalCallback | None = None,
+        before_agent_callback: LocalCallback | None = None,
+        after_agent_callback: LocalCallback | None = None,
     ) -> None:
-        super().__init__(name, description)
+        super().__init__(
+            name,
+            description,
+            before_agent_callback=before_agent_callback,
+            after_agent_callback=after_agent_callback,
+        )
+        self.before_model_callback = before_model_callback
+        self.after_model_callback = after_model_callback
+        self.before_tool_callback = before_tool_callback
+        self.after_tool_callback = after_tool_callback
         if not callable(getattr(model, "generate", None)):
             raise TypeError("model must have a generate(request) method")
         check_range("max_tool_rounds", max_tool_rounds, *MAX_TOOL_ROUNDS_RANGE)
@@ -153,9 +186,17 @@ class LlmAgent(Agent):
                 request = self.planner.build_request(request)
             try:
                 with cancel_scope(lambda: ctx.cancel.cancelled):
-                    response = ctx.interceptors.model(model_info, request, self.generate)
+                    response = self._model_call(ctx, model_info, request)
                 if self.planner is not None:
                     response = self.planner.process_response(response)
+            except PhloemError as exc:
+                if ctx.cancelled and exc.kind not in STOP_KINDS:
+                    return  # the run's outcome says cancelled; no model_failed
+                if exc.kind in STOP_KINDS:  # a plugin or callback stops the whole run
+                    ctx.cancel.cancel(exc.message, exc.to_value())
+                kind = exc.kind if exc.kind in STOP_KINDS else ErrorKind.MODEL_FAILED
+                yield self.error_event(ctx, kind, f"{self.name}: {exc}")
+                return
             except Exception as exc:
                 if ctx.cancelled:  # the run's outcome says cancelled; no model_failed
                     return
@@ -175,10 +216,15 @@ class LlmAgent(Agent):
                 return
             yield Event(author=self.name, invocation_id=ctx.invocation_id, content=reply)
             contents.append(reply)
-            answers = Content(
-                role="user",
-                parts=tuple(self._call(c, ctx, info, registry, tool_context) for c in calls),
-            )
+            try:
+                parts = tuple(self._call(c, ctx, info, registry, tool_context) for c in calls)
+            except PhloemError as exc:
+                if exc.kind not in STOP_KINDS:
+                    raise
+                ctx.cancel.cancel(exc.message, exc.to_value())
+                yield self.error_event(ctx, exc.kind, f"{self.name}: {exc.message}")
+                return
+            answers = Content(role="user", parts=parts)
             escalate = any(isinstance(registry.get(c.name), ExitLoopTool) for c in calls)
             yield Event(
                 author=self.name,
@@ -208,6 +254,26 @@ class LlmAgent(Agent):
         registry = ToolRegistry(tools)
         return registry, registry.declarations()
 
+    def _model_call(
+        self, ctx: InvocationContext, info: CallInfo, request: ModelRequest
+    ) -> ModelResponse:
+        """One model call: the chain (global plugins), then the local callbacks around it."""
+        if self.before_model_callback is None and self.after_model_callback is None:
+            return ctx.interceptors.model(info, request, self.generate)
+
+        def generate(request: ModelRequest) -> ModelResponse:
+            returned, value = apply_local(self.before_model_callback, "before_model", info, request)
+            if returned:
+                return as_response(value)
+            return self.generate(as_request(value))
+
+        mark_after_returned(False)
+        response = ctx.interceptors.model(info, request, generate)
+        if self.after_model_callback is None or after_returned():
+            return response
+        _, value = apply_local(self.after_model_callback, "after_model", info, response)
+        return as_response(value)
+
     def _call(
         self,
         call: FunctionCall,
@@ -218,14 +284,31 @@ class LlmAgent(Agent):
     ) -> Part:
         """One tool call through the run's interceptors; always a function response."""
         request = ToolCall(call.name, call.args, call.id)
+        tool_info = info.derive("tool", call.name)
 
-        def run(request: ToolCall) -> JSON:
+        def local(request: ToolCall) -> JSON:
+            returned, value = apply_local(
+                self.before_tool_callback, "before_tool", tool_info, request
+            )
+            if returned:
+                answer: JSON = tool_answer(value)
+                return answer
+            return self._run(as_tool_call(value, request), registry, tool_context)
+
+        def plain(request: ToolCall) -> JSON:
             return self._run(request, registry, tool_context)
 
+        run = plain if self.before_tool_callback is None else local
+
+        mark_after_returned(False)
         if ctx.interceptors:
-            response = ctx.interceptors.tool(info.derive("tool", call.name), request, run)
+            response = ctx.interceptors.tool(tool_info, request, run)
         else:
             response = run(request)
+        if self.after_tool_callback is not None and not after_returned():
+            result = ToolResult(call.name, call.args, call.id, response)
+            _, value = apply_local(self.after_tool_callback, "after_tool", tool_info, result)
+            response = tool_answer(value)
         return Part.from_function_response(call.name, response, id=call.id)
 
     def _run(self, call: ToolCall, registry: ToolRegistry, tool_context: ToolContext) -> JSON:

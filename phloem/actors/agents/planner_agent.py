@@ -23,7 +23,7 @@ import copy
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
 
-from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.agent import Agent, call_info
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.executor import AgentDone, AgentEvent, GroupExecutor, InlineExecutor
@@ -37,10 +37,12 @@ from phloem.actors.agents.planning import (
     PlanningContext,
     RunAgents,
 )
+from phloem.actors.plugins.contract import LocalCallback
 from phloem.limits import check_range
 from phloem.logs import get_logger
-from phloem.protocols.content import Content
+from phloem.protocols.content import Content, ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.model import Model
 from phloem.protocols.secrets import redact
 
 log = get_logger("phloem.agents")
@@ -80,8 +82,15 @@ class PlannerAgent(Agent):
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         *,
         on_agent_error: OnAgentError = "stop",
+        before_agent_callback: LocalCallback | None = None,
+        after_agent_callback: LocalCallback | None = None,
     ) -> None:
-        super().__init__(name, description)
+        super().__init__(
+            name,
+            description,
+            before_agent_callback=before_agent_callback,
+            after_agent_callback=after_agent_callback,
+        )
         if isinstance(planner_factory, Planner) or not callable(planner_factory):
             raise TypeError(
                 "planner_factory must be a callable returning a new Planner "
@@ -136,8 +145,14 @@ class _PlannerRun:
             events=lambda: tuple(self.events),
             user_content=ctx.user_content,
             invocation_id=ctx.invocation_id,
+            generate=self.generate if ctx.interceptors else None,
         )
         self.result: str | None = None
+
+    def generate(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """A model call of the planner (a `SupervisorPlanner`) through the run's chain."""
+        info = call_info(self.agent, self.ctx).derive("model", type(model).__name__)
+        return self.ctx.interceptors.model(info, request, model.generate)
 
     # -- events ----------------------------------------------------------------------------
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from phloem.actors.agents.events import Event
-from phloem.protocols.content import Content, Usage
+from phloem.protocols.content import Content, ModelRequest, ModelResponse, Usage
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.model import Model
 
 if TYPE_CHECKING:
     from phloem.actors.agents.agent import Agent
@@ -62,6 +63,9 @@ class NoOp:
 PlannerAction: TypeAlias = RunAgents | Done | DoneWithResult | NoOp
 
 
+ModelCall: TypeAlias = Callable[[Model, ModelRequest], ModelResponse]
+
+
 class PlanningContext:
     """A planner's view: state, events, the available agents and the original request.
 
@@ -77,8 +81,10 @@ class PlanningContext:
         events: Callable[[], tuple[Event, ...]],
         user_content: Content | None = None,
         invocation_id: str = "",
+        generate: ModelCall | None = None,
     ) -> None:
         self._agents = tuple(agents)
+        self._generate = generate
         self._by_name = {a.name: a for a in self._agents}
         self._state = state
         self._events = events
@@ -88,6 +94,12 @@ class PlanningContext:
         self.usage = Usage()
         self.replans = 0
         self.notes: list[str] = []
+
+    def generate(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """One model call of the planner, through the run's interceptors (plugins)."""
+        if self._generate is None:
+            return model.generate(request)
+        return self._generate(model, request)
 
     @property
     def state(self) -> Mapping[str, Any]:

@@ -21,7 +21,8 @@ from phloem.actors.agents.events import Event
 from phloem.actors.agents.executor import GroupExecutor, crash_error
 from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
 from phloem.actors.agents.session import InMemorySessionService, Session, SessionService
-from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
+from phloem.actors.plugins.contract import STOP_KINDS
+from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, RunCall
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
 from phloem.protocols.warnings import RunWarning
@@ -37,7 +38,8 @@ class AgentRun(msgspec.Struct, frozen=True):
     outcome: PlannerOutcome
     events: tuple[Event, ...]
     state: dict[str, Any]
-    # Non-fatal notices of the run (instruction discovery, prompt commands, ...).
+    # Non-fatal notices of the run (instruction discovery, prompt commands, a plugin that
+    # failed under `failure = "open"`, ...).
     warnings: tuple[RunWarning, ...] = ()
 
     @property
@@ -90,6 +92,38 @@ def run_agent(
     elif state:
         sessions.append_event(session, Event(author=USER_AUTHOR, actions=_delta(state)))
     content = Content.user(input) if isinstance(input, str) else input
+    cancel = cancel or CancelToken()
+    if not interceptors:
+        return _run(agent, sessions, session, executor, cancel, on_event, interceptors, content)
+    info = CallInfo(
+        kind="run",
+        agent=agent.name,
+        session_id=session.id,
+        app=session.app,
+        user=session.user,
+        target=type(agent).__name__,
+    )
+    # The run through the chain's `run_call` (plugins' on_user_message/before_run/after_run).
+    call = RunCall(content, cancel.cancel)
+    return interceptors.run(
+        info,
+        call,
+        lambda c: _run(
+            agent, sessions, session, executor, cancel, on_event, interceptors, c.user_content
+        ),
+    )
+
+
+def _run(
+    agent: Agent,
+    sessions: SessionService,
+    session: Session,
+    executor: GroupExecutor,
+    cancel: CancelToken,
+    on_event: Callable[[Event], None] | None,
+    interceptors: Interceptors,
+    content: Content | None,
+) -> AgentRun:
     ctx = InvocationContext(
         state=session.state,
         events=session.events,
@@ -97,7 +131,7 @@ def run_agent(
         app=session.app,
         user=session.user,
         session_id=session.id,
-        cancel=cancel or CancelToken(),
+        cancel=cancel,
         executor=executor,
         interceptors=interceptors,
     )
@@ -126,6 +160,7 @@ def run_agent(
         sessions.end_invocation(session)
     if outcome is None:
         outcome = _derive_outcome(agent, ctx, produced, crash)
+    outcome = _plugin_stop(agent, produced, outcome, cancel.error)
     return AgentRun(
         agent=agent.name,
         session_id=session.id,
@@ -170,6 +205,24 @@ def _derive_outcome(
         )
     return PlannerOutcome(
         status=OutcomeStatus.DONE, agent=agent.name, message="done", final_event=final
+    )
+
+
+def _plugin_stop(
+    agent: Agent, produced: list[Event], outcome: PlannerOutcome, error: ErrorValue | None
+) -> PlannerOutcome:
+    """A run a plugin or a local callback stopped (`plugin_halted`, `plugin_failed`) ends
+    with that error, not with the cancellation it caused."""
+    stop = error if error is not None and error.kind in STOP_KINDS else None
+    stop = stop or next((e.error for e in produced if e.error and e.error.kind in STOP_KINDS), None)
+    if stop is None or (outcome.error is not None and outcome.error.kind == stop.kind):
+        return outcome
+    return PlannerOutcome(
+        status=OutcomeStatus.AGENT_FAILED,
+        agent=agent.name,
+        message=f"{stop.kind}: {stop.message}",
+        error=stop,
+        final_event=outcome.final_event,
     )
 
 

@@ -1,0 +1,31 @@
+"""Messages of the `plugins` service, shared by the service and the client methods."""
+
+from __future__ import annotations
+
+import msgspec
+
+from phloem.actors.plugins.instance import InstanceStatus
+
+
+class ListPlugins(msgspec.Struct, frozen=True, tag="list"):
+    pass
+
+
+PluginRequest = ListPlugins
+
+
+class PluginInfo(msgspec.Struct, frozen=True):
+    """One registered plugin as `phloem plugin list` shows it."""
+
+    name: str
+    source: str  # `builtin:NAME`, the `module:attribute`, or `embedded:TYPE`
+    hooks: list[str]
+    mode: str
+    failure: str
+    timeout_ms: int
+    isolate: bool
+    stateful: bool
+    calls: int = 0
+    failures: int = 0
+    last_failure: str = ""
+    status: InstanceStatus | None = None

@@ -1,0 +1,106 @@
+"""The `[plugins.NAME]` configuration (gathered by `phloem.config` as `Config.plugins`).
+
+    [plugins.audit]
+    plugin = "mypkg.audit:AuditPlugin"   # trusted code: a Plugin class, object or factory
+    mode = "observe"                     # observe | intervene
+    failure = "open"                     # open (record and go on) | closed (the run fails)
+    timeout_ms = 1000
+    config = { level = "info" }          # handed to the factory / init(config)
+
+    [plugins.instructions]
+    builtin = "global_instruction"   # or context_filter | tool_retry | logging
+    config = { instruction = "Answer in English." }
+
+Plugins run in declaration order. Each entry names exactly one of `plugin` and `builtin`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from phloem.protocols.errors import PhloemError
+from phloem.protocols.jsonvalue import json_size
+from phloem.settings import ComponentPath, Section
+
+KIB = 1024
+MIB = 1024 * 1024
+MAX_PLUGINS = 128
+MAX_CONFIG_BYTES = 1 * MIB
+DEFAULT_TIMEOUT_MS = 1000
+TIMEOUT_MS_RANGE = (1, 120_000)
+DEFAULT_MAX_VALUE_BYTES = 256 * KIB
+MAX_VALUE_BYTES_RANGE = (1, 64 * MIB)
+DEFAULT_MAX_QUEUE = 64
+MAX_QUEUE_RANGE = (1, 4096)
+DEFAULT_MAX_STATE_BYTES = 1 * MIB
+MAX_STATE_BYTES_RANGE = (1, 64 * MIB)
+DEFAULT_INIT_TIMEOUT_MS = 1000
+INIT_TIMEOUT_MS_RANGE = (1, 30_000)
+DEFAULT_MAX_MEMORY_BYTES = 512 * MIB
+MIN_MEMORY_BYTES = 16 * MIB
+
+BUILTINS = ("global_instruction", "context_filter", "tool_retry", "logging")
+PLUGIN_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+
+PluginName = Annotated[str, msgspec.Meta(pattern=PLUGIN_NAME)]
+
+
+TimeoutMs = Annotated[int, msgspec.Meta(ge=TIMEOUT_MS_RANGE[0], le=TIMEOUT_MS_RANGE[1])]
+ValueBytes = Annotated[int, msgspec.Meta(ge=MAX_VALUE_BYTES_RANGE[0], le=MAX_VALUE_BYTES_RANGE[1])]
+MemoryBytes = Annotated[int, msgspec.Meta(ge=MIN_MEMORY_BYTES)]
+QueueLength = Annotated[int, msgspec.Meta(ge=MAX_QUEUE_RANGE[0], le=MAX_QUEUE_RANGE[1])]
+StateBytes = Annotated[int, msgspec.Meta(ge=MAX_STATE_BYTES_RANGE[0], le=MAX_STATE_BYTES_RANGE[1])]
+InitTimeoutMs = Annotated[
+    int, msgspec.Meta(ge=INIT_TIMEOUT_MS_RANGE[0], le=INIT_TIMEOUT_MS_RANGE[1])
+]
+
+
+class PluginOptions(Section, kw_only=True):
+    """How a plugin runs: the options of `[plugins.NAME]` and of `tree.add_plugin`."""
+
+    mode: Literal["observe", "intervene"] | None = None  # None: the plugin's own default
+    failure: Literal["open", "closed"] = "open"
+    timeout_ms: TimeoutMs = DEFAULT_TIMEOUT_MS
+    max_value_bytes: ValueBytes = DEFAULT_MAX_VALUE_BYTES
+    config: dict[str, Any] = {}
+    isolate: bool = False
+    stateful: bool = False
+    max_memory_bytes: MemoryBytes = DEFAULT_MAX_MEMORY_BYTES
+    max_queue: QueueLength = DEFAULT_MAX_QUEUE
+    max_state_bytes: StateBytes = DEFAULT_MAX_STATE_BYTES
+    init_timeout_ms: InitTimeoutMs = DEFAULT_INIT_TIMEOUT_MS
+
+    def __post_init__(self) -> None:
+        try:
+            size = json_size(self.config)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise ValueError(f"config is not JSON-like: {exc}") from None
+        if size > MAX_CONFIG_BYTES:
+            raise ValueError(f"config is {size} bytes; at most {MAX_CONFIG_BYTES}")
+
+
+class PluginConfig(PluginOptions, kw_only=True):
+    """One `[plugins.NAME]` entry: exactly one of `plugin` and `builtin`, plus options."""
+
+    plugin: ComponentPath | None = None
+    builtin: Literal["global_instruction", "context_filter", "tool_retry", "logging"] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.plugin is None) == (self.builtin is None):
+            raise ValueError("give exactly one of `plugin` and `builtin`")
+        if self.builtin is not None:  # a built-in's config is checked with the file
+            from phloem.actors.plugins.builtins import build_builtin
+
+            try:
+                build_builtin(self.builtin, self.config)
+            except PhloemError as exc:
+                raise ValueError(exc.message) from None
+
+
+def check_plugins(plugins: dict[str, PluginConfig]) -> None:
+    """The whole `[plugins]` table: at most `MAX_PLUGINS` entries."""
+    if len(plugins) > MAX_PLUGINS:
+        raise ValueError(f"plugins: at most {MAX_PLUGINS} plugins, got {len(plugins)}")
