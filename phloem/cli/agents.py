@@ -10,7 +10,7 @@ arrives, then the outcome (and each `--show KEY` of the final state); it exits 0
 `done` and `done_with_result`, 1 otherwise. `--allow TOOL` / `--deny TOOL` (repeatable)
 restrict the run's tools; an agent with `confirmation = true` asks y/N on the terminal
 before each mutating tool call (`--yes` approves them all; without a terminal: no).
-The run's warnings go to stderr.
+The run's warnings are printed after the outcome.
 """
 
 from __future__ import annotations
@@ -100,8 +100,6 @@ def _run(ctx: CommandContext) -> int:
             tools_allow=ctx.args.allow,
             tools_deny=ctx.args.deny,
         )
-    for warning in run.warnings:
-        ctx.err.write(f"warning: {warning.render()}\n")
     outcome = run.outcome
     summary = f"outcome: {outcome.status} ({outcome.message}); iterations {outcome.iterations}"
     if outcome.replans:

@@ -278,8 +278,9 @@ class AgentRunDriver(Actor):
             if run.confirm is not None:
                 run.confirm.close("the run ended")
             if not failed:
+                warnings = (*result.warnings, *run.warnings.drain())
                 end = msgspec.structs.replace(
-                    public_run(result), events=(), warnings=run.warnings.drain()
+                    public_run(result), events=(), warnings=warnings
                 )  # the events were sent one by one
                 topic.send(AgentRunEnd(end), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
