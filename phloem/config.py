@@ -33,6 +33,7 @@ import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.planning.settings import PlanningConfig
+from phloem.actors.telemetry.settings import TelemetryConfig
 from phloem.models.providers import ProviderConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import is_secret_key
@@ -154,6 +155,8 @@ class Config(Section):
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
     # The coding tools' limits (`[tools]`, see phloem.tools.settings).
     tools: ToolsConfig = section(ToolsConfig)
+    # OpenTelemetry traces and metrics (`[telemetry]`, see phloem.actors.telemetry).
+    telemetry: TelemetryConfig = section(TelemetryConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from phloem import telemetry
 from phloem.protocols.secrets import REDACTED, is_secret_key, redact, redact_value
 
 _lock = threading.Lock()
@@ -77,6 +78,16 @@ def redact_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
     return out
 
 
+def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """structlog processor: `trace_id` and `span_id` (hex) of the current span, if any,
+    so a log line can be found from its trace and the other way round."""
+    ids = telemetry.current_ids()
+    if ids is not None:
+        event.setdefault("trace_id", ids[0])
+        event.setdefault("span_id", ids[1])
+    return event
+
+
 def configure_logging(
     level: str = "warning", fmt: str = "console", stream: TextIO | None = None
 ) -> None:
@@ -95,6 +106,7 @@ def configure_logging(
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            add_trace_ids,
             redact_fields,
             renderer,
         ],

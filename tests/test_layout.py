@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "limits": 0,
     "settings": 0,
     "logs": 0,
+    "telemetry": 0,
     "supervision": 1,
     "tools": 2,
     "models": 3,  # one-shot runs call tools through the one tool contract

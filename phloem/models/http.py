@@ -27,6 +27,7 @@ import httpx
 import msgspec
 import structlog
 
+from phloem import telemetry
 from phloem.limits import RangeError, RangeTypeError, check_range, format_number
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.model import ModelError, ResponseTooLarge
@@ -222,6 +223,7 @@ class HttpTransport:
             "accept-encoding": "gzip, deflate",
             "user-agent": "phloem",
         }
+        out.update(telemetry.headers())  # W3C traceparent of the current (model call) span
         out.update(headers)
         return out
 

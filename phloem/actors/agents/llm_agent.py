@@ -114,7 +114,7 @@ class LlmAgent(Agent):
         contents = self.history(ctx)
         declarations = self._declarations
         info = call_info(self, ctx)
-        model_info = info.derive("model", type(self.model).__name__)
+        model_info = info.for_model(self.model)
         for _ in range(self.max_tool_rounds + 1):
             if ctx.cancelled:
                 return
@@ -125,6 +125,7 @@ class LlmAgent(Agent):
                 request = self.planner.build_request(request)
             try:
                 response = ctx.interceptors.model(model_info, request, self.model.generate)
+                ctx.usage.add(response.usage)
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except Exception as exc:

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from phloem import telemetry
 from phloem.actors.agents.agent import Agent, invoke
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.events import Event
@@ -122,6 +123,13 @@ def run_agent(
         sessions.end_invocation(session)
     if outcome is None:
         outcome = _derive_outcome(agent, ctx, produced, crash)
+    if ctx.usage.calls:
+        outcome = msgspec.structs.replace(
+            outcome,
+            model_calls=outcome.model_calls + ctx.usage.calls,
+            usage=outcome.usage + ctx.usage.usage,
+        )
+    telemetry.count("phloem.runs", kind="agent", outcome=str(outcome.status))
     return AgentRun(
         agent=agent.name,
         session_id=session.id,
