@@ -511,7 +511,10 @@ def _telemetry_counts() -> TelemetryCounts:
         dropped=c["dropped"],
         failed=c["failed"],
         dropped_by_reason=c["dropped_by_reason"],
+        offered=c["offered"],
         queued=c["queued"],
+        inflight=c["inflight"],
+        peak_queued=c["peak_queued"],
     )
 
 

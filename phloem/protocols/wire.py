@@ -347,7 +347,10 @@ class TelemetryCounts(msgspec.Struct, frozen=True):
     dropped: int = 0
     failed: int = 0
     dropped_by_reason: dict[str, int] = msgspec.field(default_factory=dict)
+    offered: int = 0  # == exported + dropped + queued + inflight
     queued: int = 0
+    inflight: int = 0
+    peak_queued: int = 0
 
 
 class DaemonStatus(msgspec.Struct, frozen=True):

@@ -87,6 +87,7 @@ class ExportBus:
         self._closing = False
         self._inflight = 0
         self._hurry = 0  # flushes waiting: workers send partial batches at once
+        self.offered = 0
         self.exported = 0
         self.failed = 0
         self.dropped: dict[str, int] = dict.fromkeys(DROP_REASONS, 0)
@@ -103,6 +104,7 @@ class ExportBus:
     def offer(self, signal: Signal, value: Any, size: int) -> bool:
         """Queue one item; False (dropped, counted) if the bus is full or closing."""
         with self._cond:
+            self.offered += 1
             if self._closing:
                 self.dropped["shutdown"] += 1
                 return False
@@ -222,16 +224,21 @@ class ExportBus:
             worker.join(MAX_WORKER_JOIN_S if timeout_s > 0 else 0)
 
     def counts(self) -> dict[str, Any]:
-        """`{exported, dropped, failed, dropped_by_reason, queued}` (items; a metric
-        snapshot counts as one)."""
+        """`{offered, exported, dropped, failed, dropped_by_reason, queued, ...}` in items
+        (a span, or a metric snapshot); `offered == exported + dropped + queued + inflight`
+        at every moment (`inflight` counts batches, not items)."""
         with self._cond:
+            inflight_items = self.offered - self.exported - sum(self.dropped.values())
             return {
+                "offered": self.offered,
                 "exported": self.exported,
                 "dropped": sum(self.dropped.values()),
                 "failed": self.failed,
                 "dropped_by_reason": dict(self.dropped),
                 "queued": len(self._queue),
                 "queued_bytes": self._bytes,
+                "inflight": inflight_items - len(self._queue),
+                "peak_queued": self.peak_events,
             }
 
 

@@ -137,7 +137,8 @@ class TelemetryRuntime:
             metric_readers=[self.reader],
             resource=resource,
             exemplar_filter=TraceBasedExemplarFilter(),
-            views=[View(instrument_name="*", aggregation_cardinality_limit=MAX_SERIES)],
+            # the SDK keeps `limit` attribute sets and adds the overflow one: 200 in all
+            views=[View(instrument_name="*", aggregation_cardinality_limit=MAX_SERIES - 1)],
             shutdown_on_exit=False,
         )
         self.meter = self.meter_provider.get_meter(SCOPE, __version__)

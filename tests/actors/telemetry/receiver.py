@@ -62,6 +62,7 @@ class Receiver:
     points: list[Point] = field(default_factory=list)
     requests: list[tuple[str, int, float]] = field(default_factory=list)  # path, status, time
     raw: list[bytes] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -94,6 +95,7 @@ class Receiver:
         status, headers = scripted or (200, {})
         with self._lock:
             self.requests.append((handler.path, status, time.monotonic()))
+            self.headers.append({k.lower(): v for k, v in handler.headers.items()})
         if status == 200:
             self._decode(handler.path, body)
         handler.send_response(status)
