@@ -91,6 +91,26 @@ class ProviderModel:
     def generate(self, request: ModelRequest) -> ModelResponse:
         return self._resolve(self.provider).generate(request)
 
+    def _describe(self, attribute: str) -> str:
+        """What the resolved model says of itself (telemetry's GenAI attributes); ""
+        when it cannot be resolved yet — the call itself then fails as it should."""
+        try:
+            return str(getattr(self._resolve(self.provider), attribute, "") or "")
+        except Exception:
+            return ""
+
+    @property
+    def provider_name(self) -> str:
+        return self._describe("provider_name")
+
+    @property
+    def operation_name(self) -> str:
+        return self._describe("operation_name")
+
+    @property
+    def model(self) -> str:
+        return self._describe("model")
+
     def __repr__(self) -> str:
         return f"<ProviderModel {self.provider!r}>"
 
