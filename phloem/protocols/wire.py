@@ -29,7 +29,7 @@ a `bad_frame` that closes the connection.
 from __future__ import annotations
 
 import struct
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
@@ -64,10 +64,12 @@ class Hello(_Msg, tag="hello", frozen=True):
 
 class TraceContext(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The caller's W3C trace context (`phloem.telemetry.carrier()`): the daemon's spans
-    for the request become children of the caller's span. Malformed values are ignored."""
+    for the request become children of the caller's span. It is advisory: a malformed or
+    over-long value (traceparent ≠ 55 chars, tracestate > 512) is ignored, never an error
+    (the frame itself is bounded by `max_frame_bytes`)."""
 
-    traceparent: Annotated[str, msgspec.Meta(max_length=55)]
-    tracestate: Annotated[str, msgspec.Meta(max_length=512)] = ""
+    traceparent: str
+    tracestate: str = ""
 
     @classmethod
     def from_carrier(cls, data: dict[str, str] | None) -> TraceContext | None:

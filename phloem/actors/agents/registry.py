@@ -84,18 +84,26 @@ class ProviderModel:
     """A configured provider's model, resolved at its first call (so a missing API key
     fails that call — `model_failed` — rather than the daemon's start)."""
 
-    def __init__(self, provider: str, resolve: Callable[[str], Model]) -> None:
+    def __init__(
+        self,
+        provider: str,
+        resolve: Callable[[str], Model],
+        describe: Callable[[str], Mapping[str, str]] | None = None,
+    ) -> None:
         self.provider = provider
         self._resolve = resolve
+        self._describe_provider = describe
 
     def generate(self, request: ModelRequest) -> ModelResponse:
         return self._resolve(self.provider).generate(request)
 
     def _describe(self, attribute: str) -> str:
-        """What the resolved model says of itself (telemetry's GenAI attributes); ""
-        when it cannot be resolved yet — the call itself then fails as it should."""
+        """What the provider's config says of its model (telemetry's GenAI attributes),
+        without resolving it; "" for a provider that is not configured."""
+        if self._describe_provider is None:
+            return ""
         try:
-            return str(getattr(self._resolve(self.provider), attribute, "") or "")
+            return self._describe_provider(self.provider).get(attribute, "")
         except Exception:
             return ""
 
@@ -128,7 +136,10 @@ def _load(load: Callable[[str], Any], path: str, where: str) -> Any:
 
 
 def build_registry(
-    cfg: Any, load: Callable[[str], Any], models: Callable[[str], Model] = _no_models
+    cfg: Any,
+    load: Callable[[str], Any],
+    models: Callable[[str], Model] = _no_models,
+    describe: Callable[[str], Mapping[str, str]] | None = None,
 ) -> AgentRegistry:
     """Agents from an `[agents]` config section; `load` resolves `module:attribute`,
     `models` a provider name to its model. A component that cannot be loaded is an error
@@ -161,7 +172,7 @@ def build_registry(
                 LlmAgent(
                     name,
                     lc.description,
-                    ProviderModel(lc.provider, models),
+                    ProviderModel(lc.provider, models, describe),
                     lc.instruction,
                     output_key=lc.output_key,
                     max_tool_rounds=lc.max_tool_rounds,
@@ -191,7 +202,7 @@ def build_registry(
                 except PhloemError:
                     raise _invalid(f"agents.planners.{name}: unknown sub-agent {sub!r}") from None
             try:
-                factory = planner_factory(name, pc, subs, models)
+                factory = planner_factory(name, pc, subs, models, describe)
                 registry.add(
                     PlannerAgent(
                         name,
@@ -223,13 +234,17 @@ def contracts_for(name: str, pc: Any, subs: list[Agent]) -> list[AgentMetadata]:
 
 
 def planner_factory(
-    name: str, pc: Any, subs: list[Agent], models: Callable[[str], Model] = _no_models
+    name: str,
+    pc: Any,
+    subs: list[Agent],
+    models: Callable[[str], Model] = _no_models,
+    describe: Callable[[str], Mapping[str, str]] | None = None,
 ) -> Callable[[], Planner]:
     kind = pc.planner
     if kind == "supervisor":
         if not pc.provider:
             raise _invalid(f"agents.planners.{name}: supervisor needs a provider")
-        model = ProviderModel(pc.provider, models)
+        model = ProviderModel(pc.provider, models, describe)
         system, events, calls = pc.system_instruction, pc.max_events, pc.max_model_calls
         return lambda: SupervisorPlanner(model, system, events, calls)
     if kind == "sequential":

@@ -237,7 +237,10 @@ class AgentService(ServiceActor):
 
         self.providers = ProviderRegistry(ctx.config.providers)
         self.registry: AgentRegistry = build_registry(
-            cfg, lambda path: load_component(path, what="agent"), self.providers.get
+            cfg,
+            lambda path: load_component(path, what="agent"),
+            self.providers.get,
+            self.providers.describe,
         )
         self.max_runs: int = cfg.max_concurrent_runs
         self.invocation_timeout_s: float = cfg.invocation_timeout_s

@@ -12,7 +12,7 @@ one tree per process exports: a second enabled tree in the same process logs
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -20,8 +20,10 @@ from phloem import telemetry
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.telemetry.genai import GenAIInterceptor
 from phloem.actors.telemetry.protocol import Flush, GetCounts, TelemetryRequest
-from phloem.actors.telemetry.providers import TelemetryRuntime
 from phloem.supervision.spec import ChildSpec
+
+if TYPE_CHECKING:
+    from phloem.actors.telemetry.providers import TelemetryRuntime
 
 log = structlog.get_logger("phloem.telemetry")
 
@@ -47,6 +49,10 @@ class TelemetryService(ServiceActor):
         # The exporter's own log lines (one per retry) would flood stderr while a
         # collector is down; failures are counted on the bus and shown by `phloem status`.
         logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+        # imported here: the SDK's exporters (requests, protobuf) cost a daemon with
+        # telemetry off nothing at start
+        from phloem.actors.telemetry.providers import TelemetryRuntime
+
         runtime = TelemetryRuntime(self.cfg)
         if not telemetry.install(runtime):
             log.warning("telemetry_already_installed")
