@@ -42,6 +42,7 @@ __all__ = [
     "current",
     "current_ids",
     "end_span",
+    "event",
     "headers",
     "install",
     "record",
@@ -171,6 +172,13 @@ def span(
         sp.end()
     finally:
         otel_context.detach(token)
+
+
+def event(name: str, **attributes: Any) -> None:
+    """Add an event (a reconnect, a retry) to the current span; a no-op outside one."""
+    sp = trace.get_current_span()
+    if _runtime is not None and sp.is_recording():
+        sp.add_event(bounded(name), _attributes(attributes))
 
 
 def count(name: str, value: float = 1, **attributes: Any) -> None:

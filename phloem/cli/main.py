@@ -35,6 +35,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.models",
     "phloem.cli.planning",
     "phloem.cli.tools",
+    "phloem.cli.telemetry",
 ]
 
 

@@ -41,6 +41,7 @@ from phloem.client.socket import (
     REPLY_GRACE_S,
     no_daemon_error,
 )
+from phloem.client.telemetry import AsyncTelemetryMethods
 from phloem.limits import check_range
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import (
@@ -90,7 +91,7 @@ def _resolve_path(path: str | os.PathLike[str] | None) -> Path:
     return default_socket_path()
 
 
-class AsyncClient(AsyncAgentMethods, AsyncPlanningMethods, AsyncClientBase):
+class AsyncClient(AsyncAgentMethods, AsyncPlanningMethods, AsyncTelemetryMethods, AsyncClientBase):
     """A native asyncio client over one pipelined connection to a phloem daemon.
 
         async with await phloem.AsyncClient.connect() as client:

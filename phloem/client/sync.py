@@ -19,9 +19,10 @@ from phloem.client.agents import AgentClientMethods
 from phloem.client.base import ClientBase
 from phloem.client.planning import PlanningMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
+from phloem.client.telemetry import TelemetryMethods
 
 
-class Client(AgentClientMethods, PlanningMethods, ClientBase):
+class Client(AgentClientMethods, PlanningMethods, TelemetryMethods, ClientBase):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.
 
     Feature methods (planning, agents, providers, ...) are mixins subclassing

@@ -48,7 +48,7 @@ class TelemetryService(ServiceActor):
         super().on_start()
         # The exporter's own log lines (one per retry) would flood stderr while a
         # collector is down; failures are counted on the bus and shown by `phloem status`.
-        logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+        logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
         # imported here: the SDK's exporters (requests, protobuf) cost a daemon with
         # telemetry off nothing at start
         from phloem.actors.telemetry.providers import TelemetryRuntime

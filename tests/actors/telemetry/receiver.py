@@ -45,6 +45,7 @@ class SpanRecord:
     resource: dict[str, Any]
     status_code: int
     kind: int
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -126,6 +127,7 @@ class Receiver:
                                 resource=resource,
                                 status_code=s.status.code,
                                 kind=s.kind,
+                                events=[(e.name, _attrs(e.attributes)) for e in s.events],
                             )
                         )
             with self._lock:

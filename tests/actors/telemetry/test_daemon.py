@@ -4,6 +4,7 @@ collector keeps the daemon's memory bounded, and its shutdown drains within the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -82,7 +83,7 @@ def status_json(daemon: DaemonProc) -> dict[str, object]:
 def test_the_daemon_adopts_the_callers_span_and_status_shows_the_counts(
     fake: FakeProvider,
 ) -> None:
-    fake.add(chat_text("fine"))
+    fake.add(chat_text("fine"), chat_text("fine again"))
     with Receiver() as rx:
         daemon = start_daemon(rx.endpoint, fake.base_url)
         try:
@@ -111,6 +112,23 @@ def test_the_daemon_adopts_the_callers_span_and_status_shows_the_counts(
             assert set(t["dropped_by_reason"]) == {"queue_full", "export_failed", "shutdown"}
             text = run_cli("status", "--socket", str(daemon.socket)).stdout
             assert "telemetry" in text and "exported" in text
+
+            # the asyncio client carries its caller's context the same way
+            async def from_asyncio() -> tuple[object, object]:
+                async with await phloem.AsyncClient.connect(daemon.socket) as client:
+                    with tracer.start_as_current_span("async-caller") as span:
+                        return await client.run_agent("analyst", input="again"), span
+
+            run2, async_caller = asyncio.run(from_asyncio())
+            assert run2.ok  # type: ignore[attr-defined]
+            flushed = run_cli("telemetry", "flush", "--json", "--socket", str(daemon.socket))
+            assert flushed.returncode == 0, flushed.stderr
+            assert json.loads(flushed.stdout)["exported"] >= 4
+            sc = async_caller.get_span_context()  # type: ignore[attr-defined]
+            second = [s for s in rx.span_named("invoke_agent analyst") if s is not agent]
+            assert len(second) == 1 and second[0].parent_span_id == format(sc.span_id, "016x")
+            plain = run_cli("telemetry", "flush", "--socket", str(daemon.socket)).stdout
+            assert "exported" in plain and "failed exports" in plain
         finally:
             assert daemon.stop() == 0
 

@@ -222,8 +222,19 @@ def test_sample_ratio_zero_records_no_spans_but_metrics(
     assert receiver.latest_points("gen_ai.client.token.usage")
 
 
+def test_events_land_on_the_current_span(receiver: Receiver) -> None:
+    with phloem.Tree.start(tree_config(receiver)) as tree:
+        with telemetry.span("live_connect"):
+            telemetry.event("reconnect", attempt=2)
+        assert tree.client().flush_telemetry(5.0)["exported"] >= 1
+    (span,) = receiver.span_named("live_connect")
+    assert span.events == [("reconnect", {"attempt": 2})]
+
+
 def test_with_telemetry_off_nothing_is_installed_and_spans_are_no_ops() -> None:
     with phloem.Tree.start() as tree:
+        assert tree.client().flush_telemetry() == {"enabled": False}
+        telemetry.event("nothing")  # no span, no runtime: nothing happens
         assert telemetry.active() is None
         assert not tree.interceptors.chain()
         with telemetry.span("anything", a=1) as sp:
