@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import structlog
 
-from phloem.actors.agents.agent import Agent
+from phloem.actors.agents.agent import Agent, call_info
 from phloem.actors.agents.context import InvocationContext
 from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.agents.executor import AgentDone, AgentEvent, GroupExecutor, InlineExecutor
@@ -137,8 +137,13 @@ class _PlannerRun:
             events=lambda: tuple(self.events),
             user_content=ctx.user_content,
             invocation_id=ctx.invocation_id,
+            call_model=self._call_model,
         )
         self.result: str | None = None
+
+    def _call_model(self, model: Any, request: Any) -> Any:
+        info = call_info(self.agent, self.ctx).for_model(model)
+        return self.ctx.interceptors.model(info, request, model.generate)
 
     # -- events ----------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from phloem.actors.agents.events import Event
-from phloem.protocols.content import Content, Usage
+from phloem.protocols.content import Content, ModelRequest, ModelResponse, Usage
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
@@ -77,8 +77,10 @@ class PlanningContext:
         events: Callable[[], tuple[Event, ...]],
         user_content: Content | None = None,
         invocation_id: str = "",
+        call_model: Callable[[Any, ModelRequest], ModelResponse] | None = None,
     ) -> None:
         self._agents = tuple(agents)
+        self._call_model = call_model
         self._by_name = {a.name: a for a in self._agents}
         self._state = state
         self._events = events
@@ -120,6 +122,13 @@ class PlanningContext:
                 f"unknown agent {name!r} (available: {', '.join(self.agent_names)})",
                 {"agent": name},
             ) from None
+
+    def call_model(self, model: Any, request: ModelRequest) -> ModelResponse:
+        """`model.generate(request)` through the run's interceptors (telemetry, plugins):
+        planners that ask a model (the supervisor) call it this way."""
+        if self._call_model is None:
+            return model.generate(request)  # type: ignore[no-any-return]
+        return self._call_model(model, request)
 
     def record_model_call(self, usage: Usage | None = None) -> None:
         self.model_calls += 1

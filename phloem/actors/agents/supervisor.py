@@ -121,7 +121,7 @@ class SupervisorPlanner(Planner):
         )
         self._calls += 1
         try:
-            response = self.model.generate(request)
+            response = ctx.call_model(self.model, request)
         except Exception as exc:
             ctx.record_model_call(None)
             kind = getattr(exc, "kind", type(exc).__name__)

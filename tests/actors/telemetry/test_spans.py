@@ -313,3 +313,27 @@ def test_one_shot_runs_report_real_usage_and_model_spans(
     assert result.metadata.usage.input_tokens == 9 and result.metadata.usage.output_tokens == 3
     (chat,) = receiver.span_named("chat fake-chat")
     assert chat.attributes["gen_ai.usage.input_tokens"] == 9
+
+
+def test_a_supervisor_planners_model_calls_are_spans_too(receiver: Receiver) -> None:
+    from phloem.actors.agents import SupervisorPlanner
+
+    usage = Usage(input_tokens=7, output_tokens=1)
+    boss = ScriptedModel(
+        [
+            ModelResponse(content=Content.model("writer"), usage=usage),
+            ModelResponse(content=Content.model("DONE: written"), usage=usage),
+        ],
+        name="boss",
+    )
+    writer = LlmAgent("writer", "", ScriptedModel(["Once upon a time."]), output_key="story")
+    lead = PlannerAgent("lead", "", lambda: SupervisorPlanner(boss), [writer])
+    with phloem.Tree.start(tree_config(receiver)) as tree:
+        run = tree.run_agent(lead, input="a story")
+    assert run.outcome.status == "done_with_result", run.outcome
+    assert run.outcome.usage.input_tokens == 14 and run.outcome.model_calls == 3
+    (root,) = receiver.span_named("invoke_agent lead")
+    boss_calls = receiver.span_named("chat boss")
+    assert len(boss_calls) == 2
+    assert all(c.parent_span_id == root.span_id for c in boss_calls)
+    assert all(c.attributes["gen_ai.usage.input_tokens"] == 7 for c in boss_calls)
