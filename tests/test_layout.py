@@ -1,7 +1,7 @@
 """The package's shape holds: imports run one way, no cycles, every export imports.
 
 Layers, lowest first: the formats (`protocols`, and the small top-level modules they may
-use: `_version`, `limits`, `settings`, `logs`) ← `supervision` ← `tools` ← `models` ←
+use: `_version`, `limits`, `settings`, `logs`, `telemetry`) ← `supervision` ← `tools` ← `models` ←
 `actors` ← `config` ← `client`, `daemon`, `cli`, `tree` ← `examples`. A module may import
 its own layer and the ones below it; lazy imports inside functions count too;
 `if TYPE_CHECKING:` imports (annotations only) do not.

@@ -138,3 +138,18 @@ def test_an_over_long_trace_field_on_the_wire_is_not_a_bad_frame() -> None:
     assert isinstance(decoded, Ask) and decoded.id == 7
     with telemetry.attached(decoded.trace.carrier() if decoded.trace else None):
         assert telemetry.carrier() is None  # ignored when attached
+
+
+def test_malformed_export_headers_fail_the_start_loudly_without_echoing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PHLOEM_TEST_HEADERS", "authorization-token-without-equals")
+    cfg = parse_config(
+        '[telemetry]\nenabled = true\nheaders_env = "PHLOEM_TEST_HEADERS"\n'
+        'endpoint = "http://127.0.0.1:9"\n'
+    )
+    with pytest.raises(PhloemError) as info:
+        phloem.Tree.start(cfg)
+    assert "$PHLOEM_TEST_HEADERS" in info.value.message
+    assert "authorization-token" not in info.value.message
+    assert telemetry.active() is None
