@@ -159,3 +159,26 @@ def test_a_full_byte_budget_drops_even_when_the_count_has_room() -> None:
             assert c["queued"] < 100
         finally:
             tree.stop()
+
+
+@pytest.mark.parametrize("status", [429, 502, 504])
+def test_each_transient_status_is_retried(status: int) -> None:
+    with Receiver() as rx:
+        rx.statuses = deque([(status, {"Retry-After": "0"})])
+        with phloem.Tree.start(config(rx.endpoint, export_timeout_s=10.0)) as tree:
+            with telemetry.span("retried"):
+                pass
+            c = settled(tree)
+            assert c["failed"] == 0 and c["exported"] == c["offered"] == 1
+        assert [s for p, s, _ in rx.requests if p == "/v1/traces"] == [status, 200]
+
+
+def test_a_retry_after_beyond_the_export_timeout_is_not_waited_for() -> None:
+    with Receiver() as rx:
+        rx.statuses = deque([(503, {"Retry-After": "3600"})])
+        with phloem.Tree.start(config(rx.endpoint, export_timeout_s=2.0)) as tree:
+            with telemetry.span("refused"):
+                pass
+            c = settled(tree, timeout=20.0)  # the exporter gives up at once, never waits 1 h
+            assert c["failed"] == 1 and c["dropped_by_reason"]["export_failed"] == 1
+        assert [s for p, s, _ in rx.requests if p == "/v1/traces"] == [503]
