@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 import phloem
+from phloem.actors.agents import FunctionAgent
 from phloem.config import Config
 from phloem.supervision import Supervisor, SupervisorSpec
 from phloem.supervision.childcall import ChildCallError, call_in_child
@@ -22,6 +23,10 @@ pytestmark = pytest.mark.timeout(60)
 
 def _double(x: int) -> int:
     return 2 * x
+
+
+def _boom() -> None:
+    raise RuntimeError("boom")
 
 
 def _hang(x: int) -> int:
@@ -44,6 +49,8 @@ def test_restarts_children_and_runs_are_counted(receiver: Receiver) -> None:
         with pytest.raises(ChildCallError) as info:
             call_in_child(_hang, 1, name="metered-hang", timeout=1.0)
         assert info.value.kind == "child_timeout"
+        assert tree.run_agent(FunctionAgent("fine", "", lambda: "ok")).ok
+        assert not tree.run_agent(FunctionAgent("boom", "", _boom)).ok
     restarts = receiver.latest_points("phloem.supervisor.restarts")
     assert any(p.attributes == {"supervisor": "metered"} and p.value == 1 for p in restarts)
     started = receiver.latest_points("phloem.process.started")
@@ -52,3 +59,5 @@ def test_restarts_children_and_runs_are_counted(receiver: Receiver) -> None:
         p.attributes["reason"]: p.value for p in receiver.latest_points("phloem.process.killed")
     }
     assert killed.get("killed", 0) + killed.get("timeout", 0) >= 1
+    runs = {p.attributes["outcome"]: p.value for p in receiver.latest_points("phloem.runs")}
+    assert runs == {"done": 1, "agent_failed": 1}
