@@ -108,6 +108,8 @@ def active() -> Runtime | None:
 def bounded(value: Any, limit: int = MAX_ATTRIBUTE_BYTES) -> Any:
     """`value` fit for an attribute: strings cut to `limit` UTF-8 bytes, others as they are."""
     if isinstance(value, str):
+        if len(value) * 4 <= limit:  # even all 4-byte characters fit: no encoding needed
+            return value
         data = value.encode("utf-8", "replace")
         if len(data) > limit:
             return data[:limit].decode("utf-8", "ignore")
@@ -245,8 +247,10 @@ def _extract(data: Mapping[str, str] | None) -> otel_context.Context | None:
         return None
     parent = data.get("traceparent", "")
     state = data.get("tracestate", "")
-    if not parent or len(parent) > MAX_TRACEPARENT_CHARS or len(state) > MAX_TRACESTATE_CHARS:
+    if not parent or len(parent) > MAX_TRACEPARENT_CHARS:
         return None
+    if len(state) > MAX_TRACESTATE_CHARS:
+        state = ""  # W3C: an unusable tracestate is dropped, the traceparent kept
     ctx = _propagator.extract(
         {"traceparent": parent, "tracestate": state} if state else {"traceparent": parent}
     )

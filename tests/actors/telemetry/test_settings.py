@@ -153,3 +153,8 @@ def test_malformed_export_headers_fail_the_start_loudly_without_echoing_them(
     assert "$PHLOEM_TEST_HEADERS" in info.value.message
     assert "authorization-token" not in info.value.message
     assert telemetry.active() is None
+
+
+def test_an_over_long_tracestate_is_dropped_and_the_parent_kept() -> None:
+    with telemetry.attached({"traceparent": VALID, "tracestate": "k=" + "v" * 600}):
+        assert telemetry.carrier() == {"traceparent": VALID}
