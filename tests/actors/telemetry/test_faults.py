@@ -182,3 +182,19 @@ def test_a_retry_after_beyond_the_export_timeout_is_not_waited_for() -> None:
             c = settled(tree, timeout=20.0)  # the exporter gives up at once, never waits 1 h
             assert c["failed"] == 1 and c["dropped_by_reason"]["export_failed"] == 1
         assert [s for p, s, _ in rx.requests if p == "/v1/traces"] == [503]
+
+
+def test_stopping_exports_what_is_queued_within_the_drain_deadline() -> None:
+    with Receiver() as rx:
+        # batches would wait a minute to fill: only the drain on stop sends them
+        cfg = config(rx.endpoint, flush_interval_s=60.0, batch_size=4096, drain_timeout_s=10.0)
+        tree = phloem.Tree.start(cfg)
+        try:
+            for i in range(50):
+                with telemetry.span("queued", i=i):
+                    pass
+            wait_until(lambda: counts(tree)["offered"] == 50)
+            assert rx.span_named("queued") == []
+        finally:
+            tree.stop()
+        assert len(rx.span_named("queued")) == 50
