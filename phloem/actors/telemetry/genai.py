@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
+import msgspec
 from opentelemetry import trace
 
 from phloem import telemetry
@@ -170,8 +171,6 @@ class GenAIInterceptor(Interceptor):
             telemetry.end_span(sp, error)
 
     def _request_content(self, sp: trace.Span, request: ModelRequest) -> None:
-        import msgspec
-
         messages = msgspec.to_builtins(request.contents)
         sp.set_attribute("gen_ai.input.messages", self._content(messages))
         if request.system_instruction:
@@ -207,8 +206,6 @@ class GenAIInterceptor(Interceptor):
                              **base, **{"gen_ai.token.type": "output"})  # fmt: skip
         sp.set_attributes({k: telemetry.bounded(v) for k, v in attrs.items()})
         if self.capture_content and response.content is not None:
-            import msgspec
-
             output = self._content(msgspec.to_builtins(response.content))
             sp.set_attribute("gen_ai.output.messages", output)
 

@@ -3,6 +3,8 @@ carrier: what is sent over the socket and what a malformed one does (nothing).""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 
@@ -158,3 +160,13 @@ def test_malformed_export_headers_fail_the_start_loudly_without_echoing_them(
 def test_an_over_long_tracestate_is_dropped_and_the_parent_kept() -> None:
     with telemetry.attached({"traceparent": VALID, "tracestate": "k=" + "v" * 600}):
         assert telemetry.carrier() == {"traceparent": VALID}
+
+
+def test_the_flush_command_checks_its_timeout_and_needs_a_daemon(tmp_path: Any) -> None:
+    from tests.helpers import run_cli
+
+    sock = str(tmp_path / "none.sock")
+    bad = run_cli("telemetry", "flush", "--timeout", "61", "--socket", sock)
+    assert bad.returncode == 2 and "--timeout" in bad.stderr
+    gone = run_cli("telemetry", "flush", "--timeout", "60", "--socket", sock)
+    assert gone.returncode == 1 and "no_daemon" in gone.stderr
