@@ -68,13 +68,21 @@ class TelemetryService(ServiceActor):
         )
 
     def on_stop(self) -> None:
+        self._release()
+        super().on_stop()
+
+    def on_failure(self, *exc_info: Any) -> None:
+        """A crash: release the interceptor and the runtime, so the restarted service
+        installs afresh."""
+        self._release()
+
+    def _release(self) -> None:
         self.ctx.interceptors.remove(self.interceptor)
         runtime, self.runtime = self.runtime, None
         if runtime is not None:
             telemetry.uninstall(runtime)
             runtime.shutdown(self.cfg.drain_timeout_s)
             log.info("telemetry_stopped", **runtime.bus.counts())
-        super().on_stop()
 
     def handle(self, message: Any, call: Call) -> Any:
         runtime = self.runtime
