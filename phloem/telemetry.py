@@ -4,7 +4,7 @@ The telemetry service (`phloem.actors.telemetry`) builds the OpenTelemetry SDK p
 from `[telemetry]` and installs them here as the process's one `Runtime`; everything
 else — supervision, models, tools, agents, planning, the client and the daemon — calls
 the functions below and never touches the SDK. With telemetry off (nothing installed)
-each call is a check of one module global: no span, no allocation, no export.
+a span or a metric call is a check of one module global: no span, no export.
 
     with telemetry.span("evaluate", **{"gen_ai.operation.name": "evaluate"}) as sp:
         ...                                   # sp is None when telemetry is off
@@ -31,10 +31,12 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 __all__ = [
     "MAX_ATTRIBUTE_BYTES",
+    "MAX_TRACEPARENT_CHARS",
     "MAX_TRACESTATE_CHARS",
     "Runtime",
     "active",
     "attached",
+    "bounded",
     "capture",
     "carrier",
     "child_env",
