@@ -1,13 +1,17 @@
 """Telemetry benchmarks: the cost of one model call with telemetry on (spans and metrics
 exported by the real OTLP/HTTP exporter to a receiver on 127.0.0.1) against the same call
 with telemetry off, measured in the same run — for an in-process model (the overhead
-alone) and for a model over loopback HTTP (the overhead beside a real request)."""
+alone) and for a model over loopback HTTP (the overhead beside a real request); and one
+agent run with telemetry exporting to a dead collector against the same run with it off
+(a collector that is down must not slow a run)."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from phloem import telemetry
+from phloem.actors.agents import InlineExecutor, LlmAgent, run_agent
 from phloem.actors.telemetry.genai import GenAIInterceptor
 from phloem.actors.telemetry.providers import TelemetryRuntime
 from phloem.actors.telemetry.settings import TelemetryConfig
@@ -52,7 +56,48 @@ def _per_call(chain: Interceptors, model: Any, repeat: int) -> float:
     return median_seconds(lambda: chain.model(info, request, model.generate), repeat=repeat)
 
 
+def _agent_run(chain: Interceptors) -> float:
+    """Median time of one LlmAgent run (one model call, inline) through `chain`."""
+    agent = LlmAgent("bench", "", _Instant())
+    return median_seconds(
+        lambda: run_agent(agent, input="hi", executor=InlineExecutor(), interceptors=chain),
+        repeat=500,
+    )
+
+
+def _dead_endpoint() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
 def run() -> list[dict[str, Any]]:
+    rows = _per_model_call()
+    off = _agent_run(NO_INTERCEPTORS)
+    config = TelemetryConfig(enabled=True, endpoint=_dead_endpoint(), export_timeout_s=1.0)
+    runtime = TelemetryRuntime(config)
+    assert telemetry.install(runtime)
+    try:
+        dead = _agent_run(Interceptors([GenAIInterceptor()]))
+    finally:
+        telemetry.uninstall(runtime)
+        runtime.shutdown(0.5)
+    counts = runtime.bus.counts()
+    print(f"   dead collector: dropped {counts['dropped_by_reason']}", flush=True)
+    rows.append(
+        row(
+            "telemetry.agent_run_dead_collector",
+            dead * 1e6,
+            "us",
+            "same run, telemetry off",
+            off * 1e6,
+            None,
+        )
+    )
+    return rows
+
+
+def _per_model_call() -> list[dict[str, Any]]:
     instant = _Instant()
     with Receiver() as rx, _Endless() as fake:
         http_model = OpenAIModel(

@@ -15,6 +15,7 @@ series (`otel.metric.overflow = true`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -77,6 +78,9 @@ class TelemetryRuntime:
 
     def __init__(self, cfg: TelemetryConfig) -> None:
         self.cfg = cfg
+        # The exporter's own log lines (one per retry) would flood stderr while a
+        # collector is down; failures are counted on the bus and shown by `phloem status`.
+        logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
         headers = cfg.headers()
         timeout = cfg.export_timeout_s
         self.span_exporter = OTLPSpanExporter(

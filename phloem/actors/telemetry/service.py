@@ -11,7 +11,6 @@ one tree per process exports: a second enabled tree in the same process logs
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -46,9 +45,6 @@ class TelemetryService(ServiceActor):
 
     def on_start(self) -> None:
         super().on_start()
-        # The exporter's own log lines (one per retry) would flood stderr while a
-        # collector is down; failures are counted on the bus and shown by `phloem status`.
-        logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
         # imported here: the SDK's exporters (requests, protobuf) cost a daemon with
         # telemetry off nothing at start
         from phloem.actors.telemetry.providers import TelemetryRuntime
