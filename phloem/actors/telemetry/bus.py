@@ -220,8 +220,11 @@ class ExportBus:
             self._bytes = 0
             self.dropped["shutdown"] += left
             self._cond.notify_all()
+        # workers still in an export (a slow collector) are left to finish it: daemon
+        # threads, their batches counted when they return
+        join_until = time.monotonic() + (MAX_WORKER_JOIN_S if timeout_s > 0 else 0)
         for worker in self._workers:
-            worker.join(MAX_WORKER_JOIN_S if timeout_s > 0 else 0)
+            worker.join(max(0.0, join_until - time.monotonic()))
 
     def counts(self) -> dict[str, Any]:
         """`{offered, exported, dropped, failed, dropped_by_reason, queued, ...}` in items

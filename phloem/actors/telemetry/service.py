@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("phloem.telemetry")
 
-STOP_MARGIN_S = 2.0
-"""Time the supervisor gives the service to stop beyond its drain deadline."""
+STOP_MARGIN_S = 3.0
+"""Time the supervisor gives the service to stop beyond its drain deadline (a last metric
+snapshot ≤ 1 s, the export workers' exit ≤ 1 s, and slack)."""
 
 
 class TelemetryService(ServiceActor):
