@@ -38,6 +38,7 @@ from phloem.actors.lsp.settings import LspConfig
 from phloem.actors.mcp.settings import McpConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.actors.plugins.settings import PluginConfig, PluginName, check_plugins
+from phloem.actors.telemetry.settings import TelemetryConfig
 from phloem.models.providers import ProviderConfig
 from phloem.paths import default_socket_path
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -170,6 +171,8 @@ class Config(Section):
     lsp: LspConfig = section(LspConfig)
     # Tree-wide plugins, in declaration order (`[plugins.NAME]`, phloem.actors.plugins).
     plugins: dict[PluginName, PluginConfig] = {}
+    # OpenTelemetry traces and metrics (`[telemetry]`, see phloem.actors.telemetry).
+    telemetry: TelemetryConfig = section(TelemetryConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

@@ -17,6 +17,7 @@ from tests.helpers import (
     ROOT,
     DaemonProc,
     readme_python_blocks,
+    readme_section,
     run_readme_block,
     running_daemon,
 )
@@ -209,3 +210,22 @@ def test_plugins(capsys: pytest.CaptureFixture[str]) -> None:
     assert out == (
         "run helper done\nIt is fine. | Answer in one sentence.\nrun helper done\nfrom the cache\n"
     )
+
+
+def test_telemetry(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.actors.telemetry.receiver import Receiver
+
+    section = readme_section("Telemetry")
+    assert "docker run" in section and "4318:4318" in section and "1.37.0" in section
+    data = tomllib.loads((ROOT / "conf" / "phloem.toml").read_text())
+    for key in data["telemetry"]:
+        assert f"`telemetry.{key}`" in section or f"`{key}`" in section, key
+    (block,) = readme_python_blocks("Telemetry")
+    with Receiver() as rx:  # stands in for the Jaeger of the `docker run` line
+        run_readme_block(block.replace("http://127.0.0.1:4318", rx.endpoint), "telemetry")
+        assert capsys.readouterr().out == "done 3\n"
+        spans = {s.name: s for s in rx.spans}
+    assert set(spans) == {"my-request", "invoke_agent helper", "chat scripted"}
+    assert spans["invoke_agent helper"].parent_span_id == spans["my-request"].span_id
+    assert spans["chat scripted"].parent_span_id == spans["invoke_agent helper"].span_id
+    assert spans["my-request"].resource["service.name"] == "readme"

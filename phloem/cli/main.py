@@ -40,6 +40,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.live",
     "phloem.cli.mcp",
     "phloem.cli.completion",
+    "phloem.cli.telemetry",
 ]
 
 

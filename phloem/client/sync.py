@@ -23,6 +23,7 @@ from phloem.client.mcp import McpClientMethods
 from phloem.client.planning import PlanningMethods
 from phloem.client.plugins import PluginMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
+from phloem.client.telemetry import TelemetryMethods
 
 
 class Client(
@@ -32,6 +33,7 @@ class Client(
     McpClientMethods,
     PlanningMethods,
     PluginMethods,
+    TelemetryMethods,
     ClientBase,
 ):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.

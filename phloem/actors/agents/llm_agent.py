@@ -158,7 +158,7 @@ class LlmAgent(Agent):
         contents = self.history(ctx)
         registry, declarations = self._tools_now()
         info = call_info(self, ctx)
-        model_info = info.derive("model", type(self.model).__name__)
+        model_info = info.for_model(self.model)
         for _ in range(self.max_tool_rounds + 1):
             if ctx.cancelled:
                 return
@@ -169,6 +169,7 @@ class LlmAgent(Agent):
                 request = self.planner.build_request(request)
             try:
                 response = self._model_call(ctx, model_info, request)
+                ctx.usage.add(response.usage)
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except PhloemError as exc:

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from phloem import telemetry
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.events import Event
@@ -107,6 +108,7 @@ class _Run:
     executor: SupervisedExecutor
     topic: Topic | None
     interceptors: Interceptors = NO_INTERCEPTORS
+    trace: Any = None  # the starting request's trace context (phloem.telemetry.capture)
 
 
 class _Finished:
@@ -223,15 +225,16 @@ class AgentRunDriver(Actor):
         reason: ExitReason | None = None
         try:
             topic.stream.wait_for_subscribers(1, self.request.subscribe_wait_s)
-            result = run_agent(
-                run.agent,
-                input=self.request.input,
-                state=self.request.state,
-                executor=run.executor,
-                cancel=run.token,
-                on_event=forward,
-                interceptors=run.interceptors,
-            )
+            with telemetry.use(run.trace):
+                result = run_agent(
+                    run.agent,
+                    input=self.request.input,
+                    state=self.request.state,
+                    executor=run.executor,
+                    cancel=run.token,
+                    on_event=forward,
+                    interceptors=run.interceptors,
+                )
             if not failed:
                 end = msgspec.structs.replace(public_run(result), events=())  # sent one by one
                 topic.send(AgentRunEnd(end), timeout=STREAM_SEND_TIMEOUT_S)
@@ -379,7 +382,16 @@ class AgentService(ServiceActor):
         executor = SupervisedExecutor(
             run_id, parent=runs, invocation_timeout_s=self.invocation_timeout_s
         )
-        run = _Run(run_id, "", agent, token, executor, None, self.ctx.interceptors.chain())
+        run = _Run(
+            run_id,
+            "",
+            agent,
+            token,
+            executor,
+            None,
+            self.ctx.interceptors.chain(),
+            telemetry.capture(),
+        )
         me = self.actor_ref
         ref = None
         try:
@@ -437,6 +449,7 @@ def _configured(config: Any, shared: dict[str, Any]) -> tuple[ProviderRegistry, 
         lambda path: load_component(path, what="agent"),
         providers.get,
         lambda names: McpToolset(shared, names, config.mcp),
+        describe=providers.describe,
     )
     return providers, registry
 
