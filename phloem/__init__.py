@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from phloem.actors.live.protocol import LiveEvent as LiveEvent
     from phloem.actors.lsp.hub import LspHub as LspHub
     from phloem.actors.mcp.hub import McpHub as McpHub
+    from phloem.actors.sessions.durable import DurableSessionService as DurableSessionService
+    from phloem.actors.sessions.harness import AskResult as AskResult
     from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
@@ -93,6 +95,7 @@ _EXPORTS: dict[str, str] = {
     "Amend": "phloem.plugins",
     "AgentMetadata": "phloem.actors.agents",
     "AgentRun": "phloem.actors.agents",
+    "AskResult": "phloem.actors.sessions.harness",
     "AsyncClient": "phloem.client.aio",
     "BuiltInPlanner": "phloem.models.request_planners",
     "Client": "phloem.client.sync",
@@ -101,6 +104,7 @@ _EXPORTS: dict[str, str] = {
     "Decision": "phloem.actors.agents",
     "DfsSearch": "phloem.actors.agents",
     "Done": "phloem.actors.agents",
+    "DurableSessionService": "phloem.actors.sessions.durable",
     "DoneWithResult": "phloem.actors.agents",
     "ErrorKind": "phloem.protocols.errors",
     "EvalOptions": "phloem.actors.eval.options",

@@ -38,6 +38,7 @@ from phloem.actors.lsp.settings import LspConfig
 from phloem.actors.mcp.settings import McpConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.actors.plugins.settings import PluginConfig, PluginName, check_plugins
+from phloem.actors.sessions.settings import SessionsConfig
 from phloem.actors.telemetry.settings import TelemetryConfig
 from phloem.models.providers import ProviderConfig
 from phloem.paths import default_socket_path
@@ -173,6 +174,8 @@ class Config(Section):
     plugins: dict[PluginName, PluginConfig] = {}
     # OpenTelemetry traces and metrics (`[telemetry]`, see phloem.actors.telemetry).
     telemetry: TelemetryConfig = section(TelemetryConfig)
+    # Durable sessions and harness agents (`[sessions]`, see phloem.actors.sessions.settings).
+    sessions: SessionsConfig = section(SessionsConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:
@@ -183,6 +186,12 @@ class Config(Section):
                 f"daemon.socket: path {str(path)!r} is longer than {SOCKET_PATH_MAX_BYTES} bytes"
             )
         check_plugins(self.plugins)
+        for name, agent in self.sessions.agents.items():
+            if agent.provider not in self.providers:
+                raise ValueError(
+                    f"sessions.agents.{name}.provider: "
+                    f"no [providers.{agent.provider}] is configured"
+                )
         if self.daemon.max_request_timeout_s < self.daemon.request_timeout_s:
             raise ValueError("daemon.max_request_timeout_s must be >= daemon.request_timeout_s")
 

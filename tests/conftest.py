@@ -39,3 +39,12 @@ def shared_daemon() -> Iterator[DaemonProc]:
 @pytest.fixture(autouse=True)
 def _no_phloem_socket_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PHLOEM_SOCKET", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _private_state_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Sessions default to $XDG_STATE_HOME/phloem/sessions: tests (and the daemons and
+    `make run` they start) never write to the real one."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))

@@ -229,3 +229,12 @@ def test_telemetry(capsys: pytest.CaptureFixture[str]) -> None:
     assert spans["invoke_agent helper"].parent_span_id == spans["my-request"].span_id
     assert spans["chat scripted"].parent_span_id == spans["invoke_agent helper"].span_id
     assert spans["my-request"].resource["service.name"] == "readme"
+
+
+def test_sessions_and_chat(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Sessions and chat")
+    run_readme_block(block, "sessions")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "['ls']"
+    assert out[1].startswith("You have asked me 2 questions in this session; the first was")
+    assert out[2] == "done [] 6"

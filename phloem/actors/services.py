@@ -68,6 +68,7 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.mcp.service",
     "phloem.actors.lsp.service",
     "phloem.actors.plugins.service",
+    "phloem.actors.sessions.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64

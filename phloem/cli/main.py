@@ -36,6 +36,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.models",
     "phloem.cli.planning",
     "phloem.cli.plugins",
+    "phloem.cli.sessions",
     "phloem.cli.tools",
     "phloem.cli.live",
     "phloem.cli.mcp",

@@ -39,6 +39,7 @@ from phloem.client.live import AsyncLiveMethods
 from phloem.client.mcp import AsyncMcpMethods
 from phloem.client.planning import AsyncPlanningMethods
 from phloem.client.plugins import AsyncPluginMethods
+from phloem.client.sessions import AsyncSessionMethods
 from phloem.client.socket import (
     DEFAULT_CONNECT_TIMEOUT_S,
     RECV_BYTES,
@@ -102,6 +103,7 @@ class AsyncClient(
     AsyncMcpMethods,
     AsyncPlanningMethods,
     AsyncPluginMethods,
+    AsyncSessionMethods,
     AsyncTelemetryMethods,
     AsyncClientBase,
 ):

@@ -22,6 +22,7 @@ from phloem.client.live import LiveMethods
 from phloem.client.mcp import McpClientMethods
 from phloem.client.planning import PlanningMethods
 from phloem.client.plugins import PluginMethods
+from phloem.client.sessions import SessionClientMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
 from phloem.client.telemetry import TelemetryMethods
 
@@ -33,6 +34,7 @@ class Client(
     McpClientMethods,
     PlanningMethods,
     PluginMethods,
+    SessionClientMethods,
     TelemetryMethods,
     ClientBase,
 ):

@@ -89,6 +89,7 @@ EXAMPLE_MODULES: list[str] = [
     "phloem.examples.supplier_risk",
     "phloem.examples.live_session",
     "phloem.examples.helpdesk_eval",
+    "phloem.examples.sessions_demo",
 ]
 
 

@@ -8,7 +8,8 @@
 - Error messages never contain a response body, a header or the API key: only the provider
   name, the HTTP status and, when it looks like one, the provider's short error code.
 - A client we create ourselves has `trust_env=False`: proxy, certificate and `OPENAI_*`
-  environment variables change nothing.
+  environment variables change nothing. Its connections obey the caller's cancel scope
+  (`phloem.models.cancel`): a cancelled run's call in flight ends with `cancelled`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import msgspec
 from phloem import telemetry
 from phloem.limits import RangeError, RangeTypeError, check_range, format_number
 from phloem.logs import get_logger
+from phloem.models import cancel
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.model import ModelError, ResponseTooLarge
 from phloem.protocols.secrets import redact
@@ -148,7 +150,7 @@ class HttpTransport:
         retry: RetryPolicy,
         timeout: float,
         secrets: tuple[str, ...] = (),
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = cancel.sleep,
     ) -> None:
         with _as_config_invalid():
             check_range(
@@ -169,7 +171,12 @@ class HttpTransport:
         self._client = (
             http
             if http is not None
-            else httpx.Client(timeout=timeout, trust_env=False, follow_redirects=False)
+            else httpx.Client(
+                timeout=timeout,
+                trust_env=False,
+                follow_redirects=False,
+                transport=cancel.cancellable_transport(),
+            )
         )
 
     def close(self) -> None:
@@ -253,7 +260,7 @@ class HttpTransport:
             attempt += 1
 
     def _should_retry(self, exc: ModelError, attempt: int) -> bool:
-        if not exc.retryable or attempt >= self.retry.max_retries:
+        if not exc.retryable or attempt >= self.retry.max_retries or cancel.cancelled():
             return False
         retry_after = (exc.details or {}).get("retry_after")
         if isinstance(retry_after, float):
@@ -273,6 +280,8 @@ class HttpTransport:
         return True
 
     def _transport_error(self, exc: httpx.HTTPError) -> ModelError:
+        if cancel.cancelled():  # our own transport gave up on a cancelled call
+            return cancel.cancelled_error(self.provider)
         if isinstance(exc, httpx.TimeoutException):
             return ModelError(ErrorKind.TIMEOUT, f"{self.provider} request timed out")
         if isinstance(exc, httpx.TransportError):

@@ -34,6 +34,7 @@ import msgspec
 from phloem import telemetry
 from phloem.limits import check_range
 from phloem.logs import get_logger
+from phloem.models.cancel import cancel_scope
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, ToolCall
 from phloem.models.openai import OpenAIModel
 from phloem.protocols.content import (
@@ -239,6 +240,9 @@ class _Run:
         self.tool_calls = 0
         self.usage = Usage()
 
+    def is_cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():
             raise _Stop(ErrorKind.CANCELLED, "the one-shot run was cancelled")
@@ -248,8 +252,11 @@ class _Run:
         self.model_calls += 1
         try:
             info = self.info.for_model(self.model)
-            response = self.interceptors.model(info, request, self._generate)
+            with cancel_scope(self.is_cancelled):
+                response = self.interceptors.model(info, request, self._generate)
         except ModelError as exc:
+            if self.is_cancelled():
+                raise _Stop(ErrorKind.CANCELLED, "the one-shot run was cancelled") from None
             code = (
                 ErrorKind.TOOL_CALLING_UNSUPPORTED
                 if exc.kind == ErrorKind.UNSUPPORTED_TOOL_CALL
@@ -403,7 +410,10 @@ def run(
     `tool_context` (required by tools that need a workspace), else in a context without
     a workspace whose `cancel` is the run's. Every model and tool call goes through
     `interceptors` (`phloem.models.interceptors`)."""
-    ctx = tool_context if tool_context is not None else ToolContext(cancel=cancel)
+    if tool_context is None:
+        ctx = ToolContext(cancel=cancel)
+    else:  # the run's cancel also stops its tools (a running bash is stopped)
+        ctx = tool_context if cancel is None else tool_context.with_cancel(cancel)
     state = _Run(model, ToolRegistry(), ctx, 1, "sequential", cancel, recover_arguments=False)
     try:
         if not callable(getattr(model, "generate", None)):

@@ -188,6 +188,12 @@ class ErrorKind(enum.StrEnum):
     PLUGIN_UNAVAILABLE = "plugin_unavailable", "a stateful plugin instance is down (not restarted)"
     PLUGIN_STATE_TOO_LARGE = "plugin_state_too_large", "a stateful plugin's state is over its bound"
     QUEUE_FULL = "queue_full", "a stateful plugin instance has max_queue calls waiting"
+    # --- durable sessions and the harness (phloem.actors.sessions) ----------------------
+    SESSION_BUSY = "session_busy", "the session already has an active run"
+    SESSION_CORRUPT = "session_corrupt", "a session file has a corrupt complete line"
+    SESSION_CONFLICT = "session_conflict", "an event id was appended twice with other content"
+    SESSION_STORE_LOCKED = "session_store_locked", "another process holds the session store"
+    SESSION_IO = "session_io", "the session store could not read or write a file"
 
     # --- planning runtime ----------------------------------------------------------------
     UNKNOWN_PLAN_FIELDS = "unknown_plan_fields", "a plan has unknown fields"

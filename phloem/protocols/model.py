@@ -42,6 +42,8 @@ MODEL_ERROR_KINDS: Final = frozenset(
         ErrorKind.DUPLICATE_TOOL_CALL_ID,
         ErrorKind.UNSUPPORTED_TOOL_CALL,
         ErrorKind.PROMPT_BLOCKED,
+        # the caller's run was cancelled while the call was in flight (phloem.models.cancel)
+        ErrorKind.CANCELLED,
         # test doubles
         ErrorKind.SCRIPT_EXHAUSTED,
     }

@@ -85,6 +85,18 @@ class ToolContext:
         self.on_touch = on_touch
         self.on_warning = on_warning
 
+    def with_cancel(self, cancel: threading.Event) -> ToolContext:
+        """This context with another `cancel` (a run's own), everything else shared."""
+        return ToolContext(
+            self._workspace,
+            self.session,
+            cancel,
+            self.policy,
+            self.budget,
+            self.on_touch,
+            self.on_warning,
+        )
+
     @property
     def workspace(self) -> Workspace:
         if self._workspace is None:

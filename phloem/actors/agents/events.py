@@ -46,7 +46,9 @@ class Event(msgspec.Struct, frozen=True, omit_defaults=True):
 
     `error` is set when the author failed (the event then ends that agent's turn);
     `planner_status` is set only on the final event of a `PlannerAgent` run and holds its
-    `PlannerOutcome.status`.
+    `PlannerOutcome.status`. `partial` marks a piece of a reply still being streamed: it
+    is shown to whoever follows the run, never stored in a session (the complete reply
+    comes as its own event).
     """
 
     author: str
@@ -57,6 +59,7 @@ class Event(msgspec.Struct, frozen=True, omit_defaults=True):
     invocation_id: str = ""
     error: ErrorValue | None = None
     planner_status: str | None = None
+    partial: bool = False
 
     @property
     def text(self) -> str:

@@ -29,6 +29,7 @@ run time: they are asked at the start of each run, after the agent's own tools.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -49,6 +50,7 @@ from phloem.actors.plugins.contract import (
     tool_answer,
 )
 from phloem.limits import check_range
+from phloem.models.cancel import cancel_scope
 from phloem.models.interceptors import CallInfo, ToolCall
 from phloem.models.request_planners import RequestPlanner
 from phloem.protocols.content import (
@@ -139,6 +141,10 @@ class LlmAgent(Agent):
             raise TypeError("planner must be a RequestPlanner (BuiltInPlanner, PlanReActPlanner)")
         self.planner = planner
 
+    def generate(self, request: ModelRequest) -> ModelResponse:
+        """One model call (the innermost step of the interceptor chain)."""
+        return self.model.generate(request)
+
     def history(self, ctx: InvocationContext) -> list[Content]:
         contents: list[Content] = []
         if ctx.user_content is not None:
@@ -150,6 +156,16 @@ class LlmAgent(Agent):
         return contents
 
     def run(self, ctx: InvocationContext) -> Iterator[Event]:
+        # The run's cancellation reaches the tools (a running bash is stopped) and the
+        # model call in flight (its HTTP request is abandoned), not only the next step.
+        cancel = threading.Event()
+        ctx.cancel.on_cancel(cancel.set)
+        try:
+            yield from self._turns(ctx, self.tool_context.with_cancel(cancel))
+        finally:
+            ctx.cancel.remove(cancel.set)
+
+    def _turns(self, ctx: InvocationContext, tool_context: ToolContext) -> Iterator[Event]:
         try:
             system = render(self.instruction, ctx.state) if self.instruction else None
         except PhloemError as exc:
@@ -168,17 +184,22 @@ class LlmAgent(Agent):
             if self.planner is not None:
                 request = self.planner.build_request(request)
             try:
-                response = self._model_call(ctx, model_info, request)
+                with cancel_scope(lambda: ctx.cancel.cancelled):
+                    response = self._model_call(ctx, model_info, request)
                 ctx.usage.add(response.usage)
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except PhloemError as exc:
                 if exc.kind in STOP_KINDS:  # a plugin or callback stops the whole run
                     ctx.cancel.cancel(exc.message, exc.to_value())
+                elif ctx.cancelled:  # the run's outcome says cancelled; no model_failed
+                    return
                 kind = exc.kind if exc.kind in STOP_KINDS else ErrorKind.MODEL_FAILED
                 yield self.error_event(ctx, kind, f"{self.name}: {exc}")
                 return
             except Exception as exc:
+                if ctx.cancelled:  # the run's outcome says cancelled; no model_failed
+                    return
                 yield self.error_event(ctx, "model_failed", f"{self.name}: {exc}")
                 return
             reply = response.content or Content(role="model")
@@ -196,7 +217,7 @@ class LlmAgent(Agent):
             yield Event(author=self.name, invocation_id=ctx.invocation_id, content=reply)
             contents.append(reply)
             try:
-                parts = tuple(self._call(c, ctx, info, registry) for c in calls)
+                parts = tuple(self._call(c, ctx, info, registry, tool_context) for c in calls)
             except PhloemError as exc:
                 if exc.kind not in STOP_KINDS:
                     raise
@@ -238,13 +259,13 @@ class LlmAgent(Agent):
     ) -> ModelResponse:
         """One model call: the chain (global plugins), then the local callbacks around it."""
         if self.before_model_callback is None and self.after_model_callback is None:
-            return ctx.interceptors.model(info, request, self.model.generate)
+            return ctx.interceptors.model(info, request, self.generate)
 
         def generate(request: ModelRequest) -> ModelResponse:
             returned, value = apply_local(self.before_model_callback, "before_model", info, request)
             if returned:
                 return as_response(value)
-            return self.model.generate(as_request(value))
+            return self.generate(as_request(value))
 
         mark_after_returned(False)
         response = ctx.interceptors.model(info, request, generate)
@@ -254,7 +275,12 @@ class LlmAgent(Agent):
         return as_response(value)
 
     def _call(
-        self, call: FunctionCall, ctx: InvocationContext, info: CallInfo, registry: ToolRegistry
+        self,
+        call: FunctionCall,
+        ctx: InvocationContext,
+        info: CallInfo,
+        registry: ToolRegistry,
+        tool_context: ToolContext,
     ) -> Part:
         """One tool call through the run's interceptors; always a function response."""
         request = ToolCall(call.name, call.args, call.id)
@@ -267,10 +293,10 @@ class LlmAgent(Agent):
             if returned:
                 answer: JSON = tool_answer(value)
                 return answer
-            return self._run(as_tool_call(value, request), registry)
+            return self._run(as_tool_call(value, request), registry, tool_context)
 
         def plain(request: ToolCall) -> JSON:
-            return self._run(request, registry)
+            return self._run(request, registry, tool_context)
 
         run = plain if self.before_tool_callback is None else local
 
@@ -285,13 +311,13 @@ class LlmAgent(Agent):
             response = tool_answer(value)
         return Part.from_function_response(call.name, response, id=call.id)
 
-    def _run(self, call: ToolCall, registry: ToolRegistry) -> JSON:
+    def _run(self, call: ToolCall, registry: ToolRegistry, tool_context: ToolContext) -> JSON:
         """The tool itself: its result or the tool contract's failure value."""
         tool = registry.get(call.name)
         if tool is None:
             return unknown_tool(call.name)
         try:
-            response = tool.run(dict(call.args), self.tool_context)
+            response = tool.run(dict(call.args), tool_context)
             if json_size(response) > MAX_TOOL_RESULT_BYTES:
                 message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"
                 response = ToolFailure("too_large", message).to_value()

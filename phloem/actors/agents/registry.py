@@ -10,7 +10,7 @@ only ever name a registered agent; nothing from a request is imported.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from phloem.actors.agents.agent import Agent
@@ -28,7 +28,7 @@ from phloem.actors.agents.sequential import SequentialPlanner
 from phloem.actors.agents.supervisor import SupervisorPlanner
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.model import Model
+from phloem.protocols.model import Model, ModelError, StreamingModel
 from phloem.supervision.spec import Limits
 from phloem.tools.toolset import Toolset
 
@@ -119,6 +119,13 @@ class ProviderModel:
     @property
     def model(self) -> str:
         return self._describe("model")
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelResponse]:
+        """The provider's stream (`unsupported_streaming` where it has none)."""
+        model = self._resolve(self.provider)
+        if not isinstance(model, StreamingModel):
+            raise ModelError(ErrorKind.UNSUPPORTED_STREAMING, f"{self.provider} does not stream")
+        return model.stream(request)
 
     def __repr__(self) -> str:
         return f"<ProviderModel {self.provider!r}>"

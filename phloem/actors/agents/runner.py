@@ -21,7 +21,7 @@ from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.executor import GroupExecutor, crash_error
 from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
-from phloem.actors.agents.session import InMemorySessionService, Session
+from phloem.actors.agents.session import InMemorySessionService, Session, SessionService
 from phloem.actors.plugins.contract import STOP_KINDS
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, RunCall
 from phloem.protocols.content import Content
@@ -52,7 +52,7 @@ def run_agent(
     *,
     input: str | Content | None = None,
     state: Mapping[str, Any] | None = None,
-    sessions: InMemorySessionService | None = None,
+    sessions: SessionService | None = None,
     session: Session | None = None,
     app: str = "phloem",
     user: str = "user",
@@ -116,7 +116,7 @@ def run_agent(
 
 def _run(
     agent: Agent,
-    sessions: InMemorySessionService,
+    sessions: SessionService,
     session: Session,
     executor: GroupExecutor,
     cancel: CancelToken,
@@ -143,8 +143,9 @@ def _run(
         ctx = ctx.derive(events=session.events)
 
     def deliver(event: Event) -> None:
-        sessions.append_event(session, event)
-        produced.append(event)
+        if not event.partial:  # a streamed piece is shown, never stored
+            sessions.append_event(session, event)
+            produced.append(event)
         if on_event is not None:
             on_event(event)
 

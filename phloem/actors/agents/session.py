@@ -11,8 +11,8 @@ its ordered events. State keys are scoped by prefix:
 `session.state` is the merged view of all four. State changes only through
 `SessionService.append_event`, which applies the event's `state_delta` and
 `state_remove` to the right scope. The in-memory service bounds how many sessions it
-keeps and how many events a session may hold; a durable service comes later with the
-same surface.
+keeps and how many events a session may hold; the durable one
+(`phloem.actors.sessions.durable`) has the same surface (`SessionService`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import secrets
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from phloem.actors.agents.events import Event
 from phloem.limits import check_range
@@ -89,6 +89,23 @@ class Session:
         if scope == "user":
             return self._user_state
         return self._own
+
+
+class SessionService(Protocol):
+    """What a runner needs of a session service: the in-memory one below, or the
+    durable one (`phloem.actors.sessions.durable.DurableSessionService`)."""
+
+    def create_session(
+        self,
+        app: str,
+        user: str,
+        state: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session: ...
+
+    def append_event(self, session: Session, event: Event) -> Event: ...
+
+    def end_invocation(self, session: Session) -> None: ...
 
 
 class InMemorySessionService:

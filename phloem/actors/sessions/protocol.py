@@ -1,0 +1,87 @@
+"""Messages of the `sessions` service, shared by the service and the client methods.
+
+Requests are a tagged union (`SessionRequest`). A run's stream `sessions/<ref>` carries
+`SessionRunEvent`s as they happen, then one `SessionRunEnd` with the turn's `AskResult`;
+a stream that ends without it is `run_incomplete`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from phloem.actors.agents.events import Event
+from phloem.actors.sessions.harness import AskResult
+
+
+class NewSession(msgspec.Struct, frozen=True, tag="new"):
+    agent: str | None = None
+    workdir: str | None = None
+    session_id: str | None = None
+
+
+class RunSession(msgspec.Struct, frozen=True, tag="run"):
+    session_id: str
+    prompt: str
+    subscribe_wait_s: float = 5.0
+
+
+class CancelSession(msgspec.Struct, frozen=True, tag="cancel"):
+    session_id: str
+
+
+class ListSessions(msgspec.Struct, frozen=True, tag="list"):
+    pass
+
+
+class ShowSession(msgspec.Struct, frozen=True, tag="show"):
+    session_id: str
+    max_events: int = 1_000
+
+
+class DeleteSession(msgspec.Struct, frozen=True, tag="delete"):
+    session_id: str
+
+
+SessionRequest = (
+    NewSession | RunSession | CancelSession | ListSessions | ShowSession | DeleteSession
+)
+
+
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A session as listings show it."""
+
+    id: str
+    agent: str
+    workdir: str
+    created: float
+    updated: float
+    transcript: str
+    busy: bool = False
+
+
+class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """One session: its summary, its state (secrets pruned) and its last events."""
+
+    summary: SessionSummary
+    state: dict[str, Any]
+    events: list[Event]
+    event_count: int
+
+
+class SessionRunStarted(msgspec.Struct, frozen=True):
+    ref: str
+    stream: str
+    session_id: str
+
+
+class SessionRunEvent(msgspec.Struct, frozen=True, tag="event"):
+    event: Event
+
+
+class SessionRunEnd(msgspec.Struct, frozen=True, tag="end"):
+    result: AskResult
+
+
+SessionStreamItem = SessionRunEvent | SessionRunEnd

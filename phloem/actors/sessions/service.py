@@ -1,0 +1,440 @@
+"""The `sessions` service: durable sessions and their runs, one run per session.
+
+Requests (`protocol.py`): `NewSession(agent, workdir, session_id)`, `RunSession(session_id,
+prompt)`, `CancelSession`, `ListSessions`, `ShowSession`, `DeleteSession`. Sessions are
+durable, named state and belong to no client; a *run* does: `RunSession` answers
+`SessionRunStarted(ref, stream)` with a ref bound to the calling client, so a client that
+goes away cancels its run (as `CancelSession` does). A second run of a busy session is
+`session_busy`. The stream `sessions/<ref>` carries the turn's events under credit, then
+the `AskResult`.
+
+A session's agent is a `[sessions.agents.NAME]` entry: built for every run
+(`harness.build_agent`) on its provider with the coding tools on the session's workspace.
+In the tree the service is `sessions/service`; every live run is a driver actor under
+`sessions/runs`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from phloem.actors.agents.context import CancelToken
+from phloem.actors.agents.events import Event
+from phloem.actors.agents.registry import ProviderModel
+from phloem.actors.agents.service import public_event
+from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
+from phloem.actors.sessions.compaction import SessionCompaction, policy_of
+from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
+from phloem.actors.sessions.harness import DEFAULT_INSTRUCTION, AskResult, RunSetup, select_tools
+from phloem.actors.sessions.protocol import (
+    CancelSession,
+    DeleteSession,
+    ListSessions,
+    NewSession,
+    RunSession,
+    SessionDetail,
+    SessionRequest,
+    SessionRunEnd,
+    SessionRunEvent,
+    SessionRunStarted,
+    SessionSummary,
+    ShowSession,
+)
+from phloem.actors.sessions.settings import HarnessAgentConfig
+from phloem.actors.sessions.turn import Turn, run_turn
+from phloem.actors.streams import Topic
+from phloem.limits import check_range
+from phloem.logs import get_logger
+from phloem.models.interceptors import Interceptor
+from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.secrets import prune_secrets
+from phloem.supervision import (
+    Actor,
+    ChildSpec,
+    ExitReason,
+    Supervisor,
+    SupervisorChild,
+    SupervisorRef,
+    SupervisorSpec,
+    sibling_of,
+)
+from phloem.supervision.refs import Owner, RefKind
+from phloem.tools.outputlimit import OutputBudget
+from phloem.tools.registry import coding_tools
+from phloem.tools.workspace import Workspace
+
+log = get_logger("phloem.sessions")
+
+SERVICE_NAME = "sessions"
+SERVICE_ID = "service"
+RUNS_ID = "runs"
+SERVICE_PATH = f"{SERVICE_NAME}/{SERVICE_ID}"
+RUN_REF_KIND = RefKind(
+    "session_run",
+    prefix="sessrun_",
+    invalid_error=ErrorKind.INVALID_REF,
+    not_owner_error=ErrorKind.NOT_OWNER,
+)
+STREAM_SEND_TIMEOUT_S = 60.0  # a subscriber that grants no credit this long cancels the run
+MAX_WORKSPACES = 1_024  # sessions whose workspace (and read ledger) stays in memory
+MAX_SHOW_EVENTS = 10_000
+
+
+@dataclass
+class _Run:
+    session_id: str
+    ref: str
+    token: CancelToken
+    topic: Topic | None = None
+
+
+class _Finished:
+    __slots__ = ("run",)
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+
+
+class SessionRunDriver(Actor):
+    """Drives one turn: waits for the subscriber, runs it, streams, ends the topic."""
+
+    max_inbox = 4
+
+    def __init__(self, service: SessionsService, run: _Run, turn: Turn, wait_s: float) -> None:
+        super().__init__()
+        self.service = service
+        self.run = run
+        self.turn = turn
+        self.wait_s = wait_s
+
+    def on_receive(self, message: Any) -> Any:
+        if message != "go":
+            return None
+        run, topic = self.run, self.run.topic
+        assert topic is not None
+        failed: list[str] = []
+
+        def forward(event: Event) -> None:
+            if failed:
+                return
+            try:
+                topic.send(SessionRunEvent(public_event(event)), timeout=STREAM_SEND_TIMEOUT_S)
+            except PhloemError as exc:
+                failed.append(exc.kind)
+                run.token.cancel(f"event stream failed: {exc.kind}")
+
+        released: list[bool] = []
+
+        def release() -> None:  # once: a newer run of the session may hold the slot next
+            if not released:
+                released.append(True)
+                self.service.store.release_run(run.session_id)
+
+        reason: ExitReason | None = None
+        try:
+            topic.stream.wait_for_subscribers(1, self.wait_s)
+            try:
+                result = run_turn(self.turn, run.token, forward)
+            except PhloemError as exc:  # the store failed under the turn (session_io, ...)
+                log.warning("session_turn_failed", session=run.session_id, kind=exc.kind)
+                result = AskResult(session_id=run.session_id, status="failed", error=exc.to_value())
+            finally:  # the turn is over: the next may start as soon as this one's result is out
+                release()
+            if not failed:
+                topic.send(SessionRunEnd(result), timeout=STREAM_SEND_TIMEOUT_S)
+        except PhloemError as exc:
+            log.warning("session_run_end_undelivered", session=run.session_id, kind=exc.kind)
+        except Exception as exc:
+            log.error("session_run_failed", session=run.session_id, error=type(exc).__name__)
+            reason = ExitReason.from_exception(exc)
+        finally:
+            release()
+            topic.close(reason)
+        self.exit(reason or ExitReason.normal())
+        return None
+
+
+class SessionsService(ServiceActor):
+    """The `sessions` service (see the module docstring)."""
+
+    request_type = SessionRequest
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        super().__init__(ctx)
+        from phloem.models.providers import ProviderRegistry
+
+        cfg = ctx.config.sessions
+        self.cfg = cfg
+        self._store: DurableSessionService | None = None
+        self.providers = ProviderRegistry(ctx.config.providers)
+        self.tools = coding_tools(ctx.config.tools)
+        self.budget = OutputBudget()
+        self.extra_interceptors: tuple[Interceptor, ...] = ()
+        self.runs: dict[str, _Run] = {}
+        self._run_ids = itertools.count(1)
+        self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
+        self._lock = threading.Lock()
+        self._workspace_lock = threading.Lock()
+        self._sup: SupervisorRef | None = None
+        self._own_sup: SupervisorRef | None = None
+        ctx.refs.define_kind(RUN_REF_KIND)
+
+    @property
+    def store(self) -> DurableSessionService:
+        """The store, opened at the first request that needs it (a tree that never uses
+        sessions never touches the session directory)."""
+        with self._lock:
+            if self._store is None:
+                cfg = self.cfg
+                self._store = DurableSessionService(
+                    cfg.store_dir(), cfg.app, sync=cfg.fsync, max_events=cfg.max_events
+                )
+            return self._store
+
+    def on_stop(self) -> None:
+        for run in list(self.runs.values()):
+            run.token.cancel("service stopping")
+        if self._own_sup is not None:
+            self._own_sup.stop(timeout=10.0)
+        self.providers.close()
+        if self._store is not None:
+            self._store.close()
+        super().on_stop()
+
+    # -- requests ------------------------------------------------------------------------
+
+    def handle(self, message: Any, call: Call) -> Any:
+        if isinstance(message, NewSession):
+            return self._new(message)
+        if isinstance(message, RunSession):
+            return self._start(message, call.owner)
+        if isinstance(message, CancelSession):
+            self.store.get_session(message.session_id)  # unknown_session for a bad id
+            run = self.runs.get(message.session_id)
+            active = run is not None and self.store.busy(message.session_id)
+            if run is not None and active:
+                run.token.cancel("cancelled")
+            return {"cancelled": active}
+        if isinstance(message, ListSessions):
+            return [self._summary(info) for info in self.store.infos()]
+        if isinstance(message, ShowSession):
+            return self._show(message)
+        if isinstance(message, DeleteSession):
+            deleted = self.store.delete_session(message.session_id)
+            with self._workspace_lock:
+                self._workspaces.pop(message.session_id, None)
+            self.budget.reset(message.session_id)
+            return {"deleted": deleted}
+        raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
+
+    def on_other(self, message: Any) -> Any:
+        if isinstance(message, _Finished):
+            run = message.run
+            if self.runs.get(run.session_id) is run:  # not a newer run of the session
+                del self.runs[run.session_id]
+            self.ctx.refs.discard(run.ref)
+        return None
+
+    def agent_config(self, name: str) -> HarnessAgentConfig:
+        agent = self.cfg.agents.get(name)
+        if agent is None:
+            known = ", ".join(sorted(self.cfg.agents)) or "none"
+            raise PhloemError(
+                ErrorKind.UNKNOWN_AGENT,
+                f"no harness agent {name[:80]!r} ([sessions.agents.NAME]; configured: {known})",
+            )
+        return agent
+
+    def _new(self, request: NewSession) -> SessionSummary:
+        name = request.agent or self.cfg.default_agent
+        self.agent_config(name)
+        workdir = request.workdir or self.cfg.workdir or os.getcwd()
+        if not os.path.isabs(workdir):
+            raise PhloemError(ErrorKind.INVALID_ARGUMENT, "workdir must be an absolute path")
+        if not os.path.isdir(workdir):
+            raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"workdir is not a directory: {workdir}")
+        meta = {"agent": name, "workdir": os.path.realpath(workdir)}
+        session = self.store.create_session(
+            self.cfg.app, self.cfg.user, session_id=request.session_id, meta=meta
+        )
+        log.info("session_created", session=session.id, agent=name)
+        return self._summary(self._info(session.id))
+
+    def _start(self, request: RunSession, owner: Owner) -> SessionRunStarted:
+        if not request.prompt.strip():
+            raise PhloemError(ErrorKind.INVALID_ARGUMENT, "prompt must not be empty")
+        if len(request.prompt) > self.cfg.max_prompt_chars:
+            raise PhloemError(
+                ErrorKind.INVALID_ARGUMENT,
+                f"prompt must be at most {self.cfg.max_prompt_chars} chars",
+            )
+        check_range(
+            "subscribe_wait_s",
+            request.subscribe_wait_s,
+            0,
+            60,
+            kind=ErrorKind.BAD_MESSAGE,
+            integer=False,
+        )
+        sid = request.session_id
+        header = self.store.header(sid)
+        if len(self.runs) >= self.cfg.max_concurrent_runs:
+            raise PhloemError(
+                ErrorKind.BACKPRESSURE, f"{len(self.runs)} session runs live; max_concurrent_runs"
+            )
+        turn = self._turn(sid, header.meta, request.prompt)
+        self.store.acquire_run(sid)
+        token = CancelToken()
+        run = _Run(sid, "", token)
+        me = self.actor_ref
+        ref = None
+        try:
+            ref = self.ctx.refs.create(
+                owner, run, lambda reason: token.cancel(f"owner gone: {reason}"), RUN_REF_KIND.name
+            )
+            run.ref = ref.text
+            run.topic = self.open_topic(f"sessions/{ref.text}", owner=owner)
+            driver = self.runs_supervisor().start_child(
+                ChildSpec(
+                    f"run:{sid}#{next(self._run_ids)}",
+                    (SessionRunDriver, (self, run, turn, request.subscribe_wait_s), {}),
+                    restart="temporary",
+                    shutdown=15.0,
+                )
+            )
+        except Exception:
+            if ref is not None:
+                self.ctx.refs.discard(ref.text)
+            if run.topic is not None:
+                run.topic.close()
+            self.store.release_run(sid)
+            raise
+
+        def finished(reason: ExitReason) -> None:
+            with contextlib.suppress(Exception):  # the service may be stopping itself
+                me.tell(_Finished(run))
+
+        driver.add_exit_callback(finished)
+        self.runs[sid] = run
+        driver.tell("go")  # type: ignore[attr-defined]
+        return SessionRunStarted(run.ref, run.topic.name, sid)
+
+    def _turn(self, session_id: str, meta: dict[str, Any], prompt: str) -> Turn:
+        name = str(meta.get("agent") or self.cfg.default_agent)
+        agent = self.agent_config(name)
+        try:
+            tools = select_tools(self.tools, agent.tools)
+        except ValueError as exc:
+            raise PhloemError(
+                ErrorKind.CONFIG_INVALID, f"sessions.agents.{name}.tools: {exc}"
+            ) from None
+        own: tuple[Interceptor, ...] = ()
+        if agent.context_tokens > 0:
+            own = (SessionCompaction(policy_of(agent), self.store, session_id, self.budget),)
+        setup = RunSetup(
+            instruction=agent.instruction or DEFAULT_INSTRUCTION,
+            tools=tools,
+            interceptors=(*own, *self.extra_interceptors),
+        )
+        return Turn(
+            store=self.store,
+            session_id=session_id,
+            prompt=prompt,
+            agent_name=name,
+            model=ProviderModel(agent.provider, self.providers.get),
+            setup=setup,
+            workspace=self._workspace(session_id, str(meta.get("workdir") or os.getcwd())),
+            budget=self.budget,
+            tree=self.ctx.interceptors.chain(),
+            max_tool_rounds=agent.max_tool_rounds,
+        )
+
+    def _workspace(self, session_id: str, root: str) -> Workspace:
+        with self._workspace_lock:
+            workspace = self._workspaces.get(session_id)
+            if workspace is None or str(workspace.root) != os.path.realpath(root):
+                try:
+                    workspace = Workspace(root)
+                except ValueError as exc:
+                    raise PhloemError(ErrorKind.INVALID_ARGUMENT, str(exc)) from None
+                self._workspaces[session_id] = workspace
+            self._workspaces.move_to_end(session_id)
+            while len(self._workspaces) > MAX_WORKSPACES:
+                self._workspaces.popitem(last=False)
+            return workspace
+
+    def _info(self, session_id: str) -> SessionInfo:
+        path = self.store.transcript_path(session_id)
+        header = self.store.header(session_id)
+        stat = path.stat()
+        return SessionInfo(
+            header.id,
+            header.user,
+            header.created,
+            stat.st_mtime,
+            stat.st_size,
+            dict(header.meta),
+            str(path),
+        )
+
+    def _summary(self, info: SessionInfo) -> SessionSummary:
+        return SessionSummary(
+            id=info.id,
+            agent=str(info.meta.get("agent", "")),
+            workdir=str(info.meta.get("workdir", "")),
+            created=info.created,
+            updated=info.updated,
+            transcript=info.path,
+            busy=self.store.busy(info.id),
+        )
+
+    def _show(self, request: ShowSession) -> SessionDetail:
+        limit = check_range(
+            "max_events", request.max_events, 1, MAX_SHOW_EVENTS, kind=ErrorKind.BAD_MESSAGE
+        )
+        session = self.store.get_session(request.session_id)
+        events = session.events
+        return SessionDetail(
+            summary=self._summary(self._info(session.id)),
+            state=prune_secrets(session.state),
+            events=[public_event(e) for e in events[-limit:]],
+            event_count=len(events),
+        )
+
+    def runs_supervisor(self) -> SupervisorRef:
+        """The `runs` supervisor next to this service (outside a tree, one of its own)."""
+        if self._sup is None or not self._sup.is_alive():
+            handle = self._phloem_handle
+            sibling = sibling_of(handle, RUNS_ID) if handle is not None else None
+            if not isinstance(sibling, SupervisorRef):
+                self._own_sup = Supervisor.start(
+                    SupervisorSpec(strategy="one_for_one", intensity=0), [], name="sessions.runs"
+                )
+                sibling = self._own_sup
+            self._sup = sibling
+        return self._sup
+
+
+def sessions_factory(ctx: ServiceContext) -> ChildSpec:
+    """`sessions`: a supervisor holding `runs` (one driver per live run) and `service`."""
+    return ChildSpec(
+        SERVICE_NAME,
+        SupervisorChild(
+            SupervisorSpec(strategy="one_for_one", intensity=3),
+            [
+                ChildSpec(RUNS_ID, SupervisorChild(SupervisorSpec(intensity=0))),
+                ChildSpec(SERVICE_ID, (SessionsService, (ctx,), {}), shutdown=20.0),
+            ],
+        ),
+    )
+
+
+register_service(SERVICE_NAME, sessions_factory)
+
+__all__ = ["SERVICE_PATH", "SessionsService", "sessions_factory"]

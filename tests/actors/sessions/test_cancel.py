@@ -1,0 +1,114 @@
+"""Cancelling stops the call in flight: a model call hanging at the provider and a
+`sleep 600` bash call both end within 1 s of the cancel, and nothing is left running.
+The same holds for one-shot runs."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+import phloem
+from phloem.models.oneshot import run as oneshot_run
+from phloem.models.openai import OpenAIModel
+from tests.helpers import wait_until
+from tests.models.fake_provider import FakeProvider, Reply, chat_calls, chat_text, chat_tool_call
+
+CANCEL_BUDGET_S = 1.0
+
+
+def run_children(snapshot: object) -> list[str]:
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if str(getattr(node, "id", "")).startswith("run:"):
+            found.append(str(getattr(node, "id", "")))
+        for child in getattr(node, "children", ()) or ():
+            walk(child)
+
+    for root in getattr(snapshot, "roots", ()):
+        walk(root)
+    return found
+
+
+def sleepers() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if "sleep 600" in " ".join(cmdline) and "phloem-test-marker" in " ".join(cmdline):
+            found.append(proc)
+    return found
+
+
+def test_a_hanging_model_call_stops_within_a_second(
+    tree: phloem.Tree, fake: FakeProvider, workspace: Path
+) -> None:
+    fake.add(Reply(delay=60.0, body=b"{}"))
+    with tree.client() as client, tree.client() as other:
+        sid = client.session_new(workdir=str(workspace))
+        started = client.session_start(sid, "hang")
+        wait_until(lambda: len(fake.requests) == 1, what="the model call")
+        t0 = time.monotonic()
+        other.session_cancel(sid)
+        result = client.session_follow(started, timeout=30)
+        elapsed = time.monotonic() - t0
+        assert result.status == "cancelled"
+        assert elapsed < CANCEL_BUDGET_S, elapsed
+        wait_until(lambda: not other.session_list()[0].busy, timeout=5, what="idle")
+        wait_until(lambda: not run_children(other.tree()), timeout=5, what="no run actor")
+
+
+def test_a_sleeping_bash_call_stops_within_a_second(
+    tree: phloem.Tree, fake: FakeProvider, workspace: Path
+) -> None:
+    command = "sleep 600; echo phloem-test-marker"
+    fake.add(chat_calls(chat_tool_call("bash", json.dumps({"command": command}))), chat_text("x"))
+    with tree.client() as client, tree.client() as other:
+        sid = client.session_new(workdir=str(workspace))
+        started = client.session_start(sid, "sleep")
+        wait_until(lambda: bool(sleepers()), timeout=20, what="the sleep to start")
+        t0 = time.monotonic()
+        other.session_cancel(sid)
+        result = client.session_follow(started, timeout=30)
+        elapsed = time.monotonic() - t0
+        assert result.status == "cancelled"
+        assert elapsed < CANCEL_BUDGET_S, elapsed
+        [call] = result.tool_calls
+        assert call.response is not None and call.response["error"] == "cancelled"
+        assert sleepers() == []
+        assert len(fake.requests) == 1  # the model was not asked again
+
+
+def test_a_one_shot_run_stops_its_model_call_in_flight(fake: FakeProvider) -> None:
+    fake.add(Reply(delay=60.0, body=b"{}"))
+    model = OpenAIModel(
+        "chat_completions",
+        "fake",
+        f"{fake.base_url}/v1",
+        "",
+        chat_token_limit="max_tokens",
+        max_retries=0,
+    )
+    cancel = threading.Event()
+    threading.Thread(
+        target=lambda: (wait_until(lambda: len(fake.requests) == 1), cancel.set()), daemon=True
+    ).start()
+    t0 = time.monotonic()
+    result = oneshot_run(
+        model,
+        "",
+        "hang",
+        [],
+        max_output_tokens=16,
+        max_returned_text_bytes=100,
+        max_model_calls=1,
+        max_tool_calls_per_response=1,
+        cancel=cancel,
+    )
+    waited = time.monotonic() - t0
+    model.close()
+    assert result.error is not None and result.error.kind == "cancelled"
+    assert waited < 10
