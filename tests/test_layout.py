@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "daemon": 6,
     "cli": 6,
     "tree": 6,
+    "web": 6,  # `phloem web`: a client of the daemon, served by the cli
     "examples": 7,
     "__main__": 7,
 }

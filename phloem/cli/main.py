@@ -37,6 +37,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.planning",
     "phloem.cli.tools",
     "phloem.cli.live",
+    "phloem.cli.web",
 ]
 
 
