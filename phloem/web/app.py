@@ -83,7 +83,7 @@ async def login(request: web.Request) -> web.Response:
         return _html(views.message("token required", "wrong token", form=True), 401)
     response = web.HTTPSeeOther("/")
     response.set_cookie(COOKIE_NAME, token, httponly=True, samesite="Strict", path="/")
-    return response  # type: ignore[return-value]
+    return response
 
 
 def _page(path: str, body: str = "") -> Handler:
@@ -161,9 +161,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         follower = hub.follow(wanted)
     except TooManyFollowers:
         return _html(views.message("busy", "too many browsers follow this view"), 503)
-    response = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", **SECURITY_HEADERS}
-    )
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **SECURITY_HEADERS})
     transport = request.transport
     try:
         await response.prepare(request)

@@ -81,6 +81,9 @@ class RunTracker:
                 changed |= self._one(service, key, node, at)
         for key in [k for k in self.active if k not in seen]:
             run = self.active.pop(key)
+            for child in sorted(run.children):
+                run.add(at, f"step ended: {child}")
+            run.children = set()
             run.ended_at = at
             run.state = "ended"
             run.add(at, "ended")

@@ -39,7 +39,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    bound = site._server.sockets[0].getsockname() if site._server else (host, port)  # type: ignore[union-attr]
+    bound = runner.addresses[0]
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     print(f"phloem web: serving http://{shown}:{bound[1]}/", file=out, flush=True)
     try:

@@ -10,7 +10,7 @@ never inputs, outputs, media or credentials.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -49,7 +49,11 @@ def clock(at: float | None) -> str:
 
 def span(seconds: float) -> str:
     s = int(seconds)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+    return (
+        f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+        if s >= 3600
+        else f"{s // 60}m{s % 60:02d}s"
+    )
 
 
 def page(path: str, body: str, sections: Mapping[str, str]) -> str:
@@ -69,7 +73,7 @@ def page(path: str, body: str, sections: Mapping[str, str]) -> str:
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         '<link rel=stylesheet href="/static/phloem.css"></head>'
         f'<body data-sections="{e(",".join(wanted))}">'
-        f'<header><b>phloem</b><nav>{nav}</nav><span id=conn class=conn>connecting…</span></header>'
+        f"<header><b>phloem</b><nav>{nav}</nav><span id=conn class=conn>connecting…</span></header>"
         f"<main><h1>{e(title)}</h1>{live}{body}</main>"
         '<script src="/static/phloem.js"></script></body></html>'
     )
@@ -77,11 +81,16 @@ def page(path: str, body: str, sections: Mapping[str, str]) -> str:
 
 def summary(status: Mapping[str, Any] | None, error: str | None) -> str:
     if status is None:
-        return f'<p class=bad>daemon unreachable: {e((error or "not connected")[:MAX_ERROR_CHARS])}</p>'
+        reason = (error or "not connected")[:MAX_ERROR_CHARS]
+        return f"<p class=bad>daemon unreachable: {e(reason)}</p>"
     telemetry = status.get("telemetry")
-    tele = "telemetry off" if not isinstance(telemetry, Mapping) else (
-        f"telemetry: {e(telemetry.get('exported', 0))} exported, "
-        f"{e(telemetry.get('dropped', 0))} dropped"
+    tele = (
+        "telemetry off"
+        if not isinstance(telemetry, Mapping)
+        else (
+            f"telemetry: {e(telemetry.get('exported', 0))} exported, "
+            f"{e(telemetry.get('dropped', 0))} dropped"
+        )
     )
     return (
         f"<p>daemon pid {e(status.get('pid'))} · v{e(status.get('version'))} · "
@@ -149,7 +158,7 @@ def runs(views: Iterable[RunView]) -> str:
     return "".join(blocks) or "<p class=empty>no runs yet</p>"
 
 
-def live(sessions: list[Mapping[str, Any]] | None, error: str | None = None) -> str:
+def live(sessions: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> str:
     if sessions is None:
         return f"<p>Live sessions unavailable: {e((error or '')[:MAX_ERROR_CHARS])}</p>"
     if not sessions:
@@ -161,7 +170,9 @@ def live(sessions: list[Mapping[str, Any]] | None, error: str | None = None) -> 
         + f"<td>{clock(s.get('opened_at'))}</td></tr>"
         for s in sessions
     )
-    return f"<table><thead><tr>{head}<th>opened (UTC)</th></tr></thead><tbody>{rows}</tbody></table>"
+    return (
+        f"<table><thead><tr>{head}<th>opened (UTC)</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
 
 
 def telemetry(status: Mapping[str, Any] | None) -> str:
@@ -173,11 +184,12 @@ def telemetry(status: Mapping[str, Any] | None) -> str:
         for k, v in sorted(counters.items())
         if isinstance(v, int | float | str | bool)
     )
-    return f"<table><thead><tr><th>counter</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>"
+    head = "<thead><tr><th>counter</th><th>value</th></tr></thead>"
+    return f"<table>{head}<tbody>{rows}</tbody></table>"
 
 
 def _score(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    return "&ndash;" if value is None else f"{value:.3f}"
 
 
 def eval_list(entries: list[tuple[str, EvalReport | str]]) -> str:
@@ -190,7 +202,8 @@ def eval_list(entries: list[tuple[str, EvalReport | str]]) -> str:
             continue
         rows.append(
             f'<tr data-report="{e(name)}"><td><a href="/evals/{e(name)}">{e(name)}</a></td>'
-            f"<td>{e(report.eval_set_id)}</td><td class=st-{e(report.status)}>{e(report.status)}</td>"
+            f"<td>{e(report.eval_set_id)}</td>"
+            f"<td class=st-{e(report.status)}>{e(report.status)}</td>"
             f"<td class=num>{report.pass_rate:.1%}</td><td class=num>{len(report.cases)}</td></tr>"
         )
     return (
@@ -225,9 +238,9 @@ def eval_report(name: str, report: EvalReport) -> str:
         regressions = f"<h2>Against the baseline: {verdict}</h2><ul>{items}</ul>"
     return (
         f'<p class=report data-status="{e(report.status)}">{e(name)} · eval set '
-        f"<b>{e(report.eval_set_id)}</b> · agent {e(report.agent or '–')} · "
+        f"<b>{e(report.eval_set_id)}</b> · agent {e(report.agent or '&ndash;')} · "
         f'<span class="st-{e(report.status)}">{e(report.status)}</span> · pass rate '
-        f"<b class=pass-rate>{report.pass_rate:.1%}</b> · {len(report.cases)} cases × "
+        f"<b class=pass-rate>{report.pass_rate:.1%}</b> · {len(report.cases)} cases &times; "
         f"{report.samples} samples · {report.duration_ms / 1000:.1f} s</p>"
         "<h2>Metrics</h2><table><thead><tr><th>metric</th><th>score</th><th>threshold</th></tr>"
         f"</thead><tbody>{overall}</tbody></table>{regressions}"

@@ -82,7 +82,9 @@ def test_the_tree_renders(web: Any, page: Any) -> None:
     _live(page)
 
 
-def test_a_restart_shows_within_a_second_without_reload(daemon: DaemonProc, web: Any, page: Any) -> None:
+def test_a_restart_shows_within_a_second_without_reload(
+    daemon: DaemonProc, web: Any, page: Any
+) -> None:
     page.goto(web.url + "/")
     _live(page)
     before = int(page.get_attribute('tr[data-path="phloem/holder"]', "data-restarts"))
@@ -134,7 +136,9 @@ def _report() -> EvalReport:
             SampleResult(id=f"{cid}#{i}", index=i, status="passed" if i < passed else "failed")
             for i in range(2)
         ]
-        return CaseResult(cid, status, {"response_match": score}, [], samples, passed_samples=passed)
+        return CaseResult(
+            cid, status, {"response_match": score}, [], samples, passed_samples=passed
+        )
 
     return EvalReport(
         eval_set_id="helpdesk",

@@ -27,10 +27,7 @@ CHROMIUM = Path(os.environ.get("PHLOEM_CHROMIUM", "/usr/bin/chromium"))
 START_TIMEOUT_S = 60.0
 BROWSER_TIMEOUT_MS = 60_000  # generous: the machine may be heavily loaded
 
-WEB_CONFIG = """
-[services.extra]
-holder = "tests.daemon.fixture_services:HolderService"
-
+SLOW_AGENT_CONFIG = """
 [agents.functions.stepA]
 fn = "tests.web.fixtures:step_a"
 input_keys = ["topic"]
@@ -47,6 +44,13 @@ isolate = true
 planner = "sequential"
 sub_agents = ["stepA", "stepB"]
 """
+WEB_CONFIG = (
+    """
+[services.extra]
+holder = "tests.daemon.fixture_services:HolderService"
+"""
+    + SLOW_AGENT_CONFIG
+)
 
 
 class WebProc:
