@@ -17,6 +17,7 @@ from tests.helpers import (
     ROOT,
     DaemonProc,
     readme_python_blocks,
+    readme_section,
     run_readme_block,
     running_daemon,
 )
@@ -139,3 +140,18 @@ def test_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
     assert "4/4" in out and "True []" in out
     assert "# Evaluation report" in out
     assert re.search(r"^s-[0-9a-f]{16}$", out, re.M)
+
+
+def test_web_view(
+    readme_daemon: DaemonProc,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("PHLOEM_SOCKET", str(readme_daemon.socket))
+    (block,) = readme_python_blocks("Web view")
+    run_readme_block(block, "web-view")
+    assert capsys.readouterr().out == "True\n"
+    section = readme_section("Web view")
+    data = tomllib.loads((ROOT / "conf" / "phloem.toml").read_text())
+    for key in data["web"]:
+        assert f"`web.{key}`" in section, f"web.{key} is not documented in the README"

@@ -28,7 +28,7 @@ from phloem.web.access import COOKIE_NAME, Access
 from phloem.web.hub import Hub, TooManyFollowers
 
 KEEPALIVE_S = 15.0  # a comment line keeps idle proxies from closing the stream
-SSE_SEND_BUFFER_BYTES = 64 * 1024  # the kernel's send buffer of one event stream
+SSE_SEND_BUFFER_BYTES = 16 * 1024  # the kernel's send buffer of one event stream
 MAX_REPORT_FILES = 200  # newest first; older ones are not listed
 MAX_FORM_BYTES = 8 * 1024
 REPORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json$")
