@@ -121,7 +121,7 @@ def read_report(path: Path) -> EvalReport | str:
     try:
         return decode_json(data)
     except PhloemError as err:
-        return f"{err.kind}: {str(err)[: views.MAX_ERROR_CHARS]}"
+        return err.message[: views.MAX_ERROR_CHARS]  # "not an eval report: ..."
 
 
 async def eval_report(request: web.Request) -> web.StreamResponse:
