@@ -142,7 +142,7 @@ class Hub:
             try:
                 async with await AsyncClient.connect(self.socket) as client:
                     await self._poll(client)
-            except (PhloemError, OSError) as err:
+            except Exception as err:  # any failure: show it, reconnect, keep serving
                 self.error = f"{getattr(err, 'kind', type(err).__name__)}: {err}"
                 self.status = None
                 self.counters["poll_errors"] += 1

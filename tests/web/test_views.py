@@ -4,11 +4,14 @@ run events from tree snapshots, and the bounded fan-out to browsers."""
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
+from phloem.config import WebConfig
 from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult
 from phloem.web import views
-from phloem.web.hub import Follower, sse_frame
+from phloem.web.hub import Follower, Hub, cancel_and_wait, sse_frame
 from phloem.web.runs import MAX_ENDED_RUNS, MAX_RUN_EVENTS, RunTracker
 
 STATUS: dict[str, Any] = {
@@ -207,3 +210,19 @@ def test_an_eval_report_shows_pass_rate_and_each_case_without_content() -> None:
         and "<td class=num>&ndash;</td>" in html
     )
     assert "sk-leaky" not in html and "private" not in html
+
+
+def test_without_a_daemon_the_view_says_so_and_keeps_trying(tmp_short: Path) -> None:
+    async def go() -> Hub:
+        hub = Hub(tmp_short / "nobody.sock", WebConfig(), None)
+        task = asyncio.create_task(hub.run())
+        deadline = time.monotonic() + 30
+        while hub.counters["poll_errors"] < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await cancel_and_wait(task)
+        return hub
+
+    hub = asyncio.run(go())
+    assert hub.counters["poll_errors"] >= 2  # it retried
+    assert "daemon unreachable: no_daemon" in hub.rendered["summary"]
+    assert hub.stats()["connected"] is False
