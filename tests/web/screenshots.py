@@ -7,7 +7,9 @@ server, so no key or network is needed), gives it something to show — a finish
 supplier-brief agent run, the helpdesk eval (its JSON report saved for the eval pages),
 a slow two-step run still going, an open Live session — then `phloem web` and headless
 Chromium, and saves `tree.png`, `runs.png`, `live.png`, `evals.png`, `eval-report.png`
-and `telemetry.png`.
+and `telemetry.png` (from the running daemon: "telemetry off" until its status carries
+a `telemetry` key), plus `telemetry-counters.png`: the same page rendered from a status
+that has the key (`SAMPLE_TELEMETRY`, made up), to show how the counters look.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import shutil
 import sys
 import threading
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 import phloem
 from phloem.examples.fake_live import FakeLiveServer
@@ -34,12 +39,31 @@ PAGES = [
     ("telemetry", "/telemetry", "#s-telemetry"),
 ]
 WINDOW = phloem.CreditWindow(256, 8 << 20)
+SAMPLE_TELEMETRY = {"exported": 18_342, "dropped": 12, "failed": 1, "queued": 3}
 
 
 def _config(live_url: str) -> str:
     text = (ROOT / "conf" / "phloem.toml").read_text()
     text = re.sub(r'(?m)^base_url = "wss://[^"]*"', f'base_url = "{live_url}"', text)
     return text + "\n# --- the screenshots' slow two-step agent ---" + SLOW_AGENT_CONFIG
+
+
+def _counters(page: Any, web: WebProc, socket: Path, out: Path) -> None:
+    """The telemetry page rendered from a status with the `telemetry` key (no script)."""
+    from phloem.web import views
+
+    with phloem.Client.connect(socket) as client:
+        status = msgspec.to_builtins(client.status())
+    status["telemetry"] = SAMPLE_TELEMETRY
+    sections = {"summary": views.summary(status, None), "telemetry": views.telemetry(status)}
+    html = views.page("/telemetry", "", sections).replace(
+        '<script src="/static/phloem.js">', "<script>"
+    )
+    page.goto(web.url + "/telemetry")
+    page.set_content(html)
+    page.add_style_tag(content=(ROOT / "phloem/web/static/phloem.css").read_text())
+    page.screenshot(path=str(out / "telemetry-counters.png"), full_page=True)
+    print(f"screenshots: {out / 'telemetry-counters.png'}")
 
 
 def main(out: Path) -> int:
@@ -93,6 +117,7 @@ def main(out: Path) -> int:
                         page.wait_for_selector("#conn.live")
                         page.screenshot(path=str(out / f"{name}.png"), full_page=True)
                         print(f"screenshots: {out / (name + '.png')}")
+                    _counters(page, web, daemon.socket, out)
                     browser.close()
                 follower.join(60)
                 client.live_close(ref)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from phloem.config import WebConfig, load_config
@@ -73,7 +75,7 @@ def test_every_request_to_another_address_carries_the_token(
     assert access.refusal("x", "Bearer " + "y" * (MAX_TOKEN_CHARS + 1), None) == 401
 
 
-def test_the_web_section_is_off_by_default_and_bounded(tmp_short) -> None:  # type: ignore[no-untyped-def]
+def test_the_web_section_is_off_by_default_and_bounded(tmp_short: Path) -> None:
     assert WebConfig().listen == ""
     path = tmp_short / "phloem.toml"
     path.write_text('[web]\nlisten = "127.0.0.1:8765"\nrefresh_ms = 50\nclient_queue = 1\n')

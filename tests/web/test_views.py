@@ -8,11 +8,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from phloem.config import WebConfig
-from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult
+from phloem.protocols.evalreport import (
+    MAX_REPORT_BYTES,
+    CaseResult,
+    EvalReport,
+    SampleResult,
+    encode_json,
+)
 from phloem.web import views
-from phloem.web.hub import Follower, Hub, cancel_and_wait, sse_frame
+from phloem.web.app import MAX_REPORT_FILES, read_report, read_reports
+from phloem.web.hub import Follower, Hub, TooManyFollowers, cancel_and_wait, sse_frame
 from phloem.web.runs import MAX_ENDED_RUNS, MAX_RUN_EVENTS, RunTracker
+from tests.helpers import run_cli
 
 STATUS: dict[str, Any] = {
     "version": "0.1.0",
@@ -226,3 +236,38 @@ def test_without_a_daemon_the_view_says_so_and_keeps_trying(tmp_short: Path) -> 
     assert hub.counters["poll_errors"] >= 2  # it retried
     assert "daemon unreachable: no_daemon" in hub.rendered["summary"]
     assert hub.stats()["connected"] is False
+
+
+def test_at_most_max_clients_follow(tmp_short: Path) -> None:
+    async def go() -> None:
+        hub = Hub(tmp_short / "s.sock", WebConfig(max_clients=1), None)
+        first = hub.follow(frozenset({"tree"}))
+        with pytest.raises(TooManyFollowers):
+            hub.follow(frozenset({"tree"}))
+        hub.unfollow(first)
+        hub.follow(frozenset({"tree"}))
+
+    asyncio.run(go())
+
+
+def test_report_files_are_bounded_in_number_and_size(tmp_short: Path) -> None:
+    report = EvalReport(eval_set_id="s", status="passed", pass_rate=1.0, metrics={}, cases=[])
+    for i in range(MAX_REPORT_FILES + 1):
+        (tmp_short / f"r{i:03d}.json").write_bytes(encode_json(report))
+    (tmp_short / "notes.txt").write_text("not a report name")
+    listed = read_reports(tmp_short)
+    assert len(listed) == MAX_REPORT_FILES and all(isinstance(r, EvalReport) for _, r in listed)
+    big = tmp_short / "big.json"
+    with big.open("wb") as f:
+        f.truncate(MAX_REPORT_BYTES + 1)
+    assert read_report(big) == f"larger than {MAX_REPORT_BYTES} bytes"
+    (tmp_short / "bad.json").write_text('{"schema_version": 1}')
+    assert str(read_report(tmp_short / "bad.json")).startswith("not an eval report")
+
+
+def test_phloem_web_is_off_without_an_address() -> None:
+    result = run_cli("web", "--socket", "/nonexistent/phloem.sock")
+    assert result.returncode == 2
+    assert "the web view is off: pass --listen HOST:PORT or set [web] listen" in result.stderr
+    result = run_cli("web", "--socket", "/x.sock", "--listen", "127.0.0.1:1", "--refresh-ms", "49")
+    assert result.returncode == 2 and "--refresh-ms" in result.stderr
