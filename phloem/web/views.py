@@ -27,6 +27,7 @@ PAGES: list[tuple[str, str, list[str]]] = [
 ]
 LIVE_FIELDS = ("session", "state", "model", "reconnects", "turn_epoch", "generation_epoch")
 MAX_ERROR_CHARS = 200  # of an error shown on a page
+MAX_TREE_ROWS = 2000  # nodes drawn of one tree (every update resends the section)
 
 
 def e(value: Any) -> str:
@@ -103,7 +104,11 @@ def summary(status: Mapping[str, Any] | None, error: str | None) -> str:
     )
 
 
-def _tree_rows(node: Mapping[str, Any], path: str, depth: int, out: list[str]) -> None:
+def _tree_rows(node: Mapping[str, Any], path: str, depth: int, out: list[str]) -> int:
+    """Append the rows of `node` and its subtree, at most `MAX_TREE_ROWS` in all; the
+    number of nodes left out."""
+    if len(out) >= MAX_TREE_ROWS:
+        return 1 + sum(_count(c) for c in node.get("children", ()))
     where = f"{path}/{node['id']}" if path else str(node["id"])
     state = str(node.get("state"))
     who = f"pid {node['pid']}" if node.get("pid") else node.get("thread") or ""
@@ -121,16 +126,20 @@ def _tree_rows(node: Mapping[str, Any], path: str, depth: int, out: list[str]) -
         f"<td class=num>{e(node.get('mailbox_depth', 0))}</td>"
         f"<td class=num>{e(node.get('credit_in_use', 0))}</td></tr>"
     )
-    for child in node.get("children", ()):
-        _tree_rows(child, where, depth + 1, out)
+    return sum(_tree_rows(child, where, depth + 1, out) for child in node.get("children", ()))
+
+
+def _count(node: Mapping[str, Any]) -> int:
+    return 1 + sum(_count(c) for c in node.get("children", ()))
 
 
 def tree(snapshot: Mapping[str, Any] | None) -> str:
     if snapshot is None:
         return "<p>no tree yet</p>"
     rows: list[str] = []
-    for root in snapshot.get("roots", ()):
-        _tree_rows(root, "", 0, rows)
+    left_out = sum(_tree_rows(root, "", 0, rows) for root in snapshot.get("roots", ()))
+    if left_out:
+        rows.append(f"<tr><td colspan=8 class=warn>{left_out} more nodes not shown</td></tr>")
     return (
         f"<p>{e(snapshot.get('supervisors'))} supervisors · {e(snapshot.get('actors'))} actors · "
         f"{e(snapshot.get('processes'))} processes · {e(snapshot.get('threads'))} threads · "

@@ -271,3 +271,16 @@ def test_phloem_web_is_off_without_an_address() -> None:
     assert "the web view is off: pass --listen HOST:PORT or set [web] listen" in result.stderr
     result = run_cli("web", "--socket", "/x.sock", "--listen", "127.0.0.1:1", "--refresh-ms", "49")
     assert result.returncode == 2 and "--refresh-ms" in result.stderr
+
+
+def test_a_huge_tree_is_drawn_up_to_its_row_limit() -> None:
+    def tree_of(n: int) -> dict[str, Any]:
+        kids = [{"id": f"w{i}", "type": "actor", "state": "running"} for i in range(n - 1)]
+        root = {"id": "phloem", "type": "supervisor", "state": "running", "children": kids}
+        return {"roots": [root]}
+
+    exact = views.tree(tree_of(views.MAX_TREE_ROWS))
+    assert exact.count("<tr data-path=") == views.MAX_TREE_ROWS and "not shown" not in exact
+    over = views.tree(tree_of(views.MAX_TREE_ROWS + 5))
+    assert over.count("<tr data-path=") == views.MAX_TREE_ROWS
+    assert "5 more nodes not shown" in over
