@@ -145,6 +145,35 @@ class ServicesConfig(Section):
     extra: Components = {}
 
 
+# `[web] listen`: empty (off), or HOST:PORT ([::1]:PORT for IPv6); the port is checked
+# (0 - 65535) by `phloem web`, which serves the page (see phloem.web).
+LISTEN_PATTERN = r"^$|^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$"
+DEFAULT_WEB_TOKEN_ENV = "PHLOEM_WEB_TOKEN"
+
+
+class WebConfig(Section):
+    """`[web]`: the read-only web view that `phloem web` serves (off by default).
+
+    A loopback `listen` needs nothing more; any other address needs the bearer token in
+    the variable `token_env`, checked on every request.
+    """
+
+    listen: Annotated[str, msgspec.Meta(pattern=LISTEN_PATTERN)] = ""
+    token_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")] = (
+        DEFAULT_WEB_TOKEN_ENV
+    )
+    # How often the tree is read from the daemon (a restart shows within about this).
+    refresh_ms: Annotated[int, msgspec.Meta(ge=50, le=10_000)] = 200
+    # Directory of JSON eval reports (`phloem eval run --json FILE`) to render; "" = none.
+    reports_dir: str = ""
+    # Browsers following the page at once; one more is answered 503.
+    max_clients: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 32
+    # Updates queued for one browser that does not read; one more drops that browser.
+    client_queue: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
+    # Time one browser has to take one update before it is dropped.
+    write_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 5.0
+
+
 class Config(Section):
     """The whole daemon configuration."""
 
@@ -176,6 +205,8 @@ class Config(Section):
     telemetry: TelemetryConfig = section(TelemetryConfig)
     # Durable sessions and harness agents (`[sessions]`, see phloem.actors.sessions.settings).
     sessions: SessionsConfig = section(SessionsConfig)
+    # The web view (`[web]`, served by `phloem web`, see phloem.web).
+    web: WebConfig = section(WebConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

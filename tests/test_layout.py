@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "cli": 6,
     "tree": 6,
     "plugins": 6,  # the public face of the plugin contract (phloem.plugins)
+    "web": 6,  # `phloem web`: a client of the daemon, served by the cli
     "examples": 7,
     "__main__": 7,
 }

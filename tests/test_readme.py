@@ -238,3 +238,18 @@ def test_sessions_and_chat(capsys: pytest.CaptureFixture[str]) -> None:
     assert out[0] == "['ls']"
     assert out[1].startswith("You have asked me 2 questions in this session; the first was")
     assert out[2] == "done [] 6"
+
+
+def test_web_view(
+    readme_daemon: DaemonProc,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("PHLOEM_SOCKET", str(readme_daemon.socket))
+    (block,) = readme_python_blocks("Web view")
+    run_readme_block(block, "web-view")
+    assert capsys.readouterr().out == "True\n"
+    section = readme_section("Web view")
+    data = tomllib.loads((ROOT / "conf" / "phloem.toml").read_text())
+    for key in data["web"]:
+        assert f"`web.{key}`" in section, f"web.{key} is not documented in the README"

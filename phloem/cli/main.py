@@ -42,6 +42,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.mcp",
     "phloem.cli.completion",
     "phloem.cli.telemetry",
+    "phloem.cli.web",
 ]
 
 
