@@ -84,15 +84,13 @@ def summary(status: Mapping[str, Any] | None, error: str | None) -> str:
     if status is None:
         reason = (error or "not connected")[:MAX_ERROR_CHARS]
         return f"<p class=bad>daemon unreachable: {e(reason)}</p>"
-    telemetry = status.get("telemetry")
-    tele = (
-        "telemetry off"
-        if not _telemetry_on(telemetry)
-        else (
-            f"telemetry: {e(telemetry.get('exported', 0))} exported, "
-            f"{e(telemetry.get('dropped', 0))} dropped"
+    counts = status.get("telemetry")
+    tele = "telemetry off"
+    if isinstance(counts, Mapping) and _telemetry_on(counts):
+        tele = (
+            f"telemetry: {e(counts.get('exported', 0))} exported, "
+            f"{e(counts.get('dropped', 0))} dropped"
         )
-    )
     return (
         f"<p>daemon pid {e(status.get('pid'))} · v{e(status.get('version'))} · "
         f"{e(status.get('state'))} · up {span(float(status.get('uptime_s', 0)))} · "
