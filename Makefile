@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-slow bench lint format clean
+.PHONY: install run test test-fast test-slow bench lint format clean browser screenshots
+CHROMIUM := /usr/bin/chromium
 
 install: $(STAMP)
 
@@ -17,8 +18,22 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/python -m phloem.examples.run_all --config conf/phloem.toml
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest -q -m 'slow or not slow'
+
+# The web view's browser tests drive Debian's chromium (never a downloaded build). Install
+# it where the machine allows (root with apt); otherwise say why, and never fail.
+browser:
+	@if [ -x $(CHROMIUM) ]; then echo "browser: $(CHROMIUM) is installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "browser: skipped (not root: apt-get install chromium by hand; the browser tests will skip)"; \
+	elif ! command -v apt-get >/dev/null; then echo "browser: skipped (no apt-get here; the browser tests will skip)"; \
+	else (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+		&& echo "browser: installed $(CHROMIUM)" \
+		|| echo "browser: skipped (apt-get install chromium failed; the browser tests will skip)"; fi
+
+# A PNG of each web view page in screenshots/ (a daemon and `phloem web` are started and stopped).
+screenshots: install browser
+	$(BIN)/python -m tests.web.screenshots screenshots
 
 test-fast: install
 	$(BIN)/python -m pytest -q

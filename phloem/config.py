@@ -40,6 +40,7 @@ from phloem.actors.mcp.settings import McpConfig
 from phloem.actors.planning.settings import PlanningConfig
 from phloem.actors.plugins.settings import PluginConfig, PluginName, check_plugins
 from phloem.actors.sessions.settings import SessionsConfig
+from phloem.actors.telemetry.settings import TelemetryConfig
 from phloem.models.providers import ProviderConfig
 from phloem.paths import default_socket_path
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -145,6 +146,35 @@ class ServicesConfig(Section):
     extra: Components = {}
 
 
+# `[web] listen`: empty (off), or HOST:PORT ([::1]:PORT for IPv6); the port is checked
+# (0 - 65535) by `phloem web`, which serves the page (see phloem.web).
+LISTEN_PATTERN = r"^$|^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$"
+DEFAULT_WEB_TOKEN_ENV = "PHLOEM_WEB_TOKEN"
+
+
+class WebConfig(Section):
+    """`[web]`: the read-only web view that `phloem web` serves (off by default).
+
+    A loopback `listen` needs nothing more; any other address needs the bearer token in
+    the variable `token_env`, checked on every request.
+    """
+
+    listen: Annotated[str, msgspec.Meta(pattern=LISTEN_PATTERN)] = ""
+    token_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")] = (
+        DEFAULT_WEB_TOKEN_ENV
+    )
+    # How often the tree is read from the daemon (a restart shows within about this).
+    refresh_ms: Annotated[int, msgspec.Meta(ge=50, le=10_000)] = 200
+    # Directory of JSON eval reports (`phloem eval run --json FILE`) to render; "" = none.
+    reports_dir: str = ""
+    # Browsers following the page at once; one more is answered 503.
+    max_clients: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 32
+    # Updates queued for one browser that does not read; one more drops that browser.
+    client_queue: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
+    # Time one browser has to take one update before it is dropped.
+    write_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 5.0
+
+
 class Config(Section):
     """The whole daemon configuration."""
 
@@ -162,8 +192,6 @@ class Config(Section):
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
     # The coding tools' limits (`[tools]`, see phloem.tools.settings).
     tools: ToolsConfig = section(ToolsConfig)
-    # Durable sessions and harness agents (`[sessions]`, see phloem.actors.sessions.settings).
-    sessions: SessionsConfig = section(SessionsConfig)
     # Instruction discovery, skills, templates, prompt commands (`[instructions]`).
     instructions: InstructionsConfig = section(InstructionsConfig)
     # Gemini Live sessions (`[live]`, see phloem.actors.live.settings).
@@ -176,6 +204,12 @@ class Config(Section):
     lsp: LspConfig = section(LspConfig)
     # Tree-wide plugins, in declaration order (`[plugins.NAME]`, phloem.actors.plugins).
     plugins: dict[PluginName, PluginConfig] = {}
+    # OpenTelemetry traces and metrics (`[telemetry]`, see phloem.actors.telemetry).
+    telemetry: TelemetryConfig = section(TelemetryConfig)
+    # Durable sessions and harness agents (`[sessions]`, see phloem.actors.sessions.settings).
+    sessions: SessionsConfig = section(SessionsConfig)
+    # The web view (`[web]`, served by `phloem web`, see phloem.web).
+    web: WebConfig = section(WebConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:
@@ -185,13 +219,13 @@ class Config(Section):
             raise ValueError(
                 f"daemon.socket: path {str(path)!r} is longer than {SOCKET_PATH_MAX_BYTES} bytes"
             )
+        check_plugins(self.plugins)
         for name, agent in self.sessions.agents.items():
             if agent.provider not in self.providers:
                 raise ValueError(
                     f"sessions.agents.{name}.provider: "
                     f"no [providers.{agent.provider}] is configured"
                 )
-        check_plugins(self.plugins)
         if self.daemon.max_request_timeout_s < self.daemon.request_timeout_s:
             raise ValueError("daemon.max_request_timeout_s must be >= daemon.request_timeout_s")
 

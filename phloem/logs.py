@@ -30,6 +30,7 @@ from typing import Any, Literal, TextIO
 
 import structlog
 
+from phloem import telemetry
 from phloem.protocols.secrets import REDACTED, is_secret_key, redact, redact_value
 
 _lock = threading.Lock()
@@ -97,6 +98,16 @@ def redact_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
     return out
 
 
+def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """structlog processor: `trace_id` and `span_id` (hex) of the current span, if any,
+    so a log line can be found from its trace and the other way round."""
+    ids = telemetry.current_ids()
+    if ids is not None:
+        event.setdefault("trace_id", ids[0])
+        event.setdefault("span_id", ids[1])
+    return event
+
+
 class _Sink:
     """Where records go now: the standard library (stream None) or one stream of lines."""
 
@@ -132,6 +143,7 @@ def _wrap(name: str) -> Any:
             processors=[
                 structlog.stdlib.filter_by_level,
                 structlog.processors.format_exc_info,
+                add_trace_ids,
                 redact_fields,
                 _stdlib_message,
             ],
@@ -150,6 +162,7 @@ def _wrap(name: str) -> Any:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            add_trace_ids,
             redact_fields,
             renderer,
         ],

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import psutil
 
+from phloem import telemetry
 from phloem._version import __version__
 from phloem.actors.reload import Reloader, ReloadReport, apply_reload
 from phloem.actors.services import (
@@ -48,7 +49,7 @@ from phloem.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
-from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, TOO_DEEP, DaemonStatus
+from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, TOO_DEEP, DaemonStatus, TelemetryCounts
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditWindow, Subscription
 from phloem.supervision.handle import ChildHandle, ChildStartError
@@ -356,8 +357,10 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         respond: Respond,
         *,
         tell: bool = False,
+        trace: dict[str, str] | None = None,
     ) -> None:
-        """Route one request; `respond` is called exactly once with the outcome."""
+        """Route one request; `respond` is called exactly once with the outcome. `trace`
+        is the caller's W3C context: a service handles the request as its child."""
         if self._stopped.is_set():
             respond(_error(ErrorKind.SHUTTING_DOWN, "the tree is stopping"))
             return
@@ -369,7 +372,7 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         actor = handle.actor
         if isinstance(actor, ServiceActor):
             self._call_service(
-                handle, type(actor).request_type, owner, body, timeout, respond, tell
+                handle, type(actor).request_type, owner, body, timeout, respond, tell, trace
             )
         else:
             self._call_plain(handle, body, timeout, respond, tell)
@@ -391,6 +394,7 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         timeout: float | None,
         respond: Respond,
         tell: bool,
+        trace: dict[str, str] | None = None,
     ) -> None:
         try:
             message = (
@@ -405,9 +409,9 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
             respond(_error(ErrorKind.BAD_MESSAGE, f"{handle.name}: {TOO_DEEP}"))
             return
         if tell:
-            call = Call(owner, message, _log_tell_outcome)
+            call = Call(owner, message, _log_tell_outcome, trace)
         else:
-            call = Call(owner, message, respond)
+            call = Call(owner, message, respond, trace)
             seconds = self._timeout(timeout)
             if seconds <= 0:
                 respond(_error(ErrorKind.TIMEOUT, "timeout must be > 0"))
@@ -549,7 +553,26 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
             refs=self.refs.count(),
             streams=len(self.streams),
             socket=self.socket_path,
+            telemetry=_telemetry_counts(),
         )
+
+
+def _telemetry_counts() -> TelemetryCounts:
+    runtime = telemetry.active()
+    if runtime is None:
+        return TelemetryCounts()
+    c = runtime.counts()
+    return TelemetryCounts(
+        enabled=True,
+        exported=c["exported"],
+        dropped=c["dropped"],
+        failed=c["failed"],
+        dropped_by_reason=c["dropped_by_reason"],
+        offered=c["offered"],
+        queued=c["queued"],
+        inflight=c["inflight"],
+        peak_queued=c["peak_queued"],
+    )
 
 
 def _log_tell_outcome(outcome: Outcome) -> None:

@@ -1,10 +1,10 @@
 """The package's shape holds: imports run one way, no cycles, every export imports.
 
 Layers, lowest first: the formats (`protocols`, and the small top-level modules they may
-use: `_version`, `limits`, `settings`, `logs`, `paths`) ← `supervision` ← `tools` ← `models` ←
-`actors` ← `config` ← `client`, `daemon`, `cli`, `tree`, `plugins` ← `examples`. A module
-may import its own layer and the ones below it; lazy imports inside functions count too;
-`if TYPE_CHECKING:` imports (annotations only) do not.
+use: `_version`, `limits`, `settings`, `logs`, `paths`, `telemetry`) ← `supervision` ←
+`tools` ← `models` ← `actors` ← `config` ← `client`, `daemon`, `cli`, `tree`, `plugins` ←
+`examples`. A module may import its own layer and the ones below it; lazy imports inside
+functions count too; `if TYPE_CHECKING:` imports (annotations only) do not.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "settings": 0,
     "logs": 0,
     "paths": 0,
+    "telemetry": 0,
     "supervision": 1,
     "tools": 2,
     "models": 3,  # one-shot runs call tools through the one tool contract
@@ -38,6 +39,7 @@ LAYERS: dict[str, int] = {
     "cli": 6,
     "tree": 6,
     "plugins": 6,  # the public face of the plugin contract (phloem.plugins)
+    "web": 6,  # `phloem web`: a client of the daemon, served by the cli
     "examples": 7,
     "__main__": 7,
 }

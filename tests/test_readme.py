@@ -122,33 +122,6 @@ def test_coding_tools() -> None:
     run_readme_block(block, "coding-tools")
 
 
-def test_instructions_skills_and_tool_policy(capsys: pytest.CaptureFixture[str]) -> None:
-    blocks = readme_python_blocks("Instructions, skills and tool policy")
-    assert len(blocks) == 3
-    run_readme_block("\n".join(blocks), "instructions")
-    out = capsys.readouterr().out.splitlines()
-    assert out == [
-        "['~/.claude/CLAUDE.md', 'AGENTS.md']",
-        "['~/.claude/CLAUDE.md', 'AGENTS.md', 'src/AGENTS.md']",
-        "Tests: make test. Use type hints.",
-        "['bash']",
-        "['write', 'edit'] denied denied",
-        "hi",
-        "Be careful.",
-        "['edit', 'find', 'grep', 'ls', 'read', 'write']",
-        "Review a change",
-        "Read the diff of HEAD~1 first. {'allow': ['grep', 'read'], 'deny': []}",
-        "Fix issue-17 on branch main.",
-    ]
-    toml = re.findall(
-        r"```toml\n(.*?)```", readme_section("Instructions, skills and tool policy"), re.S
-    )
-    llm = tomllib.loads(toml[0])["agents"]["llm"]["coder"]
-    msgspec.convert(llm, LlmAgentConfig)  # every key is a real one
-    harness = tomllib.loads(toml[1])["sessions"]["agents"]["coder"]
-    assert msgspec.convert(harness, HarnessAgentConfig).confirmation is True
-
-
 def test_live_sessions(capsys: pytest.CaptureFixture[str]) -> None:
     (block,) = readme_python_blocks("Live sessions")
     run_readme_block(block, "live-sessions")
@@ -160,15 +133,6 @@ def test_live_sessions(capsys: pytest.CaptureFixture[str]) -> None:
         "active",
         "4 closed {'reason': 'client_closed', 'detail': ''}",
     ]
-
-
-def test_sessions_and_chat(capsys: pytest.CaptureFixture[str]) -> None:
-    (block,) = readme_python_blocks("Sessions and chat")
-    run_readme_block(block, "sessions")
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == "['ls']"
-    assert out[1].startswith("You have asked me 2 questions in this session; the first was")
-    assert out[2] == "done [] 6"
 
 
 def test_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
@@ -249,3 +213,73 @@ def test_plugins(capsys: pytest.CaptureFixture[str]) -> None:
     assert out == (
         "run helper done\nIt is fine. | Answer in one sentence.\nrun helper done\nfrom the cache\n"
     )
+
+
+def test_telemetry(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.actors.telemetry.receiver import Receiver
+
+    section = readme_section("Telemetry")
+    assert "docker run" in section and "4318:4318" in section and "1.37.0" in section
+    data = tomllib.loads((ROOT / "conf" / "phloem.toml").read_text())
+    for key in data["telemetry"]:
+        assert f"`telemetry.{key}`" in section or f"`{key}`" in section, key
+    (block,) = readme_python_blocks("Telemetry")
+    with Receiver() as rx:  # stands in for the Jaeger of the `docker run` line
+        run_readme_block(block.replace("http://127.0.0.1:4318", rx.endpoint), "telemetry")
+        assert capsys.readouterr().out == "done 3\n"
+        spans = {s.name: s for s in rx.spans}
+    assert set(spans) == {"my-request", "invoke_agent helper", "chat scripted"}
+    assert spans["invoke_agent helper"].parent_span_id == spans["my-request"].span_id
+    assert spans["chat scripted"].parent_span_id == spans["invoke_agent helper"].span_id
+    assert spans["my-request"].resource["service.name"] == "readme"
+
+
+def test_sessions_and_chat(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = readme_python_blocks("Sessions and chat")
+    run_readme_block(block, "sessions")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "['ls']"
+    assert out[1].startswith("You have asked me 2 questions in this session; the first was")
+    assert out[2] == "done [] 6"
+
+
+def test_web_view(
+    readme_daemon: DaemonProc,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("PHLOEM_SOCKET", str(readme_daemon.socket))
+    (block,) = readme_python_blocks("Web view")
+    run_readme_block(block, "web-view")
+    assert capsys.readouterr().out == "True\n"
+    section = readme_section("Web view")
+    data = tomllib.loads((ROOT / "conf" / "phloem.toml").read_text())
+    for key in data["web"]:
+        assert f"`web.{key}`" in section, f"web.{key} is not documented in the README"
+
+
+def test_instructions_skills_and_tool_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = readme_python_blocks("Instructions, skills and tool policy")
+    assert len(blocks) == 3
+    run_readme_block("\n".join(blocks), "instructions")
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "['~/.claude/CLAUDE.md', 'AGENTS.md']",
+        "['~/.claude/CLAUDE.md', 'AGENTS.md', 'src/AGENTS.md']",
+        "Tests: make test. Use type hints.",
+        "['bash']",
+        "['write', 'edit'] denied denied",
+        "hi",
+        "Be careful.",
+        "['edit', 'find', 'grep', 'ls', 'read', 'write']",
+        "Review a change",
+        "Read the diff of HEAD~1 first. {'allow': ['grep', 'read'], 'deny': []}",
+        "Fix issue-17 on branch main.",
+    ]
+    toml = re.findall(
+        r"```toml\n(.*?)```", readme_section("Instructions, skills and tool policy"), re.S
+    )
+    llm = tomllib.loads(toml[0])["agents"]["llm"]["coder"]
+    msgspec.convert(llm, LlmAgentConfig)  # every key is a real one
+    harness = tomllib.loads(toml[1])["sessions"]["agents"]["coder"]
+    assert msgspec.convert(harness, HarnessAgentConfig).confirmation is True

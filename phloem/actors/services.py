@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
 
+from phloem import telemetry
 from phloem.actors.streams import StreamHub, Topic
 from phloem.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
@@ -58,15 +59,16 @@ log = get_logger("phloem.services")
 
 # Modules that register services when imported; appended to by feature modules' owners.
 SERVICE_MODULES: list[str] = [
+    "phloem.actors.telemetry.service",  # first to start, last to stop: it drains the rest
     "phloem.actors.echo",
     "phloem.actors.planning.service",
     "phloem.actors.agents.service",
-    "phloem.actors.sessions.service",
     "phloem.actors.live.service",
     "phloem.actors.eval.service",
     "phloem.actors.mcp.service",
     "phloem.actors.lsp.service",
     "phloem.actors.plugins.service",
+    "phloem.actors.sessions.service",
 ]
 
 MAX_SERVICE_NAME_CHARS = 64
@@ -92,11 +94,18 @@ Respond = Callable[[Outcome], None]
 class Call:
     """One request to a service: who asked, what, and a reply that can be sent once."""
 
-    __slots__ = ("_done", "_lock", "_on_done", "_respond", "_tag", "message", "owner")
+    __slots__ = ("_done", "_lock", "_on_done", "_respond", "_tag", "message", "owner", "trace")
 
-    def __init__(self, owner: Owner, message: Any, respond: Respond) -> None:
+    def __init__(
+        self,
+        owner: Owner,
+        message: Any,
+        respond: Respond,
+        trace: dict[str, str] | None = None,
+    ) -> None:
         self.owner = owner
         self.message = message
+        self.trace = trace  # the caller's W3C context: `handle` runs as its child
         self._respond = respond
         self._lock = threading.Lock()
         self._done = False
@@ -199,7 +208,8 @@ class ServiceActor(Actor):
         if message.done:  # timed out while waiting in the inbox
             return None
         try:
-            result = self.handle(message.message, message)
+            with telemetry.attached(message.trace):
+                result = self.handle(message.message, message)
         except PhloemError as err:
             message.fail(err)
         except Exception as exc:

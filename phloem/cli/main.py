@@ -35,13 +35,15 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.eval",
     "phloem.cli.models",
     "phloem.cli.planning",
-    "phloem.cli.sessions",
     "phloem.cli.plugins",
+    "phloem.cli.sessions",
     "phloem.cli.tools",
     "phloem.cli.instructions",
     "phloem.cli.live",
     "phloem.cli.mcp",
     "phloem.cli.completion",
+    "phloem.cli.telemetry",
+    "phloem.cli.web",
 ]
 
 

@@ -53,8 +53,18 @@ def render_status(st: Any) -> str:
             f"restarts   {st.restarts}",
             f"memory     {memory}   threads {st.threads}",
             f"clients    {st.connections} connected · {st.refs} refs · {st.streams} streams",
+            _telemetry_line(st),
         ]
     )
+
+
+def _telemetry_line(st: Any) -> str:
+    t = getattr(st, "telemetry", None)
+    if t is None or not t.enabled:
+        return "telemetry  off"
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(t.dropped_by_reason.items()) if v)
+    dropped = f"{t.dropped} dropped ({reasons})" if reasons else f"{t.dropped} dropped"
+    return f"telemetry  {t.exported} exported · {dropped} · {t.failed} failed exports"
 
 
 def _where(node: Any) -> str:

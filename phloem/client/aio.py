@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from phloem import telemetry
 from phloem.client.agents import AsyncAgentMethods
 from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, _encode, decode_as
@@ -45,6 +46,7 @@ from phloem.client.socket import (
     REPLY_GRACE_S,
     no_daemon_error,
 )
+from phloem.client.telemetry import AsyncTelemetryMethods
 from phloem.limits import check_range
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import (
@@ -65,6 +67,7 @@ from phloem.protocols.wire import (
     StreamEnd,
     Subscribe,
     Tell,
+    TraceContext,
     Unsubscribe,
     Welcome,
     decode_server,
@@ -101,6 +104,7 @@ class AsyncClient(
     AsyncPlanningMethods,
     AsyncSessionMethods,
     AsyncPluginMethods,
+    AsyncTelemetryMethods,
     AsyncClientBase,
 ):
     """A native asyncio client over one pipelined connection to a phloem daemon.
@@ -380,15 +384,19 @@ class AsyncClient(
         `timeout` (seconds) defaults to the daemon's `request_timeout_s`; it also covers
         waiting for a free in-flight slot."""
         body = msgspec.Raw(_encode(message))
+        trace = TraceContext.from_carrier(telemetry.carrier())
         reply = await self._request(
-            lambda rid: Ask(rid, actor, body, timeout), self._wait(timeout), counted=True
+            lambda rid: Ask(rid, actor, body, timeout, trace), self._wait(timeout), counted=True
         )
         return decode_as(reply, reply_type)
 
     async def tell(self, actor: str, message: Any = None) -> None:
         """Queue `message` for the actor; returns once it is in the actor's inbox."""
         body = msgspec.Raw(_encode(message))
-        await self._request(lambda rid: Tell(rid, actor, body), self._wait(None), counted=True)
+        trace = TraceContext.from_carrier(telemetry.carrier())
+        await self._request(
+            lambda rid: Tell(rid, actor, body, trace), self._wait(None), counted=True
+        )
 
     async def status(self) -> DaemonStatus:
         """Uptime, counts of actors/processes/supervisors, restarts, memory, connections."""

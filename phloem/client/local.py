@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from phloem import telemetry
 from phloem.client.base import StreamSource
 from phloem.client.socket import REPLY_GRACE_S
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
@@ -71,7 +72,15 @@ class LocalTransport:
         tree = self._tree
         if op in ("ask", "tell"):
             slot = _Slot()
-            tree.call(self.owner, actor, body, timeout, slot.set, tell=op == "tell")
+            tree.call(
+                self.owner,
+                actor,
+                body,
+                timeout,
+                slot.set,
+                tell=op == "tell",
+                trace=telemetry.carrier(),
+            )
             ok, value = slot.wait(tree._timeout(timeout) + REPLY_GRACE_S)
             if not ok:
                 assert isinstance(value, ErrorValue)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from phloem import telemetry
 from phloem.client.base import StreamSource
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import (
@@ -41,6 +42,7 @@ from phloem.protocols.wire import (
     StreamEnd,
     Subscribe,
     Tell,
+    TraceContext,
     Unsubscribe,
     Welcome,
     decode_server,
@@ -232,10 +234,12 @@ class SocketTransport:
         rid = next(self._ids)
         wait: float | None
         if op == "ask":
-            message: Any = Ask(rid, actor, msgspec.Raw(body), timeout)
+            trace = TraceContext.from_carrier(telemetry.carrier())
+            message: Any = Ask(rid, actor, msgspec.Raw(body), timeout, trace)
             wait = (timeout if timeout is not None else self.request_timeout_s) + REPLY_GRACE_S
         elif op == "tell":
-            message = Tell(rid, actor, msgspec.Raw(body))
+            trace = TraceContext.from_carrier(telemetry.carrier())
+            message = Tell(rid, actor, msgspec.Raw(body), trace)
             wait = self.request_timeout_s + REPLY_GRACE_S
         else:
             factory = {"status": GetStatus, "tree": GetTree, "stop": StopDaemon, "ping": Ping}

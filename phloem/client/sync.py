@@ -24,6 +24,7 @@ from phloem.client.planning import PlanningMethods
 from phloem.client.plugins import PluginMethods
 from phloem.client.sessions import SessionClientMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
+from phloem.client.telemetry import TelemetryMethods
 
 
 class Client(
@@ -34,6 +35,7 @@ class Client(
     PlanningMethods,
     SessionClientMethods,
     PluginMethods,
+    TelemetryMethods,
     ClientBase,
 ):
     """The phloem client: `Client.connect(path)` for a daemon, `tree.client()` embedded.

@@ -297,6 +297,7 @@ class Connection:
                 timeout,
                 self._responder(message.id),
                 tell=isinstance(message, Tell),
+                trace=None if message.trace is None else message.trace.carrier(),
             )
         elif isinstance(message, Credit):
             with self._lock:

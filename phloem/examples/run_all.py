@@ -90,6 +90,7 @@ EXAMPLE_MODULES: list[str] = [
     "phloem.examples.live_session",
     "phloem.examples.sessions_demo",
     "phloem.examples.helpdesk_eval",
+    "phloem.examples.sessions_demo",
 ]
 
 

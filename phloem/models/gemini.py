@@ -42,6 +42,9 @@ def check_model_name(model: str) -> str:
 class GeminiModel:
     """A Gemini model over REST. Thread-safe; `close()` releases a client it created."""
 
+    provider_name = "gcp.gemini"  # GenAI semantic conventions: gen_ai.provider.name
+    operation_name = "generate_content"  # gen_ai.operation.name of a call
+
     def __init__(
         self,
         model: str = wire.DEFAULT_MODEL,

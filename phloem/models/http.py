@@ -27,6 +27,7 @@ from typing import Any, Final
 import httpx
 import msgspec
 
+from phloem import telemetry
 from phloem.limits import RangeError, RangeTypeError, check_range, format_number
 from phloem.logs import get_logger
 from phloem.models import cancel
@@ -229,6 +230,7 @@ class HttpTransport:
             "accept-encoding": "gzip, deflate",
             "user-agent": "phloem",
         }
+        out.update(telemetry.headers())  # W3C traceparent of the current (model call) span
         out.update(headers)
         return out
 

@@ -80,6 +80,28 @@ class CallInfo:
             metadata=self.metadata,
         )
 
+    def for_model(self, model: Any) -> CallInfo:
+        """A model call to `model`: its class as the target, and in `metadata` what it
+        says of itself (`provider_name`, `operation_name`, its `model` or `name`) under
+        the GenAI attribute names, for telemetry and plugins."""
+        meta = dict(self.metadata)
+        meta["gen_ai.provider.name"] = str(getattr(model, "provider_name", "") or "")
+        meta["gen_ai.operation.name"] = str(getattr(model, "operation_name", "") or "chat")
+        meta["gen_ai.request.model"] = str(
+            getattr(model, "model", "") or getattr(model, "name", "") or ""
+        )[:256]
+        info = self.derive("model", type(model).__name__)
+        return CallInfo(
+            kind=info.kind,
+            agent=info.agent,
+            invocation_id=info.invocation_id,
+            session_id=info.session_id,
+            app=info.app,
+            user=info.user,
+            target=info.target,
+            metadata=MappingProxyType(meta),
+        )
+
 
 @dataclass(frozen=True)
 class ToolCall:

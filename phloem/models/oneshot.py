@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from phloem import telemetry
 from phloem.limits import check_range
 from phloem.logs import get_logger
 from phloem.models.cancel import cancel_scope
@@ -250,7 +251,7 @@ class _Run:
         self.check_cancel()
         self.model_calls += 1
         try:
-            info = self.info.derive("model", type(self.model).__name__)
+            info = self.info.for_model(self.model)
             with cancel_scope(self.is_cancelled):
                 response = self.interceptors.model(info, request, self._generate)
         except ModelError as exc:
@@ -346,6 +347,7 @@ class _Run:
                 self.tool_calls += 1
 
     def result(self, error: ErrorValue | None) -> OneShotResult:
+        telemetry.count("phloem.runs", kind="oneshot", outcome=str(error.kind) if error else "ok")
         return OneShotResult(
             text=self.text,
             tool_results=tuple(self.tool_results),

@@ -87,6 +87,9 @@ class OpenAIConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class OpenAIModel:
     """An OpenAI-compatible model. Thread-safe; `close()` releases a client it created."""
 
+    provider_name = "openai"  # GenAI semantic conventions: gen_ai.provider.name
+    operation_name = "chat"  # gen_ai.operation.name of a call
+
     def __init__(
         self,
         protocol: OpenAIProtocol,

@@ -186,6 +186,18 @@ class ProviderRegistry:
                 ErrorKind.UNKNOWN_PROVIDER, f"no provider named {name!r} is configured"
             ) from None
 
+    def describe(self, name: str) -> dict[str, str]:
+        """What provider `name`'s model is, from its config alone (nothing is built, no
+        key is read): `provider_name`, `operation_name` and `model`, as its model class
+        names them for telemetry."""
+        config = self.config(name)
+        cls = GeminiModel if config.protocol == "gemini" else OpenAIModel
+        return {
+            "provider_name": cls.provider_name,
+            "operation_name": cls.operation_name,
+            "model": config.model,
+        }
+
     def get(self, name: str) -> GeminiModel | OpenAIModel:
         config = self.config(name)
         with self._lock:

@@ -25,6 +25,9 @@ ScriptEntry: TypeAlias = (
 class ScriptedModel:
     """A `Model` that replays a script of answers; thread-safe."""
 
+    provider_name = "phloem.scripted"  # GenAI semantic conventions: gen_ai.provider.name
+    operation_name = "chat"
+
     def __init__(self, responses: Iterable[ScriptEntry], *, name: str = "scripted") -> None:
         self.name = name
         self._script: list[ScriptEntry] = list(responses)

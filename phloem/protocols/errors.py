@@ -175,13 +175,6 @@ class ErrorKind(enum.StrEnum):
     INVALID_OUTPUT = "invalid_output", "an agent's output is not JSON, too large or malformed"
     TOOL_ROUND_LIMIT = "tool_round_limit", "an LlmAgent still calls tools after max_tool_rounds"
 
-    # --- durable sessions and the harness (phloem.actors.sessions) ----------------------
-    SESSION_BUSY = "session_busy", "the session already has an active run"
-    SESSION_CORRUPT = "session_corrupt", "a session file has a corrupt complete line"
-    SESSION_CONFLICT = "session_conflict", "an event id was appended twice with other content"
-    SESSION_STORE_LOCKED = "session_store_locked", "another process holds the session store"
-    SESSION_IO = "session_io", "the session store could not read or write a file"
-
     # --- instructions, templates, tool policy and confirmation ---------------------------
     UNKNOWN_TEMPLATE = "unknown_template", "no prompt template of that name (`/name args`)"
     UNKNOWN_CALL = "unknown_call", "no tool call of that id is waiting for confirmation"
@@ -199,6 +192,12 @@ class ErrorKind(enum.StrEnum):
     PLUGIN_UNAVAILABLE = "plugin_unavailable", "a stateful plugin instance is down (not restarted)"
     PLUGIN_STATE_TOO_LARGE = "plugin_state_too_large", "a stateful plugin's state is over its bound"
     QUEUE_FULL = "queue_full", "a stateful plugin instance has max_queue calls waiting"
+    # --- durable sessions and the harness (phloem.actors.sessions) ----------------------
+    SESSION_BUSY = "session_busy", "the session already has an active run"
+    SESSION_CORRUPT = "session_corrupt", "a session file has a corrupt complete line"
+    SESSION_CONFLICT = "session_conflict", "an event id was appended twice with other content"
+    SESSION_STORE_LOCKED = "session_store_locked", "another process holds the session store"
+    SESSION_IO = "session_io", "the session store could not read or write a file"
 
     # --- planning runtime ----------------------------------------------------------------
     UNKNOWN_PLAN_FIELDS = "unknown_plan_fields", "a plan has unknown fields"

@@ -62,21 +62,47 @@ class Hello(_Msg, tag="hello", frozen=True):
     client: str = ""
 
 
-class Ask(_Msg, tag="ask", frozen=True):
+class TraceContext(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The caller's W3C trace context (`phloem.telemetry.carrier()`): the daemon's spans
+    for the request become children of the caller's span. It is advisory: a malformed or
+    over-long value (traceparent ≠ 55 chars, tracestate > 512) is ignored, never an error
+    (the frame itself is bounded by `max_frame_bytes`)."""
+
+    traceparent: str
+    tracestate: str = ""
+
+    @classmethod
+    def from_carrier(cls, data: dict[str, str] | None) -> TraceContext | None:
+        """The envelope field for a W3C carrier (None: no context to send)."""
+        if not data or len(data.get("traceparent", "")) != 55:
+            return None
+        state = data.get("tracestate", "")
+        return cls(data["traceparent"], state if len(state) <= 512 else "")
+
+    def carrier(self) -> dict[str, str]:
+        out = {"traceparent": self.traceparent}
+        if self.tracestate:
+            out["tracestate"] = self.tracestate
+        return out
+
+
+class Ask(_Msg, tag="ask", frozen=True, omit_defaults=True):
     """Ask an actor (by path) and wait for its reply; `timeout` in seconds."""
 
     id: RequestId
     actor: str
     body: msgspec.Raw
     timeout: float | None = None
+    trace: TraceContext | None = None
 
 
-class Tell(_Msg, tag="tell", frozen=True):
+class Tell(_Msg, tag="tell", frozen=True, omit_defaults=True):
     """Queue a message for an actor; the reply is an empty `Reply` once it is queued."""
 
     id: RequestId
     actor: str
     body: msgspec.Raw
+    trace: TraceContext | None = None
 
 
 class GetStatus(_Msg, tag="status", frozen=True):
@@ -315,6 +341,20 @@ def _scalar(data: bytes, pos: int) -> tuple[bytes | None, int]:
 # --- replies with a fixed shape -----------------------------------------------------------
 
 
+class TelemetryCounts(msgspec.Struct, frozen=True):
+    """The export bus's counts (`phloem status`, key `telemetry`); zeros when it is off."""
+
+    enabled: bool = False
+    exported: int = 0
+    dropped: int = 0
+    failed: int = 0
+    dropped_by_reason: dict[str, int] = msgspec.field(default_factory=dict)
+    offered: int = 0  # == exported + dropped + queued + inflight
+    queued: int = 0
+    inflight: int = 0
+    peak_queued: int = 0
+
+
 class DaemonStatus(msgspec.Struct, frozen=True):
     """The one-screen summary behind `phloem status` (and `Client.status()`)."""
 
@@ -335,3 +375,4 @@ class DaemonStatus(msgspec.Struct, frozen=True):
     refs: int
     streams: int
     socket: str | None = None
+    telemetry: TelemetryCounts = msgspec.field(default_factory=TelemetryCounts)

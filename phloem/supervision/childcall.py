@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
+from phloem import telemetry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision._child import serve_call
 from phloem.supervision.channel import ChannelError, ChannelTimeout
@@ -128,7 +129,8 @@ def call_in_child(
     """
     control = control if control is not None else CallControl()
     deadline = None if timeout is None else time.monotonic() + timeout
-    target = ProcessTarget(serve_call, (fn, arg), pass_channel=True)
+    # in the caller's trace context: spans the child emits join the caller's trace
+    target = ProcessTarget(serve_call, (telemetry.with_context(fn), arg), pass_channel=True)
     lo, hi = READY_TIMEOUT_RANGE
     ready = DEFAULT_READY_TIMEOUT_S if timeout is None else min(hi, max(lo, timeout))
     starter = start if start is not None else _start_process(name, limits)

@@ -46,6 +46,7 @@ import dill  # type: ignore[import-untyped]
 import msgspec
 import psutil
 
+from phloem import telemetry
 from phloem.limits import check_range
 from phloem.logs import get_logger
 from phloem.protocols.secrets import redact
@@ -235,6 +236,7 @@ class ProcessHandle(ChildHandle):
         if ready and error is None:
             with self._ctl:
                 self._state = ChildState.RUNNING
+            telemetry.count("phloem.process.started")
             cap = self.limits.rss_cap
             if cap is not None:
                 _watchdog.watch(self.pid, cap, self._on_rss_exceeded, marker=self.handle_id)
@@ -333,6 +335,8 @@ class ProcessHandle(ChildHandle):
                 self._status.close()
 
     def _on_gone(self, reason: ExitReason) -> None:
+        if reason.kind is not ExitKind.NORMAL:
+            telemetry.count("phloem.process.killed", reason=str(reason.kind))
         if self.pid:
             _watchdog.unwatch(self.pid)
         if self._channel is not None:

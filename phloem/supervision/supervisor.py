@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from phloem import telemetry
 from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.actor import Actor, ActorHandle
@@ -301,6 +302,7 @@ class SupervisorActor(Actor):
                 with self._lock:
                     self._children.remove(child)
             return
+        telemetry.count("phloem.supervisor.restarts", supervisor=self.name)
         if not self._count_restart():
             return
         if dynamic or self.spec.strategy is Strategy.ONE_FOR_ONE:

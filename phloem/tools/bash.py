@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from phloem import telemetry
 from phloem.limits import check_range
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle, start_process
@@ -203,7 +204,7 @@ class BashTool(Tool):
             out_path, err_path = Path(capture, "stdout"), Path(capture, "stderr")
             out_path.touch(0o600)
             err_path.touch(0o600)
-            env = {**ENV_ADDITIONS, "PWD": str(resolved.absolute)}
+            env = {**ENV_ADDITIONS, **telemetry.child_env(), "PWD": str(resolved.absolute)}
             shell = shell_path()
             argv = [
                 "/bin/sh",

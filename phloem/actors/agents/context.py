@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from phloem.actors.agents.events import Event, new_invocation_id
 from phloem.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
-from phloem.protocols.content import Content
+from phloem.protocols.content import Content, Usage
 from phloem.protocols.errors import ErrorValue
 
 if TYPE_CHECKING:
@@ -73,6 +73,23 @@ class CancelToken:
         return self._event.wait(timeout)
 
 
+class UsageMeter:
+    """The model calls and tokens of one run, summed across every agent it invokes
+    (shared, like the `CancelToken`, by every context derived from the run's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.usage = Usage()
+
+    def add(self, usage: Usage | None) -> None:
+        """Count one model call and its usage (None: the provider reported none)."""
+        with self._lock:
+            self.calls += 1
+            if usage is not None:
+                self.usage = self.usage + usage
+
+
 @dataclass(frozen=True)
 class InvocationContext:
     """One agent invocation's view of the world (immutable)."""
@@ -88,6 +105,9 @@ class InvocationContext:
     executor: GroupExecutor | None = None
     # The tree's interceptors, snapshot at the run's start (plugins, telemetry, policy).
     interceptors: Interceptors = NO_INTERCEPTORS
+    # Model calls and tokens of the whole run (outcome.usage of a run that is not a
+    # planner's own is this; a planner's adds it to its supervisor's calls).
+    usage: UsageMeter = field(default_factory=UsageMeter)
 
     def __post_init__(self) -> None:
         if not isinstance(self.state, MappingProxyType):

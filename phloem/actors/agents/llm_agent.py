@@ -175,7 +175,7 @@ class LlmAgent(Agent):
         contents = self.history(ctx)
         registry, declarations = self._tools_now()
         info = call_info(self, ctx)
-        model_info = info.derive("model", type(self.model).__name__)
+        model_info = info.for_model(self.model)
         for _ in range(self.max_tool_rounds + 1):
             if ctx.cancelled:
                 return
@@ -187,6 +187,7 @@ class LlmAgent(Agent):
             try:
                 with cancel_scope(lambda: ctx.cancel.cancelled):
                     response = self._model_call(ctx, model_info, request)
+                ctx.usage.add(response.usage)
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except PhloemError as exc:
@@ -194,6 +195,8 @@ class LlmAgent(Agent):
                     return  # the run's outcome says cancelled; no model_failed
                 if exc.kind in STOP_KINDS:  # a plugin or callback stops the whole run
                     ctx.cancel.cancel(exc.message, exc.to_value())
+                elif ctx.cancelled:  # the run's outcome says cancelled; no model_failed
+                    return
                 kind = exc.kind if exc.kind in STOP_KINDS else ErrorKind.MODEL_FAILED
                 yield self.error_event(ctx, kind, f"{self.name}: {exc}")
                 return

@@ -151,7 +151,7 @@ class _PlannerRun:
 
     def generate(self, model: Model, request: ModelRequest) -> ModelResponse:
         """A model call of the planner (a `SupervisorPlanner`) through the run's chain."""
-        info = call_info(self.agent, self.ctx).derive("model", type(model).__name__)
+        info = call_info(self.agent, self.ctx).for_model(model)
         return self.ctx.interceptors.model(info, request, model.generate)
 
     # -- events ----------------------------------------------------------------------------

@@ -89,12 +89,40 @@ class ProviderModel:
     """A configured provider's model, resolved at its first call (so a missing API key
     fails that call — `model_failed` — rather than the daemon's start)."""
 
-    def __init__(self, provider: str, resolve: Callable[[str], Model]) -> None:
+    def __init__(
+        self,
+        provider: str,
+        resolve: Callable[[str], Model],
+        describe: Callable[[str], Mapping[str, str]] | None = None,
+    ) -> None:
         self.provider = provider
         self._resolve = resolve
+        self._describe_provider = describe
 
     def generate(self, request: ModelRequest) -> ModelResponse:
         return self._resolve(self.provider).generate(request)
+
+    def _describe(self, attribute: str) -> str:
+        """What the provider's config says of its model (telemetry's GenAI attributes),
+        without resolving it; "" for a provider that is not configured."""
+        if self._describe_provider is None:
+            return ""
+        try:
+            return self._describe_provider(self.provider).get(attribute, "")
+        except Exception:
+            return ""
+
+    @property
+    def provider_name(self) -> str:
+        return self._describe("provider_name")
+
+    @property
+    def operation_name(self) -> str:
+        return self._describe("operation_name")
+
+    @property
+    def model(self) -> str:
+        return self._describe("model")
 
     def stream(self, request: ModelRequest) -> Iterator[ModelResponse]:
         """The provider's stream (`unsupported_streaming` where it has none)."""
@@ -147,6 +175,7 @@ def build_registry(
     models: Callable[[str], Model] = _no_models,
     instructions: Any = None,
     mcp_toolset: Callable[[list[str]], Toolset] | None = None,
+    describe: Callable[[str], Mapping[str, str]] | None = None,
 ) -> AgentRegistry:
     """Agents from an `[agents]` config section; `load` resolves `module:attribute`,
     `models` a provider name to its model, `mcp_toolset` MCP server names to the
@@ -187,7 +216,7 @@ def build_registry(
                 LlmAgent(
                     name,
                     lc.description,
-                    ProviderModel(lc.provider, models),
+                    ProviderModel(lc.provider, models, describe),
                     lc.instruction,
                     tools,
                     output_key=lc.output_key,
@@ -220,7 +249,7 @@ def build_registry(
                 except PhloemError:
                     raise _invalid(f"agents.planners.{name}: unknown sub-agent {sub!r}") from None
             try:
-                factory = planner_factory(name, pc, subs, models)
+                factory = planner_factory(name, pc, subs, models, describe)
                 registry.add(
                     PlannerAgent(
                         name,
@@ -252,13 +281,17 @@ def contracts_for(name: str, pc: Any, subs: list[Agent]) -> list[AgentMetadata]:
 
 
 def planner_factory(
-    name: str, pc: Any, subs: list[Agent], models: Callable[[str], Model] = _no_models
+    name: str,
+    pc: Any,
+    subs: list[Agent],
+    models: Callable[[str], Model] = _no_models,
+    describe: Callable[[str], Mapping[str, str]] | None = None,
 ) -> Callable[[], Planner]:
     kind = pc.planner
     if kind == "supervisor":
         if not pc.provider:
             raise _invalid(f"agents.planners.{name}: supervisor needs a provider")
-        model = ProviderModel(pc.provider, models)
+        model = ProviderModel(pc.provider, models, describe)
         system, events, calls = pc.system_instruction, pc.max_events, pc.max_model_calls
         return lambda: SupervisorPlanner(model, system, events, calls)
     if kind == "sequential":

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from phloem import telemetry
 from phloem.actors.agents.agent import Agent, invoke
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.events import Event
@@ -161,6 +162,13 @@ def _run(
     if outcome is None:
         outcome = _derive_outcome(agent, ctx, produced, crash)
     outcome = _plugin_stop(agent, produced, outcome, cancel.error)
+    if ctx.usage.calls:
+        outcome = msgspec.structs.replace(
+            outcome,
+            model_calls=outcome.model_calls + ctx.usage.calls,
+            usage=outcome.usage + ctx.usage.usage,
+        )
+    telemetry.count("phloem.runs", kind="agent", outcome=str(outcome.status))
     return AgentRun(
         agent=agent.name,
         session_id=session.id,

@@ -35,6 +35,7 @@ from typing import Any
 
 import msgspec
 
+from phloem import telemetry
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.events import Event
@@ -126,6 +127,7 @@ class _Run:
     executor: SupervisedExecutor
     topic: Topic | None
     interceptors: Interceptors = NO_INTERCEPTORS
+    trace: Any = None  # the starting request's trace context (phloem.telemetry.capture)
     # Per run (phloem.actors.instructions): the turn's tool policy, confirmation of
     # mutating tools, the workspace whose instructions are discovered, the warnings.
     policy: ToolPolicy | None = None
@@ -266,15 +268,16 @@ class AgentRunDriver(Actor):
         reason: ExitReason | None = None
         try:
             topic.stream.wait_for_subscribers(1, self.request.subscribe_wait_s)
-            result = run_agent(
-                run.agent,
-                input=self.request.input,
-                state=self.request.state,
-                executor=run.executor,
-                cancel=run.token,
-                on_event=forward,
-                interceptors=run.chain(self.instructions),
-            )
+            with telemetry.use(run.trace):
+                result = run_agent(
+                    run.agent,
+                    input=self.request.input,
+                    state=self.request.state,
+                    executor=run.executor,
+                    cancel=run.token,
+                    on_event=forward,
+                    interceptors=run.chain(self.instructions),
+                )
             if run.confirm is not None:
                 run.confirm.close("the run ended")
             if not failed:
@@ -443,7 +446,16 @@ class AgentService(ServiceActor):
         executor = SupervisedExecutor(
             run_id, parent=runs, invocation_timeout_s=self.invocation_timeout_s
         )
-        run = _Run(run_id, "", agent, token, executor, None, self.ctx.interceptors.chain())
+        run = _Run(
+            run_id,
+            "",
+            agent,
+            token,
+            executor,
+            None,
+            self.ctx.interceptors.chain(),
+            telemetry.capture(),
+        )
         self._configure(run, request, named)
         me = self.actor_ref
         ref = None
@@ -581,6 +593,7 @@ def _configured(config: Any, shared: dict[str, Any]) -> tuple[ProviderRegistry, 
         providers.get,
         config.instructions,
         lambda names: McpToolset(shared, names, config.mcp),
+        describe=providers.describe,
     )
     return providers, registry
 

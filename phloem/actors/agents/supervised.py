@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from phloem import telemetry
 from phloem.actors.agents.agent import Agent, invoke
 from phloem.actors.agents.context import CancelToken, InvocationContext
 from phloem.actors.agents.executor import (
@@ -98,18 +99,22 @@ class AgentInvocation(Actor):
 
     max_inbox = 4
 
-    def __init__(self, agent: Agent, ctx: InvocationContext, sink: _Sink) -> None:
+    def __init__(
+        self, agent: Agent, ctx: InvocationContext, sink: _Sink, trace: Any = None
+    ) -> None:
         super().__init__()
         self.agent = agent
         self.ctx = ctx
         self.sink = sink
+        self.trace = trace  # the invoking agent's context: this invocation's span is a child
 
     def on_receive(self, message: Any) -> Any:
         if message != "run":
             return None
-        for event in invoke(self.agent, self.ctx):
-            if not self.sink.put(AgentEvent(self.agent.name, event)) or self.ctx.cancelled:
-                break
+        with telemetry.use(self.trace):
+            for event in invoke(self.agent, self.ctx):
+                if not self.sink.put(AgentEvent(self.agent.name, event)) or self.ctx.cancelled:
+                    break
         self.exit(ExitReason.normal())
         return None
 
@@ -233,7 +238,7 @@ class SupervisedExecutor:
             handle = self.supervisor.start_child(
                 ChildSpec(
                     child_id,
-                    (AgentInvocation, (agent, ctx, sink), {}),
+                    (AgentInvocation, (agent, ctx, sink, telemetry.capture()), {}),
                     restart="temporary",
                     shutdown=DEFAULT_SHUTDOWN_S,
                 )

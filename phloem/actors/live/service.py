@@ -158,6 +158,8 @@ class LiveService(ServiceActor):
                 "state": e.info.state,
                 "model": e.info.model,
                 "reconnects": e.info.reconnects,
+                "turn_epoch": e.info.turn_epoch,
+                "generation_epoch": e.info.generation_epoch,
                 "owner": e.info.owner,
                 "opened_at": e.info.opened_at,
             }

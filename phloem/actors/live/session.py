@@ -78,6 +78,8 @@ class SessionInfo:
     state: str = "connecting"
     reconnects: int = 0
     opened_at: float = field(default_factory=time.time)
+    turn_epoch: int = 0
+    generation_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +378,7 @@ class LiveSession(Actor):
             purged = self.topic.stream.discard_pending(_is_audio)
             self._publish("interrupted", {"purged_audio": purged})
             self.generation_epoch += 1
+            self.info.generation_epoch = self.generation_epoch
         if content.generation_complete:
             self._publish("generation_complete", {})
         if content.turn_complete:
@@ -386,6 +389,7 @@ class LiveSession(Actor):
                 payload["grounding"] = content.grounding_metadata
             self._publish("turn_complete", payload)
             self.turn_epoch += 1
+            self.info.turn_epoch = self.turn_epoch
 
     def _part(self, part: wire.ServerPart, index: int) -> None:
         if part.text is not None:

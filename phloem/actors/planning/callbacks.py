@@ -17,10 +17,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
+from phloem import telemetry
 from phloem.actors.planning import outcomes, worker
 from phloem.logs import get_logger
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
@@ -76,11 +77,13 @@ class CallbackRunner:
         max_memory_bytes: int,
         on_done: Callable[[CallbackOutcome], None],
         name: str = "planning-callback",
+        trace: Any = None,
     ) -> CallbackTask:
+        """`trace`: the callback's span; the child runs in its context."""
         task = CallbackTask()
         thread = threading.Thread(
             target=self._run,
-            args=(task, request, timeout_s, max_memory_bytes, on_done, name),
+            args=(task, request, timeout_s, max_memory_bytes, on_done, name, trace),
             name=name,
             daemon=True,
         )
@@ -95,9 +98,11 @@ class CallbackRunner:
         max_memory_bytes: int,
         on_done: Callable[[CallbackOutcome], None],
         name: str,
+        trace: Any = None,
     ) -> None:
         try:
-            outcome = self._call(task, request, timeout_s, max_memory_bytes, name)
+            with telemetry.current(trace):
+                outcome = self._call(task, request, timeout_s, max_memory_bytes, name)
         except Exception as exc:  # a bug here must still end the callback loudly
             log.exception("planning_callback_runner_failed")
             outcome = CallbackOutcome(failure="callback_worker_down", detail=type(exc).__name__)

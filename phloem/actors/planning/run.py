@@ -30,6 +30,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from phloem import telemetry
 from phloem.actors.planning.adapters import AdapterRef
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
 from phloem.actors.planning.events import PlanningEvent, event_size
@@ -103,6 +104,8 @@ class RunRecord:
 
     # Called once when the run ends, before `done` is set (the runtime frees its slot).
     on_end: Callable[[], None] | None = None
+    # The starting request's trace context: the run's span is its child.
+    trace: Any = None
 
     def finish(self, result: PlanningResult | None) -> bool:
         """Store the terminal result (None: abandoned); False if the run already ended."""
@@ -190,10 +193,22 @@ class PlanningRun(Actor):
         self.started = time.monotonic()
         self.deadline = self.started + self.options.timeout_ms / 1000
         self.on_callback: Callable[[CallbackOutcome], None] = self._on_plan
+        self.span: Any = None  # `planning_run`, and the callback in flight's own span
+        self.callback_span: Any = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def on_start(self) -> None:
+        s = self.spec
+        self.span = telemetry.start_span(
+            "planning_run",
+            {
+                "gen_ai.operation.name": "invoke_workflow",
+                "phloem.planning.planner": s.planner.name,
+                "phloem.planning.executor": s.executor.name,
+            },
+            parent=self.record.trace,
+        )
         # The first callback starts from the inbox, so that even a run that ends at once
         # (deadline already passed) ends as a result, never as a failed start.
         self.actor_ref.tell(_Begin())
@@ -211,6 +226,7 @@ class PlanningRun(Actor):
         if isinstance(message, _Done):
             if message.seq == self.seq and not self.ended:
                 self.task = None
+                self._end_callback_span(message.outcome.failure)
                 self.on_callback(message.outcome)
             return None
         if isinstance(message, CancelRun):
@@ -255,6 +271,13 @@ class PlanningRun(Actor):
         request = canonical_json(CallbackRequest(adapter.role, adapter.spec, call))
         self.on_callback = then
         actor_ref = self.actor_ref
+        tag = call.__struct_config__.tag
+        self._end_callback_span("superseded")
+        self.callback_span = telemetry.start_span(
+            f"planning_callback {adapter.role}.{tag}",
+            {"phloem.planning.role": adapter.role, "phloem.planning.adapter": adapter.name},
+            parent=self.span,
+        )
 
         def post(outcome: CallbackOutcome) -> None:
             try:
@@ -267,10 +290,16 @@ class PlanningRun(Actor):
             min(own, remaining),
             self.options.max_memory_bytes,
             post,
-            name=f"planning-{adapter.role}-{call.__struct_config__.tag}",
+            name=f"planning-{adapter.role}-{tag}",
+            trace=self.callback_span,
         )
 
+    def _end_callback_span(self, error: str | None) -> None:
+        sp, self.callback_span = self.callback_span, None
+        telemetry.end_span(sp, error)
+
     def _kill_task(self) -> None:
+        self._end_callback_span("cancelled")
         task, self.task = self.task, None
         self.seq += 1  # any outcome still in flight is now stale
         if task is not None:
@@ -443,6 +472,7 @@ class PlanningRun(Actor):
             return
         self.ended = True
         self._kill_task()
+        telemetry.end_span(self.span, "owner_down")
         self.record.finish(None)
         self.record.stream.close(ExitReason.owner_down(detail))
         log.info("planning_run_abandoned", reason="owner_down")
@@ -488,6 +518,12 @@ class PlanningRun(Actor):
                 error=ResultError(K.INTERNAL_RESULT_VALIDATION_FAILED),
                 metadata={},
             )
+        telemetry.end_span(
+            self.span,
+            None if res.error is None else str(res.error.kind),
+            **{"phloem.planning.status": res.status, "phloem.planning.steps": self.steps_executed},
+        )
+        telemetry.count("phloem.runs", kind="planning", outcome=res.status)
         terminal: dict[str, Any] = {"status": res.status}
         terminal["error"] = None if res.error is None else res.error.to_builtins()
         self._event("terminal", terminal)

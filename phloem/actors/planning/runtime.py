@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from phloem import telemetry
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.actors.planning.events import (
@@ -169,6 +170,7 @@ class PlanningRuntime:
                 stream.subscribe(window, deliver, on_detach)
             record = RunRecord(spec, stream)
             record.on_end = release
+            record.trace = telemetry.capture()
             ref = self.refs.create(
                 owner, record, lambda reason: self._owner_gone(record, reason), "planning"
             )

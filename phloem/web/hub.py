@@ -1,0 +1,188 @@
+"""The one reader of the daemon and the fan-out to browsers, under credit-like bounds.
+
+`Hub.run()` keeps one `AsyncClient` connection to the daemon and reads the tree every
+`refresh_ms` (status and Live sessions every `SLOW_EVERY` reads), renders each live
+section, and hands a section that changed to every browser that follows it. However many
+browsers watch, the daemon answers one reader.
+
+Each browser (`Follower`) has a queue of at most `client_queue` updates. The hub never
+waits for a browser: an update that finds the queue full drops that browser instead
+(its connection is aborted by the server), so a browser that stops reading costs at most
+its queue, the socket buffers and the `write_timeout_s` its last write may take — never
+memory that grows. At most `max_clients` browsers follow at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+
+from phloem.client.aio import AsyncClient
+from phloem.config import WebConfig
+from phloem.protocols.errors import PhloemError
+from phloem.web import views
+from phloem.web.runs import RunTracker
+
+SLOW_EVERY = 5  # status and Live sessions are read once every this many tree reads
+RECONNECT_DELAY_S = 1.0
+ASK_TIMEOUT_S = 10.0
+SECTIONS = ("summary", "tree", "runs", "live", "telemetry")
+
+
+def sse_frame(event: str, html: str) -> bytes:
+    """One server-sent event: `event: NAME` and the HTML as `data:` lines."""
+    lines = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
+    return f"event: {event}\n{lines}\n".encode()
+
+
+@dataclass(eq=False)
+class Follower:
+    """One browser following some sections; `wake` is set when there is news."""
+
+    sections: frozenset[str]
+    limit: int
+    queue: deque[bytes] = field(default_factory=deque)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    dropped: bool = False
+
+    def offer(self, frame: bytes) -> bool:
+        """Queue one update; False (and dropped) when the queue is full."""
+        if self.dropped:
+            return False
+        if len(self.queue) >= self.limit:
+            self.dropped = True
+            self.queue.clear()
+            self.wake.set()
+            return False
+        self.queue.append(frame)
+        self.wake.set()
+        return True
+
+
+class TooManyFollowers(Exception):
+    """`max_clients` browsers already follow the page."""
+
+
+class Hub:
+    """Reads the daemon, renders the sections, feeds the followers."""
+
+    def __init__(self, socket: Path, cfg: WebConfig, reports_dir: Path | None) -> None:
+        self.socket = socket
+        self.cfg = cfg
+        self.reports_dir = reports_dir
+        self.status: dict[str, Any] | None = None
+        self.snapshot: dict[str, Any] | None = None
+        self.sessions: list[dict[str, Any]] | None = None
+        self.error: str | None = "not connected yet"
+        self.live_error: str | None = None
+        self.runs = RunTracker()
+        self.rendered: dict[str, str] = {}
+        self.followers: set[Follower] = set()
+        self.counters = {"polls": 0, "poll_errors": 0, "followers_dropped": 0, "updates": 0}
+        self._process = psutil.Process()
+
+    # -- followers ------------------------------------------------------------------------
+
+    def follow(self, sections: frozenset[str]) -> Follower:
+        """A new follower, first given the current state of its sections."""
+        if len(self.followers) >= self.cfg.max_clients:
+            raise TooManyFollowers
+        follower = Follower(sections & frozenset(SECTIONS), self.cfg.client_queue)
+        for name in sorted(follower.sections):
+            if name in self.rendered:
+                follower.offer(sse_frame(name, self.rendered[name]))
+        self.followers.add(follower)
+        return follower
+
+    def unfollow(self, follower: Follower) -> None:
+        self.followers.discard(follower)
+
+    def close(self) -> None:
+        """End every follower's stream (the server is stopping)."""
+        for follower in list(self.followers):
+            follower.dropped = True
+            follower.wake.set()
+        self.followers.clear()
+
+    def _publish(self, name: str, html: str) -> None:
+        if self.rendered.get(name) == html:
+            return
+        self.rendered[name] = html
+        self.counters["updates"] += 1
+        frame = sse_frame(name, html)
+        for follower in list(self.followers):
+            if name in follower.sections and not follower.offer(frame):
+                self.followers.discard(follower)
+                self.counters["followers_dropped"] += 1
+
+    def stats(self) -> dict[str, Any]:
+        """The web process's own counters (`/api/stats`)."""
+        return {
+            **self.counters,
+            "followers": len(self.followers),
+            "queued": sum(len(f.queue) for f in self.followers),
+            "rss_bytes": self._process.memory_info().rss,
+            "connected": self.error is None,
+        }
+
+    # -- reading the daemon -----------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Read and publish until cancelled; reconnect when the daemon goes away."""
+        self._render_all()
+        while True:
+            try:
+                async with await AsyncClient.connect(self.socket) as client:
+                    await self._poll(client)
+            except Exception as err:  # any failure: show it, reconnect, keep serving
+                self.error = f"{getattr(err, 'kind', type(err).__name__)}: {err}"
+                self.status = None
+                self.counters["poll_errors"] += 1
+                self._render_all()
+            await asyncio.sleep(RECONNECT_DELAY_S)
+
+    async def _poll(self, client: AsyncClient) -> None:
+        period = self.cfg.refresh_ms / 1000
+        n = 0
+        while True:
+            started = time.monotonic()
+            if n % SLOW_EVERY == 0:
+                await self._read_slow(client)
+            tree = await asyncio.wait_for(client.tree(), ASK_TIMEOUT_S)
+            self.snapshot = msgspec.to_builtins(tree)
+            self.error = None
+            self.runs.update(self.snapshot)
+            self.counters["polls"] += 1
+            self._render_all()
+            n += 1
+            await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
+
+    async def _read_slow(self, client: AsyncClient) -> None:
+        status = await asyncio.wait_for(client.status(), ASK_TIMEOUT_S)
+        self.status = msgspec.to_builtins(status)
+        try:
+            self.sessions = await asyncio.wait_for(client.live_list(), ASK_TIMEOUT_S)
+            self.live_error = None
+        except PhloemError as err:
+            self.sessions, self.live_error = None, err.kind
+
+    def _render_all(self) -> None:
+        self._publish("summary", views.summary(self.status, self.error))
+        self._publish("tree", views.tree(self.snapshot))
+        self._publish("runs", views.runs(self.runs.views()))
+        self._publish("live", views.live(self.sessions, self.live_error))
+        self._publish("telemetry", views.telemetry(self.status))
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
