@@ -1,7 +1,9 @@
 """Benchmark: the coding tools against ripgrep, GNU grep, GNU diff and raw Python I/O.
 
 - grep (literal, regex) over a generated tree of `FILES` files vs `rg` (the ripgrep
-  wheel's binary) and GNU `grep -rn`, all with warm page caches, same patterns, same tree.
+  wheel's binary) and GNU `grep -rn`, all with warm page caches, same patterns, same tree;
+  ours as it runs (sharded over the cores: the calling thread and fork-server children)
+  and, for comparison, in one thread.
   The tree is `FILES` x `FILE_BYTES` (20,000 x 10 KiB = ~200 MB); set PHLOEM_BENCH_SCALE
   (0 < s <= 1) to shrink it on a slow machine, the rows then say so.
 - read (first 2,000 lines, numbered), edit (one exact replacement: ledger check, match,
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from phloem.tools import OutputBudget, ToolContext, Workspace
+from phloem.tools import OutputBudget, ToolContext, Workspace, grep as grep_module
 from phloem.tools.diff import unified_diff
 from phloem.tools.edit import EditTool
 from phloem.tools.grep import GrepTool
@@ -123,8 +125,15 @@ def _grep_rows(tree: Path, files: int, planted: int, scaled: str) -> list[dict[s
         ours = _best(lambda a=args: grep.run(a, ctx))  # type: ignore[misc]
         floor = _best(lambda r=rg_args: _run_quiet([rg, "-n", *r, "."], tree))  # type: ignore[misc]
         gnu = _best(lambda g=gnu_args: _run_quiet(["grep", "-rn", *g, "."], tree), 1)  # type: ignore[misc]
+        sharding = grep_module.SHARD_MIN_FILES
+        grep_module.SHARD_MIN_FILES = sys.maxsize  # the same search in one thread
+        try:
+            single = _best(lambda a=args: grep.run(a, ctx))  # type: ignore[misc]
+        finally:
+            grep_module.SHARD_MIN_FILES = sharding
         name = f"grep {label}, {files} files{scaled}"
         rows.append(row(name, ours, "s", "ripgrep", floor, GREP_TARGET))
+        rows.append(row(f"{name}, one thread (no shards)", single, "s", "ripgrep", floor, None))
         rows.append(row(f"{name}, GNU grep", gnu, "s", "ripgrep", floor, None))
     return rows
 
