@@ -13,6 +13,7 @@ the tree; `ActorHandle` is the handle the supervisor holds.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -33,6 +34,7 @@ from phloem.supervision.handle import (
     HandleStats,
 )
 from phloem.supervision.reasons import ExitReason
+from phloem.supervision.threadpark import run_parked
 
 log = structlog.get_logger("phloem.supervision")
 
@@ -40,6 +42,9 @@ log = structlog.get_logger("phloem.supervision")
 DEFAULT_MAX_INBOX = 10_000
 DEFAULT_START_TIMEOUT_S = 30.0
 DEFAULT_ASK_TIMEOUT_S = 30.0
+
+
+_loop_ids = itertools.count(1)
 
 
 class _Wakeup:
@@ -75,6 +80,12 @@ class Actor(pykka.ThreadingActor):
         return 0
 
     # -- pykka extension points ----------------------------------------------------------
+
+    def _start_actor_loop(self) -> None:
+        # pykka starts a new thread per actor; a parked one (an actor's that just ended,
+        # as on a restart) is reused when there is one: see `phloem.supervision.threadpark`.
+        name = f"{type(self).__name__}-{next(_loop_ids)}"
+        run_parked(self._actor_loop, name, self.use_daemon_thread)
 
     def _actor_loop_setup(self) -> None:
         if self._phloem_handle is not None:
