@@ -6,9 +6,9 @@ come sorted by path then line. Files over 10 MiB and binary files (NUL in the fi
 syntax (Go's, as plasmid's): matching takes linear time, so no pattern can hang the call;
 a match never spans lines.
 
-Speed: a search of `SHARD_MIN_FILES` files or more is split into contiguous shards of the
+Speed: a search of 2 x `SHARD_MIN_FILES` files or more is split into contiguous shards of the
 sorted file list; the calling thread searches the first while process children of the
-fork server (`call_in_child`, one per other core, up to `MAX_SHARD_CHILDREN`) search the
+fork server (`start_call`, one per other core, up to `MAX_SHARD_CHILDREN`) search the
 others, and the results are joined in order, so the answer is the same as one thread's.
 Threads would not help: matching and `bytes.find` hold the GIL. A shard whose child
 fails or takes longer than `SHARD_TIMEOUT_S` is searched by the caller instead.
@@ -19,11 +19,10 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from phloem.supervision.childcall import CallControl, call_in_child
+from phloem.supervision.childcall import CallControl, PendingCall, start_call
 from phloem.tools.contract import JSON, Tool, ToolContext, ToolWarning, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.grepsearch import (
@@ -40,9 +39,10 @@ DEFAULT_MAX_RESULTS = 200
 MAX_RESULTS_LIMIT = 10_000
 MAX_CONTEXT_LINES = 100
 MAX_PATTERN_CHARS = 4096
-SHARD_MIN_FILES = 2_000
-"""Fewer files than this are searched in the calling thread only: a shard child costs a
-process start (a few ms from the fork server) and the import of `grepsearch`."""
+SHARD_MIN_FILES = 4_000
+"""Each shard has at least this many files, and fewer than twice as many are searched in
+the calling thread only: a shard child costs ~45 ms (start from the fork server, import of
+`grepsearch`, the file list pickled), about what one thread needs for 2,000 files."""
 MAX_SHARD_CHILDREN = 7
 """Process children one search may use besides the calling thread (at most cores - 1)."""
 SHARD_TIMEOUT_S = 600.0
@@ -67,39 +67,45 @@ def _search_sharded(job: Job, paths: list[str], ctx: ToolContext) -> Found:
         return search_files(job, paths, ctx.check_cancelled)
     size = -(-len(paths) // shards)
     parts = [paths[i : i + size] for i in range(0, len(paths), size)]
-    control = CallControl()
-    answers: list[dict[str, Any] | None] = [None] * len(parts)
-
-    def child(index: int) -> None:
-        try:
-            answers[index] = call_in_child(
-                search_shard,
-                (job, parts[index]),
-                name=f"grep-shard-{index}",
-                timeout=SHARD_TIMEOUT_S,
-                control=control,
-            )
-        except Exception:  # the shard is searched here instead (`SHARD_TIMEOUT_S`)
-            answers[index] = None
-
-    threads = [threading.Thread(target=child, args=(i,), daemon=True) for i in range(1, len(parts))]
-    for thread in threads:
-        thread.start()
+    controls = [CallControl() for _ in parts[1:]]
+    pending: list[PendingCall | None] = []
     try:
+        for index, control in enumerate(controls, start=1):
+            try:  # started before this thread searches: nothing competes for the GIL
+                pending.append(
+                    start_call(
+                        search_shard,
+                        (job, parts[index]),
+                        name=f"grep-shard-{index}",
+                        timeout=SHARD_TIMEOUT_S,
+                        control=control,
+                    )
+                )
+            except Exception:  # searched here instead (see `SHARD_TIMEOUT_S`)
+                pending.append(None)
         found = search_files(job, parts[0], ctx.check_cancelled)
-        for index, thread in enumerate(threads, start=1):
+        for index, call in enumerate(pending, start=1):
             if len(found.matches) >= job.room:
                 break  # enough already: later shards cannot come first
-            thread.join(SHARD_TIMEOUT_S)
-            answer = answers[index]
+            answer = _answer(call)
             if answer is None:
                 found.add(search_files(job, parts[index], ctx.check_cancelled))
                 continue
             binary, large, long_lines = answer["counts"]
             found.add(Found(answer["matches"], answer["truncated"], binary, large, long_lines))
     finally:
-        control.cancel()
+        for control in controls:
+            control.cancel()
     return found
+
+
+def _answer(call: PendingCall | None) -> dict[str, Any] | None:
+    if call is None:
+        return None
+    try:
+        return dict(call.result())
+    except Exception:  # the child failed or timed out: its shard is searched here
+        return None
 
 
 class GrepTool(Tool):

@@ -53,31 +53,45 @@ def test_sharded_search_answers_as_one_thread(
 ) -> None:
     _tree(root)
     answered: list[str] = []
-    real = grep_module.call_in_child
+    real = grep_module.start_call
+
+    class Spy:
+        def __init__(self, call: Any, name: str) -> None:
+            self.call, self.name = call, name
+
+        def result(self) -> Any:
+            value = self.call.result()
+            answered.append(self.name)
+            return value
 
     def spy(fn: Any, arg: Any, **kwargs: Any) -> Any:
-        value = real(fn, arg, **kwargs)
-        answered.append(kwargs["name"])
-        return value
+        return Spy(real(fn, arg, **kwargs), kwargs["name"])
 
-    monkeypatch.setattr(grep_module, "call_in_child", spy)
+    monkeypatch.setattr(grep_module, "start_call", spy)
     single, sharded = _both(ctx, monkeypatch, args)
     assert sharded == single
     assert single["match_count"] > 0 and single["skipped_binary"] == 1
     assert answered  # process children did search (all but the one cut short by the cap)
 
 
+@pytest.mark.parametrize("when", ["start", "answer"])
 def test_a_shard_whose_child_fails_is_searched_by_the_caller(
-    ctx: ToolContext, root: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: ToolContext, root: Path, monkeypatch: pytest.MonkeyPatch, when: str
 ) -> None:
     _tree(root)
     calls: list[str] = []
 
+    class Lost:
+        def result(self) -> Any:
+            raise RuntimeError("the child went away")
+
     def failing(fn: Any, arg: Any, **kwargs: Any) -> Any:
         calls.append(kwargs["name"])
-        raise RuntimeError("no child for you")
+        if when == "start":
+            raise RuntimeError("no child for you")
+        return Lost()
 
-    monkeypatch.setattr(grep_module, "call_in_child", failing)
+    monkeypatch.setattr(grep_module, "start_call", failing)
     single, sharded = _both(ctx, monkeypatch, {"pattern": "needle", "max_results": 10_000})
     assert sharded == single and sorted(calls) == ["grep-shard-1", "grep-shard-2"]
 
