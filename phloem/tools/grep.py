@@ -9,7 +9,9 @@ a match never spans lines.
 Speed: a search of 2 x `SHARD_MIN_FILES` files or more is split into contiguous shards of the
 sorted file list; the calling thread searches the first while process children of the
 fork server (`start_call`, one per other core, up to `MAX_SHARD_CHILDREN`) search the
-others, and the results are joined in order, so the answer is the same as one thread's.
+others, and the results are joined in order, so the matches are the ones one thread finds
+(when the result is truncated, the skipped-file counts may include files past the point
+where one thread would have stopped).
 Threads would not help: matching and `bytes.find` hold the GIL. A shard whose child
 fails or takes longer than `SHARD_TIMEOUT_S` is searched by the caller instead.
 """
