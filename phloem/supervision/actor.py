@@ -13,6 +13,8 @@ the tree; `ActorHandle` is the handle the supervisor holds.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import queue
 import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -33,6 +35,7 @@ from phloem.supervision.handle import (
     HandleStats,
 )
 from phloem.supervision.reasons import ExitReason
+from phloem.supervision.threadpark import run_parked
 
 log = get_logger("phloem.supervision")
 
@@ -40,6 +43,9 @@ log = get_logger("phloem.supervision")
 DEFAULT_MAX_INBOX = 10_000
 DEFAULT_START_TIMEOUT_S = 30.0
 DEFAULT_ASK_TIMEOUT_S = 30.0
+
+
+_loop_ids = itertools.count(1)
 
 
 class _Wakeup:
@@ -75,6 +81,20 @@ class Actor(pykka.ThreadingActor):
         return 0
 
     # -- pykka extension points ----------------------------------------------------------
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        # pykka's inbox is a `queue.Queue`: a Python-level lock and condition per put and
+        # get. Every request through the daemon crosses one inbox, and the C
+        # `SimpleQueue` does the same hand-off (unbounded FIFO, blocking get) for a
+        # fraction of the cost; the bound is `max_inbox`, checked before each send.
+        return queue.SimpleQueue()
+
+    def _start_actor_loop(self) -> None:
+        # pykka starts a new thread per actor; a parked one (an actor's that just ended,
+        # as on a restart) is reused when there is one: see `phloem.supervision.threadpark`.
+        name = f"{type(self).__name__}-{next(_loop_ids)}"
+        run_parked(self._actor_loop, name, self.use_daemon_thread)
 
     def _actor_loop_setup(self) -> None:
         if self._phloem_handle is not None:
@@ -204,13 +224,13 @@ class ActorHandle(ChildHandle):
     def mailbox_depth(self) -> int:
         """Messages waiting in the inbox (read without the queue's lock: a reading)."""
         actor = self._actor
-        return len(actor.actor_inbox.queue) if actor is not None else 0  # type: ignore[attr-defined]
+        return actor.actor_inbox.qsize() if actor is not None else 0  # type: ignore[attr-defined]
 
     def _check_can_send(self) -> Actor:
         actor = self._actor
         if actor is None or actor.actor_stopped.is_set() or self._exit_reason is not None:
             raise PhloemError("noproc", f"actor {self.name!r} is not running")
-        if len(actor.actor_inbox.queue) >= actor.max_inbox:  # type: ignore[attr-defined]
+        if actor.actor_inbox.qsize() >= actor.max_inbox:  # type: ignore[attr-defined]
             raise PhloemError(
                 "backpressure",
                 f"actor {self.name!r} has {actor.max_inbox} messages waiting (max_inbox)",

@@ -5,7 +5,8 @@ the fork server, `limits` applied as rlimits before any user code), has it compu
 `fn(arg)` and send the value back over its channel, returns that value, and makes sure
 the child is gone (an answered child gets `ANSWERED_EXIT_GRACE_S` to exit, then is
 killed). `fn` and `arg` travel pickled, like a `ProcessTarget`'s; the value comes back
-as plain msgpack data (dicts, lists, str, bytes, numbers).
+as plain msgpack data (dicts, lists, str, bytes, numbers). `start_call` is the same in
+two halves, for a caller with work of its own while the child computes.
 
 Everything that can go wrong is one typed `ChildCallError` (a `PhloemError`), with the
 child's `ExitReason` when there is one:
@@ -127,6 +128,26 @@ def call_in_child(
 
     `timeout` (seconds, None: no limit) covers the start and the answer together.
     """
+    return start_call(
+        fn, arg, name=name, limits=limits, timeout=timeout, control=control, start=start
+    ).result()
+
+
+def start_call(
+    fn: Callable[[Any], Any],
+    arg: Any,
+    *,
+    name: str,
+    limits: Limits | None = None,
+    timeout: float | None = None,
+    control: CallControl | None = None,
+    start: Starter | None = None,
+) -> PendingCall:
+    """The first half of `call_in_child`: returns once the child has started computing
+    `fn(arg)`; `PendingCall.result()` is the second half. For a caller with work of its
+    own meanwhile (grep searches one shard while children search the others): it needs
+    no thread to wait, and no thread of its own competes with it for the GIL while the
+    child starts. Raises as `call_in_child` does for a child that does not start."""
     control = control if control is not None else CallControl()
     deadline = None if timeout is None else time.monotonic() + timeout
     # in the caller's trace context: spans the child emits join the caller's trace
@@ -157,6 +178,39 @@ def call_in_child(
     if not control._started(handle):
         stopped = handle.stop(0)
         raise ChildCallError(ErrorKind.CHILD_CANCELLED, f"{name}: cancelled", stopped, handle.pid)
+    return PendingCall(handle, name, timeout, deadline, control)
+
+
+class PendingCall:
+    """A started `start_call`: `result()` waits for the value (once)."""
+
+    def __init__(
+        self,
+        handle: ProcessHandle,
+        name: str,
+        timeout: float | None,
+        deadline: float | None,
+        control: CallControl,
+    ) -> None:
+        self._handle = handle
+        self._name = name
+        self._timeout = timeout
+        self._deadline = deadline
+        self._control = control
+
+    def result(self) -> Any:
+        """The value, or `ChildCallError` (see the module docstring); the child is gone
+        when it returns."""
+        return _finish(self._handle, self._name, self._timeout, self._deadline, self._control)
+
+
+def _finish(
+    handle: ProcessHandle,
+    name: str,
+    timeout: float | None,
+    deadline: float | None,
+    control: CallControl,
+) -> Any:
     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
     try:
         value = handle.recv(remaining)

@@ -9,12 +9,14 @@ Its serving loop lives in `_bootstrap`, the child side in `_child`, the messages
 Speed: a fork costs time in proportion to the forking process's memory, so the server
 imports only what a child needs. Importing `phloem.supervision._bootstrap` normally runs
 the `phloem` and `phloem.supervision` package initialisers (actors, supervisors, ...);
-the server's launcher registers those packages with *deferred* initialisers instead: a
-package's `__init__` runs the first time one of its own attributes is looked up (for
-example when a child imports `phloem.supervision.Supervisor`), never in the server
-itself. Modules named in `PHLOEM_FORKSERVER_PRELOAD` (comma-separated) or passed to
-`configure` are imported by the server so that children start with them loaded — worth
-it for callback modules and `dill` (closures), at the price of a slower fork.
+the server's launcher registers those packages (and `phloem.tools`, whose initialiser
+loads every tool: a grep shard child needs one module of it) with *deferred*
+initialisers instead: a package's `__init__` runs the first time one of its own
+attributes is looked up (for example when a child imports
+`phloem.supervision.Supervisor`), never in the server itself. Modules named in
+`PHLOEM_FORKSERVER_PRELOAD` (comma-separated) or passed to `configure` are imported by
+the server so that children start with them loaded — worth it for callback modules and
+`dill` (closures), at the price of a slower fork.
 
 Starting a child: the server keeps `POOL_SIZE` children forked and prepared ahead of
 time and passes the daemon one end of a socket to each (`Idle(pid)`); the daemon hands a
@@ -93,7 +95,7 @@ def _deferred(name):
     sys.modules[name] = mod
     return mod
 _top = _deferred("phloem")
-for _sub in ("protocols", "supervision"):
+for _sub in ("protocols", "supervision", "tools"):
     setattr(_top, _sub, _deferred("phloem." + _sub))
 from phloem.supervision._bootstrap import serve_main
 serve_main(sys.argv[1:])

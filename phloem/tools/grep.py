@@ -5,6 +5,15 @@ come sorted by path then line. Files over 10 MiB and binary files (NUL in the fi
 8000 bytes) are skipped and counted, as are matching lines over 1 MiB. Patterns use RE2
 syntax (Go's, as plasmid's): matching takes linear time, so no pattern can hang the call;
 a match never spans lines.
+
+Speed: a search of 2 x `SHARD_MIN_FILES` files or more is split into contiguous shards of the
+sorted file list; the calling thread searches the first while process children of the
+fork server (`start_call`, one per other core, up to `MAX_SHARD_CHILDREN`) search the
+others, and the results are joined in order, so the matches are the ones one thread finds
+(when the result is truncated, the skipped-file counts may include files past the point
+where one thread would have stopped).
+Threads would not help: matching and `bytes.find` hold the GIL. A shard whose child
+fails or takes longer than `SHARD_TIMEOUT_S` is searched by the caller instead.
 """
 
 from __future__ import annotations
@@ -15,119 +24,90 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import re2  # type: ignore[import-untyped]
-
+from phloem.supervision.childcall import CallControl, PendingCall, start_call
 from phloem.tools.contract import JSON, Tool, ToolContext, ToolWarning, object_schema
 from phloem.tools.errors import ToolFailure
+from phloem.tools.grepsearch import (
+    Found,
+    Job,
+    compile_pattern,
+    search_files,
+    search_shard,
+)
 from phloem.tools.ignorerules import PathGlob, split_glob_list
-from phloem.tools.outputlimit import OutputPolicy
-from phloem.tools.walk import Entry, Tree, WalkFilter, WalkResult, WalkWarning, walk
-from phloem.tools.workspace import shown
+from phloem.tools.walk import Entry, WalkFilter, WalkResult, WalkWarning, walk
 
-MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
-MAX_GREP_LINE_BYTES = 1024 * 1024
 DEFAULT_MAX_RESULTS = 200
 MAX_RESULTS_LIMIT = 10_000
 MAX_CONTEXT_LINES = 100
 MAX_PATTERN_CHARS = 4096
-NUL_SCAN_BYTES = 8000
-MAX_REGEX_MEMORY = 64 * 1024 * 1024
-"""Memory RE2 may use for one compiled pattern; a larger one is an `arguments` error."""
-FIRST_READ_BYTES = 64 * 1024
-"""Most files fit in one read of this size, which spares a stat call."""
+SHARD_MIN_FILES = 4_000
+"""Each shard has at least this many files, and fewer than twice as many are searched in
+the calling thread only: a shard child costs ~45 ms (start from the fork server, import of
+`grepsearch`, the file list pickled), about what one thread needs for 2,000 files."""
+MAX_SHARD_CHILDREN = 7
+"""Process children one search may use besides the calling thread (at most cores - 1)."""
+SHARD_TIMEOUT_S = 600.0
+"""How long a shard child may take; past it (or if it fails) the caller searches that
+shard itself, so a child never changes the answer, only how fast it comes."""
 
 
-def compile_pattern(pattern: str, literal: bool, case_insensitive: bool) -> Any:
-    """An RE2 program for `pattern` (linear-time matching, Go/RE2 syntax), with `^` and `$`
-    at line boundaries and no match ever crossing a newline."""
-    options = re2.Options()
-    options.log_errors = False
-    options.never_nl = True
-    options.case_sensitive = not case_insensitive
-    options.max_mem = MAX_REGEX_MEMORY
-    if literal:
-        options.literal = True
-        source = pattern
-    else:
-        source = "(?m)" + pattern
+def _shard_count(files: int) -> int:
+    if files < SHARD_MIN_FILES:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min((cores or 1) - 1, MAX_SHARD_CHILDREN, files // SHARD_MIN_FILES - 1) + 1)
+
+
+def _search_sharded(job: Job, paths: list[str], ctx: ToolContext) -> Found:
+    """Search `paths` in contiguous shards: the first in this thread, each other one in a
+    process child of the fork server, all at once (both cores busy, not just one: the
+    GIL keeps threads from searching in parallel). Results are merged in path order; a
+    shard whose child fails is searched here instead."""
+    shards = _shard_count(len(paths))
+    if shards == 1:
+        return search_files(job, paths, ctx.check_cancelled)
+    size = -(-len(paths) // shards)
+    parts = [paths[i : i + size] for i in range(0, len(paths), size)]
+    controls = [CallControl() for _ in parts[1:]]
+    pending: list[PendingCall | None] = []
     try:
-        return re2.compile(source, options)
-    except re2.error as exc:
-        detail = exc.args[0] if exc.args else exc
-        if isinstance(detail, bytes):
-            detail = detail.decode(errors="replace")
-        raise ToolFailure(
-            "arguments", f"pattern is not a valid RE2 regular expression: {detail}"
-        ) from None
-
-
-class _Searcher:
-    """Finds matching lines of one file's bytes."""
-
-    def __init__(self, regex: Any, context: int, line_policy: OutputPolicy) -> None:
-        self.regex = regex
-        self.context = context
-        self.line_policy = line_policy
-        self.skipped_long_lines = 0
-
-    def _show(self, raw: bytes) -> str:
-        line = raw.removesuffix(b"\r").decode("utf-8", errors="replace")
-        if self.line_policy.max_line_bytes and len(raw) > self.line_policy.max_line_bytes:
-            line, _ = self.line_policy.apply(line)
-        return line
-
-    def _context(self, data: bytes, start: int, end: int, before: bool) -> list[str] | None:
-        """Up to `context` whole lines before `start` or after `end` (None when none)."""
-        lines: list[str] = []
-        if before:
-            cursor = start
-            while len(lines) < self.context and cursor > 0:
-                previous = data.rfind(b"\n", 0, cursor - 1) + 1
-                lines.append(self._show(data[previous : cursor - 1]))
-                cursor = previous
-            lines.reverse()
-        else:
-            cursor = end
-            while len(lines) < self.context and cursor < len(data):
-                following = data.find(b"\n", cursor)
-                stop = len(data) if following < 0 else following
-                lines.append(self._show(data[cursor:stop]))
-                cursor = stop + 1
-        return lines or None
-
-    def search(self, path: str, data: bytes, room: int) -> list[JSON]:
-        found: list[JSON] = []
-        position = 0
-        line_number = 1
-        counted_to = 0
-        size = len(data)
-        while len(found) < room and position <= size:
-            hit = self.regex.search(data, position)
-            if hit is None:
-                break
-            at = hit.start()
-            if at == size and (not data or data[-1] == 0x0A):
-                break  # an empty match after the final newline is not a line
-            start = data.rfind(b"\n", 0, at) + 1
-            newline = data.find(b"\n", at)
-            end = size if newline < 0 else newline
-            line_number += data.count(b"\n", counted_to, start)
-            counted_to = start
-            if end - start > MAX_GREP_LINE_BYTES:
-                self.skipped_long_lines += 1
-            else:
-                context = bool(self.context)
-                found.append(
-                    {
-                        "path": path,
-                        "line": line_number,
-                        "text": self._show(data[start:end]),
-                        "before": self._context(data, start, end + 1, True) if context else None,
-                        "after": self._context(data, start, end + 1, False) if context else None,
-                    }
+        for index, control in enumerate(controls, start=1):
+            try:  # started before this thread searches: nothing competes for the GIL
+                pending.append(
+                    start_call(
+                        search_shard,
+                        (job, parts[index]),
+                        name=f"grep-shard-{index}",
+                        timeout=SHARD_TIMEOUT_S,
+                        control=control,
+                    )
                 )
-            position = end + 1
-        return found
+            except Exception:  # searched here instead (see `SHARD_TIMEOUT_S`)
+                pending.append(None)
+        found = search_files(job, parts[0], ctx.check_cancelled)
+        for index, call in enumerate(pending, start=1):
+            if len(found.matches) >= job.room:
+                break  # enough already: later shards cannot come first
+            answer = _answer(call)
+            if answer is None:
+                found.add(search_files(job, parts[index], ctx.check_cancelled))
+                continue
+            binary, large, long_lines = answer["counts"]
+            found.add(Found(answer["matches"], answer["truncated"], binary, large, long_lines))
+    finally:
+        for control in controls:
+            control.cancel()
+    return found
+
+
+def _answer(call: PendingCall | None) -> dict[str, Any] | None:
+    if call is None:
+        return None
+    try:
+        return dict(call.result())
+    except Exception:  # the child failed or timed out: its shard is searched here
+        return None
 
 
 class GrepTool(Tool):
@@ -175,7 +155,7 @@ class GrepTool(Tool):
     read_only = True
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
-        regex = compile_pattern(args["pattern"], args["literal"], args["case_insensitive"])
+        compile_pattern(args["pattern"], args["literal"], args["case_insensitive"])  # valid?
         # Text every match must contain (the literal itself, or the longest run of plain
         # characters the regex requires) is looked for in the raw bytes first, a C-speed
         # scan; only files holding it are decoded and searched line by line.
@@ -200,30 +180,24 @@ class GrepTool(Tool):
             base = "" if resolved.relative == "." else resolved.relative + "/"
             files = [f for f in files if glob.matches(f.path.removeprefix(base))]
         files.sort(key=lambda entry: entry.path)
-        searcher = _Searcher(regex, args["context_lines"], ctx.policy)
+        job = Job(
+            str(ctx.workspace.root),
+            args["pattern"],
+            args["literal"],
+            args["case_insensitive"],
+            args["context_lines"],
+            ctx.policy,
+            needle,
+            args["max_results"] + 1,
+        )
+        found = _search_sharded(job, [entry.path for entry in files], ctx)
         cap = args["max_results"]
-        matches: list[JSON] = []
-        skipped_binary = skipped_large = 0
-        truncated = walked.truncated
-        with Tree(str(ctx.workspace.root)) as tree:
-            for index, entry in enumerate(files):
-                if index % 64 == 0:
-                    ctx.check_cancelled()
-                data = _load(tree, entry.path)
-                if data is None:
-                    skipped_large += 1
-                    continue
-                if data.find(b"\x00", 0, NUL_SCAN_BYTES) >= 0:
-                    skipped_binary += 1
-                    continue
-                if needle is not None and data.find(needle) < 0:
-                    continue
-                found = searcher.search(shown(entry.path), data, cap - len(matches) + 1)
-                matches.extend(found)
-                if len(matches) > cap:
-                    del matches[cap:]
-                    truncated = True
-                    break
+        matches = found.matches
+        truncated = walked.truncated or found.truncated
+        if len(matches) > cap:
+            del matches[cap:]
+            truncated = True
+        skipped_binary, skipped_large = found.skipped_binary, found.skipped_large
         paths: list[str] = []
         for match in matches:
             if not paths or paths[-1] != match["path"]:
@@ -237,7 +211,7 @@ class GrepTool(Tool):
             "truncated": truncated,
             "skipped_binary": skipped_binary,
             "skipped_too_large": skipped_large,
-            "skipped_long_lines": searcher.skipped_long_lines,
+            "skipped_long_lines": found.skipped_long_lines,
         }
         bounded = ctx.bound_list(result, "matches")
         if bounded["truncated"] and len(bounded["matches"]) < len(matches):
@@ -292,34 +266,3 @@ def _warner(ctx: ToolContext) -> Callable[[WalkWarning], None]:
         ctx.warn(ToolWarning(warning.code, warning.path, warning.line, warning.message))
 
     return warn
-
-
-def _load(tree: Tree, path: str) -> bytes | None:
-    """The bytes of workspace file `path` (empty if unreadable), or None for a file over
-    the size limit. Opened through its parent directory's descriptor, reached from the root
-    without following any symlink (`Tree`), so a directory swapped for a symlink since the
-    walk cannot lead out of the root."""
-    try:
-        descriptor = tree.open_file(path)
-    except OSError:
-        return b""
-    try:
-        data = os.read(descriptor, FIRST_READ_BYTES)
-        if len(data) == FIRST_READ_BYTES:  # a larger file: size it, then read the rest
-            size = os.fstat(descriptor).st_size
-            if size > MAX_GREP_FILE_BYTES:
-                return None
-            chunks = [data]
-            total = len(data)
-            while total <= MAX_GREP_FILE_BYTES:
-                chunk = os.read(descriptor, max(size + 1 - total, 1 << 16))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-            data = b"".join(chunks)
-    except OSError:
-        return b""
-    finally:
-        os.close(descriptor)
-    return None if len(data) > MAX_GREP_FILE_BYTES else data

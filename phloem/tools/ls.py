@@ -6,7 +6,8 @@ import os
 import time
 
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
-from phloem.tools.walk import Tree, WalkFilter, WalkResult, walk
+from phloem.tools.fsroot import Tree
+from phloem.tools.walk import WalkFilter, WalkResult, walk
 from phloem.tools.workspace import shown
 
 DEFAULT_MAX_RESULTS = 20_000

@@ -4,12 +4,19 @@ Each module exposes `run() -> list[dict]`; a dict holds `name`, `value`, `unit`,
 `floor_name`, `floor`, `ratio` (value / floor, lower is better) and `target` (the ratio
 the issue asks for, or None). Floors are measured in the same run as the figures.
 Usage: `python -m tests.perf [NAME ...]` (module names without `bench_` to run a subset).
+
+Besides the JSON, the rows go as a Markdown table to `bench-results/bench.md`, and a full
+run (no NAME) also rewrites the table in `docs/performance.md` between its two markers.
+The load average before and after is recorded: on a shared machine it says how much the
+absolute figures can be trusted (the ratios, each against a floor from the same run,
+much more).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import platform
 import sys
 import time
@@ -18,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path("bench-results") / "bench.json"
+TABLE = Path("bench-results") / "bench.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
+BEGIN, END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
 
 
 def _modules(selected: list[str]) -> list[str]:
@@ -32,6 +42,34 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _table(results: dict[str, Any]) -> str:
+    """The rows as one Markdown table (with the run's date, CPUs and load averages)."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(results["started_at"]))
+    load = "/".join(f"{x:.1f}" for x in results["load_before"])
+    after = "/".join(f"{x:.1f}" for x in results["load_after"])
+    lines = [
+        f"Run {when}, Python {results['python']}, {results['cpus']} CPUs, load average "
+        f"(1/5/15 min) {load} before and {after} after.",
+        "",
+        "| benchmark | figure | value | floor or peer | floor | ratio | target |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, rows in results["benchmarks"].items():
+        if isinstance(rows, dict):
+            lines.append(f"| {name} | failed: see `bench.json` | | | | | |")
+            continue
+        for r in rows:
+            target = r.get("target")
+            verdict = ""
+            if target is not None:
+                verdict = f"<= {target} " + ("ok" if r["ratio"] <= target else "**above**")
+            lines.append(
+                f"| {name.removeprefix('bench_')} | {r['name']} | {_fmt(r['value'])} {r['unit']}"
+                f" | {r['floor_name']} | {_fmt(r['floor'])} | {r['ratio']:.2f}x | {verdict} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     from phloem.logs import configure_logging
 
@@ -40,6 +78,8 @@ def main(argv: list[str]) -> int:
         "started_at": time.time(),
         "python": sys.version.split()[0],
         "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg(),
         "benchmarks": {},
     }
     failed = False
@@ -66,9 +106,18 @@ def main(argv: list[str]) -> int:
                 flush=True,
             )
         results["benchmarks"][name] = rows
+    results["load_after"] = os.getloadavg()
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2))
-    print(f"wrote {OUT}")
+    table = _table(results)
+    TABLE.write_text(table)
+    print(f"wrote {OUT} and {TABLE}")
+    if not argv and not failed and DOC.exists():
+        text = DOC.read_text()
+        if BEGIN in text and END in text:
+            head, rest = text.split(BEGIN, 1)
+            DOC.write_text(head + BEGIN + "\n" + table + END + rest.split(END, 1)[1])
+            print(f"updated the table in {DOC}")
     return 1 if failed else 0
 
 

@@ -11,14 +11,25 @@ driven the same way as the daemon. Figures:
 - 64 concurrent asks pipelined on ONE connection (native `AsyncClient`, 64 coroutines at
   the daemon's default in-flight limit): total asks per second, against the same raw
   64-connection echo floor.
+
+Peer, same run: an xoscar actor in a sub-process pool (`peer_xoscar.py`, run by a
+throwaway venv under `bench-results/peers/`, installed on first use; xoscar is never a
+phloem dependency). Its sequential ask median and its 64-coroutine rate (one actor ref)
+are set beside ours: the goal is sync latency <= 1/2 of xoscar's and both 64-caller rates
+>= 1.5x xoscar's (rows with target 0.67: xoscar's rate / ours). Every figure is the median
+of `ROUNDS` rounds, and one round measures every system in turn, so a change in the
+machine's load hits them alike; the load average is in `bench.json`. If the peer cannot be
+installed or started, its rows say so and the others still run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -26,16 +37,21 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import phloem
 from tests.perf.common import median_seconds, row
 
-ROUND_TRIPS = 3_000
+ROUND_TRIPS = 1_000
+ROUNDS = 3
 CLIENTS = 64
 ASKS_PER_CLIENT = 150
 PAYLOAD = {"payload": "x" * 32}
 ROOT = Path(__file__).resolve().parents[2]
+PEER_VENV = ROOT / "bench-results" / "peers" / "venv"
+PEER_PACKAGE = "xoscar==0.12.2"
+PEER_INSTALL_TIMEOUT_S = 900
+PEER_REPLY_TIMEOUT_S = 300
 
 _RAW_SERVER = r"""
 import os, socket, struct, sys, threading
@@ -175,25 +191,105 @@ def _pykka_ask_seconds() -> float:
         ref.stop()
 
 
+class _Peer:
+    """The xoscar peer process (see `peer_xoscar.py`), driven one command per round."""
+
+    def __init__(self) -> None:
+        python = _peer_python()
+        script = Path(__file__).with_name("peer_xoscar.py")
+        self.proc = subprocess.Popen(
+            [str(python), str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.version = str(self._read()["ready"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        out: IO[str] = self.proc.stdout
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(out.readline()), daemon=True)
+        reader.start()
+        reader.join(PEER_REPLY_TIMEOUT_S)
+        if not box or not box[0]:
+            raise RuntimeError("xoscar peer gave no answer")
+        return dict(json.loads(box[0]))
+
+    def command(self, line: str) -> float:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return float(next(iter(self._read().values())))
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _peer_python() -> Path:
+    """The throwaway peer venv's python, created and filled on first use."""
+    python = PEER_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
+    probe = subprocess.run([str(python), "-c", "import xoscar"], check=False, capture_output=True)
+    if probe.returncode != 0:
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", PEER_PACKAGE],
+            check=True,
+            timeout=PEER_INSTALL_TIMEOUT_S,
+            capture_output=True,
+        )
+    return python
+
+
+def _start_peer() -> tuple[_Peer | None, str]:
+    try:
+        peer = _Peer()
+    except Exception as exc:  # the peer is optional: its rows say why it is missing
+        return None, f"xoscar peer unavailable ({type(exc).__name__}: {exc})"[:200]
+    return peer, f"xoscar {peer.version} actor in a sub-process pool"
+
+
 def run() -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="phlb"))
     (tmp / "c.toml").write_text("[daemon]\nmax_connections = 256\n")
     procs: list[subprocess.Popen[str]] = []
+    peer, peer_name = _start_peer()
+    keys = ("floor", "value", "pykka", "raw_rate", "rate", "pipelined", "xo_lat", "xo_rate")
+    samples: dict[str, list[float]] = {key: [] for key in keys}
     try:
         procs.append(_start([sys.executable, "-c", _RAW_SERVER, str(tmp / "raw.sock")], "ready"))
         argv = [sys.executable, "-m", "phloem", "daemon", "--config", str(tmp / "c.toml")]
         procs.append(_start([*argv, "--socket", str(tmp / "d.sock")], "daemon_ready"))
-        raw_client = _RawClient(tmp / "raw.sock")
-        client = phloem.Client.connect(tmp / "d.sock")
-        floor = median_seconds(raw_client.roundtrip, ROUND_TRIPS, warmup=200)
-        value = median_seconds(lambda: client.ask("echo", PAYLOAD), ROUND_TRIPS, warmup=200)
-        raw_client.close()
-        client.close()
-        pykka_floor = _pykka_ask_seconds()
-        raw_rate = _throughput(lambda: _RawClient(tmp / "raw.sock"), "roundtrip")
-        rate = _throughput(lambda: _Asker(tmp / "d.sock"), "ask")
-        pipelined_rate = _pipelined_rate(tmp / "d.sock")
+        for _ in range(ROUNDS):
+            raw_client = _RawClient(tmp / "raw.sock")
+            client = phloem.Client.connect(tmp / "d.sock")
+            samples["floor"].append(median_seconds(raw_client.roundtrip, ROUND_TRIPS, 200))
+            samples["value"].append(
+                median_seconds(lambda c=client: c.ask("echo", PAYLOAD), ROUND_TRIPS, 200)  # type: ignore[misc]
+            )
+            raw_client.close()
+            client.close()
+            samples["pykka"].append(_pykka_ask_seconds())
+            if peer is not None:
+                samples["xo_lat"].append(peer.command(f"latency {ROUND_TRIPS}"))
+            samples["raw_rate"].append(
+                _throughput(lambda: _RawClient(tmp / "raw.sock"), "roundtrip")
+            )
+            samples["rate"].append(_throughput(lambda: _Asker(tmp / "d.sock"), "ask"))
+            samples["pipelined"].append(_pipelined_rate(tmp / "d.sock"))
+            if peer is not None:
+                samples["xo_rate"].append(peer.command(f"rate {CLIENTS} {ASKS_PER_CLIENT}"))
     finally:
+        if peer is not None:
+            peer.close()
         for proc in procs:
             proc.terminate()
             try:
@@ -202,42 +298,76 @@ def run() -> list[dict[str, Any]]:
                 proc.kill()
                 proc.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
-    return [
+    med = {key: statistics.median(got) if got else 0.0 for key, got in samples.items()}
+    load = f"load {os.getloadavg()[0]:.1f}"
+    rows = [
         row(
             "client → daemon ask round trip (echo service)",
-            value * 1e6,
+            med["value"] * 1e6,
             "µs",
             "raw Unix-socket round trip, same payload",
-            floor * 1e6,
+            med["floor"] * 1e6,
             2.0,
         ),
         row(
             "client → daemon ask round trip (echo service)",
-            value * 1e6,
+            med["value"] * 1e6,
             "µs",
             "raw Unix-socket round trip + raw pykka ask (the two hops it is made of)",
-            (floor + pykka_floor) * 1e6,
+            (med["floor"] + med["pykka"]) * 1e6,
             2.0,
         ),
         row(
             f"{CLIENTS} concurrent clients, asks/s",
-            rate,
+            med["rate"],
             "asks/s",
             f"raw Unix-socket echo, {CLIENTS} connections",
-            raw_rate,
+            med["raw_rate"],
             None,
             higher_is_better=True,
         ),
         row(
             f"{CLIENTS} concurrent asks pipelined on ONE connection (native AsyncClient), asks/s",
-            pipelined_rate,
+            med["pipelined"],
             "asks/s",
             f"raw Unix-socket echo, {CLIENTS} connections",
-            raw_rate,
+            med["raw_rate"],
             None,
             higher_is_better=True,
         ),
     ]
+    peer_rows = [
+        ("sync ask median vs peer", med["value"] * 1e6, "µs", med["xo_lat"] * 1e6, 0.5, False),
+        (
+            f"{CLIENTS} connections (threads) asks/s vs peer {CLIENTS} coroutines",
+            med["rate"],
+            "asks/s",
+            med["xo_rate"],
+            round(1 / 1.5, 2),
+            True,
+        ),
+        (
+            f"{CLIENTS} asks pipelined on ONE connection asks/s vs peer {CLIENTS} coroutines",
+            med["pipelined"],
+            "asks/s",
+            med["xo_rate"],
+            round(1 / 1.5, 2),
+            True,
+        ),
+    ]
+    for name, value, unit, floor, target, higher in peer_rows:
+        rows.append(
+            row(
+                f"{name} (median of {ROUNDS} interleaved rounds, {load})",
+                value,
+                unit,
+                peer_name,
+                floor,
+                target if peer is not None else None,
+                higher_is_better=higher,
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Benchmark: the coding tools against ripgrep, GNU grep, GNU diff and raw Python I/O.
 
 - grep (literal, regex) over a generated tree of `FILES` files vs `rg` (the ripgrep
-  wheel's binary) and GNU `grep -rn`, all with warm page caches, same patterns, same tree.
+  wheel's binary) and GNU `grep -rn`, all with warm page caches, same patterns, same tree;
+  ours as it runs (sharded over the cores: the calling thread and fork-server children)
+  and, for comparison, in one thread; those three are timed in turn, best of 3 each.
   The tree is `FILES` x `FILE_BYTES` (20,000 x 10 KiB = ~200 MB); set PHLOEM_BENCH_SCALE
   (0 < s <= 1) to shrink it on a slow machine, the rows then say so.
 - read (first 2,000 lines, numbered), edit (one exact replacement: ledger check, match,
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from phloem.tools import OutputBudget, ToolContext, Workspace
+from phloem.tools import OutputBudget, ToolContext, Workspace, grep as grep_module
 from phloem.tools.diff import unified_diff
 from phloem.tools.edit import EditTool
 from phloem.tools.grep import GrepTool
@@ -97,6 +99,28 @@ def _run_quiet(argv: list[str], cwd: Path) -> None:
     subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
+def _interleaved(*fns: Callable[[], Any], repeat: int = 3) -> list[float]:
+    """The best time of each of `fns`, run in turn `repeat` times (so a change in the
+    machine's load hits them alike)."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for index, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            best[index] = min(best[index], time.perf_counter() - start)
+    return best
+
+
+def _one_thread(grep: GrepTool, args: dict[str, Any], ctx: ToolContext) -> None:
+    """The same search without shard children."""
+    sharding = grep_module.SHARD_MIN_FILES
+    grep_module.SHARD_MIN_FILES = sys.maxsize
+    try:
+        grep.run(args, ctx)
+    finally:
+        grep_module.SHARD_MIN_FILES = sharding
+
+
 def _grep_rows(tree: Path, files: int, planted: int, scaled: str) -> list[dict[str, Any]]:
     ctx = ToolContext(workspace=Workspace(tree), budget=OutputBudget(10**9))
     grep = GrepTool()
@@ -120,11 +144,15 @@ def _grep_rows(tree: Path, files: int, planted: int, scaled: str) -> list[dict[s
         result = grep.run(args, ctx)
         if result.get("match_count") != planted:
             raise RuntimeError(f"grep {label} found {result.get('match_count')}, want {planted}")
-        ours = _best(lambda a=args: grep.run(a, ctx))  # type: ignore[misc]
-        floor = _best(lambda r=rg_args: _run_quiet([rg, "-n", *r, "."], tree))  # type: ignore[misc]
+        ours, floor, single = _interleaved(
+            lambda a=args: grep.run(a, ctx),  # type: ignore[misc]
+            lambda r=rg_args: _run_quiet([rg, "-n", *r, "."], tree),  # type: ignore[misc]
+            lambda a=args: _one_thread(grep, a, ctx),  # type: ignore[misc]
+        )
         gnu = _best(lambda g=gnu_args: _run_quiet(["grep", "-rn", *g, "."], tree), 1)  # type: ignore[misc]
         name = f"grep {label}, {files} files{scaled}"
         rows.append(row(name, ours, "s", "ripgrep", floor, GREP_TARGET))
+        rows.append(row(f"{name}, one thread (no shards)", single, "s", "ripgrep", floor, None))
         rows.append(row(f"{name}, GNU grep", gnu, "s", "ripgrep", floor, None))
     return rows
 

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def _threads_after(baseline: set[threading.Thread]) -> int:
-    """Thread count once threads that are finishing have finished (bounded wait)."""
+    """Thread count once threads that are finishing have finished (bounded wait). A
+    parked actor thread (`threadpark`) ends within `PARK_IDLE_S`, so the count can also
+    drop below the baseline: a leak is a count above it."""
     for thread in threading.enumerate():
         if thread not in baseline:
             thread.join(5)
@@ -32,7 +34,7 @@ def test_a_thousand_actor_start_stop_cycles_leak_no_threads_or_fds() -> None:
         sup.start_child(ChildSpec(f"s{i}", Store, restart="temporary"))
         sup.terminate_child(f"s{i}")
     assert sup.count_children().specs == 0
-    assert _threads_after(baseline) == len(baseline)
+    assert _threads_after(baseline) <= len(baseline)
     assert _fds() == fds
 
 
@@ -41,4 +43,4 @@ def test_supervisor_start_stop_cycles_leak_no_threads() -> None:
     for _ in range(200):
         sup = Supervisor.start(SupervisorSpec(), [ChildSpec("a", Store), ChildSpec("b", Store)])
         sup.stop()
-    assert _threads_after(baseline) == len(baseline)
+    assert _threads_after(baseline) <= len(baseline)

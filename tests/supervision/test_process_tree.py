@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from phloem import logs as phloem_logs
-from phloem.supervision import forkserver
+from phloem.supervision import forkserver, threadpark
 from phloem.supervision._bootstrap import POOL_SIZE
 from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.proctree import proc_table
@@ -126,6 +126,7 @@ def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None
     target = ProcessTarget(os.getpid)
     start_process(target, name="warmup").stop(0)
     wait_until(lambda: _counts()[3] == POOL_SIZE)  # only the idle pre-forked child
+    wait_until(lambda: threadpark.parked_count() == 0)  # parked actor threads end meanwhile
     before = _counts()
     for i in range(1_000):
         h = start_process(target, name=f"cycle-{i}")

@@ -8,7 +8,8 @@ import pytest
 
 from phloem.tools import ToolContext, ToolWarning, Workspace
 from phloem.tools.find import FindTool
-from phloem.tools.grep import MAX_GREP_FILE_BYTES, MAX_GREP_LINE_BYTES, GrepTool
+from phloem.tools.grep import GrepTool
+from phloem.tools.grepsearch import MAX_GREP_FILE_BYTES, MAX_GREP_LINE_BYTES
 from phloem.tools.ls import LsTool
 
 from .conftest import Touches, seed

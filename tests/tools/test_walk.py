@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from phloem.tools.walk import Tree, WalkFilter, WalkResult, WalkWarning, walk
+from phloem.tools.fsroot import Tree
+from phloem.tools.walk import WalkFilter, WalkResult, WalkWarning, walk
 
 from .conftest import seed
 

@@ -1,0 +1,62 @@
+"""Parked actor threads: reused for the next actor loop, bounded, and ended when idle."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+
+import pytest
+
+from phloem.supervision import threadpark
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+_seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+
+
+def _idle() -> None:
+    wait_until(lambda: threadpark.parked_count() == 0, timeout=threadpark.PARK_IDLE_S + 10)
+
+
+def test_a_parked_thread_runs_the_next_job_in_a_fresh_context_then_ends_when_idle() -> None:
+    _idle()
+    ran: list[tuple[int, str, str]] = []
+    done = threading.Event()
+
+    def first() -> None:
+        ran.append((threading.get_ident(), threading.current_thread().name, _seen.get()))
+        _seen.set("first")
+
+    def second() -> None:
+        ran.append((threading.get_ident(), threading.current_thread().name, _seen.get()))
+        done.set()
+
+    threadpark.run_parked(first, "job-1", daemon=True)
+    wait_until(lambda: threadpark.parked_count() == 1)
+    threadpark.run_parked(second, "job-2", daemon=True)
+    assert done.wait(10)
+    assert ran[0][0] == ran[1][0]  # the same thread
+    assert [r[1:] for r in ran] == [("job-1", "unset"), ("job-2", "unset")]
+    wait_until(lambda: threadpark.parked_count() == 1)
+    thread = next(t for t in threading.enumerate() if t.ident == ran[0][0])
+    thread.join(threadpark.PARK_IDLE_S + 10)
+    assert not thread.is_alive() and threadpark.parked_count() == 0
+
+
+def test_non_daemon_jobs_never_park_and_parking_stops_at_the_limit() -> None:
+    _idle()
+    threadpark.run_parked(lambda: None, "plain", daemon=False)
+    release = threading.Event()
+    started = threading.Barrier(threadpark.MAX_PARKED_THREADS + 2)
+
+    def hold() -> None:
+        started.wait(10)
+        release.wait(10)
+
+    for i in range(threadpark.MAX_PARKED_THREADS + 1):
+        threadpark.run_parked(hold, f"hold-{i}", daemon=True)
+    started.wait(10)
+    release.set()
+    wait_until(lambda: threadpark.parked_count() == threadpark.MAX_PARKED_THREADS)
+    _idle()
