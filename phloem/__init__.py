@@ -47,6 +47,15 @@ if TYPE_CHECKING:
         SupervisorPlanner as SupervisorPlanner,
     )
     from phloem.actors.eval.options import EvalOptions as EvalOptions
+    from phloem.actors.instructions import (
+        ConfirmationInterceptor as ConfirmationInterceptor,
+        ConfirmRequest as ConfirmRequest,
+        InstructionContext as InstructionContext,
+        SkillCatalog as SkillCatalog,
+        TemplateCatalog as TemplateCatalog,
+        ToolPolicy as ToolPolicy,
+        ToolPolicyInterceptor as ToolPolicyInterceptor,
+    )
     from phloem.actors.live.protocol import LiveEvent as LiveEvent
     from phloem.actors.lsp.hub import LspHub as LspHub
     from phloem.actors.mcp.hub import McpHub as McpHub
@@ -85,6 +94,7 @@ if TYPE_CHECKING:
     from phloem.protocols.evalset import EvalSet as EvalSet
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
+    from phloem.protocols.warnings import RunWarning as RunWarning
     from phloem.supervision.credit import CreditWindow as CreditWindow
     from phloem.tools.toolset import Toolset as Toolset
     from phloem.tree import Tree as Tree
@@ -99,6 +109,8 @@ _EXPORTS: dict[str, str] = {
     "AsyncClient": "phloem.client.aio",
     "BuiltInPlanner": "phloem.models.request_planners",
     "Client": "phloem.client.sync",
+    "ConfirmRequest": "phloem.actors.instructions",
+    "ConfirmationInterceptor": "phloem.actors.instructions",
     "Content": "phloem.protocols.content",
     "CreditWindow": "phloem.supervision.credit",
     "Decision": "phloem.actors.agents",
@@ -121,6 +133,7 @@ _EXPORTS: dict[str, str] = {
     "GoalOrientedPlanner": "phloem.actors.agents",
     "Halt": "phloem.plugins",
     "InMemorySessionService": "phloem.actors.agents",
+    "InstructionContext": "phloem.actors.instructions",
     "InvocationContext": "phloem.actors.agents",
     "LiveEvent": "phloem.actors.live.protocol",
     "LlmAgent": "phloem.actors.agents",
@@ -150,11 +163,16 @@ _EXPORTS: dict[str, str] = {
     "ReplanPolicy": "phloem.actors.agents",
     "Return": "phloem.plugins",
     "RunAgents": "phloem.actors.agents",
+    "RunWarning": "phloem.protocols.warnings",
     "ScriptedModel": "phloem.models.scripted",
     "SequentialPlanner": "phloem.actors.agents",
     "Session": "phloem.actors.agents",
+    "SkillCatalog": "phloem.actors.instructions",
     "SupervisorPlanner": "phloem.actors.agents",
+    "TemplateCatalog": "phloem.actors.instructions",
     "ThinkingConfig": "phloem.protocols.content",
+    "ToolPolicy": "phloem.actors.instructions",
+    "ToolPolicyInterceptor": "phloem.actors.instructions",
     "Toolset": "phloem.tools.toolset",
     "Tree": "phloem.tree",
 }

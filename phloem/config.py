@@ -33,6 +33,7 @@ import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
 from phloem.actors.eval.settings import EvalConfig
+from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.live.settings import LiveConfig
 from phloem.actors.lsp.settings import LspConfig
 from phloem.actors.mcp.settings import McpConfig
@@ -191,6 +192,8 @@ class Config(Section):
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
     # The coding tools' limits (`[tools]`, see phloem.tools.settings).
     tools: ToolsConfig = section(ToolsConfig)
+    # Instruction discovery, skills, templates, prompt commands (`[instructions]`).
+    instructions: InstructionsConfig = section(InstructionsConfig)
     # Gemini Live sessions (`[live]`, see phloem.actors.live.settings).
     live: LiveConfig = section(LiveConfig)
     # Evaluation (`[eval]`, see phloem.actors.eval.settings).

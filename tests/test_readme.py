@@ -10,8 +10,11 @@ import re
 import tomllib
 from collections.abc import Iterator
 
+import msgspec
 import pytest
 
+from phloem.actors.agents.settings import LlmAgentConfig
+from phloem.actors.sessions.settings import HarnessAgentConfig
 from phloem.config import Config, parse_config
 from tests.helpers import (
     ROOT,
@@ -253,3 +256,30 @@ def test_web_view(
     data = tomllib.loads((ROOT / "conf" / "phloem.toml").read_text())
     for key in data["web"]:
         assert f"`web.{key}`" in section, f"web.{key} is not documented in the README"
+
+
+def test_instructions_skills_and_tool_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = readme_python_blocks("Instructions, skills and tool policy")
+    assert len(blocks) == 3
+    run_readme_block("\n".join(blocks), "instructions")
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "['~/.claude/CLAUDE.md', 'AGENTS.md']",
+        "['~/.claude/CLAUDE.md', 'AGENTS.md', 'src/AGENTS.md']",
+        "Tests: make test. Use type hints.",
+        "['bash']",
+        "['write', 'edit'] denied denied",
+        "hi",
+        "Be careful.",
+        "['edit', 'find', 'grep', 'ls', 'read', 'write']",
+        "Review a change",
+        "Read the diff of HEAD~1 first. {'allow': ['grep', 'read'], 'deny': []}",
+        "Fix issue-17 on branch main.",
+    ]
+    toml = re.findall(
+        r"```toml\n(.*?)```", readme_section("Instructions, skills and tool policy"), re.S
+    )
+    llm = tomllib.loads(toml[0])["agents"]["llm"]["coder"]
+    msgspec.convert(llm, LlmAgentConfig)  # every key is a real one
+    harness = tomllib.loads(toml[1])["sessions"]["agents"]["coder"]
+    assert msgspec.convert(harness, HarnessAgentConfig).confirmation is True

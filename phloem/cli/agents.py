@@ -7,7 +7,10 @@
 `--state KEY=VALUE` may repeat; a VALUE that parses as JSON is used as such (numbers,
 objects, lists, true/false), anything else is a string. `run` prints each event as it
 arrives, then the outcome (and each `--show KEY` of the final state); it exits 0 for
-`done` and `done_with_result`, 1 otherwise.
+`done` and `done_with_result`, 1 otherwise. `--allow TOOL` / `--deny TOOL` (repeatable)
+restrict the run's tools; an agent with `confirmation = true` asks y/N on the terminal
+before each mutating tool call (`--yes` approves them all; without a terminal: no).
+The run's warnings are printed after the outcome.
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ def add_cli(commands: Commands) -> None:
     _state_arg(run)
     run.add_argument(
         "--show", metavar="KEY", action="append", default=[], help="print this state key at the end"
+    )
+    run.add_argument(
+        "--allow", metavar="TOOL", action="append", default=None, help="only these tools"
+    )
+    run.add_argument(
+        "--deny", metavar="TOOL", action="append", default=[], help="never these tools"
+    )
+    run.add_argument(
+        "--yes", action="store_true", help="approve every tool call that asks for confirmation"
     )
 
 
@@ -76,8 +88,18 @@ def _run(ctx: CommandContext) -> int:
     def show(event: Event) -> None:
         ctx.emit(event, text=describe(event))
 
+    from phloem.cli.instructions import confirm_prompt
+
     with ctx.client() as client:
-        run = client.run_agent(ctx.args.name, input=ctx.args.input, state=state, on_event=show)
+        run = client.run_agent(
+            ctx.args.name,
+            input=ctx.args.input,
+            state=state,
+            on_event=show,
+            on_confirm=confirm_prompt(ctx, approve_all=ctx.args.yes),
+            tools_allow=ctx.args.allow,
+            tools_deny=ctx.args.deny,
+        )
     outcome = run.outcome
     summary = f"outcome: {outcome.status} ({outcome.message}); iterations {outcome.iterations}"
     if outcome.replans:

@@ -3,7 +3,10 @@
 Each reply of the model is printed as soon as its event arrives; tool calls show as one
 line each (`> read {"path":"README.md"}`, then `< read ok` or `< read error: ...`).
 Ctrl-C cancels the turn under way (the daemon stops the model call or tool in flight);
-in the loop a second Ctrl-C, or Ctrl-C / Ctrl-D at the prompt, exits.
+in the loop a second Ctrl-C, or Ctrl-C / Ctrl-D at the prompt, exits. With an agent's
+`confirmation = true`, each mutating tool call asks `run write {...}? [y/N]` first
+(`--yes` approves them all; with no terminal the answer is no); `--allow TOOL` /
+`--deny TOOL` restrict the turn's tools; warnings are printed after the turn.
 """
 
 from __future__ import annotations
@@ -114,8 +117,18 @@ class Chat:
             time.sleep(0.05)
 
     def _turn(self, client: Client, sid: str, prompt: str) -> AskResult:
+        from phloem.cli.instructions import confirm_prompt
+
         show = None if self.ctx.json else self._show
-        result = client.session_run(sid, prompt, on_event=show, timeout=self.args.timeout)
+        result = client.session_run(
+            sid,
+            prompt,
+            on_event=show,
+            timeout=self.args.timeout,
+            on_confirm=confirm_prompt(self.ctx, approve_all=self.args.yes),
+            tools_allow=self.args.allow,
+            tools_deny=self.args.deny,
+        )
         if self.ctx.json:
             self.ctx.emit(result)
         else:

@@ -38,6 +38,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.plugins",
     "phloem.cli.sessions",
     "phloem.cli.tools",
+    "phloem.cli.instructions",
     "phloem.cli.live",
     "phloem.cli.mcp",
     "phloem.cli.completion",

@@ -38,6 +38,11 @@ def add_cli(commands: Commands) -> None:
     chat.add_argument("--agent", metavar="NAME", help="harness agent of a new session")
     chat.add_argument("--workdir", metavar="DIR", help="workspace of a new session (default .)")
     chat.add_argument("--timeout", type=float, default=None, metavar="S", help="per turn")
+    chat.add_argument("--allow", metavar="TOOL", action="append", default=None, help="only these")
+    chat.add_argument("--deny", metavar="TOOL", action="append", default=[], help="never these")
+    chat.add_argument(
+        "--yes", action="store_true", help="approve every tool call that asks for confirmation"
+    )
 
 
 def _when(ts: float) -> str:

@@ -1,8 +1,9 @@
 """Agent methods of `phloem.Client` and `phloem.Tree`.
 
 `AgentClientMethods` is a `ClientBase` mixin: `list_agents`, `plan_agent`,
-`start_agent_run`, `cancel_agent_run`, `follow_agent_run` and `run_agent` (start, follow
-the event stream under credit, return the `AgentRun`). `AgentTreeMethods` adds
+`start_agent_run`, `cancel_agent_run`, `confirm_agent_run`, `follow_agent_run` and
+`run_agent` (start, follow the event stream under credit — answering `confirm` items
+with `on_confirm` — and return the `AgentRun`). `AgentTreeMethods` adds
 `register_agent(agent)` and `run_agent(name_or_agent, ...)` to an embedded tree: a name
 runs the registered agent, an `Agent` object runs that object without registering it.
 Agents registered in code live only in that process (a daemon's agents come from its
@@ -12,7 +13,7 @@ config).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -26,11 +27,13 @@ from phloem.actors.agents.protocol import (
     AgentRunStarted,
     AgentStreamItem,
     CancelAgentRun,
+    ConfirmAgentRun,
     ListAgents,
     PlanAgent,
     StartAgentRun,
 )
 from phloem.actors.agents.runner import AgentRun
+from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.client.base import AsyncClientBase, ClientBase
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.credit import CreditWindow
@@ -51,9 +54,11 @@ class _RunFold:
         self.ref = ref
         self.events: list[Event] = []
 
-    def take(self, item: AgentStreamItem) -> Event | AgentRun:
-        """An event to show, or the finished run (the end carries outcome and state;
-        the events came one by one)."""
+    def take(self, item: AgentStreamItem) -> Event | AgentRun | ConfirmRequest:
+        """An event to show, a confirmation to answer, or the finished run (the end
+        carries outcome and state; the events came one by one)."""
+        if isinstance(item, ConfirmRequest):
+            return item
         if isinstance(item, AgentRunEvent):
             self.events.append(item.event)
             return item.event
@@ -68,6 +73,29 @@ class _RunFold:
             ErrorKind.RUN_INCOMPLETE,
             f"the event stream of run {self.ref} ended without its result",
         )
+
+
+def _start_request(
+    name: str,
+    input: str | None,
+    state: Mapping[str, Any] | None,
+    tools_allow: Sequence[str] | None,
+    tools_deny: Sequence[str],
+) -> StartAgentRun:
+    allow = None if tools_allow is None else _tool_list("tools_allow", tools_allow)
+    return StartAgentRun(
+        name,
+        input,
+        dict(state or {}),
+        tools_allow=allow,
+        tools_deny=_tool_list("tools_deny", tools_deny),
+    )
+
+
+def _tool_list(what: str, names: Sequence[str]) -> list[str]:
+    if isinstance(names, str):
+        raise TypeError(f"{what} must be a list of tool names, not a str")
+    return list(names)
 
 
 def _check_name(name: object) -> None:
@@ -97,12 +125,15 @@ class AgentClientMethods(ClientBase):
         *,
         input: str | None = None,
         state: Mapping[str, Any] | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
         timeout: float | None = None,
     ) -> AgentRunStarted:
-        """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`."""
+        """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`.
+        `tools_allow` / `tools_deny` restrict this run's tools (denials win)."""
         started: AgentRunStarted = self.ask(
             SERVICE,
-            StartAgentRun(name, input, dict(state or {})),
+            _start_request(name, input, state, tools_allow, tools_deny),
             timeout=timeout,
             reply_type=AgentRunStarted,
         )
@@ -111,6 +142,13 @@ class AgentClientMethods(ClientBase):
     def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
         self.ask(SERVICE, CancelAgentRun(ref), timeout=timeout)
 
+    def confirm_agent_run(
+        self, ref: str, call_id: str, approve: bool, *, timeout: float | None = None
+    ) -> None:
+        """Answer a run's `confirm` item: run the tool call `call_id` or refuse it.
+        Only the run's owner may (`not_owner`); `unknown_call` when nothing waits."""
+        self.ask(SERVICE, ConfirmAgentRun(ref, call_id, bool(approve)), timeout=timeout)
+
     def run_agent(
         self,
         name: str,
@@ -118,23 +156,34 @@ class AgentClientMethods(ClientBase):
         input: str | None = None,
         state: Mapping[str, Any] | None = None,
         on_event: Callable[[Event], None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], bool] | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
         window: CreditWindow | None = None,
         timeout: float = DEFAULT_RUN_TIMEOUT_S,
     ) -> AgentRun:
-        """Run agent `name` to its end; `on_event` sees each event as it arrives."""
+        """Run agent `name` to its end; `on_event` sees each event as it arrives,
+        `on_confirm` answers each confirmation (True runs the tool call)."""
         _check_name(name)
-        started = self.start_agent_run(name, input=input, state=state)
-        return self.follow_agent_run(started, on_event=on_event, window=window, timeout=timeout)
+        started = self.start_agent_run(
+            name, input=input, state=state, tools_allow=tools_allow, tools_deny=tools_deny
+        )
+        return self.follow_agent_run(
+            started, on_event=on_event, on_confirm=on_confirm, window=window, timeout=timeout
+        )
 
     def follow_agent_run(
         self,
         started: AgentRunStarted,
         *,
         on_event: Callable[[Event], None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], bool] | None = None,
         window: CreditWindow | None = None,
         timeout: float = DEFAULT_RUN_TIMEOUT_S,
     ) -> AgentRun:
-        """Follow a started run's stream to its end; `on_event` sees each event."""
+        """Follow a started run's stream to its end; `on_event` sees each event,
+        `on_confirm` answers each confirmation (without it, a confirmation waits for
+        `confirm_agent_run` or its timeout)."""
         stream = self.subscribe(
             started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
         )
@@ -147,6 +196,15 @@ class AgentClientMethods(ClientBase):
                     raise fold.ended(err) from None
                 if isinstance(got, AgentRun):
                     return got
+                if isinstance(got, ConfirmRequest):
+                    if on_confirm is not None:
+                        approve = bool(on_confirm(got))
+                        try:
+                            self.confirm_agent_run(started.ref, got.call_id, approve)
+                        except PhloemError as err:
+                            if err.kind != ErrorKind.UNKNOWN_CALL:
+                                raise
+                    continue
                 if on_event is not None:
                     on_event(got)
 
@@ -176,6 +234,9 @@ class AgentTreeMethods:
         input: str | None = None,
         state: Mapping[str, Any] | None = None,
         on_event: Callable[[Event], None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], bool] | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
     ) -> AgentRun:
         """Run an agent to its end: the one registered under a name, or an `Agent` object
         itself (not registered: build one per invocation, or share one between runs —
@@ -185,7 +246,15 @@ class AgentTreeMethods:
         client = self.client("run_agent")
         try:
             if not isinstance(agent, Agent):
-                run: AgentRun = client.run_agent(agent, input=input, state=state, on_event=on_event)
+                run: AgentRun = client.run_agent(
+                    agent,
+                    input=input,
+                    state=state,
+                    on_event=on_event,
+                    on_confirm=on_confirm,
+                    tools_allow=tools_allow,
+                    tools_deny=tools_deny,
+                )
                 return run
             from phloem.actors.agents.service import start_object_message
 
@@ -194,13 +263,15 @@ class AgentTreeMethods:
             # Through msgpack, as a named run's request is: the same checks, and the run
             # gets its own copy of `state`.
             request = msgspec.msgpack.decode(
-                msgspec.msgpack.encode(StartAgentRun(agent.name, input, dict(state or {}))),
+                msgspec.msgpack.encode(
+                    _start_request(agent.name, input, state, tools_allow, tools_deny)
+                ),
                 type=StartAgentRun,
             )
             started: AgentRunStarted = self.resolve(SERVICE).ask(
-                start_object_message(agent, transport.owner, request.input, request.state)
+                start_object_message(agent, transport.owner, request)
             )
-            run = client.follow_agent_run(started, on_event=on_event)
+            run = client.follow_agent_run(started, on_event=on_event, on_confirm=on_confirm)
             return run
         finally:
             client.close()
@@ -233,12 +304,14 @@ class AsyncAgentMethods(AsyncClientBase):
         *,
         input: str | None = None,
         state: Mapping[str, Any] | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
         timeout: float | None = None,
     ) -> AgentRunStarted:
         """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`."""
         started: AgentRunStarted = await self.ask(
             SERVICE,
-            StartAgentRun(name, input, dict(state or {})),
+            _start_request(name, input, state, tools_allow, tools_deny),
             timeout=timeout,
             reply_type=AgentRunStarted,
         )
@@ -247,6 +320,12 @@ class AsyncAgentMethods(AsyncClientBase):
     async def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
         await self.ask(SERVICE, CancelAgentRun(ref), timeout=timeout)
 
+    async def confirm_agent_run(
+        self, ref: str, call_id: str, approve: bool, *, timeout: float | None = None
+    ) -> None:
+        """Answer a run's `confirm` item (see the sync client)."""
+        await self.ask(SERVICE, ConfirmAgentRun(ref, call_id, bool(approve)), timeout=timeout)
+
     async def run_agent(
         self,
         name: str,
@@ -254,15 +333,20 @@ class AsyncAgentMethods(AsyncClientBase):
         input: str | None = None,
         state: Mapping[str, Any] | None = None,
         on_event: Callable[[Event], Awaitable[None] | None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], Awaitable[bool] | bool] | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
         window: CreditWindow | None = None,
         timeout: float = DEFAULT_RUN_TIMEOUT_S,
     ) -> AgentRun:
         """Run agent `name` to its end; `on_event` (a function or a coroutine function)
         sees each event as it arrives; `timeout` bounds the wait for each stream item."""
         _check_name(name)
-        started = await self.start_agent_run(name, input=input, state=state)
+        started = await self.start_agent_run(
+            name, input=input, state=state, tools_allow=tools_allow, tools_deny=tools_deny
+        )
         return await self.follow_agent_run(
-            started, on_event=on_event, window=window, timeout=timeout
+            started, on_event=on_event, on_confirm=on_confirm, window=window, timeout=timeout
         )
 
     async def follow_agent_run(
@@ -270,6 +354,7 @@ class AsyncAgentMethods(AsyncClientBase):
         started: AgentRunStarted,
         *,
         on_event: Callable[[Event], Awaitable[None] | None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], Awaitable[bool] | bool] | None = None,
         window: CreditWindow | None = None,
         timeout: float = DEFAULT_RUN_TIMEOUT_S,
     ) -> AgentRun:
@@ -286,6 +371,17 @@ class AsyncAgentMethods(AsyncClientBase):
                     raise fold.ended(err) from None
                 if isinstance(got, AgentRun):
                     return got
+                if isinstance(got, ConfirmRequest):
+                    if on_confirm is not None:
+                        answer = on_confirm(got)
+                        if inspect.isawaitable(answer):
+                            answer = await answer
+                        try:
+                            await self.confirm_agent_run(started.ref, got.call_id, bool(answer))
+                        except PhloemError as err:
+                            if err.kind != ErrorKind.UNKNOWN_CALL:
+                                raise
+                    continue
                 if on_event is not None:
                     outcome = on_event(got)
                     if inspect.isawaitable(outcome):

@@ -102,8 +102,8 @@ class AsyncClient(
     AsyncLiveMethods,
     AsyncMcpMethods,
     AsyncPlanningMethods,
-    AsyncPluginMethods,
     AsyncSessionMethods,
+    AsyncPluginMethods,
     AsyncTelemetryMethods,
     AsyncClientBase,
 ):

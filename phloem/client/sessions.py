@@ -6,7 +6,10 @@
     client.session_run(sid, "and now the tests", on_event=print)
 
 `session_ask` and `session_run` start a run (one per session: another is
-`session_busy`), follow its event stream under credit and return the `AskResult`. The
+`session_busy`), follow its event stream under credit and return the `AskResult`.
+`tools_allow=` / `tools_deny=` restrict the turn's tools; with confirmation on,
+`on_confirm(request) -> bool` answers each `confirm` item (or the owner calls
+`session_confirm(session_id, call_id, approve)`). The
 run belongs to this client: closing the client cancels it, as `session_cancel` does. A
 `timeout` passing also cancels the run, then raises `timeout`.
 """
@@ -15,13 +18,15 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from phloem.actors.agents.events import Event
+from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.sessions.harness import AskResult
 from phloem.actors.sessions.protocol import (
     CancelSession,
+    ConfirmSession,
     DeleteSession,
     ListSessions,
     NewSession,
@@ -48,11 +53,23 @@ def _new(agent: str | None, workdir: str | None, session_id: str | None) -> NewS
     return NewSession(agent, workdir, session_id)
 
 
-def _item(item: Any, started: SessionRunStarted) -> Event | AskResult:
+def _item(item: Any, started: SessionRunStarted) -> Event | AskResult | ConfirmRequest:
+    if isinstance(item, ConfirmRequest):
+        return item
     if isinstance(item, SessionRunEvent):
         return item.event
     result: AskResult = item.result
     return result
+
+
+def _run_request(
+    session_id: str, prompt: str, tools_allow: Sequence[str] | None, tools_deny: Sequence[str]
+) -> RunSession:
+    for what, names in (("tools_allow", tools_allow), ("tools_deny", tools_deny)):
+        if isinstance(names, str):
+            raise TypeError(f"{what} must be a list of tool names, not a str")
+    allow = None if tools_allow is None else list(tools_allow)
+    return RunSession(session_id, prompt, tools_allow=allow, tools_deny=list(tools_deny))
 
 
 def _ended(err: PhloemError, started: SessionRunStarted) -> PhloemError:
@@ -109,12 +126,30 @@ class SessionClientMethods(ClientBase):
         """Cancel the session's active run (True if there was one)."""
         return bool(self.ask(SERVICE, CancelSession(session_id), timeout=timeout)["cancelled"])
 
-    def session_start(self, session_id: str, prompt: str) -> SessionRunStarted:
-        """Start a turn; follow it with `session_follow` (or `subscribe`)."""
+    def session_start(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
+    ) -> SessionRunStarted:
+        """Start a turn; follow it with `session_follow` (or `subscribe`).
+        `tools_allow` / `tools_deny` restrict this turn's tools (denials win)."""
         started: SessionRunStarted = self.ask(
-            SERVICE, RunSession(session_id, prompt), reply_type=SessionRunStarted
+            SERVICE,
+            _run_request(session_id, prompt, tools_allow, tools_deny),
+            reply_type=SessionRunStarted,
         )
         return started
+
+    def session_confirm(
+        self, session_id: str, call_id: str, approve: bool, *, timeout: float | None = None
+    ) -> None:
+        """Answer a `confirm` item of the session's run: run the tool call `call_id` or
+        refuse it. Only the run's owner may (`not_owner`); `unknown_call` when nothing
+        waits under that id."""
+        self.ask(SERVICE, ConfirmSession(session_id, call_id, bool(approve)), timeout=timeout)
 
     def session_run(
         self,
@@ -122,24 +157,47 @@ class SessionClientMethods(ClientBase):
         prompt: str,
         *,
         on_event: Callable[[Event], None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], bool] | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
-        """Run one turn; `on_event` sees each event as it arrives (under credit)."""
-        started = self.session_start(session_id, prompt)
-        return self.session_follow(started, on_event=on_event, timeout=timeout, window=window)
+        """Run one turn; `on_event` sees each event as it arrives (under credit),
+        `on_confirm` answers each confirmation (True runs the tool call)."""
+        started = self.session_start(
+            session_id, prompt, tools_allow=tools_allow, tools_deny=tools_deny
+        )
+        return self.session_follow(
+            started, on_event=on_event, on_confirm=on_confirm, timeout=timeout, window=window
+        )
 
     def session_ask(
-        self, session_id: str, prompt: str, *, timeout: float | None = None
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        timeout: float | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
+        on_confirm: Callable[[ConfirmRequest], bool] | None = None,
     ) -> AskResult:
         """Run one turn and return its `AskResult`."""
-        return self.session_run(session_id, prompt, timeout=timeout)
+        return self.session_run(
+            session_id,
+            prompt,
+            timeout=timeout,
+            tools_allow=tools_allow,
+            tools_deny=tools_deny,
+            on_confirm=on_confirm,
+        )
 
     def session_follow(
         self,
         started: SessionRunStarted,
         *,
         on_event: Callable[[Event], None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], bool] | None = None,
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
@@ -162,6 +220,15 @@ class SessionClientMethods(ClientBase):
                     raise _ended(err, started) from None
                 if isinstance(got, AskResult):
                     return got
+                if isinstance(got, ConfirmRequest):
+                    if on_confirm is not None:
+                        approve = bool(on_confirm(got))
+                        try:
+                            self.session_confirm(started.session_id, got.call_id, approve)
+                        except PhloemError as err:
+                            if err.kind != ErrorKind.UNKNOWN_CALL:  # too late: dropped
+                                raise
+                    continue
                 if on_event is not None:
                     on_event(got)
 
@@ -204,11 +271,26 @@ class AsyncSessionMethods(AsyncClientBase):
         reply = await self.ask(SERVICE, CancelSession(session_id), timeout=timeout)
         return bool(reply["cancelled"])
 
-    async def session_start(self, session_id: str, prompt: str) -> SessionRunStarted:
+    async def session_start(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
+    ) -> SessionRunStarted:
         started: SessionRunStarted = await self.ask(
-            SERVICE, RunSession(session_id, prompt), reply_type=SessionRunStarted
+            SERVICE,
+            _run_request(session_id, prompt, tools_allow, tools_deny),
+            reply_type=SessionRunStarted,
         )
         return started
+
+    async def session_confirm(
+        self, session_id: str, call_id: str, approve: bool, *, timeout: float | None = None
+    ) -> None:
+        """Answer a `confirm` item of the session's run (see the sync client)."""
+        await self.ask(SERVICE, ConfirmSession(session_id, call_id, bool(approve)), timeout=timeout)
 
     async def session_run(
         self,
@@ -216,22 +298,44 @@ class AsyncSessionMethods(AsyncClientBase):
         prompt: str,
         *,
         on_event: Callable[[Event], Awaitable[None] | None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], Awaitable[bool] | bool] | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
-        started = await self.session_start(session_id, prompt)
-        return await self.session_follow(started, on_event=on_event, timeout=timeout, window=window)
+        started = await self.session_start(
+            session_id, prompt, tools_allow=tools_allow, tools_deny=tools_deny
+        )
+        return await self.session_follow(
+            started, on_event=on_event, on_confirm=on_confirm, timeout=timeout, window=window
+        )
 
     async def session_ask(
-        self, session_id: str, prompt: str, *, timeout: float | None = None
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        timeout: float | None = None,
+        tools_allow: Sequence[str] | None = None,
+        tools_deny: Sequence[str] = (),
+        on_confirm: Callable[[ConfirmRequest], Awaitable[bool] | bool] | None = None,
     ) -> AskResult:
-        return await self.session_run(session_id, prompt, timeout=timeout)
+        return await self.session_run(
+            session_id,
+            prompt,
+            timeout=timeout,
+            tools_allow=tools_allow,
+            tools_deny=tools_deny,
+            on_confirm=on_confirm,
+        )
 
     async def session_follow(
         self,
         started: SessionRunStarted,
         *,
         on_event: Callable[[Event], Awaitable[None] | None] | None = None,
+        on_confirm: Callable[[ConfirmRequest], Awaitable[bool] | bool] | None = None,
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
@@ -254,6 +358,19 @@ class AsyncSessionMethods(AsyncClientBase):
                     raise _ended(err, started) from None
                 if isinstance(got, AskResult):
                     return got
+                if isinstance(got, ConfirmRequest):
+                    if on_confirm is not None:
+                        answer = on_confirm(got)
+                        if inspect.isawaitable(answer):
+                            answer = await answer
+                        try:
+                            await self.session_confirm(
+                                started.session_id, got.call_id, bool(answer)
+                            )
+                        except PhloemError as err:
+                            if err.kind != ErrorKind.UNKNOWN_CALL:
+                                raise
+                    continue
                 if on_event is not None:
                     outcome = on_event(got)
                     if inspect.isawaitable(outcome):

@@ -33,8 +33,8 @@ class Client(
     LiveMethods,
     McpClientMethods,
     PlanningMethods,
-    PluginMethods,
     SessionClientMethods,
+    PluginMethods,
     TelemetryMethods,
     ClientBase,
 ):

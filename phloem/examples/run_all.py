@@ -88,6 +88,7 @@ EXAMPLE_MODULES: list[str] = [
     "phloem.examples.planning_report",
     "phloem.examples.supplier_risk",
     "phloem.examples.live_session",
+    "phloem.examples.sessions_demo",
     "phloem.examples.helpdesk_eval",
     "phloem.examples.sessions_demo",
 ]

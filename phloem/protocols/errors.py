@@ -175,6 +175,10 @@ class ErrorKind(enum.StrEnum):
     INVALID_OUTPUT = "invalid_output", "an agent's output is not JSON, too large or malformed"
     TOOL_ROUND_LIMIT = "tool_round_limit", "an LlmAgent still calls tools after max_tool_rounds"
 
+    # --- instructions, templates, tool policy and confirmation ---------------------------
+    UNKNOWN_TEMPLATE = "unknown_template", "no prompt template of that name (`/name args`)"
+    UNKNOWN_CALL = "unknown_call", "no tool call of that id is waiting for confirmation"
+
     # --- plugins ---------------------------------------------------------------------------
     PLUGIN_HALTED = "plugin_halted", "a plugin or local callback halted the run"
     PLUGIN_FAILED = "plugin_failed", "a plugin with failure = closed failed; the run stops"

@@ -31,6 +31,10 @@ ERROR_CODES = frozenset(
         "spawn_failed",
         "no_workspace",
         "exception",
+        "denied",
+        "not_confirmed",
+        "unknown_skill",
+        "ambiguous_skill",
         # MCP tools (phloem.actors.mcp): the server's own error result or protocol error,
         # no answer within timeout_s, a server that is suppressed or cannot be reached,
         # and one that stopped during the call
@@ -42,7 +46,10 @@ ERROR_CODES = frozenset(
 )
 """Every `error` code a failure value can carry: the built-in tools' codes, `unknown_tool`
 (no such tool), `no_workspace` (a workspace tool called without one) and `exception` (a
-tool raised something unexpected: `Tool.run`'s answer, with the redacted message)."""
+tool raised something unexpected: `Tool.run`'s answer, with the redacted message);
+`denied` (the tool policy refused the call) and `not_confirmed` (confirmation was on
+and the owner refused, did not answer in time, or went away) — in both the tool did
+not run; `unknown_skill` and `ambiguous_skill` (`load_skill`)."""
 
 
 class ToolFailure(Exception):

@@ -83,6 +83,7 @@ class ExitLoopTool(Tool):
     description = "Call this when the work is complete and the loop should stop."
     input_schema = object_schema({}, [])
     needs_workspace = False
+    read_only = True  # changes nothing: never asks for confirmation
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         return {"status": "loop exit requested"}
@@ -190,6 +191,8 @@ class LlmAgent(Agent):
                 if self.planner is not None:
                     response = self.planner.process_response(response)
             except PhloemError as exc:
+                if ctx.cancelled and exc.kind not in STOP_KINDS:
+                    return  # the run's outcome says cancelled; no model_failed
                 if exc.kind in STOP_KINDS:  # a plugin or callback stops the whole run
                     ctx.cancel.cancel(exc.message, exc.to_value())
                 elif ctx.cancelled:  # the run's outcome says cancelled; no model_failed

@@ -3,7 +3,9 @@
 Requests are a tagged union (`AgentRequest`); a run's stream carries `AgentStreamItem`s:
 `AgentRunEvent` for every event as it happens, then one `AgentRunEnd` with the run's
 outcome and final state (its `events` are empty: they were sent one by one; the client
-puts them back). A stream that ends without `AgentRunEnd` is `run_incomplete`.
+puts them back). A stream that ends without `AgentRunEnd` is `run_incomplete`. With
+confirmation on, a `ConfirmRequest` (kind `confirm`) asks the owner about a mutating
+tool call; the owner answers with `ConfirmAgentRun(ref, call_id, approve)`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import msgspec
 
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.runner import AgentRun
+from phloem.actors.instructions.protocol import ConfirmRequest
 
 
 class ListAgents(msgspec.Struct, frozen=True, tag="list"):
@@ -30,13 +33,24 @@ class StartAgentRun(msgspec.Struct, frozen=True, tag="run"):
     input: str | None = None
     state: dict[str, Any] = msgspec.field(default_factory=dict)
     subscribe_wait_s: float = 5.0
+    # This run's own tool policy, intersected with the agent's (denials win).
+    tools_allow: list[str] | None = None
+    tools_deny: list[str] = []
 
 
 class CancelAgentRun(msgspec.Struct, frozen=True, tag="cancel"):
     ref: str
 
 
-AgentRequest = ListAgents | PlanAgent | StartAgentRun | CancelAgentRun
+class ConfirmAgentRun(msgspec.Struct, frozen=True, tag="confirm"):
+    """The run owner's answer to a `ConfirmRequest` on the run's stream."""
+
+    ref: str
+    call_id: str
+    approve: bool
+
+
+AgentRequest = ListAgents | PlanAgent | StartAgentRun | CancelAgentRun | ConfirmAgentRun
 
 
 class AgentInfo(msgspec.Struct, frozen=True):
@@ -65,4 +79,4 @@ class AgentRunEnd(msgspec.Struct, frozen=True, tag="end"):
     run: AgentRun
 
 
-AgentStreamItem = AgentRunEvent | AgentRunEnd
+AgentStreamItem = AgentRunEvent | AgentRunEnd | ConfirmRequest

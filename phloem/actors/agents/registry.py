@@ -9,6 +9,7 @@ only ever name a registered agent; nothing from a request is imported.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -30,7 +31,10 @@ from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model, ModelError, StreamingModel
 from phloem.supervision.spec import Limits
+from phloem.tools.contract import Tool, ToolContext
+from phloem.tools.registry import coding_tools
 from phloem.tools.toolset import Toolset
+from phloem.tools.workspace import Workspace
 
 MAX_AGENTS = 10_000
 
@@ -143,17 +147,41 @@ def _load(load: Callable[[str], Any], path: str, where: str) -> Any:
         raise PhloemError(exc.kind, f"{where}: {exc.message}", exc.details) from exc
 
 
+def llm_tools(lc: Any, instructions: Any = None) -> tuple[list[Tool], ToolContext | None]:
+    """The tools of an `[agents.llm.NAME]` entry: its coding tools by name on `workdir`,
+    then `list_skills` / `load_skill` when `skills` is on and `workdir` has skills."""
+    if not (lc.tools or lc.skills or lc.instructions):
+        return [], None
+    if not lc.workdir:
+        raise ValueError("tools, instructions and skills need a workdir")
+    workdir = os.path.expanduser(lc.workdir)
+    if not os.path.isdir(workdir):
+        raise ValueError(f"workdir is not a directory: {lc.workdir}")
+    available = {tool.name: tool for tool in coding_tools()}
+    unknown = [n for n in lc.tools if n not in available]
+    if unknown:
+        raise ValueError(f"unknown tools {unknown} (coding tools: {', '.join(available)})")
+    tools: list[Tool] = [available[n] for n in dict.fromkeys(lc.tools)]
+    if lc.skills:
+        from phloem.actors.instructions.skills import SkillCatalog, skill_tools
+
+        tools += skill_tools(SkillCatalog(instructions, workdir))
+    return tools, ToolContext(workspace=Workspace(workdir))
+
+
 def build_registry(
     cfg: Any,
     load: Callable[[str], Any],
     models: Callable[[str], Model] = _no_models,
+    instructions: Any = None,
     mcp_toolset: Callable[[list[str]], Toolset] | None = None,
     describe: Callable[[str], Mapping[str, str]] | None = None,
 ) -> AgentRegistry:
     """Agents from an `[agents]` config section; `load` resolves `module:attribute`,
     `models` a provider name to its model, `mcp_toolset` MCP server names to the
     toolset an LlmAgent's `mcp_servers` gives it. A component that cannot be loaded is an error
-    naming its key path (`agents.functions.NAME.fn: cannot load agent 'mod:fn': ...`)."""
+    naming its key path (`agents.functions.NAME.fn: cannot load agent 'mod:fn': ...`).
+    `instructions` is the `[instructions]` section (skill roots) for LLM agents' skills."""
     registry = AgentRegistry()
     for name, fc in cfg.functions.items():
         where = f"agents.functions.{name}"
@@ -178,6 +206,7 @@ def build_registry(
             raise _invalid(f"{where}: {_why(exc)}") from None
     for name, lc in cfg.llm.items():
         try:
+            tools, tool_context = llm_tools(lc, instructions)
             toolsets = []
             if lc.mcp_servers:
                 if mcp_toolset is None:
@@ -189,8 +218,10 @@ def build_registry(
                     lc.description,
                     ProviderModel(lc.provider, models, describe),
                     lc.instruction,
+                    tools,
                     output_key=lc.output_key,
                     max_tool_rounds=lc.max_tool_rounds,
+                    tool_context=tool_context,
                     toolsets=toolsets,
                 )
             )

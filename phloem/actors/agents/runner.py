@@ -39,7 +39,8 @@ class AgentRun(msgspec.Struct, frozen=True):
     outcome: PlannerOutcome
     events: tuple[Event, ...]
     state: dict[str, Any]
-    # Non-fatal notices of the run (a plugin that failed under `failure = "open"`).
+    # Non-fatal notices of the run (instruction discovery, prompt commands, a plugin that
+    # failed under `failure = "open"`, ...).
     warnings: tuple[RunWarning, ...] = ()
 
     @property

@@ -1,11 +1,19 @@
 """The `agents` service: list, plan, run and cancel agents by name.
 
 Requests (msgspec, tagged): `ListAgents`, `PlanAgent(name, state)`,
-`StartAgentRun(name, input, state)` and `CancelAgentRun(ref)`. A started run answers
+`StartAgentRun(name, input, state, tools_allow, tools_deny)`, `CancelAgentRun(ref)` and
+`ConfirmAgentRun(ref, call_id, approve)`. A started run answers
 `AgentRunStarted(ref, stream)`: the ref is bound to the calling client (another client
 gets `not_owner`; when the client goes away the run is cancelled) and the stream
 `agents/<ref>` carries `AgentRunEvent`s as they happen and one final `AgentRunEnd`
 with the whole `AgentRun`, under the subscriber's credit.
+
+A configured LLM agent's run gets its own interceptors after the tree's: its tool policy
+(`[agents.llm.NAME] tools_allow` / `tools_deny` ∩ the request's), confirmation
+(`confirmation = true`: the stream carries a `ConfirmRequest` for each mutating tool call
+and the run waits for the owner's `ConfirmAgentRun`; a cancelled run or a vanished owner
+refuses) and its workspace's instructions (`instructions = true`), all from
+`phloem.actors.instructions`. The run's warnings come back in `AgentRun.warnings`.
 
 Credential-shaped state keys (`api_key`, `password`, ... — token *counts* are kept) are
 pruned from every event and from the final state before they leave the service.
@@ -19,8 +27,10 @@ most `max_concurrent_runs` runs are live; beyond that a start is refused with `b
 from __future__ import annotations
 
 import itertools
+import os
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -29,6 +39,7 @@ from phloem import telemetry
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.events import Event
+from phloem.actors.agents.llm_agent import LlmAgent
 from phloem.actors.agents.planner_agent import PlannerAgent
 from phloem.actors.agents.protocol import (
     AgentInfo,
@@ -38,6 +49,7 @@ from phloem.actors.agents.protocol import (
     AgentRunEvent,
     AgentRunStarted,
     CancelAgentRun,
+    ConfirmAgentRun,
     ListAgents,
     PlanAgent,
     StartAgentRun,
@@ -45,15 +57,22 @@ from phloem.actors.agents.protocol import (
 from phloem.actors.agents.registry import AgentRegistry, build_registry, planned_groups
 from phloem.actors.agents.runner import AgentRun, run_agent
 from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.actors.instructions.confirm import ConfirmationInterceptor
+from phloem.actors.instructions.context import run_interceptors
+from phloem.actors.instructions.discovery import InstructionContext
+from phloem.actors.instructions.policy import ToolPolicy
+from phloem.actors.instructions.protocol import ConfirmRequest
+from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.reload import ReloadContext, register_reloader
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.limits import check_range
 from phloem.logs import get_logger
-from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
+from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.models.providers import ProviderRegistry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import prune_secrets
+from phloem.protocols.warnings import Warnings
 from phloem.supervision import (
     Actor,
     ChildHandle,
@@ -109,6 +128,29 @@ class _Run:
     topic: Topic | None
     interceptors: Interceptors = NO_INTERCEPTORS
     trace: Any = None  # the starting request's trace context (phloem.telemetry.capture)
+    # Per run (phloem.actors.instructions): the turn's tool policy, confirmation of
+    # mutating tools, the workspace whose instructions are discovered, the warnings.
+    policy: ToolPolicy | None = None
+    by_agent: dict[str, ToolPolicy] = field(default_factory=dict)
+    confirm: ConfirmationInterceptor | None = None
+    instructions_dir: str | None = None
+    warnings: Warnings = field(default_factory=Warnings)
+
+    def chain(self, instructions: InstructionsConfig) -> Interceptors:
+        """The tree's interceptors, then this run's own (policy, confirmation,
+        instructions); discovery happens here, in the run's thread."""
+        context = None
+        if self.instructions_dir is not None:
+            context = InstructionContext(
+                self.instructions_dir, config=instructions, warnings=self.warnings
+            )
+        policy = None if self.policy is None or self.policy.unrestricted else self.policy
+        own = run_interceptors(
+            policy=policy, context=context, confirmation=self.confirm, by_agent=self.by_agent
+        )
+        if not own:
+            return self.interceptors
+        return Interceptors((*self.interceptors.items, *own))
 
 
 class _Finished:
@@ -188,12 +230,10 @@ def register_message(agent: Agent, replace: bool = False) -> Any:
     return _Register(agent, replace)
 
 
-def start_object_message(
-    agent: Agent, owner: Owner, input: str | None, state: dict[str, Any]
-) -> Any:
+def start_object_message(agent: Agent, owner: Owner, request: StartAgentRun) -> Any:
     """The in-process message that starts a run of the `agent` object itself, for
     `owner`, without registering it (Tree only): answered with `AgentRunStarted`."""
-    return _StartObject(agent, StartAgentRun(agent.name, input, state), owner)
+    return _StartObject(agent, request, owner)
 
 
 class AgentRunDriver(Actor):
@@ -201,10 +241,13 @@ class AgentRunDriver(Actor):
 
     max_inbox = 4
 
-    def __init__(self, run: _Run, request: StartAgentRun) -> None:
+    def __init__(
+        self, run: _Run, request: StartAgentRun, instructions: InstructionsConfig | None = None
+    ) -> None:
         super().__init__()
         self.run = run
         self.request = request
+        self.instructions = instructions or InstructionsConfig()
 
     def on_receive(self, message: Any) -> Any:
         if message != "go":
@@ -233,10 +276,15 @@ class AgentRunDriver(Actor):
                     executor=run.executor,
                     cancel=run.token,
                     on_event=forward,
-                    interceptors=run.interceptors,
+                    interceptors=run.chain(self.instructions),
                 )
+            if run.confirm is not None:
+                run.confirm.close("the run ended")
             if not failed:
-                end = msgspec.structs.replace(public_run(result), events=())  # sent one by one
+                warnings = (*result.warnings, *run.warnings.drain())
+                end = msgspec.structs.replace(
+                    public_run(result), events=(), warnings=warnings
+                )  # the events were sent one by one
                 topic.send(AgentRunEnd(end), timeout=STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
             log.warning("agent_run_end_undelivered", run=run.id, kind=exc.kind)
@@ -244,6 +292,8 @@ class AgentRunDriver(Actor):
             log.error("agent_run_driver_failed", run=run.id, error=type(exc).__name__)
             reason = ExitReason.from_exception(exc)
         finally:
+            if run.confirm is not None:
+                run.confirm.close("the run ended")
             topic.close(reason)
         self.exit(reason or ExitReason.normal())
         return None
@@ -259,6 +309,8 @@ class AgentService(ServiceActor):
         config = ctx.latest()
         self.providers, self.registry = _configured(config, ctx.shared)
         self._from_config = set(self.registry.names())
+        self.instructions: InstructionsConfig = config.instructions
+        self.llm_config: dict[str, Any] = dict(config.agents.llm)
         self._retired: list[ProviderRegistry] = []  # in use by runs started before a reload
         self.max_runs: int = config.agents.max_concurrent_runs
         self.invocation_timeout_s: float = config.agents.invocation_timeout_s
@@ -307,6 +359,15 @@ class AgentService(ServiceActor):
             assert isinstance(run, _Run)
             run.token.cancel("cancelled by its owner")
             return {"cancelled": message.ref}
+        if isinstance(message, ConfirmAgentRun):
+            run = self.ctx.refs.resolve(message.ref, call.owner, RUN_REF_KIND.name)
+            assert isinstance(run, _Run)
+            if run.confirm is None or not run.confirm.answer(message.call_id, message.approve):
+                raise PhloemError(
+                    ErrorKind.UNKNOWN_CALL,
+                    f"no tool call {message.call_id[:80]!r} is waiting for confirmation",
+                )
+            return {"call_id": message.call_id, "approve": message.approve}
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
 
     def on_other(self, message: Any) -> Any:
@@ -341,6 +402,8 @@ class AgentService(ServiceActor):
         self._from_config = from_config
         self.max_runs = config.agents.max_concurrent_runs
         self.invocation_timeout_s = config.agents.invocation_timeout_s
+        self.instructions = config.instructions
+        self.llm_config = dict(config.agents.llm)
         self._retired.append(old)
         if not self.runs:
             self._close_retired()
@@ -357,6 +420,7 @@ class AgentService(ServiceActor):
     ) -> AgentRunStarted:
         """Start a run of `agent` (an object, from an embedded tree) or, without one, of
         the agent registered as `request.name`."""
+        named = agent is None
         if agent is None:
             agent = self.registry.get(request.name)
         if request.input is not None and len(request.input) > MAX_AGENT_INPUT_CHARS:
@@ -392,6 +456,7 @@ class AgentService(ServiceActor):
             self.ctx.interceptors.chain(),
             telemetry.capture(),
         )
+        self._configure(run, request, named)
         me = self.actor_ref
         ref = None
         try:
@@ -401,7 +466,11 @@ class AgentService(ServiceActor):
             run.ref = ref.text
             run.topic = self.open_topic(f"agents/{ref.text}", owner=owner)
             driver = executor.supervisor.start_child(
-                ChildSpec("driver", (AgentRunDriver, (run, request), {}), restart="temporary")
+                ChildSpec(
+                    "driver",
+                    (AgentRunDriver, (run, request, self.instructions), {}),
+                    restart="temporary",
+                )
             )
         except Exception:
             if ref is not None:
@@ -415,6 +484,80 @@ class AgentService(ServiceActor):
         driver.tell("go")  # type: ignore[attr-defined]
         log.info("agent_run_started", run=run_id, agent=agent.name)
         return AgentRunStarted(run.ref, run.topic.name)
+
+    def _configure(self, run: _Run, request: StartAgentRun, named: bool) -> None:
+        """The run's tool policy, confirmation and instruction discovery: the request's
+        policy for every agent of the run; for a configured agent, each configured LLM
+        agent in it (the agent itself, a planner's sub-agents) keeps its own
+        `[agents.llm.NAME]` policy and confirmation; the workspace of the agent run
+        (when it is a configured LLM agent with `instructions = true`) gives the
+        instructions."""
+        run.policy = ToolPolicy.of(request.tools_allow, request.tools_deny)
+        if not named:
+            return
+        confirming: dict[str, float] = {}
+        for name in llm_agent_names(run.agent):
+            lc = self.llm_config.get(name)
+            if lc is None:
+                continue
+            own = ToolPolicy.of(lc.tools_allow, lc.tools_deny)
+            if not own.unrestricted:
+                run.by_agent[name] = own
+            if lc.confirmation:
+                confirming[name] = lc.confirmation_timeout_s
+        top = self.llm_config.get(run.agent.name)
+        if top is not None and top.instructions:
+            run.instructions_dir = os.path.expanduser(top.workdir)
+        if confirming:
+            table = tool_table(run.agent)
+
+            def send(item: ConfirmRequest) -> None:
+                assert run.topic is not None
+                run.topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
+
+            confirm = ConfirmationInterceptor(send, tools=table, agents=confirming)
+            run.confirm = confirm
+            run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
+
+
+def llm_agent_names(agent: Agent) -> list[str]:
+    """The names of the LLM agents in `agent`'s tree (itself included)."""
+    names: list[str] = []
+    stack = [agent]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, LlmAgent):
+            names.append(current.name)
+        stack.extend(current.sub_agents)
+    return names
+
+
+def tool_table(agent: Agent) -> Callable[[CallInfo, str], object | None]:
+    """The lookup of a tool by (calling agent, tool name) over `agent`'s tree: an LLM
+    agent's own tools, then its toolsets' tools of the moment (MCP tools; by the time
+    one is called, its toolset has listed it)."""
+    agents: dict[str, LlmAgent] = {}
+    stack = [agent]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, LlmAgent):
+            agents.setdefault(current.name, current)
+        stack.extend(current.sub_agents)
+
+    def lookup(info: CallInfo, name: str) -> object | None:
+        owner = agents.get(info.agent)
+        if owner is None:
+            return None
+        for tool in owner.tools:
+            if tool.name == name:
+                return tool
+        for toolset in owner.toolsets:
+            for tool in toolset.tools():
+                if tool.name == name:
+                    return tool
+        return None
+
+    return lookup
 
 
 def agents_factory(ctx: ServiceContext) -> ChildSpec:
@@ -448,6 +591,7 @@ def _configured(config: Any, shared: dict[str, Any]) -> tuple[ProviderRegistry, 
         config.agents,
         lambda path: load_component(path, what="agent"),
         providers.get,
+        config.instructions,
         lambda names: McpToolset(shared, names, config.mcp),
         describe=providers.describe,
     )

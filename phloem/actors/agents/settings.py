@@ -15,6 +15,10 @@
     max_iterations = 12
 
 `[agents.llm.NAME]` declares an `LlmAgent` on a configured provider (`provider = "flash"`),
+optionally with coding tools on a workspace (`tools`, `workdir`), discovered instructions
+and skills (`instructions`, `skills`: see `phloem.actors.instructions`), a tool policy
+(`tools_allow`, `tools_deny`) and confirmation of mutating tools (`confirmation`,
+`confirmation_timeout_s`),
 and `planner = "supervisor"` with `provider = ...` a model-driven `SupervisorPlanner`.
 Goal-oriented and P2P planners take their contracts from the FunctionAgents' input and
 output keys unless `[agents.planners.NAME.contracts.AGENT]` gives them. Other agents
@@ -34,6 +38,7 @@ _NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 
 AgentName = Annotated[str, msgspec.Meta(pattern=_NAME)]
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")]
 
 
 class FunctionAgentConfig(Section, kw_only=True):
@@ -57,6 +62,17 @@ class LlmAgentConfig(Section, kw_only=True):
     instruction: str = ""
     output_key: Key | None = None
     max_tool_rounds: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    # Coding tools by name (read, write, edit, bash, grep, find, ls) on `workdir`.
+    tools: list[ToolName] = []
+    workdir: str = ""
+    # Discover the instructions of `workdir` for every run; offer its skills as tools.
+    instructions: bool = False
+    skills: bool = False
+    # Tool policy (denials win; None allows every tool) and confirmation of mutating tools.
+    tools_allow: list[ToolName] | None = None
+    tools_deny: list[ToolName] = []
+    confirmation: bool = False
+    confirmation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=3_600)] = 60.0
     mcp_servers: list[AgentName] = []  # `[mcp.servers.NAME]` entries whose tools it gets
 
 

@@ -2,7 +2,9 @@
 
 Requests are a tagged union (`SessionRequest`). A run's stream `sessions/<ref>` carries
 `SessionRunEvent`s as they happen, then one `SessionRunEnd` with the turn's `AskResult`;
-a stream that ends without it is `run_incomplete`.
+a stream that ends without it is `run_incomplete`. With confirmation on, a
+`ConfirmRequest` (kind `confirm`) asks the run's owner about a mutating tool call; the
+owner answers with `ConfirmSession(session_id, call_id, approve)`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 import msgspec
 
 from phloem.actors.agents.events import Event
+from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.sessions.harness import AskResult
 
 
@@ -25,6 +28,17 @@ class RunSession(msgspec.Struct, frozen=True, tag="run"):
     session_id: str
     prompt: str
     subscribe_wait_s: float = 5.0
+    # This turn's own tool policy, intersected with the agent's (denials win).
+    tools_allow: list[str] | None = None
+    tools_deny: list[str] = []
+
+
+class ConfirmSession(msgspec.Struct, frozen=True, tag="confirm"):
+    """The run owner's answer to a `ConfirmRequest` on the session run's stream."""
+
+    session_id: str
+    call_id: str
+    approve: bool
 
 
 class CancelSession(msgspec.Struct, frozen=True, tag="cancel"):
@@ -45,7 +59,13 @@ class DeleteSession(msgspec.Struct, frozen=True, tag="delete"):
 
 
 SessionRequest = (
-    NewSession | RunSession | CancelSession | ListSessions | ShowSession | DeleteSession
+    NewSession
+    | RunSession
+    | CancelSession
+    | ListSessions
+    | ShowSession
+    | DeleteSession
+    | ConfirmSession
 )
 
 
@@ -84,4 +104,4 @@ class SessionRunEnd(msgspec.Struct, frozen=True, tag="end"):
     result: AskResult
 
 
-SessionStreamItem = SessionRunEvent | SessionRunEnd
+SessionStreamItem = SessionRunEvent | SessionRunEnd | ConfirmRequest

@@ -1,7 +1,8 @@
 """The `sessions` service: durable sessions and their runs, one run per session.
 
 Requests (`protocol.py`): `NewSession(agent, workdir, session_id)`, `RunSession(session_id,
-prompt)`, `CancelSession`, `ListSessions`, `ShowSession`, `DeleteSession`. Sessions are
+prompt, tools_allow, tools_deny)`, `CancelSession`, `ListSessions`, `ShowSession`,
+`DeleteSession`, `ConfirmSession(session_id, call_id, approve)`. Sessions are
 durable, named state and belong to no client; a *run* does: `RunSession` answers
 `SessionRunStarted(ref, stream)` with a ref bound to the calling client, so a client that
 goes away cancels its run (as `CancelSession` does). A second run of a busy session is
@@ -10,6 +11,11 @@ the `AskResult`.
 
 A session's agent is a `[sessions.agents.NAME]` entry: built for every run
 (`harness.build_agent`) on its provider with the coding tools on the session's workspace.
+Each turn also gets what `phloem.actors.instructions` adds (`SessionInstructions`): the
+workspace's instructions in the model request, its skills, `/name args` prompt commands,
+the tool policy (the agent's `tools_allow` / `tools_deny` ∩ the turn's) and, with
+`confirmation = true`, a `ConfirmRequest` on the stream before each mutating tool call,
+answered by the run's owner (`ConfirmSession`); its warnings join `AskResult.warnings`.
 In the tree the service is `sessions/service`; every live run is a driver actor under
 `sessions/runs`.
 """
@@ -28,12 +34,15 @@ from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.events import Event
 from phloem.actors.agents.registry import ProviderModel
 from phloem.actors.agents.service import public_event
+from phloem.actors.instructions.harness import SessionInstructions, TurnExtras
+from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
 from phloem.actors.sessions.harness import DEFAULT_INSTRUCTION, AskResult, RunSetup, select_tools
 from phloem.actors.sessions.protocol import (
     CancelSession,
+    ConfirmSession,
     DeleteSession,
     ListSessions,
     NewSession,
@@ -92,6 +101,8 @@ class _Run:
     ref: str
     token: CancelToken
     topic: Topic | None = None
+    # Instructions, skills, templates, tool policy, confirmation (phloem.actors.instructions).
+    extras: TurnExtras | None = None
 
 
 class _Finished:
@@ -137,14 +148,33 @@ class SessionRunDriver(Actor):
                 self.service.store.release_run(run.session_id)
 
         reason: ExitReason | None = None
+        extras = run.extras
         try:
             topic.stream.wait_for_subscribers(1, self.wait_s)
+            drain = None
+            failed_expansion = None
+            if extras is not None:
+                drain = extras.drain
+                try:
+                    self.turn.prompt = extras.expand(self.turn.prompt)  # `/name args`
+                except PhloemError as exc:
+                    failed_expansion = AskResult(
+                        session_id=run.session_id,
+                        status="failed",
+                        error=exc.to_value(),
+                        warnings=drain(),
+                    )
             try:
-                result = run_turn(self.turn, run.token, forward)
+                if failed_expansion is not None:
+                    result = failed_expansion
+                else:
+                    result = run_turn(self.turn, run.token, forward, drain)
             except PhloemError as exc:  # the store failed under the turn (session_io, ...)
                 log.warning("session_turn_failed", session=run.session_id, kind=exc.kind)
                 result = AskResult(session_id=run.session_id, status="failed", error=exc.to_value())
             finally:  # the turn is over: the next may start as soon as this one's result is out
+                if extras is not None and extras.confirm is not None:
+                    extras.confirm.close("the run ended")
                 release()
             if not failed:
                 topic.send(SessionRunEnd(result), timeout=STREAM_SEND_TIMEOUT_S)
@@ -154,6 +184,8 @@ class SessionRunDriver(Actor):
             log.error("session_run_failed", session=run.session_id, error=type(exc).__name__)
             reason = ExitReason.from_exception(exc)
         finally:
+            if extras is not None and extras.confirm is not None:
+                extras.confirm.close("the run ended")
             release()
             topic.close(reason)
         self.exit(reason or ExitReason.normal())
@@ -176,6 +208,7 @@ class SessionsService(ServiceActor):
         self.tools = coding_tools(ctx.config.tools)
         self.budget = OutputBudget()
         self.extra_interceptors: tuple[Interceptor, ...] = ()
+        self.instructions = SessionInstructions(ctx.config.instructions)
         self.runs: dict[str, _Run] = {}
         self._run_ids = itertools.count(1)
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
@@ -225,8 +258,11 @@ class SessionsService(ServiceActor):
             return [self._summary(info) for info in self.store.infos()]
         if isinstance(message, ShowSession):
             return self._show(message)
+        if isinstance(message, ConfirmSession):
+            return self._confirm(message, call.owner)
         if isinstance(message, DeleteSession):
             deleted = self.store.delete_session(message.session_id)
+            self.instructions.forget(message.session_id)
             with self._workspace_lock:
                 self._workspaces.pop(message.session_id, None)
             self.budget.reset(message.session_id)
@@ -288,10 +324,10 @@ class SessionsService(ServiceActor):
             raise PhloemError(
                 ErrorKind.BACKPRESSURE, f"{len(self.runs)} session runs live; max_concurrent_runs"
             )
-        turn = self._turn(sid, header.meta, request.prompt)
-        self.store.acquire_run(sid)
         token = CancelToken()
         run = _Run(sid, "", token)
+        turn = self._turn(sid, header.meta, request.prompt, run, request)
+        self.store.acquire_run(sid)
         me = self.actor_ref
         ref = None
         try:
@@ -325,7 +361,14 @@ class SessionsService(ServiceActor):
         driver.tell("go")  # type: ignore[attr-defined]
         return SessionRunStarted(run.ref, run.topic.name, sid)
 
-    def _turn(self, session_id: str, meta: dict[str, Any], prompt: str) -> Turn:
+    def _turn(
+        self,
+        session_id: str,
+        meta: dict[str, Any],
+        prompt: str,
+        run: _Run | None = None,
+        request: RunSession | None = None,
+    ) -> Turn:
         name = str(meta.get("agent") or self.cfg.default_agent)
         agent = self.agent_config(name)
         try:
@@ -334,13 +377,38 @@ class SessionsService(ServiceActor):
             raise PhloemError(
                 ErrorKind.CONFIG_INVALID, f"sessions.agents.{name}.tools: {exc}"
             ) from None
+        workdir = str(meta.get("workdir") or os.getcwd())
+        mine: tuple[Interceptor, ...] = ()  # policy, confirmation, instructions
+        if run is not None:
+
+            def send(item: ConfirmRequest) -> None:
+                assert run is not None and run.topic is not None
+                run.topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
+
+            extras = self.instructions.turn(
+                session_id,
+                workdir,
+                agent,
+                send=send,
+                tools=tools,
+                tools_allow=request.tools_allow if request is not None else None,
+                tools_deny=request.tools_deny if request is not None else (),
+            )
+            run.extras = extras
+            extras.check(prompt)  # an unknown `/name` fails now, not in the run
+            tools = (*tools, *extras.tools)
+            mine = extras.interceptors
+            confirm = extras.confirm
+            if confirm is not None:
+                run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
         own: tuple[Interceptor, ...] = ()
         if agent.context_tokens > 0:
             own = (SessionCompaction(policy_of(agent), self.store, session_id, self.budget),)
         setup = RunSetup(
             instruction=agent.instruction or DEFAULT_INSTRUCTION,
             tools=tools,
-            interceptors=(*own, *self.extra_interceptors),
+            # the instructions go in before compaction estimates the request
+            interceptors=(*mine, *own, *self.extra_interceptors),
         )
         return Turn(
             store=self.store,
@@ -349,11 +417,28 @@ class SessionsService(ServiceActor):
             agent_name=name,
             model=ProviderModel(agent.provider, self.providers.get),
             setup=setup,
-            workspace=self._workspace(session_id, str(meta.get("workdir") or os.getcwd())),
+            workspace=self._workspace(session_id, workdir),
             budget=self.budget,
             tree=self.ctx.interceptors.chain(),
             max_tool_rounds=agent.max_tool_rounds,
         )
+
+    def _confirm(self, request: ConfirmSession, owner: Owner) -> dict[str, Any]:
+        """The run owner's answer to a confirmation (`not_owner` for anyone else)."""
+        run = self.runs.get(request.session_id)
+        if run is None:
+            self.store.header(request.session_id)  # unknown_session for a bad id
+            raise PhloemError(
+                ErrorKind.UNKNOWN_CALL, f"session {request.session_id!r} has no active run"
+            )
+        self.ctx.refs.resolve(run.ref, owner, RUN_REF_KIND.name)
+        confirm = run.extras.confirm if run.extras is not None else None
+        if confirm is None or not confirm.answer(request.call_id, request.approve):
+            raise PhloemError(
+                ErrorKind.UNKNOWN_CALL,
+                f"no tool call {request.call_id[:80]!r} is waiting for confirmation",
+            )
+        return {"call_id": request.call_id, "approve": request.approve}
 
     def _workspace(self, session_id: str, root: str) -> Workspace:
         with self._workspace_lock:

@@ -26,6 +26,7 @@ from phloem.settings import Section
 _NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 AgentName = Annotated[str, msgspec.Meta(pattern=_NAME)]
 Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
+ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")]
 
 DEFAULT_MAX_TOOL_ROUNDS = 50
 DEFAULT_MAX_CONCURRENT_RUNS = 64
@@ -52,6 +53,16 @@ class HarnessAgentConfig(Section, kw_only=True):
     minimum_elision_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000_000)] = 200
     preserve_tool_names: list[str] = []
     calibration: bool = True
+    # Instructions, skills, templates and tool policy (phloem.actors.instructions): the
+    # workspace's instruction files, its skills as list_skills / load_skill, prompt
+    # commands (`/name args`); a tool policy (denials win) and confirmation of mutating tools.
+    instructions: bool = True
+    skills: bool = True
+    templates: bool = True
+    tools_allow: list[ToolName] | None = None
+    tools_deny: list[ToolName] = []
+    confirmation: bool = False
+    confirmation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=3_600)] = 60.0
 
 
 class SessionsConfig(Section, kw_only=True):

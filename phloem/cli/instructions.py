@@ -1,0 +1,149 @@
+"""`phloem instructions ...`: what the coding agent would know, from the command line.
+
+    phloem instructions show [--workdir DIR] [--touch PATH]... [--text] [--config FILE]
+    phloem instructions skills [--workdir DIR] [--config FILE]
+    phloem instructions templates [--workdir DIR] [--config FILE]
+    phloem instructions expand "/NAME ARGS" [--workdir DIR] [--config FILE]
+
+These run in the CLI process (no daemon needed) with the file's `[instructions]` section
+(defaults without `--config`). `show` lists the active instruction documents in order
+(after activating what each `--touch PATH` brings in; `--text` prints what the model
+gets); `skills` and `templates` list them; `expand` prints a prompt command's expansion.
+Warnings are logged to stderr as they happen. `confirm_prompt(ctx)` is the y/N question
+`phloem agent run` (and `phloem chat`) asks before a mutating tool call runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError
+
+if TYPE_CHECKING:
+    from phloem.actors.instructions.protocol import ConfirmRequest
+    from phloem.actors.instructions.settings import InstructionsConfig
+
+MAX_SHOWN_ARGS_CHARS = 2_000
+
+
+def add_cli(commands: Commands) -> None:
+    group = commands.group("instructions", "instructions, skills and templates of a workspace")
+    show = group.add("show", "list the instruction documents the agent would get", _show)
+    _workdir(show)
+    show.add_argument(
+        "--touch", metavar="PATH", action="append", default=[], help="activate as if touched"
+    )
+    show.add_argument("--text", action="store_true", help="print the text the model gets")
+    _workdir(group.add("skills", "list the skills the agent could load", _skills))
+    _workdir(group.add("templates", "list the prompt templates (/NAME)", _templates))
+    expand = group.add("expand", "print the expansion of a prompt command", _expand)
+    expand.add_argument("prompt", help='e.g. "/review app.py"')
+    _workdir(expand)
+
+
+def _workdir(parser: Any) -> None:
+    parser.add_argument("--workdir", default=".", help="the workspace root (default: .)")
+
+
+def _setup(ctx: CommandContext) -> tuple[InstructionsConfig, str]:
+    from phloem.actors.instructions.settings import InstructionsConfig
+
+    workdir = Path(ctx.args.workdir)
+    if not workdir.is_dir():
+        raise UsageError(f"workdir is not a directory: {workdir}")
+    config = InstructionsConfig()
+    if getattr(ctx.args, "config", None):
+        from phloem.config import load_config
+
+        config = load_config(ctx.args.config).instructions
+    return config, str(workdir)
+
+
+def _show(ctx: CommandContext) -> int:
+    from phloem.actors.instructions.discovery import InstructionContext
+
+    config, workdir = _setup(ctx)
+    context = InstructionContext(workdir, config=config)
+    context.touch(ctx.args.touch)
+    text = context.assemble()
+    docs = context.documents()
+    if ctx.args.text and not ctx.json:
+        ctx.out.write(text)
+        return EXIT_OK
+    rows = [{"path": d.shown, "scope": d.scope, "bytes": len(d.text.encode())} for d in docs]
+    policy = context.policy()
+    lines = [f"{r['scope']:<9} {r['bytes']:>7}  {r['path']}" for r in rows]
+    if not policy.unrestricted:
+        lines.append(f"tool policy: {json.dumps(policy.to_dict())}")
+    ctx.emit(
+        {"documents": rows, "tool_policy": policy.to_dict(), "text": text},
+        text="\n".join(lines) or "(no instructions)",
+    )
+    return EXIT_OK
+
+
+def _skills(ctx: CommandContext) -> int:
+    from phloem.actors.instructions.skills import SkillCatalog
+
+    config, workdir = _setup(ctx)
+    catalog = SkillCatalog(config, workdir)
+    rows = [
+        {"name": s.qualified, "description": s.description, "path": s.path}
+        for s in catalog.skills()
+    ]
+    text = "\n".join(f"{r['name']:<32} {r['description']}" for r in rows)
+    ctx.emit(rows, text=text or "(no skills)")
+    return EXIT_OK
+
+
+def _templates(ctx: CommandContext) -> int:
+    from phloem.actors.instructions.templates import TemplateCatalog
+
+    config, workdir = _setup(ctx)
+    catalog = TemplateCatalog(config, workdir)
+    rows = [
+        {"name": t.name, "description": t.description, "source": t.source, "path": t.path}
+        for t in catalog.list()
+    ]
+    text = "\n".join(f"/{r['name']:<24} {r['source']:<12} {r['description']}" for r in rows)
+    ctx.emit(rows, text=text or "(no templates)")
+    return EXIT_OK
+
+
+def _expand(ctx: CommandContext) -> int:
+    from phloem.actors.instructions.templates import TemplateCatalog
+
+    config, workdir = _setup(ctx)
+    catalog = TemplateCatalog(config, workdir)
+    expanded = catalog.expand_prompt(ctx.args.prompt)
+    ctx.emit({"prompt": ctx.args.prompt, "expanded": expanded}, text=expanded)
+    return EXIT_OK
+
+
+def confirm_prompt(
+    ctx: CommandContext, *, approve_all: bool = False
+) -> Callable[[ConfirmRequest], bool]:
+    """The answer to each `confirm` item: yes with `approve_all`; else ask y/N on the
+    terminal (stderr, stdin); without a terminal to ask on, no."""
+
+    def answer(request: ConfirmRequest) -> bool:
+        args = json.dumps(request.args, ensure_ascii=False)
+        if len(args) > MAX_SHOWN_ARGS_CHARS:
+            args = args[:MAX_SHOWN_ARGS_CHARS] + "..."
+        question = f"run {request.tool} {args}?"
+        if approve_all:
+            ctx.err.write(f"{question} yes (--yes)\n")
+            return True
+        if not sys.stdin.isatty():
+            ctx.err.write(f"{question} no (no terminal to ask; --yes approves)\n")
+            return False
+        ctx.err.write(f"{question} [y/N] ")
+        ctx.err.flush()
+        reply = sys.stdin.readline().strip().lower()
+        return reply in ("y", "yes")
+
+    return answer

@@ -1,0 +1,132 @@
+"""Skills discovery (configured, foreign user-level, repository roots trusted or not),
+the list_skills / load_skill toolset, ambiguity and staleness."""
+
+from __future__ import annotations
+
+import pytest
+
+from phloem.actors.instructions.settings import ForeignConfig, InstructionsConfig
+from phloem.actors.instructions.skills import SkillCatalog, skill_tools
+from phloem.tools import ToolContext
+from tests.actors.instructions.conftest import Trees
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def skill(description: str, body: str = "body", extra: str = "") -> str:
+    return f"---\ndescription: {description}\n{extra}---\n{body}"
+
+
+def foreign(trees: Trees, *, trusted: bool, **hosts: bool) -> InstructionsConfig:
+    roots = [str(trees.ws)] if trusted else []
+    return InstructionsConfig(foreign=ForeignConfig(enabled=True, trusted_roots=roots, **hosts))
+
+
+def names(catalog: SkillCatalog) -> list[str]:
+    return [s.qualified for s in catalog.skills()]
+
+
+def test_configured_roots_hold_skill_folders(trees: Trees) -> None:
+    trees.write("/" + str(trees.base / "skills/lint/SKILL.md"), skill("Lint the code"))
+    trees.write("/" + str(trees.base / "skills/notes.txt"), "not a skill")
+    catalog = SkillCatalog(InstructionsConfig(skill_roots=[str(trees.base / "skills")]))
+    assert names(catalog) == ["config:lint"]
+
+
+def test_foreign_skills_are_read_only_when_enabled(trees: Trees) -> None:
+    trees.write("~/.claude/skills/a/SKILL.md", skill("A"))
+    assert names(SkillCatalog(InstructionsConfig(), trees.ws)) == []
+    assert names(SkillCatalog(foreign(trees, trusted=False), trees.ws)) == ["claude:user:a"]
+
+
+def test_every_host_folder_is_found_and_hosts_can_be_switched_off(
+    trees: Trees, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trees.write("~/.claude/skills/c1/SKILL.md", skill("c1"))
+    trees.write("~/.codex/skills/x1/SKILL.md", skill("x1"))
+    trees.write("~/.copilot/skills/p1/SKILL.md", skill("p1"))
+    trees.write(".claude/skills/c2/SKILL.md", skill("c2"))
+    trees.write(".codex/skills/x2/SKILL.md", skill("x2"))
+    trees.write(".github/skills/p2/SKILL.md", skill("p2"))
+    catalog = SkillCatalog(foreign(trees, trusted=True), trees.ws)
+    assert names(catalog) == [
+        "claude:repo:c2",
+        "codex:repo:x2",
+        "copilot:repo:p2",
+        "claude:user:c1",
+        "codex:user:x1",
+        "copilot:user:p1",
+    ]
+    catalog = SkillCatalog(foreign(trees, trusted=True, codex=False, copilot=False), trees.ws)
+    assert names(catalog) == ["claude:repo:c2", "claude:user:c1"]
+    monkeypatch.setenv("CODEX_HOME", str(trees.base / "codex-home"))
+    trees.write("/" + str(trees.base / "codex-home/skills/x3/SKILL.md"), skill("x3"))
+    assert "codex:user:x3" in names(SkillCatalog(foreign(trees, trusted=False), trees.ws))
+
+
+def test_repository_skills_need_an_exact_trusted_root(trees: Trees) -> None:
+    trees.write(".claude/skills/repo/SKILL.md", skill("from the repo"))
+    untrusted = SkillCatalog(foreign(trees, trusted=False), trees.ws)
+    assert names(untrusted) == []
+    assert [w.code for w in untrusted.warnings.drain()] == ["foreign_untrusted_root"]
+    parent_only = InstructionsConfig(
+        foreign=ForeignConfig(enabled=True, trusted_roots=[str(trees.ws.parent)])
+    )
+    assert names(SkillCatalog(parent_only, trees.ws)) == []  # exact, not "beneath"
+    assert names(SkillCatalog(foreign(trees, trusted=True), trees.ws)) == ["claude:repo:repo"]
+
+
+def test_same_bytes_are_one_skill_and_different_content_is_ambiguous(trees: Trees) -> None:
+    trees.write("~/.claude/skills/fmt/SKILL.md", skill("Format", "same"))
+    trees.write("~/.codex/skills/fmt/SKILL.md", skill("Format", "same"))
+    trees.write("~/.claude/skills/test/SKILL.md", skill("Test", "claude way"))
+    trees.write("~/.codex/skills/test/SKILL.md", skill("Test", "codex way"))
+    catalog = SkillCatalog(foreign(trees, trusted=False), trees.ws)
+    assert names(catalog) == ["claude:user:fmt", "claude:user:test", "codex:user:test"]
+    assert catalog.load("fmt")["body"] == "same"
+    load = skill_tools(catalog)[1]
+    failed = load.run({"name": "test"}, ToolContext())
+    assert failed["error"] == "ambiguous_skill"
+    assert "claude:user:test, codex:user:test" in failed["message"]
+    assert load.run({"name": "codex:user:test"}, ToolContext())["body"] == "codex way"
+    assert load.run({"name": "nope"}, ToolContext())["error"] == "unknown_skill"
+
+
+def test_invalid_skills_are_skipped_with_warnings(trees: Trees) -> None:
+    root = trees.base / "skills"
+    trees.write("/" + str(root / "ok/SKILL.md"), skill("fine"))
+    trees.write("/" + str(root / "nodesc/SKILL.md"), "---\nname: nodesc\n---\nbody")
+    trees.write("/" + str(root / "Bad_Name/SKILL.md"), skill("bad name"))
+    trees.write("/" + str(root / "broken/SKILL.md"), "---\ndescription: [x\n---\n")
+    catalog = SkillCatalog(InstructionsConfig(skill_roots=[str(root)]))
+    assert names(catalog) == ["config:ok"]
+    assert [w.code for w in catalog.warnings.drain()] == ["skill_invalid"] * 3
+
+
+def test_the_toolset_lists_and_loads_and_is_empty_without_skills(trees: Trees) -> None:
+    assert skill_tools(SkillCatalog(InstructionsConfig(), trees.ws)) == []
+    root = trees.base / "skills"
+    trees.write(
+        "/" + str(root / "greet/SKILL.md"),
+        skill("Greets", "Say hello to {{arguments}} and $1.", "allowed-tools: []\n"),
+    )
+    list_skills, load_skill = skill_tools(SkillCatalog(InstructionsConfig(skill_roots=[str(root)])))
+    assert list_skills.read_only and load_skill.read_only  # never asks for confirmation
+    assert list_skills.run({}, ToolContext()) == {
+        "skills": [{"name": "greet", "description": "Greets", "source": "config"}]
+    }
+    loaded = load_skill.run({"name": "greet", "arguments": "Ann Bob"}, ToolContext())
+    assert loaded == {
+        "name": "config:greet",
+        "description": "Greets",
+        "body": "Say hello to Ann Bob and Ann.",
+        "tool_policy": {"allow": [], "deny": []},  # explicit empty: no further tool
+    }
+
+
+def test_a_skill_changed_since_discovery_is_stale(trees: Trees) -> None:
+    root = trees.base / "skills"
+    path = trees.write("/" + str(root / "s/SKILL.md"), skill("S", "one"))
+    catalog = SkillCatalog(InstructionsConfig(skill_roots=[str(root)]))
+    path.write_text(skill("S", "two"))
+    assert skill_tools(catalog)[1].run({"name": "s"}, ToolContext())["error"] == "stale"
