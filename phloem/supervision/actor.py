@@ -52,6 +52,14 @@ class _Wakeup:
     """An inbox entry with no meaning: wakes a killed actor's loop so it can exit."""
 
 
+def tell_if_alive(ref: Any, message: Any) -> None:
+    """Tell `message` to the actor behind `ref` (an `ActorRef` or handle) unless it is gone:
+    for exit callbacks that report to a service which may itself be stopping. An actor
+    that has already ended has nothing to be told (not an error worth a traceback)."""
+    with contextlib.suppress(pykka.ActorDeadError):
+        ref.tell(message)
+
+
 class Actor(pykka.ThreadingActor):
     """Base class for phloem's in-process actors.
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import threading
 
 import msgspec
+import pykka
 import pytest
 
 from phloem.protocols.errors import PhloemError
 from phloem.supervision import ChildSpec, Supervisor, SupervisorSpec
-from phloem.supervision.actor import ActorHandle
+from phloem.supervision.actor import ActorHandle, tell_if_alive
 from tests.supervision.actors import Blocker, Put, Store, Tiny, Worker
 from tests.supervision.conftest import Recorder
 
@@ -123,6 +124,17 @@ def test_asking_a_stopped_actor_is_noproc() -> None:
     with pytest.raises(PhloemError) as info:
         worker.ask("hi")
     assert info.value.kind == "noproc"
+
+
+def test_tell_if_alive_delivers_to_a_live_actor_and_ignores_a_gone_one() -> None:
+    rec = Recorder()
+    worker = _only_child([ChildSpec("w", (Worker, ("w", rec), {}), restart="temporary")])
+    ref = worker.actor_ref
+    tell_if_alive(ref, "exit")  # delivered: the worker stops itself
+    assert worker.wait(10) is not None
+    with pytest.raises(pykka.ActorDeadError):
+        ref.tell("late")  # what exit callbacks used to raise (and log a traceback for)
+    tell_if_alive(ref, "late")  # nothing to tell, nothing raised
 
 
 class _StopsAtOnce(Worker):

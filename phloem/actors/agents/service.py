@@ -84,6 +84,7 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
+from phloem.supervision.actor import tell_if_alive
 from phloem.supervision.refs import Owner, RefKind
 
 log = get_logger("phloem.agents")
@@ -479,7 +480,7 @@ class AgentService(ServiceActor):
                 run.topic.close()
             executor.close()
             raise
-        driver.add_exit_callback(lambda reason: me.tell(_Finished(run_id)))
+        driver.add_exit_callback(lambda reason: tell_if_alive(me, _Finished(run_id)))
         self.runs[run_id] = run
         driver.tell("go")  # type: ignore[attr-defined]
         log.info("agent_run_started", run=run_id, agent=agent.name)

@@ -50,6 +50,7 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
+from phloem.supervision.actor import tell_if_alive
 from phloem.supervision.refs import RefKind
 
 log = get_logger("phloem.eval")
@@ -258,7 +259,7 @@ class EvalService(ServiceActor):
             sup.stop(timeout=10.0)
             raise
         me = self.actor_ref
-        driver.add_exit_callback(lambda reason: me.tell(_Finished(eval_id)))
+        driver.add_exit_callback(lambda reason: tell_if_alive(me, _Finished(eval_id)))
         self.evals[eval_id] = run
         driver.tell("go")  # type: ignore[attr-defined]
         log.info(

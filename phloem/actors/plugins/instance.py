@@ -41,7 +41,7 @@ from phloem.actors.plugins.slots import (
 from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
-from phloem.supervision.actor import Actor, ActorHandle
+from phloem.supervision.actor import Actor, ActorHandle, tell_if_alive
 from phloem.supervision.channel import ChannelError
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle
@@ -330,7 +330,7 @@ class InstanceActor(Actor):
             return
         self.state, self.instance.state_bytes = state, size
         me = self.actor_ref
-        process.add_exit_callback(lambda reason: _tell(me, _ProcessDown(reason)))
+        process.add_exit_callback(lambda reason: tell_if_alive(me, _ProcessDown(reason)))
         self.instance.ready.set()
 
     def _in_child(self, call: _HookCall) -> tuple[Any, Any]:
@@ -365,13 +365,6 @@ class _ProcessDown:
 
     def __init__(self, reason: ExitReason) -> None:
         self.reason = reason
-
-
-def _tell(ref: Any, message: Any) -> None:
-    try:
-        ref.tell(message)
-    except Exception:  # the actor is gone already
-        return
 
 
 def serve_instance(channel: Any, plugin: Any, config: dict[str, Any]) -> None:

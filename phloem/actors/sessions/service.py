@@ -22,7 +22,6 @@ In the tree the service is `sessions/service`; every live run is a driver actor 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import threading
@@ -73,6 +72,7 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
+from phloem.supervision.actor import tell_if_alive
 from phloem.supervision.refs import Owner, RefKind
 from phloem.tools.outputlimit import OutputBudget
 from phloem.tools.registry import coding_tools
@@ -353,8 +353,7 @@ class SessionsService(ServiceActor):
             raise
 
         def finished(reason: ExitReason) -> None:
-            with contextlib.suppress(Exception):  # the service may be stopping itself
-                me.tell(_Finished(run))
+            tell_if_alive(me, _Finished(run))  # the service may be stopping itself
 
         driver.add_exit_callback(finished)
         self.runs[sid] = run
