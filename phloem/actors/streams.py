@@ -10,6 +10,7 @@ within its own credit window (see `phloem.supervision.credit`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -25,6 +26,38 @@ DEFAULT_MAX_STREAMS = 10_000
 MAX_STREAMS_RANGE = (1, 1_000_000)
 
 _encoder = msgspec.msgpack.Encoder()
+
+
+# A subscriber that grants no credit this long makes a run's event stream fail.
+RUN_STREAM_SEND_TIMEOUT_S = 60.0
+
+
+class RunStreamForwarder:
+    """Sends a run's events to its topic under credit, as `wrap(event)`. The first send
+    that fails (no credit within `timeout`, the topic gone) calls `cancel(reason)` once
+    and later events are dropped: a run never outlives the stream its owner reads."""
+
+    def __init__(
+        self,
+        topic: Topic,
+        wrap: Callable[[Any], Any],
+        cancel: Callable[[str], Any],
+        timeout: float = RUN_STREAM_SEND_TIMEOUT_S,
+    ) -> None:
+        self.topic = topic
+        self.wrap = wrap
+        self.cancel = cancel
+        self.timeout = timeout
+        self.failed: str | None = None  # the kind of the send that failed
+
+    def __call__(self, event: Any) -> None:
+        if self.failed is not None:
+            return
+        try:
+            self.topic.send(self.wrap(event), timeout=self.timeout)
+        except PhloemError as exc:
+            self.failed = exc.kind
+            self.cancel(f"event stream failed: {exc.kind}")
 
 
 class Topic:

@@ -65,7 +65,7 @@ from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.reload import ReloadContext, register_reloader
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
-from phloem.actors.streams import Topic
+from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, RunStreamForwarder, Topic
 from phloem.limits import check_range
 from phloem.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
@@ -100,7 +100,6 @@ RUN_REF_KIND = RefKind(
     invalid_error=ErrorKind.INVALID_REF,
     not_owner_error=ErrorKind.NOT_OWNER,
 )
-STREAM_SEND_TIMEOUT_S = 60.0  # a subscriber that grants no credit this long cancels the run
 MAX_AGENT_INPUT_CHARS = 100_000
 
 
@@ -255,16 +254,9 @@ class AgentRunDriver(Actor):
             return None
         run, topic = self.run, self.run.topic
         assert topic is not None
-        failed: list[str] = []
-
-        def forward(event: Event) -> None:
-            if failed:
-                return
-            try:
-                topic.send(AgentRunEvent(public_event(event)), timeout=STREAM_SEND_TIMEOUT_S)
-            except PhloemError as exc:
-                failed.append(exc.kind)
-                run.token.cancel(f"event stream failed: {exc.kind}")
+        forward = RunStreamForwarder(
+            topic, lambda event: AgentRunEvent(public_event(event)), run.token.cancel
+        )
 
         reason: ExitReason | None = None
         try:
@@ -281,12 +273,12 @@ class AgentRunDriver(Actor):
                 )
             if run.confirm is not None:
                 run.confirm.close("the run ended")
-            if not failed:
+            if forward.failed is None:
                 warnings = (*result.warnings, *run.warnings.drain())
                 end = msgspec.structs.replace(
                     public_run(result), events=(), warnings=warnings
                 )  # the events were sent one by one
-                topic.send(AgentRunEnd(end), timeout=STREAM_SEND_TIMEOUT_S)
+                topic.send(AgentRunEnd(end), timeout=RUN_STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
             log.warning("agent_run_end_undelivered", run=run.id, kind=exc.kind)
         except Exception as exc:
@@ -514,7 +506,7 @@ class AgentService(ServiceActor):
 
             def send(item: ConfirmRequest) -> None:
                 assert run.topic is not None
-                run.topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
+                run.topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
 
             confirm = ConfirmationInterceptor(send, tools=table, agents=confirming)
             run.confirm = confirm

@@ -35,7 +35,7 @@ from phloem.actors.eval.protocol import (
     StartEval,
 )
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
-from phloem.actors.streams import Topic
+from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, Topic
 from phloem.limits import check_range
 from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -65,7 +65,6 @@ EVAL_REF_KIND = RefKind(
     invalid_error=ErrorKind.INVALID_REF,
     not_owner_error=ErrorKind.NOT_OWNER,
 )
-STREAM_SEND_TIMEOUT_S = 60.0  # a subscriber that grants no credit this long cancels the eval
 LOOKUP_TIMEOUT_S = 10.0
 
 
@@ -117,7 +116,7 @@ class EvalDriver(Actor):
                 round(time.monotonic() - engine.started, 3),
             )
             try:
-                topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
+                topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
             except PhloemError as exc:
                 run.token.cancel(f"progress stream failed: {exc.kind}")
 
@@ -126,7 +125,7 @@ class EvalDriver(Actor):
         try:
             topic.stream.wait_for_subscribers(1, self.subscribe_wait_s)
             report = engine.run()
-            topic.send(EvalEnd(report), timeout=STREAM_SEND_TIMEOUT_S)
+            topic.send(EvalEnd(report), timeout=RUN_STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
             log.info("eval_ended_without_report", eval=run.id, kind=exc.kind)
             reason = ExitReason.shutdown() if exc.kind == ErrorKind.CANCELLED else None

@@ -26,10 +26,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from phloem.actors.instructions.commands import PromptCommands
+from phloem.actors.instructions.catalog import WorkspaceCatalog
 from phloem.actors.instructions.documents import read_text
 from phloem.actors.instructions.frontmatter import split_front_matter, tool_names
 from phloem.actors.instructions.settings import InstructionsConfig
@@ -66,7 +65,7 @@ class Skill:
         return f"{self.source}:{self.name}"
 
 
-class SkillCatalog:
+class SkillCatalog(WorkspaceCatalog):
     """The skills of one workspace (a snapshot taken at construction)."""
 
     def __init__(
@@ -77,20 +76,10 @@ class SkillCatalog:
         home: str | os.PathLike[str] | None = None,
         warnings: Warnings | None = None,
     ) -> None:
-        self.config = config or InstructionsConfig()
-        self.workdir = os.path.realpath(os.fspath(workdir)) if workdir is not None else None
-        self.home = os.path.realpath(os.fspath(home) if home is not None else str(Path.home()))
-        self.warnings = warnings if warnings is not None else Warnings()
-        self.commands = PromptCommands(self.config, self.workdir, self.warn)
+        super().__init__(config, workdir, home=home, warnings=warnings)
         self._all: list[Skill] = []
         for root in skill_roots(self.config, self.workdir, self.home, self.warn):
             self._scan(root.path, root.source, root.trusted)
-
-    def warn(
-        self, code: str, message: str, *, path: str | None = None, line: int | None = None
-    ) -> None:
-        warning = self.warnings.warn(code, message, path=path, line=line)
-        log.warning(warning.code, detail=warning.message, path=path, line=line)
 
     def _scan(self, root: str, source: str, trusted: bool) -> None:
         if not os.path.isdir(root):

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from phloem.actors.agents.context import CancelToken
-from phloem.actors.agents.events import Event
 from phloem.actors.agents.registry import ProviderModel
 from phloem.actors.agents.service import public_event
 from phloem.actors.instructions.harness import SessionInstructions, TurnExtras
@@ -56,7 +55,7 @@ from phloem.actors.sessions.protocol import (
 )
 from phloem.actors.sessions.settings import HarnessAgentConfig
 from phloem.actors.sessions.turn import Turn, run_turn
-from phloem.actors.streams import Topic
+from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, RunStreamForwarder, Topic
 from phloem.limits import check_range
 from phloem.logs import get_logger
 from phloem.models.interceptors import Interceptor
@@ -90,7 +89,6 @@ RUN_REF_KIND = RefKind(
     invalid_error=ErrorKind.INVALID_REF,
     not_owner_error=ErrorKind.NOT_OWNER,
 )
-STREAM_SEND_TIMEOUT_S = 60.0  # a subscriber that grants no credit this long cancels the run
 MAX_WORKSPACES = 1_024  # sessions whose workspace (and read ledger) stays in memory
 MAX_SHOW_EVENTS = 10_000
 
@@ -129,16 +127,9 @@ class SessionRunDriver(Actor):
             return None
         run, topic = self.run, self.run.topic
         assert topic is not None
-        failed: list[str] = []
-
-        def forward(event: Event) -> None:
-            if failed:
-                return
-            try:
-                topic.send(SessionRunEvent(public_event(event)), timeout=STREAM_SEND_TIMEOUT_S)
-            except PhloemError as exc:
-                failed.append(exc.kind)
-                run.token.cancel(f"event stream failed: {exc.kind}")
+        forward = RunStreamForwarder(
+            topic, lambda event: SessionRunEvent(public_event(event)), run.token.cancel
+        )
 
         released: list[bool] = []
 
@@ -176,8 +167,8 @@ class SessionRunDriver(Actor):
                 if extras is not None and extras.confirm is not None:
                     extras.confirm.close("the run ended")
                 release()
-            if not failed:
-                topic.send(SessionRunEnd(result), timeout=STREAM_SEND_TIMEOUT_S)
+            if forward.failed is None:
+                topic.send(SessionRunEnd(result), timeout=RUN_STREAM_SEND_TIMEOUT_S)
         except PhloemError as exc:
             log.warning("session_run_end_undelivered", session=run.session_id, kind=exc.kind)
         except Exception as exc:
@@ -382,7 +373,7 @@ class SessionsService(ServiceActor):
 
             def send(item: ConfirmRequest) -> None:
                 assert run is not None and run.topic is not None
-                run.topic.send(item, timeout=STREAM_SEND_TIMEOUT_S)
+                run.topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
 
             extras = self.instructions.turn(
                 session_id,
