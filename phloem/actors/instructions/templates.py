@@ -30,13 +30,11 @@ from phloem.actors.instructions.documents import read_text
 from phloem.actors.instructions.frontmatter import split_front_matter
 from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.instructions.sources import template_roots
-from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.warnings import Warnings
 
 __all__ = ["MAX_TEMPLATES", "Template", "TemplateCatalog", "fill_slots"]
 
-log = get_logger("phloem.instructions")
 
 MAX_TEMPLATES = 1_024
 MAX_TEMPLATE_BYTES = 256 * 1024
