@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from phloem import telemetry
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.runner import AgentRun, run_agent
@@ -34,6 +35,7 @@ from phloem.actors.eval.judge import judge
 from phloem.actors.eval.options import EvalOptions
 from phloem.actors.eval.scoring import TurnOutput, score
 from phloem.logs import get_logger
+from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.evalcriteria import LLM_JUDGE, Criteria
 from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult
@@ -87,8 +89,12 @@ class EvalEngine:
         cancel: CancelToken | None = None,
         on_case: Callable[[CaseResult, int], None] | None = None,
         invocation_timeout_s: float | None = None,
+        interceptors: Interceptors = NO_INTERCEPTORS,
     ) -> None:
         self.agent = agent
+        # The tree's chain when the eval started: plugins, telemetry and tool policy apply
+        # to every case run as they do to any agent run.
+        self.interceptors = interceptors
         self.evalset = evalset
         self.criteria = criteria
         self.options = options
@@ -130,6 +136,7 @@ class EvalEngine:
                 session=session,
                 executor=job.executor,
                 cancel=job.token,
+                interceptors=self.interceptors,
             )
             if not run.ok:
                 outcome = run.outcome
@@ -164,7 +171,20 @@ class EvalEngine:
     # -- the run ------------------------------------------------------------------------
 
     def run(self) -> EvalReport:
-        """Run every case x sample and return the report (`cancelled` if cancelled)."""
+        """Run every case x sample and return the report (`cancelled` if cancelled), in
+        an `evaluate` span (a no-op while telemetry is off)."""
+        with telemetry.span("evaluate") as sp:
+            if sp is not None:
+                sp.set_attribute("phloem.eval.set_id", telemetry.bounded(self.evalset.id))
+                sp.set_attribute("phloem.eval.cases", len(self.evalset.cases))
+                sp.set_attribute("phloem.eval.samples", self.options.samples)
+            report = self._run()
+            if sp is not None:
+                sp.set_attribute("phloem.eval.status", report.status)
+                sp.set_attribute("phloem.eval.pass_rate", report.pass_rate)
+            return report
+
+    def _run(self) -> EvalReport:
         opts, cases = self.options, self.evalset.cases
         t0 = self.started = time.monotonic()
         run_deadline = t0 + opts.timeout_s
@@ -258,10 +278,12 @@ class EvalEngine:
         )
         job = _Job(key[0], key[1], token, executor, time.monotonic() + self.options.case_timeout_s)
         running[key] = job
+        parent = telemetry.capture()  # the `evaluate` span: each sample's run joins it
 
         def work() -> None:
             try:
-                sample = self.run_sample(case, key[1], job)
+                with telemetry.use(parent):
+                    sample = self.run_sample(case, key[1], job)
             except Exception as exc:
                 sid = accounting.sample_id(self.evalset.id, self.evalset.version, case.id, key[1])
                 kind = exc.kind if isinstance(exc, PhloemError) else ErrorKind.EVAL_RUN_FAILED

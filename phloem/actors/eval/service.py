@@ -241,6 +241,7 @@ class EvalService(ServiceActor):
                 parent=sup,
                 judges=self.providers.get,
                 cancel=token,
+                interceptors=self.ctx.interceptors.chain(),
                 invocation_timeout_s=min(self.invocation_timeout_s, request.options.case_timeout_s),
             )
             driver = sup.start_child(

@@ -19,10 +19,13 @@ import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from opentelemetry.trace import SpanKind
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from phloem import telemetry
 from phloem.logs import get_logger
 from phloem.protocols import live as wire
 from phloem.protocols.errors import PhloemError
@@ -235,6 +238,21 @@ class Link:
         return False
 
     async def _run(self) -> None:
+        # One `live_connect` span per connection attempt (the first and each resumed
+        # reconnect), from dialling to `setupComplete`, ended with the failure's reason.
+        sp = telemetry.start_span(
+            "live_connect",
+            {"phloem.live.link": self.id, "server.address": urlsplit(self._dial.url).hostname},
+            kind=SpanKind.CLIENT,
+        )
+        outcome: list[str] = ["cancelled"]
+        try:
+            await self._connect_and_serve(sp, outcome)
+        finally:
+            if outcome[0]:  # not set up: the attempt's span ends with why
+                telemetry.end_span(sp, outcome[0])
+
+    async def _connect_and_serve(self, sp: Any, outcome: list[str]) -> None:
         dial = self._dial
         if self._wait_first is not None:
             await self._wait_first()
@@ -254,9 +272,11 @@ class Link:
                 dial.connect_timeout_s,
             )
         except TimeoutError:
+            outcome[0] = "connect_timeout"
             await self._tell(LinkDown(self.id, "connect_timeout", "no connection in time"))
             return
         except (OSError, InvalidHandshake, InvalidURI, ValueError) as exc:
+            outcome[0] = "connect_failed"
             await self._tell(LinkDown(self.id, "connect_failed", _why(exc)))
             return
         self._ws = ws
@@ -269,11 +289,15 @@ class Link:
             try:
                 first = await asyncio.wait_for(ws.recv(), dial.setup_timeout_s)
             except TimeoutError:
+                outcome[0] = "setup_timeout"
                 await self._tell(LinkDown(self.id, "setup_timeout", "no setupComplete in time"))
                 await _close_ws(ws, 1000, "setup timeout")
                 return
             if not await self._frame(first, setup=True):
+                outcome[0] = "setup_failed"
                 return
+            outcome[0] = ""  # set up: the span ends now, the connection lives on
+            telemetry.end_span(sp)
             writer = asyncio.get_running_loop().create_task(self._write(ws))
             try:
                 async for frame in ws:
