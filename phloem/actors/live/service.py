@@ -209,7 +209,15 @@ class LiveService(ServiceActor):
                 max_pending_bytes=self.cfg.max_subscriber_bytes,
             )
             spec = SessionSpec(
-                info, options, topic, self.loop, self.url, api_key, self.cfg, self.tools
+                info,
+                options,
+                topic,
+                self.loop,
+                self.url,
+                api_key,
+                self.cfg,
+                self.tools,
+                self.ctx.interceptors.chain(),
             )
             handle = self._supervisor().start_child((spec,))
         except BaseException as exc:

@@ -54,6 +54,7 @@ from phloem.actors.live.transport import (
 from phloem.actors.services import Call
 from phloem.actors.streams import Topic
 from phloem.logs import get_logger
+from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
@@ -94,6 +95,9 @@ class SessionSpec:
     api_key: str | None = field(repr=False)
     config: LiveConfig
     tools: dict[str, Any]
+    # The tree's chain when the session opened: its managed tool calls go through it
+    # (plugins, telemetry, tool policy), as any agent's tool calls do.
+    interceptors: Interceptors = NO_INTERCEPTORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +171,18 @@ class LiveSession(Actor):
         assert me is not None
         self._tell = me.tell
         if self.spec.tools:
-            self.runner = ToolRunner(self.spec.tools, self.cfg.tools, self._tool_done)
+            self.runner = ToolRunner(
+                self.spec.tools,
+                self.cfg.tools,
+                self._tool_done,
+                interceptors=self.spec.interceptors,
+                info=CallInfo(
+                    kind="agent",
+                    agent=f"live-session-{self.spec.info.number}",
+                    session_id=str(self.spec.info.number),
+                    target="LiveSession",
+                ),
+            )
         self._dial(wait_first=self.cfg.first_subscriber_wait_s > 0)
 
     def on_stop(self) -> None:

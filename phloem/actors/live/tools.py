@@ -21,8 +21,9 @@ from typing import Any
 
 from phloem.actors.live.settings import LiveToolsConfig
 from phloem.logs import get_logger
+from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, ToolCall
 from phloem.protocols import live as wire
-from phloem.protocols.errors import ErrorKind
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.spec import Limits
@@ -70,8 +71,13 @@ class ToolRunner:
         tools: Mapping[str, Callable[..., Any]],
         config: LiveToolsConfig,
         post: Callable[[ToolDone], None],
+        *,
+        interceptors: Interceptors = NO_INTERCEPTORS,
+        info: CallInfo | None = None,
     ) -> None:
         self.tools = dict(tools)
+        self.interceptors = interceptors
+        self.info = info or CallInfo(kind="agent", agent="live-session", target="LiveSession")
         self.config = config
         self._post = post
         self._lock = threading.Lock()
@@ -108,23 +114,18 @@ class ToolRunner:
         try:
             if control.cancelled:
                 return
+            request = ToolCall(call.name, dict(call.args), call.id)
             try:
-                value = call_in_child(
-                    invoke,
-                    (self.tools[call.name], dict(call.args)),
-                    name=f"live-tool-{call.name}",
-                    limits=self.limits,
-                    timeout=self.config.timeout_s,
-                    control=control,
+                response = self.interceptors.tool(
+                    self.info.derive("tool", call.name),
+                    request,
+                    lambda request: self._execute(request, control),
                 )
-            except ChildCallError as exc:
-                if exc.kind == ErrorKind.CHILD_CANCELLED or control.cancelled:
-                    return
-                kind = "timeout" if exc.kind == ErrorKind.CHILD_TIMEOUT else "execution_failed"
-                log.info("live_tool_failed", tool=call.name, kind=kind)
-                response = failure(kind)
-            else:
-                response = _response(value, self.config.max_response_bytes)
+            except _Cancelled:
+                return
+            except PhloemError as exc:  # an interceptor (a plugin's halt) refused the call
+                log.info("live_tool_refused", tool=call.name, kind=exc.kind)
+                response = failure("execution_failed")
             if not control.cancelled:
                 self._post(ToolDone(link, call_id, call.name, response))
         except Exception as exc:
@@ -135,6 +136,26 @@ class ToolRunner:
             with self._lock:
                 if self._inflight.get(call_id) is control:
                     del self._inflight[call_id]
+
+    def _execute(self, request: ToolCall, control: CallControl) -> Any:
+        """The managed call itself, in its capped child: the response for the model, or
+        `_Cancelled` when the call was cancelled (nothing is answered then)."""
+        try:
+            value = call_in_child(
+                invoke,
+                (self.tools[request.name], dict(request.args)),
+                name=f"live-tool-{request.name}",
+                limits=self.limits,
+                timeout=self.config.timeout_s,
+                control=control,
+            )
+        except ChildCallError as exc:
+            if exc.kind == ErrorKind.CHILD_CANCELLED or control.cancelled:
+                raise _Cancelled from None
+            kind = "timeout" if exc.kind == ErrorKind.CHILD_TIMEOUT else "execution_failed"
+            log.info("live_tool_failed", tool=request.name, kind=kind)
+            return failure(kind)
+        return _response(value, self.config.max_response_bytes)
 
     def cancel(self, ids: list[str]) -> int:
         """Cancel the in-flight calls named; how many were."""
@@ -155,6 +176,10 @@ class ToolRunner:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _Cancelled(Exception):
+    """A managed call was cancelled (a toolCallCancellation, a reconnect, the close)."""
 
 
 def _response(value: Any, limit: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from phloem.examples.fake_live import FakeLiveServer
+from phloem.plugins import Plugin, PluginContext, Return, ToolCall
 from tests.actors.live.conftest import TreeFactory, collect_until, next_kind, open_ready
 from tests.helpers import raises_kind, wait_until
 
@@ -123,3 +124,36 @@ def test_reconnect_cancels_in_flight_calls(server: FakeLiveServer, live_tree: Tr
         assert reconnecting.payload["cancelled_tool_calls"] == 1
         next_kind(events, "ready")
         assert client.live_status(ref)["tool_calls_in_flight"] == 0
+
+
+class _Guard(Plugin):
+    """Sees every tool call; answers `add` itself (so it never runs) and lets others on."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    def before_tool(self, ctx: PluginContext, value: ToolCall) -> Any:
+        self.seen.append((ctx.agent, value.name, dict(value.args)))
+        if value.name == "add":
+            return Return({"sum": -1, "by": "plugin"})
+        return None
+
+
+def test_managed_calls_go_through_the_tree_plugins(
+    server: FakeLiveServer, live_tree: TreeFactory
+) -> None:
+    guard = _Guard()
+    tools = {"allow": ALLOW, "timeout_s": 3.0}
+    with live_tree(tools=tools, components=COMPONENTS) as tree:
+        tree.add_plugin("guard", guard, mode="intervene")
+        with tree.client() as client:
+            _ref, events = open_ready(client)
+            server.inject(_call(("c1", "add", {"a": 2, "b": 3}), ("c2", "boom", {})))
+            results = [next_kind(events, "tool_result", timeout=30) for _ in range(2)]
+    by_id = {r.payload["id"]: r.payload["response"] for r in results}
+    assert by_id["c1"] == {"sum": -1, "by": "plugin"}  # answered by the plugin, not run
+    assert [(name, args) for _, name, args in guard.seen] == [
+        ("add", {"a": 2, "b": 3}),
+        ("boom", {}),
+    ]
+    assert all(agent.startswith("live-session-") for agent, _, _ in guard.seen)
