@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -49,9 +49,6 @@ from phloem.protocols.wire import (
     encode_frame,
 )
 from phloem.supervision.credit import CreditWindow
-
-if TYPE_CHECKING:
-    pass
 
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 REPLY_GRACE_S = 5.0  # how long past the daemon's own deadline a client waits for a reply

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
@@ -69,16 +69,7 @@ class CallInfo:
 
     def derive(self, kind: CallKind, target: str) -> CallInfo:
         """The same caller, another kind of call (a model or tool call inside an agent)."""
-        return CallInfo(
-            kind=kind,
-            agent=self.agent,
-            invocation_id=self.invocation_id,
-            session_id=self.session_id,
-            app=self.app,
-            user=self.user,
-            target=target,
-            metadata=self.metadata,
-        )
+        return replace(self, kind=kind, target=target)
 
     def for_model(self, model: Any) -> CallInfo:
         """A model call to `model`: its class as the target, and in `metadata` what it
@@ -90,16 +81,8 @@ class CallInfo:
         meta["gen_ai.request.model"] = str(
             getattr(model, "model", "") or getattr(model, "name", "") or ""
         )[:256]
-        info = self.derive("model", type(model).__name__)
-        return CallInfo(
-            kind=info.kind,
-            agent=info.agent,
-            invocation_id=info.invocation_id,
-            session_id=info.session_id,
-            app=info.app,
-            user=info.user,
-            target=info.target,
-            metadata=MappingProxyType(meta),
+        return replace(
+            self, kind="model", target=type(model).__name__, metadata=MappingProxyType(meta)
         )
 
 

@@ -4,6 +4,7 @@ collected (for `AskResult.warnings`) and logged."""
 
 from __future__ import annotations
 
+import abc
 import os
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from phloem.protocols.warnings import Warnings
 log = get_logger("phloem.instructions")
 
 
-class WorkspaceCatalog:
+class WorkspaceCatalog(abc.ABC):
     """Base of the catalogs of one workspace (each a snapshot taken at construction)."""
 
     def __init__(
@@ -31,6 +32,11 @@ class WorkspaceCatalog:
         self.home = os.path.realpath(os.fspath(home) if home is not None else str(Path.home()))
         self.warnings = warnings if warnings is not None else Warnings()
         self.commands = PromptCommands(self.config, self.workdir, self.warn)
+        self._load()
+
+    @abc.abstractmethod
+    def _load(self) -> None:
+        """Read the catalog's roots (each subclass its own); called by `__init__`."""
 
     def warn(
         self, code: str, message: str, *, path: str | None = None, line: int | None = None

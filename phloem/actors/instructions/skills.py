@@ -31,12 +31,10 @@ from typing import Any
 from phloem.actors.instructions.catalog import WorkspaceCatalog
 from phloem.actors.instructions.documents import read_text
 from phloem.actors.instructions.frontmatter import split_front_matter, tool_names
-from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.instructions.sources import skill_roots
 from phloem.actors.instructions.templates import fill_slots
 from phloem.logs import get_logger
 from phloem.protocols.errors import PhloemError
-from phloem.protocols.warnings import Warnings
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
 
@@ -68,15 +66,7 @@ class Skill:
 class SkillCatalog(WorkspaceCatalog):
     """The skills of one workspace (a snapshot taken at construction)."""
 
-    def __init__(
-        self,
-        config: InstructionsConfig | None = None,
-        workdir: str | os.PathLike[str] | None = None,
-        *,
-        home: str | os.PathLike[str] | None = None,
-        warnings: Warnings | None = None,
-    ) -> None:
-        super().__init__(config, workdir, home=home, warnings=warnings)
+    def _load(self) -> None:
         self._all: list[Skill] = []
         for root in skill_roots(self.config, self.workdir, self.home, self.warn):
             self._scan(root.path, root.source, root.trusted)

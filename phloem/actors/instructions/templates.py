@@ -28,10 +28,8 @@ from typing import Any
 from phloem.actors.instructions.catalog import WorkspaceCatalog
 from phloem.actors.instructions.documents import read_text
 from phloem.actors.instructions.frontmatter import split_front_matter
-from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.instructions.sources import template_roots
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.warnings import Warnings
 
 __all__ = ["MAX_TEMPLATES", "Template", "TemplateCatalog", "fill_slots"]
 
@@ -89,15 +87,7 @@ def fill_slots(
 class TemplateCatalog(WorkspaceCatalog):
     """The templates of one workspace (a snapshot taken at construction)."""
 
-    def __init__(
-        self,
-        config: InstructionsConfig | None = None,
-        workdir: str | os.PathLike[str] | None = None,
-        *,
-        home: str | os.PathLike[str] | None = None,
-        warnings: Warnings | None = None,
-    ) -> None:
-        super().__init__(config, workdir, home=home, warnings=warnings)
+    def _load(self) -> None:
         self._templates: dict[str, Template] = {}
         for root in template_roots(self.config, self.workdir, self.home, self.warn):
             self._scan(root.path, root.source, root.trusted, root.foreign)

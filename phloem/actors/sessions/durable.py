@@ -82,6 +82,20 @@ class SessionInfo:
     meta: dict[str, Any]
     path: str
 
+    @classmethod
+    def of(cls, header: Header, path: Path) -> SessionInfo:
+        """The facts of the transcript at `path` whose header is `header` (stats it)."""
+        stat = path.stat()
+        return cls(
+            header.id,
+            header.user,
+            header.created,
+            stat.st_mtime,
+            stat.st_size,
+            dict(header.meta),
+            str(path),
+        )
+
 
 @dataclass
 class _Open:
@@ -216,21 +230,10 @@ class DurableSessionService:
                 continue
             try:
                 decode_id(path.stem)
-                header = _read_header(path)
-                stat = path.stat()
+                info = SessionInfo.of(_read_header(path), path)
             except (ValueError, OSError, PhloemError, msgspec.MsgspecError):
                 continue  # removed meanwhile, or not ours; `show` reports a corrupt one
-            found.append(
-                SessionInfo(
-                    header.id,
-                    header.user,
-                    header.created,
-                    stat.st_mtime,
-                    stat.st_size,
-                    dict(header.meta),
-                    str(path),
-                )
-            )
+            found.append(info)
         return sorted(found, key=lambda i: (i.created, i.id))
 
     def delete_session(self, session_id: str) -> bool:
@@ -288,6 +291,10 @@ class DurableSessionService:
 
     def header(self, session_id: str) -> Header:
         return self._entry(session_id).transcript.header
+
+    def info(self, session_id: str) -> SessionInfo:
+        """One open session's listing facts."""
+        return SessionInfo.of(self.header(session_id), self.transcript_path(session_id))
 
     def transcript_path(self, session_id: str) -> Path:
         return self._path(encode_id(session_id))

@@ -291,7 +291,7 @@ class SessionsService(ServiceActor):
             self.cfg.app, self.cfg.user, session_id=request.session_id, meta=meta
         )
         log.info("session_created", session=session.id, agent=name)
-        return self._summary(self._info(session.id))
+        return self._summary(self.store.info(session.id))
 
     def _start(self, request: RunSession, owner: Owner) -> SessionRunStarted:
         if not request.prompt.strip():
@@ -444,20 +444,6 @@ class SessionsService(ServiceActor):
                 self._workspaces.popitem(last=False)
             return workspace
 
-    def _info(self, session_id: str) -> SessionInfo:
-        path = self.store.transcript_path(session_id)
-        header = self.store.header(session_id)
-        stat = path.stat()
-        return SessionInfo(
-            header.id,
-            header.user,
-            header.created,
-            stat.st_mtime,
-            stat.st_size,
-            dict(header.meta),
-            str(path),
-        )
-
     def _summary(self, info: SessionInfo) -> SessionSummary:
         return SessionSummary(
             id=info.id,
@@ -476,7 +462,7 @@ class SessionsService(ServiceActor):
         session = self.store.get_session(request.session_id)
         events = session.events
         return SessionDetail(
-            summary=self._summary(self._info(session.id)),
+            summary=self._summary(self.store.info(session.id)),
             state=prune_secrets(session.state),
             events=[public_event(e) for e in events[-limit:]],
             event_count=len(events),
