@@ -32,6 +32,7 @@ import msgspec
 import msgspec.inspect
 
 from phloem.actors.agents.settings import AgentsConfig
+from phloem.actors.cluster.settings import ClusterConfig
 from phloem.actors.eval.settings import EvalConfig
 from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.live.settings import LiveConfig
@@ -210,6 +211,8 @@ class Config(Section):
     sessions: SessionsConfig = section(SessionsConfig)
     # The web view (`[web]`, served by `phloem web`, see phloem.web).
     web: WebConfig = section(WebConfig)
+    # Where process children run: local fork server or a Ray cluster (`[cluster]`).
+    cluster: ClusterConfig = section(ClusterConfig)
 
     def __post_init__(self) -> None:
         if "\0" in self.daemon.socket:

@@ -5,6 +5,8 @@
 - `ComponentPath` / `Components`: a trusted `module:attribute` path, validated by shape.
 - `load_component(path)`: the only place in phloem that imports code named by the
   configuration. Nothing from a request, plan, model response or frame reaches it.
+  `configured_modules()` names every module it has loaded (what a cluster worker may
+  import: `phloem.actors.cluster`).
 - `read_toml(path)`: the one TOML file reader (regular files only, a bounded read, UTF-8,
   a nesting-depth guard, `config_invalid`).
 """
@@ -15,6 +17,7 @@ import importlib
 import os
 import re
 import stat
+import threading
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -50,6 +53,16 @@ def section(cls: type[S]) -> S:
     return msgspec.field(default_factory=cls)
 
 
+_loaded_lock = threading.Lock()
+_loaded_modules: set[str] = set()
+
+
+def configured_modules() -> frozenset[str]:
+    """The modules `load_component` has imported in this process (configured code)."""
+    with _loaded_lock:
+        return frozenset(_loaded_modules)
+
+
 class ComponentError(PhloemError):
     """A configured component could not be imported or resolved (`config_invalid`)."""
 
@@ -80,6 +93,8 @@ def load_component(path: str, *, what: str = "component") -> Any:
             f"cannot load {named}: {cause}",
             {"path": path, "cause": cause},
         ) from exc
+    with _loaded_lock:
+        _loaded_modules.add(module_name)
     return obj
 
 

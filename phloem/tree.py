@@ -49,7 +49,13 @@ from phloem.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
-from phloem.protocols.wire import MAX_ACTOR_PATH_CHARS, TOO_DEEP, DaemonStatus, TelemetryCounts
+from phloem.protocols.wire import (
+    MAX_ACTOR_PATH_CHARS,
+    TOO_DEEP,
+    ClusterSummary,
+    DaemonStatus,
+    TelemetryCounts,
+)
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditWindow, Subscription
 from phloem.supervision.handle import ChildHandle, ChildStartError
@@ -554,6 +560,26 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
             streams=len(self.streams),
             socket=self.socket_path,
             telemetry=_telemetry_counts(),
+            cluster=self._cluster_summary(),
+        )
+
+    def _cluster_summary(self) -> ClusterSummary:
+        backend = self.shared.get("cluster")
+        if backend is None:
+            return ClusterSummary()
+        try:
+            st = backend.status()
+        except Exception as exc:  # a cluster that went away must not break `status`
+            log.warning("cluster_status_failed", error=str(exc))
+            return ClusterSummary("ray", self.config.cluster.address or "(local)")
+        return ClusterSummary(
+            st.backend,
+            st.address,
+            st.connected,
+            sum(1 for n in st.nodes if n.alive),
+            st.cpus,
+            st.cpus_available,
+            st.in_flight,
         )
 
 

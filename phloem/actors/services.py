@@ -60,6 +60,7 @@ log = get_logger("phloem.services")
 # Modules that register services when imported; appended to by feature modules' owners.
 SERVICE_MODULES: list[str] = [
     "phloem.actors.telemetry.service",  # first to start, last to stop: it drains the rest
+    "phloem.actors.cluster.service",  # before every service that starts remote children
     "phloem.actors.echo",
     "phloem.actors.planning.service",
     "phloem.actors.agents.service",

@@ -43,6 +43,7 @@ FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.mcp",
     "phloem.cli.completion",
     "phloem.cli.telemetry",
+    "phloem.cli.cluster",
     "phloem.cli.web",
 ]
 

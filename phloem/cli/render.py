@@ -54,7 +54,20 @@ def render_status(st: Any) -> str:
             f"memory     {memory}   threads {st.threads}",
             f"clients    {st.connections} connected · {st.refs} refs · {st.streams} streams",
             _telemetry_line(st),
+            _cluster_line(st),
         ]
+    )
+
+
+def _cluster_line(st: Any) -> str:
+    c = getattr(st, "cluster", None)
+    if c is None or c.backend == "local":
+        return "cluster    local (process children on this machine)"
+    if not c.connected:
+        return f"cluster    {c.backend} {c.address} · not connected"
+    return (
+        f"cluster    {c.backend} {c.address} · {c.nodes} nodes · "
+        f"{c.cpus:g} CPUs ({c.cpus_available:g} free) · {c.in_flight} remote calls in flight"
     )
 
 
@@ -69,7 +82,8 @@ def _telemetry_line(st: Any) -> str:
 
 def _where(node: Any) -> str:
     if node.pid is not None:
-        return f"pid {node.pid}"
+        remote = getattr(node, "node", None)
+        return f"pid {node.pid} on {remote}" if remote else f"pid {node.pid}"
     return f"thread {node.thread}" if node.thread else "-"
 
 

@@ -34,6 +34,7 @@ from phloem import telemetry
 from phloem.client.agents import AsyncAgentMethods
 from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, _encode, decode_as
+from phloem.client.cluster import AsyncClusterMethods
 from phloem.client.eval import AsyncEvalMethods
 from phloem.client.live import AsyncLiveMethods
 from phloem.client.mcp import AsyncMcpMethods
@@ -98,6 +99,7 @@ def _resolve_path(path: str | os.PathLike[str] | None) -> Path:
 
 class AsyncClient(
     AsyncAgentMethods,
+    AsyncClusterMethods,
     AsyncEvalMethods,
     AsyncLiveMethods,
     AsyncMcpMethods,

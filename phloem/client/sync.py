@@ -17,6 +17,7 @@ from pathlib import Path
 
 from phloem.client.agents import AgentClientMethods
 from phloem.client.base import ClientBase
+from phloem.client.cluster import ClusterMethods
 from phloem.client.eval import EvalClientMethods
 from phloem.client.live import LiveMethods
 from phloem.client.mcp import McpClientMethods
@@ -29,6 +30,7 @@ from phloem.client.telemetry import TelemetryMethods
 
 class Client(
     AgentClientMethods,
+    ClusterMethods,
     EvalClientMethods,
     LiveMethods,
     McpClientMethods,

@@ -254,6 +254,10 @@ class ErrorKind(enum.StrEnum):
     TOO_MANY_LIVE_SESSIONS = "too_many_live_sessions", "the owner holds too many Live refs"
     LIVE_SESSION_LIMIT = "live_session_limit", "[live] session_limit sessions are open"
     LIVE_UNAVAILABLE = "live_unavailable", "no Live service, or it is stopped"
+    CLUSTER_UNAVAILABLE = (
+        "cluster_unavailable",
+        "no Ray cluster: it cannot be reached, the ray extra is missing, or the backend is local",
+    )
     LIVE_SESSION_CLOSED = "live_session_closed", "the Live session has closed or is closing"
     NOT_READY = "not_ready", "the Live session is not active yet (or is reconnecting)"
     INGRESS_BACKPRESSURE = "ingress_backpressure", "the Live session's input queue is full"

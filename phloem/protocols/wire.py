@@ -355,6 +355,19 @@ class TelemetryCounts(msgspec.Struct, frozen=True):
     peak_queued: int = 0
 
 
+class ClusterSummary(msgspec.Struct, frozen=True):
+    """Where process children run (`phloem status`, key `cluster`): `local`, or a Ray
+    cluster's address, live nodes, CPUs (all and free) and remote calls in flight."""
+
+    backend: str = "local"
+    address: str = ""
+    connected: bool = False
+    nodes: int = 0
+    cpus: float = 0.0
+    cpus_available: float = 0.0
+    in_flight: int = 0
+
+
 class DaemonStatus(msgspec.Struct, frozen=True):
     """The one-screen summary behind `phloem status` (and `Client.status()`)."""
 
@@ -376,3 +389,4 @@ class DaemonStatus(msgspec.Struct, frozen=True):
     streams: int
     socket: str | None = None
     telemetry: TelemetryCounts = msgspec.field(default_factory=TelemetryCounts)
+    cluster: ClusterSummary = msgspec.field(default_factory=ClusterSummary)

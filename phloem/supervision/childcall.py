@@ -17,8 +17,10 @@ child's `ExitReason` when there is one:
     child_cancelled     `CallControl.cancel()` was called (before or during the call)
 
 Its users (isolated function agents, planning callbacks) map these onto their own error
-kinds. By default the child is started with `start_process`; `start=` lets a caller
-start it some other way, e.g. as a temporary child of a supervisor.
+kinds. By default the child is started with `start_process`; `launcher=` starts it
+through a cluster backend instead (`spec.Launcher`: the same call, the same failure kinds,
+on a remote worker); `start=` lets a caller start it some other way, e.g. as a temporary
+child of a supervisor (wrapping the target in a `RemoteTarget` when it has a launcher).
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from phloem import telemetry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision._child import serve_call
 from phloem.supervision.channel import ChannelError, ChannelTimeout
-from phloem.supervision.handle import ChildHandle, ChildStartError
-from phloem.supervision.process import READY_TIMEOUT_RANGE, ProcessHandle, start_process
+from phloem.supervision.handle import CallChild, ChildHandle, ChildStartError
+from phloem.supervision.process import READY_TIMEOUT_RANGE, start_process
 from phloem.supervision.reasons import ExitKind, ExitReason
-from phloem.supervision.spec import Limits, ProcessTarget
+from phloem.supervision.spec import Launcher, Limits, ProcessTarget
 
 ANSWERED_EXIT_GRACE_S = 1.0
 """How long a child that answered gets to exit before it is killed."""
@@ -73,7 +75,7 @@ class CallControl:
         self._cond = threading.Condition(threading.Lock())
         self._cancelled = False
         self._starting = False
-        self._handle: ProcessHandle | None = None
+        self._handle: CallChild | None = None
         self.pid: int | None = None
 
     @property
@@ -103,7 +105,7 @@ class CallControl:
             self._starting = not self._cancelled
             return self._starting
 
-    def _started(self, handle: ProcessHandle | None) -> bool:
+    def _started(self, handle: CallChild | None) -> bool:
         """The start ended (None: it failed); False if the call was cancelled meanwhile."""
         with self._cond:
             self._starting = False
@@ -123,13 +125,21 @@ def call_in_child(
     timeout: float | None = None,
     control: CallControl | None = None,
     start: Starter | None = None,
+    launcher: Launcher | None = None,
 ) -> Any:
     """`fn(arg)` computed in a process child; `ChildCallError` if there is no value.
 
     `timeout` (seconds, None: no limit) covers the start and the answer together.
     """
     return start_call(
-        fn, arg, name=name, limits=limits, timeout=timeout, control=control, start=start
+        fn,
+        arg,
+        name=name,
+        limits=limits,
+        timeout=timeout,
+        control=control,
+        start=start,
+        launcher=launcher,
     ).result()
 
 
@@ -142,6 +152,7 @@ def start_call(
     timeout: float | None = None,
     control: CallControl | None = None,
     start: Starter | None = None,
+    launcher: Launcher | None = None,
 ) -> PendingCall:
     """The first half of `call_in_child`: returns once the child has started computing
     `fn(arg)`; `PendingCall.result()` is the second half. For a caller with work of its
@@ -154,7 +165,12 @@ def start_call(
     target = ProcessTarget(serve_call, (telemetry.with_context(fn), arg), pass_channel=True)
     lo, hi = READY_TIMEOUT_RANGE
     ready = DEFAULT_READY_TIMEOUT_S if timeout is None else min(hi, max(lo, timeout))
-    starter = start if start is not None else _start_process(name, limits)
+    if start is not None:
+        starter = start
+    elif launcher is not None:
+        starter = _launch(launcher, name, limits)
+    else:
+        starter = _start_process(name, limits)
     if not control._begin():
         raise ChildCallError(ErrorKind.CHILD_CANCELLED, f"{name}: cancelled before it started")
     try:
@@ -170,10 +186,10 @@ def start_call(
     except BaseException:
         control._started(None)
         raise
-    if not isinstance(started, ProcessHandle):
+    if not isinstance(started, CallChild):
         control._started(None)
         started.stop(0)
-        raise TypeError(f"start must return a ProcessHandle, not {type(started).__name__}")
+        raise TypeError(f"start must return a CallChild, not {type(started).__name__}")
     handle = started
     if not control._started(handle):
         stopped = handle.stop(0)
@@ -186,7 +202,7 @@ class PendingCall:
 
     def __init__(
         self,
-        handle: ProcessHandle,
+        handle: CallChild,
         name: str,
         timeout: float | None,
         deadline: float | None,
@@ -205,7 +221,7 @@ class PendingCall:
 
 
 def _finish(
-    handle: ProcessHandle,
+    handle: CallChild,
     name: str,
     timeout: float | None,
     deadline: float | None,
@@ -237,6 +253,16 @@ def _finish(
     if handle.wait(ANSWERED_EXIT_GRACE_S) is None:
         handle.stop(0)
     return value
+
+
+def _launch(launcher: Launcher, name: str, limits: Limits | None) -> Starter:
+    def start(target: ProcessTarget, ready_timeout: float) -> ChildHandle:
+        handle: ChildHandle = launcher.launch(
+            target, name=name, limits=limits, ready_timeout=ready_timeout
+        )
+        return handle
+
+    return start
 
 
 def _start_process(name: str, limits: Limits | None) -> Starter:

@@ -52,6 +52,7 @@ class HandleStats(msgspec.Struct, frozen=True):
     rss_cap_bytes: int | None = None
     tree_rss_bytes: int | None = None
     tree_processes: int | None = None
+    node: str | None = None  # a remote child's cluster node (`ip/node-id`)
 
 
 def new_handle_id(kind: str) -> str:
@@ -159,6 +160,20 @@ class ChildHandle(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.handle_id} {self.state.value}>"
+
+
+class CallChild(ChildHandle):
+    """A process child that answers: `recv` its next value. Local process children
+    (`process.ProcessHandle`) and remote ones (a cluster backend's) both are, so the one
+    child-call helper (`childcall`) runs a call on either."""
+
+    kind: HandleKind = "process"
+    pid: int
+
+    @abc.abstractmethod
+    def recv(self, timeout: float | None = None) -> object:
+        """The child's next value; `ChannelTimeout` after `timeout` seconds, another
+        `ChannelError` when the child is gone without sending one."""
 
 
 class ChildStartError(Exception):

@@ -53,7 +53,7 @@ from phloem.protocols.secrets import redact
 from phloem.supervision.channel import Channel, ChannelError
 from phloem.supervision.childwire import MAX_PAYLOAD_BYTES, CommandStart, Spawn, TargetStart
 from phloem.supervision.forkserver import ForkServer, ForkServerLost, get_server
-from phloem.supervision.handle import ChildHandle, ChildStartError, ChildState, HandleStats
+from phloem.supervision.handle import CallChild, ChildStartError, ChildState, HandleStats
 from phloem.supervision.leftovers import kill_procs, outside_group, sweep, wait_gone
 from phloem.supervision.notifier import ExitNotifier
 from phloem.supervision.proctree import freeze_tree, kill_all
@@ -121,7 +121,7 @@ def start_process(
     return handle
 
 
-class ProcessHandle(ChildHandle):
+class ProcessHandle(CallChild):
     """A running process child (see the module docstring for stop and exit semantics)."""
 
     kind = "process"

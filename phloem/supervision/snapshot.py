@@ -15,7 +15,7 @@ import msgspec
 import psutil
 
 from phloem.supervision.handle import ChildHandle
-from phloem.supervision.spec import Command, ProcessTarget, SupervisorChild
+from phloem.supervision.spec import Command, ProcessTarget, RemoteTarget, SupervisorChild
 from phloem.supervision.supervisor import SupervisorRef, _child_info, root_supervisors
 
 MAX_SNAPSHOT_DEPTH = 64  # nesting of supervisors a snapshot follows
@@ -25,7 +25,8 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     """One supervisor or child.
 
     `kind` is `supervisor` or `worker`; `type` is `supervisor`, `actor` or `process`;
-    `pid` is set for process children, `thread` for actors and supervisors. A process
+    `pid` is set for process children (a remote one's is its worker's pid on `node`),
+    `thread` for actors and supervisors. A process
     child with a memory cap also has `rss_cap_bytes` (the cap on its whole tree's summed
     RSS, enforced by the RSS watchdog) and the watchdog's latest reading of that tree
     (`tree_rss_bytes`, `tree_processes`).
@@ -47,6 +48,7 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     rss_cap_bytes: int | None = None
     tree_rss_bytes: int | None = None
     tree_processes: int | None = None
+    node: str | None = None  # a remote process child's cluster node (`ip/node-id`)
 
 
 class TreeSnapshot(msgspec.Struct, frozen=True):
@@ -100,13 +102,14 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
         rss_cap_bytes=stats.rss_cap_bytes,
         tree_rss_bytes=stats.tree_rss_bytes,
         tree_processes=stats.tree_processes,
+        node=stats.node,
     )
 
 
 def _start_type(start: object) -> str:
     if isinstance(start, SupervisorChild):
         return "supervisor"
-    if isinstance(start, ProcessTarget | Command):
+    if isinstance(start, ProcessTarget | Command | RemoteTarget):
         return "process"
     return "actor"
 

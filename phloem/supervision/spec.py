@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -110,6 +111,35 @@ class Command:
             raise ValueError("argv must be a non-empty sequence of strings")
 
 
+class Launcher(abc.ABC):
+    """Starts a `ProcessTarget` somewhere other than the local fork server (a cluster
+    backend: `phloem.actors.cluster`). The handle it returns is a child like any other:
+    its supervisor decides restarts, `stop`/`kill` end the remote work, and its exit
+    reason uses the same kinds as a local process child's."""
+
+    where: str = "remote"  # shown in `phloem tree` and in errors ("ray", ...)
+
+    @abc.abstractmethod
+    def launch(
+        self, target: ProcessTarget, *, name: str, limits: Limits | None, ready_timeout: float
+    ) -> Any:
+        """Start `target`; a running `CallChild` handle, or `ChildStartError`."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTarget:
+    """A `ProcessTarget` started through a `Launcher` (a child spec's `start`)."""
+
+    target: ProcessTarget
+    launcher: Launcher
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, ProcessTarget):
+            raise TypeError("target must be a ProcessTarget")
+        if not isinstance(self.launcher, Launcher):
+            raise TypeError("launcher must be a Launcher")
+
+
 @dataclass(frozen=True, slots=True)
 class SupervisorSpec:
     """Flags of a supervisor: strategy and restart intensity.
@@ -145,7 +175,8 @@ class ChildSpec:
     """How to start, restart and stop one child.
 
     `start` is an `Actor` subclass, `(ActorClass, args, kwargs)`, a `ProcessTarget`, a
-    `Command`, or a `SupervisorChild`. `shutdown` is seconds to wait after asking the child
+    `Command`, a `RemoteTarget` (a process target run by a cluster backend), or a
+    `SupervisorChild`. `shutdown` is seconds to wait after asking the child
     to stop before killing it, `"brutal_kill"` to kill at once, or `"infinity"` to wait
     (the default for supervisors). `limits` applies to process children only.
     """
@@ -180,13 +211,17 @@ class ChildSpec:
         else:
             check_range("shutdown", shutdown, 0, None, integer=False)
         object.__setattr__(self, "shutdown", shutdown)
-        if self.limits is not None and not isinstance(self.start, ProcessTarget | Command):
-            raise ValueError("limits apply only to ProcessTarget and Command children")
+        if self.limits is not None and not isinstance(
+            self.start, ProcessTarget | Command | RemoteTarget
+        ):
+            raise ValueError(
+                "limits apply only to ProcessTarget, RemoteTarget and Command children"
+            )
         _check_start(self.start)
 
 
 def _check_start(start: Any) -> None:
-    if isinstance(start, ProcessTarget | Command | SupervisorChild):
+    if isinstance(start, ProcessTarget | Command | RemoteTarget | SupervisorChild):
         return
     if isinstance(start, type) and issubclass(start, Actor):
         return
@@ -199,5 +234,5 @@ def _check_start(start: Any) -> None:
         return
     raise TypeError(
         "start must be an Actor subclass, (ActorClass, args, kwargs), "
-        "a ProcessTarget, a Command or a SupervisorChild"
+        "a ProcessTarget, a Command, a RemoteTarget or a SupervisorChild"
     )

@@ -47,6 +47,7 @@ from phloem.supervision.spec import (
     ChildSpec,
     Command,
     ProcessTarget,
+    RemoteTarget,
     Restart,
     Strategy,
     SupervisorChild,
@@ -59,6 +60,7 @@ log = get_logger("phloem.supervision")
 MAX_CHILDREN = 100_000  # children of one supervisor (static + dynamic)
 RESTART_RETRY_DELAY_S = 0.05  # pause before retrying a restart that failed
 API_TIMEOUT_S = 60.0  # how long a SupervisorRef call waits for the supervisor
+REMOTE_READY_TIMEOUT_S = 60.0  # how long a RemoteTarget child may take to start
 
 
 class ChildInfo(msgspec.Struct, frozen=True):
@@ -134,6 +136,16 @@ def start_handle(spec: ChildSpec, start_args: Sequence[Any] = ()) -> ChildHandle
                 start.fn, (*start.args, *start_args), start.kwargs, start.pass_channel
             )
         return start_process(start, name=spec.id, limits=spec.limits)
+    if isinstance(start, RemoteTarget):
+        target = start.target
+        if start_args:
+            target = ProcessTarget(
+                target.fn, (*target.args, *start_args), target.kwargs, target.pass_channel
+            )
+        handle: ChildHandle = start.launcher.launch(
+            target, name=spec.id, limits=spec.limits, ready_timeout=REMOTE_READY_TIMEOUT_S
+        )
+        return handle
     if isinstance(start, tuple):
         actor_class, args, kwargs = start
     else:

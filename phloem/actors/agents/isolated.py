@@ -3,7 +3,9 @@
 The call goes through `phloem.supervision.childcall.call_in_child`: the child receives
 the function and its keyword arguments, calls it, and sends the return value back over
 its channel (msgpack). Under a supervised executor the child is a temporary child of the
-run's supervisor; otherwise it is started directly. A crash, a memory cap
+run's supervisor; otherwise it is started directly. When the executor has a `launcher`
+(`[cluster]` kinds `isolated_agents` and, in eval runs, `eval_cases`) the child is a call
+on a cluster worker instead, with the same outcomes. A crash, a memory cap
 (`heap_exceeded`) or a timeout ends only the child, and comes back as a `PhloemError`
 whose kind says which (`agent_error`, `agent_heap_exceeded`, `agent_killed`, ...,
 `agent_timeout`); cancelling the run kills the child (`cancelled`).
@@ -20,7 +22,7 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.childcall import CallControl, ChildCallError, Starter, call_in_child
 from phloem.supervision.handle import ChildHandle
 from phloem.supervision.reasons import ExitKind
-from phloem.supervision.spec import ChildSpec, Limits, ProcessTarget
+from phloem.supervision.spec import ChildSpec, Launcher, Limits, ProcessTarget, RemoteTarget
 
 if TYPE_CHECKING:
     from phloem.actors.agents.context import InvocationContext
@@ -39,6 +41,7 @@ def call_isolated(agent: FunctionAgent, kwargs: dict[str, Any], ctx: InvocationC
     """Call `agent.fn(**kwargs)` in a process child; its return value."""
     child_id = f"{agent.name}.process#{next(_ids)}"
     supervisor = getattr(ctx.executor, "supervisor", None)
+    launcher: Launcher | None = getattr(ctx.executor, "launcher", None)
     control = CallControl()
     ctx.cancel.on_cancel(control.cancel)
     try:
@@ -49,7 +52,10 @@ def call_isolated(agent: FunctionAgent, kwargs: dict[str, Any], ctx: InvocationC
             limits=agent.limits,
             timeout=agent.timeout_s,
             control=control,
-            start=None if supervisor is None else _under(supervisor, child_id, agent.limits),
+            start=None
+            if supervisor is None
+            else _under(supervisor, child_id, agent.limits, launcher),
+            launcher=launcher,
         )
     except ChildCallError as exc:
         raise _agent_error(agent, exc) from None
@@ -57,11 +63,13 @@ def call_isolated(agent: FunctionAgent, kwargs: dict[str, Any], ctx: InvocationC
         ctx.cancel.remove(control.cancel)
 
 
-def _under(supervisor: Any, child_id: str, limits: Limits) -> Starter:
-    """Start the child as a temporary child of the run's supervisor."""
+def _under(supervisor: Any, child_id: str, limits: Limits, launcher: Launcher | None) -> Starter:
+    """Start the child as a temporary child of the run's supervisor (on the cluster when
+    there is a launcher)."""
 
     def start(target: ProcessTarget, ready_timeout: float) -> ChildHandle:
-        spec = ChildSpec(child_id, target, restart="temporary", shutdown=1.0, limits=limits)
+        what = target if launcher is None else RemoteTarget(target, launcher)
+        spec = ChildSpec(child_id, what, restart="temporary", shutdown=1.0, limits=limits)
         handle: ChildHandle = supervisor.start_child(spec)
         return handle
 

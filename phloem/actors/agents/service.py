@@ -57,6 +57,7 @@ from phloem.actors.agents.protocol import (
 from phloem.actors.agents.registry import AgentRegistry, build_registry, planned_groups
 from phloem.actors.agents.runner import AgentRun, run_agent
 from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.actors.cluster import launcher_of
 from phloem.actors.instructions.confirm import ConfirmationInterceptor
 from phloem.actors.instructions.context import run_interceptors
 from phloem.actors.instructions.discovery import InstructionContext
@@ -437,7 +438,10 @@ class AgentService(ServiceActor):
         run_id = f"{agent.name}-{next(self._ids)}"
         token = CancelToken()
         executor = SupervisedExecutor(
-            run_id, parent=runs, invocation_timeout_s=self.invocation_timeout_s
+            run_id,
+            parent=runs,
+            invocation_timeout_s=self.invocation_timeout_s,
+            launcher=launcher_of(self.ctx.shared, "isolated_agents"),
         )
         run = _Run(
             run_id,

@@ -47,6 +47,7 @@ from phloem.supervision import (
     SupervisorRef,
     SupervisorSpec,
 )
+from phloem.supervision.spec import Launcher
 
 log = get_logger("phloem.agents")
 
@@ -128,7 +129,11 @@ class SupervisedExecutor:
         parent: SupervisorRef | None = None,
         *,
         invocation_timeout_s: float = DEFAULT_INVOCATION_TIMEOUT_S,
+        launcher: Launcher | None = None,
     ) -> None:
+        # Where isolated function agents' process children run (None: this machine;
+        # a cluster backend's launcher: `phloem.actors.cluster`).
+        self.launcher = launcher
         self.invocation_timeout_s = float(
             check_range(
                 "invocation_timeout_s",

@@ -41,6 +41,7 @@ from phloem.protocols.evalcriteria import LLM_JUDGE, Criteria
 from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult
 from phloem.protocols.evalset import EvalCase, EvalSet, ToolCall
 from phloem.protocols.model import Model
+from phloem.supervision.spec import Launcher
 from phloem.supervision.supervisor import SupervisorRef
 
 log = get_logger("phloem.eval")
@@ -90,8 +91,11 @@ class EvalEngine:
         on_case: Callable[[CaseResult, int], None] | None = None,
         invocation_timeout_s: float | None = None,
         interceptors: Interceptors = NO_INTERCEPTORS,
+        launcher: Launcher | None = None,
     ) -> None:
         self.agent = agent
+        # Where the samples' isolated process children run (`[cluster]` kind `eval_cases`).
+        self.launcher = launcher
         # The tree's chain when the eval started: plugins, telemetry and tool policy apply
         # to every case run as they do to any agent run.
         self.interceptors = interceptors
@@ -275,6 +279,7 @@ class EvalEngine:
             f"{self.name}-{key[0]}-{key[1]}",
             parent=self.parent,
             invocation_timeout_s=self.invocation_timeout_s,
+            launcher=self.launcher,
         )
         job = _Job(key[0], key[1], token, executor, time.monotonic() + self.options.case_timeout_s)
         running[key] = job

@@ -24,6 +24,7 @@ from typing import Any
 from phloem.actors.agents.agent import Agent
 from phloem.actors.agents.context import CancelToken
 from phloem.actors.agents.service import lookup_message
+from phloem.actors.cluster import launcher_of
 from phloem.actors.eval.engine import EvalEngine
 from phloem.actors.eval.options import check_options
 from phloem.actors.eval.protocol import (
@@ -243,6 +244,7 @@ class EvalService(ServiceActor):
                 cancel=token,
                 interceptors=self.ctx.interceptors.chain(),
                 invocation_timeout_s=min(self.invocation_timeout_s, request.options.case_timeout_s),
+                launcher=launcher_of(self.ctx.shared, "eval_cases"),
             )
             driver = sup.start_child(
                 ChildSpec(

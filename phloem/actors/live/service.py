@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from phloem.actors.cluster import launcher_of
 from phloem.actors.live.options import parse_options
 from phloem.actors.live.protocol import (
     LIVE_REF_KIND,
@@ -218,6 +219,7 @@ class LiveService(ServiceActor):
                 self.cfg,
                 self.tools,
                 self.ctx.interceptors.chain(),
+                launcher_of(self.ctx.shared, "tools"),
             )
             handle = self._supervisor().start_child((spec,))
         except BaseException as exc:

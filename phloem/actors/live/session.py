@@ -60,6 +60,7 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor
 from phloem.supervision.reasons import ExitReason
+from phloem.supervision.spec import Launcher
 
 log = get_logger("phloem.live")
 
@@ -98,6 +99,8 @@ class SessionSpec:
     # The tree's chain when the session opened: its managed tool calls go through it
     # (plugins, telemetry, tool policy), as any agent's tool calls do.
     interceptors: Interceptors = NO_INTERCEPTORS
+    # Where its managed tool calls run (`[cluster]` kind `tools`; None: this machine).
+    launcher: Launcher | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +179,7 @@ class LiveSession(Actor):
                 self.cfg.tools,
                 self._tool_done,
                 interceptors=self.spec.interceptors,
+                launcher=self.spec.launcher,
                 info=CallInfo(
                     kind="agent",
                     agent=f"live-session-{self.spec.info.number}",

@@ -2,7 +2,8 @@
 
 A `toolCall` names functions; those whose name is in `[live.tools] allow` (trusted
 `[components]` callables, loaded when the service starts) are *managed*: each call runs
-as `fn(**args)` in its own capped process child (`call_in_child`), so a tool that hangs
+as `fn(**args)` in its own capped process child (`call_in_child`; on a cluster worker
+when `[cluster]` runs the kind `tools` remotely), so a tool that hangs
 is killed at `timeout_s`. `policy = "sequential"` runs one call at a time in order,
 `"concurrent"` up to `workers` at once. A `toolCallCancellation` or a reconnect cancels
 in-flight calls (their children are killed and nothing is answered). Every managed call
@@ -26,7 +27,7 @@ from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
-from phloem.supervision.spec import Limits
+from phloem.supervision.spec import Launcher, Limits
 from phloem.tools.contract import as_tool
 
 log = get_logger("phloem.live")
@@ -74,7 +75,9 @@ class ToolRunner:
         *,
         interceptors: Interceptors = NO_INTERCEPTORS,
         info: CallInfo | None = None,
+        launcher: Launcher | None = None,
     ) -> None:
+        self.launcher = launcher  # a cluster backend's, for `[cluster]` kind `tools`
         self.tools = dict(tools)
         self.interceptors = interceptors
         self.info = info or CallInfo(kind="agent", agent="live-session", target="LiveSession")
@@ -148,6 +151,7 @@ class ToolRunner:
                 limits=self.limits,
                 timeout=self.config.timeout_s,
                 control=control,
+                launcher=self.launcher,
             )
         except ChildCallError as exc:
             if exc.kind == ErrorKind.CHILD_CANCELLED or control.cancelled:

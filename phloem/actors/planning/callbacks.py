@@ -26,7 +26,7 @@ from phloem.actors.planning import outcomes, worker
 from phloem.logs import get_logger
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.reasons import ExitKind
-from phloem.supervision.spec import Limits
+from phloem.supervision.spec import Launcher, Limits
 
 log = get_logger("phloem.planning")
 
@@ -68,7 +68,12 @@ class CallbackTask:
 
 
 class CallbackRunner:
-    """Runs each callback in a child of its own through `call_in_child`."""
+    """Runs each callback in a child of its own through `call_in_child`: a local process
+    child, or — with a `launcher` (`[cluster]` kind `planning_callbacks`) — a call on a
+    cluster worker, with the same outcomes."""
+
+    def __init__(self, launcher: Launcher | None = None) -> None:
+        self.launcher = launcher
 
     def start(
         self,
@@ -126,6 +131,7 @@ class CallbackRunner:
                 limits=Limits(max_memory_bytes=max_memory_bytes),
                 timeout=timeout_s,
                 control=task.control,
+                launcher=self.launcher,
             )
         except ChildCallError as exc:
             return _failed(exc)

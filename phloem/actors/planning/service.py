@@ -27,7 +27,9 @@ from typing import Any
 
 import msgspec
 
+from phloem.actors.cluster import launcher_of
 from phloem.actors.planning.adapters import AdapterRegistry
+from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.actors.planning.events import PlanningEvent
 from phloem.actors.planning.protocol import (
     AwaitPlanning,
@@ -91,6 +93,7 @@ class PlanningService(ServiceActor):
             self.runtime = PlanningRuntime(
                 self.adapters,
                 refs=self.ctx.refs,
+                runner=CallbackRunner(launcher_of(self.ctx.shared, "planning_callbacks")),
                 max_active_runs=self.max_active_runs,
                 supervisor=self._runs_supervisor(),
             )

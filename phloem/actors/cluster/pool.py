@@ -1,0 +1,236 @@
+"""`WorkerPool`: the Ray workers of one kind, leased one call at a time.
+
+Workers are Ray actors of `worker.RemoteWorker`, started on demand up to the kind's
+`max_workers`, with the kind's `num_cpus`/`memory` for Ray's scheduler, spread over the
+nodes, and `max_restarts=0`: a worker that dies is gone, and phloem starts another when a
+call needs one. A call leases an idle worker (or starts one, or waits for one until its
+start deadline), and returns it when it answers; a worker that was killed, died, or hit
+its memory cap is discarded, never reused. Like Ray's own task workers, a worker is
+reused between calls: adapters are instantiated afresh per call, but module-level state
+of the configured code may persist in a worker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from phloem.actors.cluster import rayapi
+from phloem.actors.cluster.settings import Kind, KindResources
+from phloem.logs import get_logger
+from phloem.supervision.handle import ChildStartError
+from phloem.supervision.reasons import ExitKind, ExitReason
+
+if TYPE_CHECKING:
+    from phloem.actors.cluster.remote import RemoteCall
+
+log = get_logger("phloem.cluster")
+
+
+@dataclass(eq=False)
+class Worker:
+    """One live worker: its Ray actor, pid and node (`ip/node-id`)."""
+
+    actor: Any
+    pid: int
+    node_id: str
+    node: str
+
+
+class PoolClosed(Exception):
+    pass
+
+
+class WorkerPool:
+    """See the module docstring. Thread-safe."""
+
+    def __init__(
+        self,
+        kind: Kind,
+        resources: KindResources,
+        actor_class: Any,
+        runtime_env: dict[str, Any] | None,
+        reaper: ThreadPoolExecutor,
+    ) -> None:
+        self.kind = kind
+        self.resources = resources
+        self._actor_class = actor_class
+        self._runtime_env = runtime_env
+        self._reaper = reaper
+        self._cond = threading.Condition(threading.Lock())
+        self._idle: deque[Worker] = deque()
+        self._leased: set[Worker] = set()
+        self._starting = 0
+        self._calls: set[RemoteCall] = set()
+        self._closed = False
+        self.started = 0  # workers started over the pool's life
+        self.lost = 0  # workers discarded (killed, died, over their cap)
+
+    # -- leasing -------------------------------------------------------------------------
+
+    def lease(self, name: str, timeout: float) -> Worker:
+        """An idle worker, a new one, or the first one released within `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise _start_error(name, "the cluster backend has stopped")
+                if self._idle:
+                    worker = self._idle.popleft()
+                    self._leased.add(worker)
+                    return worker
+                if len(self._leased) + self._starting < self.resources.max_workers:
+                    self._starting += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ChildStartError(
+                        ExitReason.timeout(
+                            f"all {self.resources.max_workers} {self.kind} workers stayed busy"
+                        ),
+                        name,
+                    )
+                self._cond.wait(left)
+        try:
+            worker = self._start_worker(name, max(0.001, deadline - time.monotonic()))
+        except BaseException:
+            with self._cond:
+                self._starting -= 1
+                self._cond.notify()
+            raise
+        with self._cond:
+            self._starting -= 1
+            if self._closed:
+                self._kill(worker)
+                raise _start_error(name, "the cluster backend has stopped")
+            self._leased.add(worker)
+            self.started += 1
+        return worker
+
+    def _start_worker(self, name: str, timeout: float) -> Worker:
+        ray = rayapi.ray()
+        options: dict[str, Any] = {
+            "num_cpus": self.resources.num_cpus,
+            "max_restarts": 0,
+            "max_task_retries": 0,
+            "max_concurrency": 1,
+            "scheduling_strategy": "SPREAD",
+        }
+        if self.resources.memory:
+            options["memory"] = self.resources.memory
+        if self.resources.custom_resources:
+            options["resources"] = dict(self.resources.custom_resources)
+        if self._runtime_env:
+            options["runtime_env"] = self._runtime_env
+        actor = self._actor_class.options(**options).remote()
+        try:
+            pid, node_id, ip = ray.get(actor.ready.remote(), timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            self._kill(Worker(actor, 0, "", ""))
+            raise ChildStartError(
+                ExitReason.timeout(f"no {self.kind} worker was ready within {timeout:g}s"), name
+            ) from None
+        except Exception as exc:
+            self._kill(Worker(actor, 0, "", ""))
+            raise _start_error(name, f"a {self.kind} worker did not start: {exc}") from None
+        return Worker(actor, int(pid), str(node_id), f"{ip}/{str(node_id)[:8]}")
+
+    def release(self, worker: Worker) -> None:
+        """A call on `worker` answered: it is idle again."""
+        with self._cond:
+            if worker not in self._leased:
+                return
+            self._leased.discard(worker)
+            if self._closed:
+                self._kill(worker)
+                return
+            self._idle.append(worker)
+            self._cond.notify()
+
+    def discard(self, worker: Worker) -> None:
+        """`worker` must not be used again: kill it (if it still runs) and free its slot."""
+        with self._cond:
+            known = worker in self._leased
+            self._leased.discard(worker)
+            if known:
+                self.lost += 1
+                self._cond.notify()
+        if known:
+            self._kill(worker)
+
+    def _kill(self, worker: Worker) -> None:
+        ray = rayapi.ray()
+
+        def kill() -> None:
+            try:
+                ray.kill(worker.actor, no_restart=True)
+            except Exception as exc:  # a worker already gone, a lost connection
+                log.debug("cluster_worker_kill_failed", error=str(exc))
+
+        try:
+            self._reaper.submit(kill)
+        except RuntimeError:  # the reaper has stopped: kill here
+            kill()
+
+    # -- calls in flight -----------------------------------------------------------------
+
+    def track(self, call: RemoteCall) -> None:
+        with self._cond:
+            self._calls.add(call)
+
+    def forget(self, call: RemoteCall) -> None:
+        with self._cond:
+            self._calls.discard(call)
+
+    def in_flight(self) -> int:
+        with self._cond:
+            return len(self._calls)
+
+    def counts(self) -> dict[str, int]:
+        with self._cond:
+            return {
+                "idle": len(self._idle),
+                "busy": len(self._leased),
+                "in_flight": len(self._calls),
+                "started": self.started,
+                "lost": self.lost,
+            }
+
+    def failure_reason(self, exc: BaseException, worker: Worker) -> ExitReason:
+        """The exit reason of a call whose Ray object failed with `exc`."""
+        ray = rayapi.ray()
+        if isinstance(exc, ray.exceptions.OutOfMemoryError):
+            return ExitReason.heap_exceeded("Ray's memory monitor killed the worker")
+        if isinstance(exc, ray.exceptions.RayActorError):
+            text = str(exc).lower()
+            if "node has died" in text or "node was terminated" in text or "node died" in text:
+                return ExitReason.killed(f"the worker's node {worker.node} was lost")
+            return ExitReason.killed(f"the worker (pid {worker.pid} on {worker.node}) died")
+        if isinstance(exc, ray.exceptions.TaskCancelledError):
+            return ExitReason.killed("cancelled")
+        return ExitReason(ExitKind.KILLED, detail=f"ray: {type(exc).__name__}")
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def close(self) -> list[RemoteCall]:
+        """Stop leasing; kill every worker. Returns the calls still in flight (to kill)."""
+        with self._cond:
+            self._closed = True
+            workers = [*self._idle, *self._leased]
+            self._idle.clear()
+            self._leased.clear()
+            calls = list(self._calls)
+            self._cond.notify_all()
+        for worker in workers:
+            self._kill(worker)
+        return calls
+
+
+def _start_error(name: str, why: str) -> ChildStartError:
+    return ChildStartError(
+        ExitReason(ExitKind.EXCEPTION, error_type="ClusterError", message=why), name
+    )

@@ -1,0 +1,151 @@
+"""`RemoteCall`: one process target run on a pooled Ray worker, as a phloem child.
+
+A `RemoteCall` is a `CallChild` like a local `ProcessHandle`: its supervisor (or
+`call_in_child`) holds it, `phloem tree` shows it with its worker's pid and node, and it
+ends with one `ExitReason` of the same kinds as a local child's:
+
+    normal          the call answered (or a plain target returned)
+    exception       the callable raised (type and redacted message), or was refused
+    heap_exceeded   MemoryError under the call's cap, or Ray's memory monitor killed it
+    killed          phloem killed it (deadline, cancel, owner gone), or the worker or
+                    its node died (`detail` says which)
+    shutdown        stopped by its supervisor
+
+There is no thread per call: the answer arrives through the Ray object's future. Killing
+a call kills its worker (`ray.kill`): remote work never outlives its deadline or owner.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import TYPE_CHECKING, Any
+
+from phloem.supervision._child import serve_call
+from phloem.supervision.channel import ChannelClosed, ChannelTimeout
+from phloem.supervision.childwire import MAX_PAYLOAD_BYTES
+from phloem.supervision.handle import CallChild, ChildStartError, ChildState, HandleStats
+from phloem.supervision.reasons import ExitKind, ExitReason
+from phloem.supervision.spec import ProcessTarget
+
+if TYPE_CHECKING:
+    from phloem.actors.cluster.pool import Worker, WorkerPool
+
+STOP_WAIT_S = 5.0
+"""How long `stop` waits for a killed call's exit to be recorded."""
+
+
+def unshippable(name: str, why: str) -> ChildStartError:
+    return ChildStartError(
+        ExitReason(ExitKind.EXCEPTION, error_type="Unshippable", message=why), name
+    )
+
+
+def encode_job(target: ProcessTarget, name: str) -> bytes:
+    """The pickle a worker runs (`worker.RemoteWorker.call`): code by reference only.
+
+    The standard pickler names functions and classes by module and qualified name and
+    refuses lambdas and closures, so a target ships only code a worker can import."""
+    if target.fn is serve_call and target.pass_channel:
+        fn, arg = target.args
+        job: tuple[Any, ...] = ("call", fn, arg)
+    elif target.pass_channel:
+        raise unshippable(name, "a remote child has no channel to its parent")
+    else:
+        job = ("run", target.fn, tuple(target.args), dict(target.kwargs or {}))
+    try:
+        blob = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        raise unshippable(
+            name, f"only code importable by name runs on a cluster worker: {exc}"
+        ) from None
+    if b"__main__" in blob:
+        raise unshippable(name, "code from __main__ cannot run on a cluster worker")
+    if len(blob) > MAX_PAYLOAD_BYTES:
+        raise unshippable(name, f"a call of {len(blob)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    return blob
+
+
+class RemoteCall(CallChild):
+    """One call on a leased worker (see the module docstring)."""
+
+    def __init__(self, name: str, worker: Worker, pool: WorkerPool) -> None:
+        super().__init__(name)
+        self.worker = worker
+        self.pool = pool
+        self.pid = worker.pid
+        self.node = worker.node
+        self._lock = threading.Lock()
+        self._answered = threading.Event()
+        self._has_value = False
+        self._value: Any = None
+
+    def _begin(self, ref: Any) -> None:
+        """The call was submitted as `ref`: watch for its answer."""
+        self._state = ChildState.RUNNING
+        ref.future().add_done_callback(self._on_done)
+
+    # -- the answer ----------------------------------------------------------------------
+
+    def _on_done(self, future: Any) -> None:
+        """Runs on Ray's thread: record the answer or the failure, release the worker."""
+        try:
+            answer = future.result()
+        except BaseException as exc:
+            self.pool.discard(self.worker)
+            self._end(self.pool.failure_reason(exc, self.worker))
+            return
+        match answer:
+            case ("ok", value):
+                with self._lock:
+                    self._value, self._has_value = value, True
+                self.pool.release(self.worker)
+                self._end(ExitReason.normal())
+            case ("raised", str(error_type), str(message)):
+                self.pool.release(self.worker)
+                self._end(ExitReason(ExitKind.EXCEPTION, error_type=error_type, message=message))
+            case ("heap", str(detail)):
+                self.pool.discard(self.worker)
+                self._end(ExitReason.heap_exceeded(detail))
+            case _:
+                self.pool.discard(self.worker)
+                self._end(ExitReason.killed("the worker sent a malformed answer"))
+
+    def _end(self, reason: ExitReason) -> None:
+        self.pool.forget(self)
+        self._set_exit(reason)
+        self._answered.set()
+
+    # -- CallChild -----------------------------------------------------------------------
+
+    def recv(self, timeout: float | None = None) -> Any:
+        if not self._answered.wait(timeout):
+            raise ChannelTimeout(f"{self.name}: no answer within {timeout}s")
+        with self._lock:
+            if self._has_value:
+                self._has_value = False
+                return self._value
+        raise ChannelClosed(f"{self.name}: the remote call ended: {self.exit_reason}")
+
+    def kill(self) -> None:
+        self._kill(ExitReason.killed("killed by phloem"))
+
+    def stop(self, timeout: float | None = 5.0) -> ExitReason:
+        """A remote call cannot finish early: stopping it kills its worker at once
+        (reason `shutdown`), unless it has already ended."""
+        if self.exit_reason is None:
+            self._state = ChildState.STOPPING
+            self._kill(ExitReason.shutdown())
+        return self.wait(STOP_WAIT_S) or ExitReason.shutdown()
+
+    def _kill(self, reason: ExitReason) -> None:
+        if self.exit_reason is not None:
+            return
+        self.pool.discard(self.worker)
+        self._end(self._forced or reason)
+
+    def stats(self) -> HandleStats:
+        return HandleStats(pid=self.pid, node=self.node)
+
+    def __repr__(self) -> str:
+        return f"<RemoteCall {self.name!r} pid {self.pid} on {self.node} {self.state.value}>"

@@ -1,0 +1,316 @@
+"""The same process-child tests on both backends: local fork server, and a 2-node Ray
+cluster. Planning callbacks, isolated agents, Live tool calls, eval cases and supervised
+children keep one contract: typed failures, deadlines and owners that kill the work,
+restarts decided by phloem, children visible in the tree — and, on Ray, no worker left
+behind (the `tree` fixture checks Ray's state API after every test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+import pytest
+
+from phloem import Tree
+from phloem.actors.agents import Agent, Event, FunctionAgent, InvocationContext
+from phloem.actors.agents.agent import invoke
+from phloem.actors.cluster import launcher_of
+from phloem.actors.live.settings import LiveToolsConfig
+from phloem.actors.live.tools import ToolDone, ToolRunner
+from phloem.protocols import live as wire
+from phloem.protocols.content import Content
+from phloem.protocols.evalcriteria import Criteria, Criterion
+from phloem.protocols.evalset import SessionInput, parse_evalset
+from phloem.protocols.result import PlanningResult
+from phloem.supervision import Supervisor, SupervisorSpec
+from phloem.supervision.spec import ChildSpec, ProcessTarget, RemoteTarget
+from tests.actors.cluster import fns
+from tests.actors.cluster.conftest import MIB
+from tests.actors.eval.fixtures import case, phloem_set
+from tests.actors.planning.conftest import read_pids
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def scripted(**target: Any) -> dict[str, Any]:
+    return {"name": "scripted", "target": target}
+
+
+def obs_errors(result: PlanningResult) -> list[dict[str, Any]]:
+    return [o.to_builtins().get("error", {}) for o in result.observations]
+
+
+def gone(pid: int, timeout: float = 20.0) -> bool:
+    try:
+        psutil.Process(pid).wait(timeout)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.TimeoutExpired:
+        return False
+    return True
+
+
+def on_ray_worker(pid: int) -> bool:
+    """Whether `pid` is one of phloem's Ray workers (Ray titles them `ray::RemoteWorker`)."""
+    try:
+        return "RemoteWorker" in " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return False
+
+
+def workers_started(tree: Tree, kind: str) -> int:
+    with tree.client() as client:
+        st = client.cluster_status()
+    return int(st["workers"][kind]["started"]) if st["backend"] == "ray" else 0
+
+
+# --- planning callbacks -----------------------------------------------------------------
+
+
+def test_planning_callbacks_complete_a_run(tree: Tree, backend: str) -> None:
+    with tree.client() as client:
+        result = client.run_planning(scripted(steps=[{"op": "echo"}, {"op": "echo"}]), "scripted")
+    assert result.status == "completed", result.error
+    assert (workers_started(tree, "planning_callbacks") >= 1) == (backend == "ray")
+
+
+def test_a_worker_killed_mid_callback_is_callback_worker_down_and_the_run_goes_on(
+    tree: Tree, backend: str, tmp_path: Path
+) -> None:
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    target = scripted(
+        steps=[{"op": "sleep", "fifo": fifo}], review="replan_on_error", recovery=[{"op": "echo"}]
+    )
+    with tree.client() as client:
+        ref = client.start_planning(target, "scripted", {"task": "t"})
+        [pid] = read_pids(fifo)
+        assert on_ray_worker(pid) == (backend == "ray")
+        os.kill(pid, signal.SIGKILL)
+        result = client.await_planning(ref, 60)
+    assert obs_errors(result)[0] == {
+        "kind": "executor_callback_failed",
+        "reason": "callback_worker_down",
+    }
+    # phloem went on: the review and the recovery step ran in new workers
+    assert result.status == "completed" and result.replans == 1
+
+
+def test_a_memory_hog_is_contained(tree: Tree) -> None:
+    target = scripted(steps=[{"op": "hog"}], review="replan_on_error", recovery=[{"op": "echo"}])
+    with tree.client() as client:
+        result = client.run_planning(
+            target, "scripted", {"task": "t"}, options={"max_memory_bytes": 128 * MIB}
+        )
+        assert obs_errors(result)[0] == {
+            "kind": "executor_callback_failed",
+            "reason": "callback_memory_exceeded",
+        }
+        assert result.status == "completed"
+        assert client.run_planning(scripted(), "scripted").status == "completed"
+
+
+def test_a_callback_deadline_kills_the_work(tree: Tree, tmp_path: Path) -> None:
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    target = scripted(
+        steps=[{"op": "sleep", "fifo": fifo, "s": 60}],
+        review="replan_on_error",
+        recovery=[{"op": "echo"}],
+    )
+    with tree.client() as client:
+        ref = client.start_planning(
+            target, "scripted", {"task": "t"}, options={"callback_timeout_ms": 1500}
+        )
+        [pid] = read_pids(fifo)
+        result = client.await_planning(ref, 60)
+    assert obs_errors(result)[0] == {
+        "kind": "executor_callback_failed",
+        "reason": "callback_timeout",
+    }
+    assert result.status == "completed"
+    assert gone(pid), f"callback {pid} outlived its deadline"
+
+
+def test_owner_disconnect_cancels_the_remote_work(tree: Tree, tmp_path: Path) -> None:
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    client = tree.client("leaving")
+    client.start_planning(scripted(steps=[{"op": "sleep", "fifo": fifo}]), "scripted", 1)
+    [pid] = read_pids(fifo)
+    client.close()
+    assert gone(pid), f"callback {pid} outlived its owner"
+
+
+# --- isolated function agents -----------------------------------------------------------
+
+
+def test_an_isolated_agent_runs_in_a_worker_process(tree: Tree, backend: str) -> None:
+    with tree.client() as client:
+        run = client.run_agent("add", state={"a": 2, "b": 3})
+    assert run.outcome.status == "done", run.outcome.message
+    out = run.state["out"]
+    assert out["sum"] == 5 and out["pid"] != os.getpid()
+    assert on_ray_worker(out["pid"]) == (backend == "ray")
+
+
+@pytest.mark.parametrize(
+    ("agent", "state", "kind", "text"),
+    [
+        ("crash", {"why": "no way"}, "agent_error", "ValueError"),
+        ("hog", {"mib": 1024}, "agent_heap_exceeded", "heap_exceeded"),
+        ("sleeper", {"seconds": 60, "fifo": ""}, "agent_timeout", "no result within 1.0s"),
+    ],
+)
+def test_isolated_agent_failures_are_typed(
+    tree: Tree, agent: str, state: dict[str, Any], kind: str, text: str
+) -> None:
+    with tree.client() as client:
+        run = client.run_agent(agent, state=state)
+    errors = [e.error for e in run.events if e.error is not None]
+    assert errors and errors[0].kind == kind, errors
+    assert text in errors[0].message
+
+
+def test_a_remote_child_shows_in_the_tree_with_its_pid_and_node(
+    tree: Tree, backend: str, tmp_path: Path
+) -> None:
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    with tree.client() as client:
+        started = client.start_agent_run("slow", state={"seconds": 60, "fifo": fifo})
+        [pid] = read_pids(fifo)
+        # the supervisor records the child once its start returns: wait for that
+        wait_until(lambda: len(_children(tree, "slow.process#")) == 1, 10, "child in the tree")
+        [child] = _children(tree, "slow.process#")
+        assert child.type == "process" and child.pid == pid and child.state == "running"
+        if backend == "ray":
+            assert child.node is not None and "/" in child.node
+        else:
+            assert child.node is None
+        client.cancel_agent_run(started.ref)
+    assert gone(pid)
+
+
+def _children(tree: Tree, prefix: str) -> list[Any]:
+    return [n for n in _flatten(tree.snapshot().roots) if n.id.startswith(prefix)]
+
+
+def _flatten(roots: list[Any]) -> list[Any]:
+    out = []
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node.children)
+    return out
+
+
+# --- eval cases -------------------------------------------------------------------------
+
+
+class Shouter(Agent):
+    """Answers with what its isolated function agent returned (`fns.shout`)."""
+
+    def __init__(self) -> None:
+        super().__init__("shouter", "shouts in a process child")
+        self.inner = FunctionAgent(
+            "shout", "", fns.shout, ["word", "pid_file"], "shout", isolate=True
+        )
+
+    def run(self, ctx: InvocationContext) -> Iterator[Event]:
+        answer = ""
+        for event in invoke(self.inner, ctx):
+            yield event
+            answer = str(event.actions.state_delta.get("shout", answer))
+        yield Event(
+            author=self.name, invocation_id=ctx.invocation_id, content=Content.model(answer)
+        )
+
+
+def test_an_eval_case_runs_its_isolated_agent(tree: Tree, backend: str, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pids"
+    tree.register_agent(Shouter())
+    doc = parse_evalset(
+        json.dumps(
+            phloem_set([case("c1", {"input": "go", "expected_response": "HI"})], "cluster-set")
+        )
+    )
+    state = SessionInput(state={"word": "hi", "pid_file": str(pid_file)})
+    doc = msgspec.structs.replace(
+        doc, cases=[msgspec.structs.replace(c, session_input=state) for c in doc.cases]
+    )
+    with tree.client() as client:
+        report = client.run_eval(
+            doc, agent="shouter", criteria=Criteria([Criterion("exact", "exact_response")])
+        )
+    assert [c.status for c in report.cases] == ["passed"], report.cases
+    [pid] = [int(p) for p in pid_file.read_text().split()]
+    assert on_ray_worker(pid) == (backend == "ray")
+    assert (workers_started(tree, "eval_cases") >= 1) == (backend == "ray")
+
+
+# --- Live tool calls --------------------------------------------------------------------
+
+
+def test_live_tool_calls_answer_and_time_out(tree: Tree, backend: str) -> None:
+    done: list[ToolDone] = []
+    arrived = threading.Condition()
+
+    def post(item: ToolDone) -> None:
+        with arrived:
+            done.append(item)
+            arrived.notify_all()
+
+    config = LiveToolsConfig(allow=["add", "agent_sleep"], timeout_s=2.0)
+    runner = ToolRunner(
+        {"add": fns.add, "agent_sleep": fns.agent_sleep},
+        config,
+        post,
+        launcher=launcher_of(tree.shared, "tools"),
+    )
+    try:
+        runner.submit(1, wire.FunctionCall(id="a", name="add", args={"a": 1, "b": 2}))
+        runner.submit(1, wire.FunctionCall(id="b", name="agent_sleep", args={"seconds": 60}))
+        with arrived:
+            assert arrived.wait_for(lambda: len(done) == 2, 60)
+    finally:
+        runner.shutdown()
+    answers = {d.id: d.response for d in done}
+    assert answers["a"]["sum"] == 3
+    assert on_ray_worker(answers["a"]["pid"]) == (backend == "ray")
+    assert answers["b"] == {"error": "tool_execution_failed", "type": "timeout"}
+
+
+# --- supervision ------------------------------------------------------------------------
+
+
+def test_phloem_restarts_a_killed_permanent_child(tree: Tree, backend: str, tmp_path: Path) -> None:
+    marker = tmp_path / "pids"
+    target = ProcessTarget(fns.serve_forever, (str(marker),))
+    launcher = launcher_of(tree.shared, "isolated_agents")
+    start: Any = target if launcher is None else RemoteTarget(target, launcher)
+    sup = Supervisor.start(
+        SupervisorSpec(intensity=3), [ChildSpec("server", start, shutdown=1.0)], name="srv"
+    )
+    try:
+        wait_until(lambda: marker.exists() and len(marker.read_text().split()) == 1, 30)
+        [first] = [int(p) for p in marker.read_text().split()]
+        assert on_ray_worker(first) == (backend == "ray")
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: len(marker.read_text().split()) == 2, 30, "restarted")
+        second = int(marker.read_text().split()[1])
+        assert second != first
+        [info] = sup.which_children()
+        assert info.restarts == 1
+    finally:
+        sup.stop()
+    assert gone(second)
