@@ -64,7 +64,10 @@ class WorkerPool:
         self._cond = threading.Condition(threading.Lock())
         self._idle: deque[Worker] = deque()
         self._leased: set[Worker] = set()
-        self._starting = 0
+        self._pending: dict[Any, None] = {}  # actors started, not ready yet
+        self._waiting: set[str] = set()  # calls waiting for a worker
+        self._start_failures = 0
+        self._why = ""
         self._calls: set[RemoteCall] = set()
         self._closed = False
         self.started = 0  # workers started over the pool's life
@@ -73,46 +76,62 @@ class WorkerPool:
     # -- leasing -------------------------------------------------------------------------
 
     def lease(self, name: str, timeout: float) -> Worker:
-        """An idle worker, a new one, or the first one released within `timeout`."""
+        """An idle worker, or the first one that becomes idle within `timeout`: released
+        by another call, or started now (up to `max_workers`). A start Ray cannot place
+        yet (no free resources) stays pending without holding this call: whichever is
+        first, a released worker or the new one, serves it."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while True:
+            failures = self._start_failures
+        while True:
+            with self._cond:
                 if self._closed:
                     raise _start_error(name, "the cluster backend has stopped")
                 if self._idle:
                     worker = self._idle.popleft()
                     self._leased.add(worker)
                     return worker
-                if len(self._leased) + self._starting < self.resources.max_workers:
-                    self._starting += 1
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ChildStartError(
-                        ExitReason.timeout(
-                            f"all {self.resources.max_workers} {self.kind} workers stayed busy"
-                        ),
-                        name,
-                    )
-                self._cond.wait(left)
-        try:
-            worker = self._start_worker(name, max(0.001, deadline - time.monotonic()))
-        except BaseException:
+                if self._start_failures != failures:
+                    raise _start_error(name, f"a {self.kind} worker did not start: {self._why}")
+                busy = len(self._leased) + len(self._pending)
+                spawn = busy < self.resources.max_workers and len(self._pending) <= len(
+                    self._waiting
+                )
+                if not spawn:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise ChildStartError(ExitReason.timeout(self._busy(timeout)), name)
+                    self._waiting.add(name)
+                    try:
+                        self._cond.wait(left)
+                    finally:
+                        self._waiting.discard(name)
+                    continue
+                placeholder = object()
+                self._pending[placeholder] = None
+            try:
+                actor = self._spawn()
+            except Exception as exc:
+                with self._cond:
+                    del self._pending[placeholder]
+                    self._cond.notify_all()
+                raise _start_error(name, f"a {self.kind} worker did not start: {exc}") from None
             with self._cond:
-                self._starting -= 1
-                self._cond.notify()
-            raise
-        with self._cond:
-            self._starting -= 1
-            if self._closed:
-                self._kill(worker)
-                raise _start_error(name, "the cluster backend has stopped")
-            self._leased.add(worker)
-            self.started += 1
-        return worker
+                del self._pending[placeholder]
+                self._pending[actor] = None
+            actor.ready.remote().future().add_done_callback(
+                lambda future, actor=actor: self._on_ready(actor, future)
+            )
 
-    def _start_worker(self, name: str, timeout: float) -> Worker:
-        ray = rayapi.ray()
+    def _busy(self, timeout: float) -> str:
+        if self._pending:
+            return (
+                f"no {self.kind} worker was ready within {timeout:g}s ({len(self._pending)} "
+                f"starting: does the cluster have num_cpus={self.resources.num_cpus:g} free?)"
+            )
+        return f"all {self.resources.max_workers} {self.kind} workers stayed busy"
+
+    def _spawn(self) -> Any:
         options: dict[str, Any] = {
             "num_cpus": self.resources.num_cpus,
             "max_restarts": 0,
@@ -126,18 +145,29 @@ class WorkerPool:
             options["resources"] = dict(self.resources.custom_resources)
         if self._runtime_env:
             options["runtime_env"] = self._runtime_env
-        actor = self._actor_class.options(**options).remote()
+        return self._actor_class.options(**options).remote()
+
+    def _on_ready(self, actor: Any, future: Any) -> None:
+        """A started worker answered `ready` (or failed to start): it joins the idle."""
         try:
-            pid, node_id, ip = ray.get(actor.ready.remote(), timeout=timeout)
-        except ray.exceptions.GetTimeoutError:
+            pid, node_id, ip = future.result()
+        except BaseException as exc:
+            with self._cond:
+                self._pending.pop(actor, None)
+                self._start_failures += 1
+                self._why = f"{type(exc).__name__}: {exc}"[:500]
+                self._cond.notify_all()
             self._kill(Worker(actor, 0, "", ""))
-            raise ChildStartError(
-                ExitReason.timeout(f"no {self.kind} worker was ready within {timeout:g}s"), name
-            ) from None
-        except Exception as exc:
-            self._kill(Worker(actor, 0, "", ""))
-            raise _start_error(name, f"a {self.kind} worker did not start: {exc}") from None
-        return Worker(actor, int(pid), str(node_id), f"{ip}/{str(node_id)[:8]}")
+            return
+        worker = Worker(actor, int(pid), str(node_id), f"{ip}/{str(node_id)[:8]}")
+        with self._cond:
+            self._pending.pop(actor, None)
+            if not self._closed:
+                self._idle.append(worker)
+                self.started += 1
+                self._cond.notify_all()
+                return
+        self._kill(worker)
 
     def release(self, worker: Worker) -> None:
         """A call on `worker` answered: it is idle again."""
@@ -195,6 +225,7 @@ class WorkerPool:
             return {
                 "idle": len(self._idle),
                 "busy": len(self._leased),
+                "starting": len(self._pending),
                 "in_flight": len(self._calls),
                 "started": self.started,
                 "lost": self.lost,
@@ -221,6 +252,7 @@ class WorkerPool:
         with self._cond:
             self._closed = True
             workers = [*self._idle, *self._leased]
+            workers.extend(Worker(a, 0, "", "") for a in self._pending if not _placeholder(a))
             self._idle.clear()
             self._leased.clear()
             calls = list(self._calls)
@@ -228,6 +260,10 @@ class WorkerPool:
         for worker in workers:
             self._kill(worker)
         return calls
+
+
+def _placeholder(actor: Any) -> bool:
+    return type(actor) is object
 
 
 def _start_error(name: str, why: str) -> ChildStartError:

@@ -37,19 +37,30 @@ def ray_cluster() -> Iterator[Any]:
     ray.init(
         address=cluster.address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False
     )
+    _address[:] = [cluster.address]
     try:
         yield cluster
     finally:
+        _address.clear()
         ray.shutdown()
         cluster.shutdown()
+
+
+_address: list[str] = []  # the test cluster's, for the state API (another may run here)
 
 
 def live_workers() -> list[Any]:
     """Phloem's Ray actors that are not dead, and actor tasks still running (state API)."""
     from ray.util.state import list_actors, list_tasks
 
-    actors = list_actors(filters=[("class_name", "=", "RemoteWorker"), ("state", "!=", "DEAD")])
-    tasks = list_tasks(filters=[("type", "=", "ACTOR_TASK"), ("state", "=", "RUNNING")])
+    where = _address[0] if _address else None
+    actors = list_actors(
+        address=where,
+        filters=[("class_name", "=", "RemoteWorker"), ("state", "!=", "DEAD")],
+    )
+    tasks = list_tasks(
+        address=where, filters=[("type", "=", "ACTOR_TASK"), ("state", "=", "RUNNING")]
+    )
     return [*actors, *tasks]
 
 
