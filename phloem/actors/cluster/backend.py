@@ -135,14 +135,15 @@ class RayBackend:
         if ray.is_initialized():
             self._owned = False
         else:
-            address = self.config.address or None
+            # "local" makes Ray start an instance of its own even when another runs here
+            address = self.config.address or "local"
             try:
                 ray.init(
                     address=address,
                     namespace=self.config.namespace,
                     runtime_env=env or None,
                     log_to_driver=False,
-                    include_dashboard=False if address is None else None,
+                    include_dashboard=False if address == "local" else None,
                     configure_logging=False,
                 )
             except Exception as exc:

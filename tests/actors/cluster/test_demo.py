@@ -1,0 +1,34 @@
+"""The README's two-command Ray demo, run as written (a local Ray started by the daemon)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+
+from tests.helpers import ROOT, DaemonProc, readme_section, run_cli, short_tmpdir
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_the_readme_ray_demo_runs_as_written() -> None:
+    pytest.importorskip("ray")
+    section = readme_section("Running on a Ray cluster")
+    [block] = re.findall(r"```sh\n(.*?)```", section, re.S)
+    daemon_line, plan_line = block.strip().splitlines()
+    assert daemon_line == ".venv/bin/phloem daemon --config conf/examples/ray.toml &"
+    args = shlex.split(plan_line)
+    assert args[:3] == [".venv/bin/phloem", "plan", "run"]
+    socket = short_tmpdir() / "phloem.sock"
+    daemon = DaemonProc(socket, ROOT / "conf/examples/ray.toml").wait_ready()
+    try:
+        plan = run_cli(*args[1:], "--socket", str(socket), timeout=120)
+        assert plan.returncode == 0, plan.stdout + plan.stderr
+        assert "status: completed" in plan.stdout
+        status = run_cli("cluster", "status", "--socket", str(socket))
+        assert "planning_callbacks: idle 1" in status.stdout, status.stdout
+        assert "namespace phloem-demo" in status.stdout
+    finally:
+        code = daemon.stop(timeout=60)
+    assert code == 0, "".join(daemon.lines)

@@ -1,0 +1,174 @@
+"""Cluster benchmarks (when Ray is installed): isolated planning callbacks on the local
+backend vs the Ray backend on a local cluster of 1 and of 2 nodes.
+
+- latency of one executor callback through `CallbackRunner` (request, checked answer,
+  child gone or worker returned), Ray vs local, as a ratio;
+- throughput of 1,000 callbacks, `CONCURRENCY` in flight, Ray vs local (higher is
+  better, so the ratio is local / Ray);
+- the per-call overhead Ray adds (Ray latency minus local latency; negative when a warm
+  Ray worker answers sooner than a fresh local child starts) next to a bare Ray actor
+  method round trip, the floor of any call that goes through Ray.
+
+Both clusters are `ray.cluster_utils.Cluster`s on this machine, 2 CPUs per node, so the
+2-node figures show what spreading over nodes costs or gains here, not the gain of real
+extra machines.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from typing import Any
+
+from phloem.actors.cluster.backend import RayBackend
+from phloem.actors.cluster.settings import ClusterConfig, KindResources
+from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
+from phloem.actors.planning.outcomes import OkOutcome
+from tests.perf.bench_planning import MEMORY, REQUEST
+from tests.perf.common import median_seconds, row
+
+CALLBACKS = 1_000
+CONCURRENCY = 8
+LATENCY_REPEAT = 200
+CPUS_PER_NODE = 2
+
+
+def _one(runner: CallbackRunner) -> None:
+    done = threading.Event()
+    box: list[CallbackOutcome] = []
+
+    def on_done(outcome: CallbackOutcome) -> None:
+        box.append(outcome)
+        done.set()
+
+    runner.start(REQUEST, 30.0, MEMORY, on_done)
+    done.wait(60)
+    assert box and isinstance(box[0].answer, OkOutcome), box
+
+
+def _throughput(runner: CallbackRunner) -> float:
+    """Callbacks per second: `CALLBACKS` callbacks, at most `CONCURRENCY` in flight."""
+    slots = threading.BoundedSemaphore(CONCURRENCY)
+    finished = threading.Event()
+    lock = threading.Lock()
+    count = [0]
+    failed: list[CallbackOutcome] = []
+
+    def on_done(outcome: CallbackOutcome) -> None:
+        if not isinstance(outcome.answer, OkOutcome):
+            failed.append(outcome)
+        slots.release()
+        with lock:
+            count[0] += 1
+            if count[0] == CALLBACKS:
+                finished.set()
+
+    t0 = time.perf_counter()
+    for _ in range(CALLBACKS):
+        slots.acquire()
+        runner.start(REQUEST, 60.0, MEMORY, on_done)
+    finished.wait(600)
+    elapsed = time.perf_counter() - t0
+    assert not failed, failed[:3]
+    return CALLBACKS / elapsed
+
+
+class _Pinger:
+    def ping(self) -> int:
+        return 1
+
+
+def _ray_floor(ray: Any) -> float:
+    """A bare Ray actor method round trip (`ray.get(actor.ping.remote())`)."""
+    actor = ray.remote(_Pinger).options(num_cpus=0).remote()
+    try:
+        return median_seconds(lambda: ray.get(actor.ping.remote()), LATENCY_REPEAT)
+    finally:
+        ray.kill(actor)
+
+
+def _on_ray(nodes: int) -> dict[str, float]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": CPUS_PER_NODE})
+    for _ in range(nodes - 1):
+        cluster.add_node(num_cpus=CPUS_PER_NODE)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, namespace="phloem-bench", log_to_driver=False)
+    resources = KindResources(num_cpus=0.25, max_workers=CONCURRENCY)
+    backend = RayBackend(
+        ClusterConfig(
+            backend="ray",
+            namespace="phloem-bench",
+            modules=["tests"],
+            resources={"planning_callbacks": resources},
+        )
+    )
+    try:
+        backend.connect()
+        runner = CallbackRunner(backend.launcher("planning_callbacks"))
+        # warm every worker up: the pool starts them on demand
+        _throughput_warmup(runner)
+        return {
+            "latency": median_seconds(lambda: _one(runner), LATENCY_REPEAT),
+            "throughput": _throughput(runner),
+            "floor": _ray_floor(ray),
+        }
+    finally:
+        backend.shutdown()
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _throughput_warmup(runner: CallbackRunner) -> None:
+    threads = [threading.Thread(target=_one, args=(runner,)) for _ in range(CONCURRENCY)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+
+def run() -> list[dict[str, Any]]:
+    if importlib.util.find_spec("ray") is None:
+        return []  # the ray extra is not installed: nothing to compare
+    local = CallbackRunner()
+    local_latency = median_seconds(lambda: _one(local), LATENCY_REPEAT)
+    local_throughput = _throughput(local)
+    rows = []
+    for nodes in (1, 2):
+        ray_figures = _on_ray(nodes)
+        label = f"{nodes} node{'s' if nodes > 1 else ''}"
+        rows.append(
+            row(
+                f"planning callback latency, Ray {label}",
+                ray_figures["latency"] * 1e3,
+                "ms",
+                "local backend callback",
+                local_latency * 1e3,
+                None,
+            )
+        )
+        rows.append(
+            row(
+                f"{CALLBACKS:,} callbacks ({CONCURRENCY} in flight), Ray {label}",
+                ray_figures["throughput"],
+                "callbacks/s",
+                "local backend",
+                local_throughput,
+                None,
+                higher_is_better=True,
+            )
+        )
+        rows.append(
+            row(
+                f"per-call overhead Ray adds (Ray minus local; < 0: Ray is faster), {label}",
+                (ray_figures["latency"] - local_latency) * 1e3,
+                "ms",
+                "bare Ray actor method round trip",
+                ray_figures["floor"] * 1e3,
+                None,
+            )
+        )
+    return rows
