@@ -15,6 +15,7 @@ allow-list sent with every call (see `worker`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -93,10 +94,10 @@ class RayLauncher(Launcher):
         blob = encode_job(target, name)
         worker = self.pool.lease(name, min(ready_timeout, self.backend.config.ready_timeout_s))
         call = RemoteCall(name, worker, self.pool)
-        cap = limits.max_memory_bytes if limits is not None else None
+        caps = dataclasses.asdict(limits) if limits is not None else {}
         self.pool.track(call)
         try:
-            ref = worker.actor.call.remote(blob, cap, self.backend.allowed_modules())
+            ref = worker.actor.call.remote(blob, caps, self.backend.allowed_modules())
         except Exception as exc:
             self.pool.discard(worker)
             self.pool.forget(call)
@@ -116,7 +117,8 @@ class RayBackend:
         self._launchers: dict[Kind, RayLauncher] = {}
         self._owned = False
         self._connected = False
-        self._reaper = ThreadPoolExecutor(1, thread_name_prefix="phloem-cluster-reaper")
+        # kills and spare starts, off Ray's callback threads (see `WorkerPool._helper`)
+        self._reaper = ThreadPoolExecutor(1, thread_name_prefix="phloem-cluster-helper")
 
     # -- connection ----------------------------------------------------------------------
 

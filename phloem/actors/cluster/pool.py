@@ -1,13 +1,15 @@
 """`WorkerPool`: the Ray workers of one kind, leased one call at a time.
 
 Workers are Ray actors of `worker.RemoteWorker`, started on demand up to the kind's
-`max_workers`, with the kind's `num_cpus`/`memory` for Ray's scheduler, spread over the
-nodes, and `max_restarts=0`: a worker that dies is gone, and phloem starts another when a
-call needs one. A call leases an idle worker (or starts one, or waits for one until its
-start deadline), and returns it when it answers; a worker that was killed, died, or hit
-its memory cap is discarded, never reused. Like Ray's own task workers, a worker is
-reused between calls: adapters are instantiated afresh per call, but module-level state
-of the configured code may persist in a worker.
+`max_workers`, with its `num_cpus`/`memory` for Ray's scheduler, spread over the nodes,
+and `max_restarts=0`: a worker that dies is gone, and phloem starts another. Once a kind
+is used, `warm_workers` idle ones are kept started ahead of need (as the fork server
+keeps children prepared), so a call — or the one after a worker was killed — rarely
+waits for a worker process to start. A call leases an idle worker (or starts one, or
+waits for one until its start deadline), and returns it when it answers; a worker that
+was killed, died, or hit its memory cap is discarded, never reused. Like Ray's own task
+workers, a worker is reused between calls: adapters are instantiated afresh per call,
+but module-level state of the configured code may persist in a worker.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class WorkerPool:
         self._idle: deque[Worker] = deque()
         self._leased: set[Worker] = set()
         self._pending: dict[Any, None] = {}  # actors started, not ready yet
-        self._waiting: set[str] = set()  # calls waiting for a worker
+        self._waiting = 0  # calls waiting for a worker
         self._start_failures = 0
         self._why = ""
         self._calls: set[RemoteCall] = set()
@@ -90,22 +92,21 @@ class WorkerPool:
                 if self._idle:
                     worker = self._idle.popleft()
                     self._leased.add(worker)
-                    return worker
+                    spares = self._spares_needed()
+                    break
                 if self._start_failures != failures:
                     raise _start_error(name, f"a {self.kind} worker did not start: {self._why}")
                 busy = len(self._leased) + len(self._pending)
-                spawn = busy < self.resources.max_workers and len(self._pending) <= len(
-                    self._waiting
-                )
+                spawn = busy < self.resources.max_workers and len(self._pending) <= self._waiting
                 if not spawn:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise ChildStartError(ExitReason.timeout(self._busy(timeout)), name)
-                    self._waiting.add(name)
+                    self._waiting += 1
                     try:
                         self._cond.wait(left)
                     finally:
-                        self._waiting.discard(name)
+                        self._waiting -= 1
                     continue
                 placeholder = object()
                 self._pending[placeholder] = None
@@ -119,9 +120,40 @@ class WorkerPool:
             with self._cond:
                 del self._pending[placeholder]
                 self._pending[actor] = None
-            actor.ready.remote().future().add_done_callback(
-                lambda future, actor=actor: self._on_ready(actor, future)
-            )
+            self._watch_ready(actor)
+        if spares:
+            self._helper(self._warm, spares)
+        return worker
+
+    def _spares_needed(self) -> int:
+        """How many workers to start so `warm_workers` are idle or starting (lock held)."""
+        ready = len(self._idle) + len(self._pending)
+        room = self.resources.max_workers - len(self._leased) - ready
+        return max(0, min(self.resources.warm_workers - ready, room))
+
+    def _warm(self, count: int) -> None:
+        """Start `count` spare workers (on the helper thread)."""
+        for _ in range(count):
+            try:
+                actor = self._spawn()
+            except Exception as exc:  # a spare is an optimisation: say why, go on
+                log.warning("cluster_warm_worker_failed", kind=self.kind, error=str(exc))
+                return
+            with self._cond:
+                if self._closed:
+                    closed = True
+                else:
+                    closed = False
+                    self._pending[actor] = None
+            if closed:
+                self._kill(Worker(actor, 0, "", ""))
+                return
+            self._watch_ready(actor)
+
+    def _watch_ready(self, actor: Any) -> None:
+        actor.ready.remote().future().add_done_callback(
+            lambda future, actor=actor: self._on_ready(actor, future)
+        )
 
     def _busy(self, timeout: float) -> str:
         if self._pending:
@@ -181,18 +213,22 @@ class WorkerPool:
             self._idle.append(worker)
             self._cond.notify()
 
-    def discard(self, worker: Worker) -> None:
-        """`worker` must not be used again: kill it (if it still runs) and free its slot."""
+    def discard(self, worker: Worker, *, now: bool = False) -> None:
+        """`worker` must not be used again: kill it (if it still runs) and free its slot;
+        `now` kills it from this thread (else the reaper thread does)."""
         with self._cond:
             known = worker in self._leased
             self._leased.discard(worker)
             if known:
                 self.lost += 1
                 self._cond.notify()
+            spares = self._spares_needed() if known and not self._closed else 0
         if known:
-            self._kill(worker)
+            self._kill(worker, now=now)
+            if spares:  # a replacement, ready before the next call needs it
+                self._helper(self._warm, spares)
 
-    def _kill(self, worker: Worker) -> None:
+    def _kill(self, worker: Worker, *, now: bool = False) -> None:
         ray = rayapi.ray()
 
         def kill() -> None:
@@ -201,10 +237,20 @@ class WorkerPool:
             except Exception as exc:  # a worker already gone, a lost connection
                 log.debug("cluster_worker_kill_failed", error=str(exc))
 
-        try:
-            self._reaper.submit(kill)
-        except RuntimeError:  # the reaper has stopped: kill here
+        if now:
             kill()
+            return
+        self._helper(kill)
+
+    def _helper(self, job: Any, *args: Any) -> None:
+        """Run `job(*args)` on the backend's helper thread. Ray's own threads (which run
+        the callbacks of its futures) must never call into Ray: that can deadlock with
+        `ray.shutdown`. After the backend stopped, nothing more is run: it has killed
+        every worker it knew."""
+        try:
+            self._reaper.submit(job, *args)
+        except RuntimeError:
+            log.debug("cluster_helper_stopped", job=getattr(job, "__name__", "job"))
 
     # -- calls in flight -----------------------------------------------------------------
 

@@ -6,10 +6,14 @@ ends with one `ExitReason` of the same kinds as a local child's:
 
     normal          the call answered (or a plain target returned)
     exception       the callable raised (type and redacted message), or was refused
-    heap_exceeded   MemoryError under the call's cap, or Ray's memory monitor killed it
+    heap_exceeded   over the call's memory cap (RLIMIT_AS or the RSS watchdog of its
+                    child on the node), or Ray's memory monitor killed the worker
     killed          phloem killed it (deadline, cancel, owner gone), or the worker or
                     its node died (`detail` says which)
     shutdown        stopped by its supervisor
+
+On the node the work runs in a process child of the worker's own fork server, exactly as
+a local child (see `worker`): the reasons its child ends with come back as they are.
 
 There is no thread per call: the answer arrives through the Ray object's future. Killing
 a call kills its worker (`ray.kill`): remote work never outlives its deadline or owner.
@@ -17,9 +21,12 @@ a call kills its worker (`ray.kill`): remote work never outlives its deadline or
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import threading
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from phloem.supervision._child import serve_call
 from phloem.supervision.channel import ChannelClosed, ChannelTimeout
@@ -33,6 +40,8 @@ if TYPE_CHECKING:
 
 STOP_WAIT_S = 5.0
 """How long `stop` waits for a killed call's exit to be recorded."""
+KILL_WAIT_S = 10.0
+"""How long a kill waits for Ray to report the worker dead (its call's object fails)."""
 
 
 def unshippable(name: str, why: str) -> ChildStartError:
@@ -79,11 +88,13 @@ class RemoteCall(CallChild):
         self._answered = threading.Event()
         self._has_value = False
         self._value: Any = None
+        self._future: Any = None
 
     def _begin(self, ref: Any) -> None:
         """The call was submitted as `ref`: watch for its answer."""
         self._state = ChildState.RUNNING
-        ref.future().add_done_callback(self._on_done)
+        self._future = ref.future()
+        self._future.add_done_callback(self._on_done)
 
     # -- the answer ----------------------------------------------------------------------
 
@@ -101,12 +112,13 @@ class RemoteCall(CallChild):
                     self._value, self._has_value = value, True
                 self.pool.release(self.worker)
                 self._end(ExitReason.normal())
-            case ("raised", str(error_type), str(message)):
+            case ("exit", dict(data)):
+                try:
+                    reason = msgspec.convert(data, ExitReason)
+                except msgspec.ValidationError:
+                    reason = ExitReason.killed("the worker sent a malformed exit reason")
                 self.pool.release(self.worker)
-                self._end(ExitReason(ExitKind.EXCEPTION, error_type=error_type, message=message))
-            case ("heap", str(detail)):
-                self.pool.discard(self.worker)
-                self._end(ExitReason.heap_exceeded(detail))
+                self._end(reason)
             case _:
                 self.pool.discard(self.worker)
                 self._end(ExitReason.killed("the worker sent a malformed answer"))
@@ -139,10 +151,16 @@ class RemoteCall(CallChild):
         return self.wait(STOP_WAIT_S) or ExitReason.shutdown()
 
     def _kill(self, reason: ExitReason) -> None:
+        """Kill the worker, and wait (bounded) until Ray reports it dead: like a local
+        child's stop, the work is gone when this returns."""
         if self.exit_reason is not None:
             return
-        self.pool.discard(self.worker)
+        self.pool.discard(self.worker, now=True)
         self._end(self._forced or reason)
+        future = self._future
+        if future is not None:
+            with contextlib.suppress(BaseException):
+                future.exception(KILL_WAIT_S)
 
     def stats(self) -> HandleStats:
         return HandleStats(pid=self.pid, node=self.node)

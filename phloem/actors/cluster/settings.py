@@ -16,6 +16,7 @@
     num_cpus = 1                         # Ray's scheduler: CPUs per worker of this kind
     memory = 0                           # bytes Ray reserves per worker (0: none)
     max_workers = 8                      # workers of this kind at once (the pool's bound)
+    warm_workers = 1                     # idle workers kept started ahead of need
     custom_resources = {}                # Ray custom resources per worker, e.g. {gpu_box = 1}
 
 Kinds not in `remote` stay in local process children. `ray` is an optional extra
@@ -44,6 +45,8 @@ RUNTIME_ENV_KEYS = frozenset(
 MAX_WORKERS = 8
 """Default bound on the workers of one kind (each holds `num_cpus` of Ray's CPUs)."""
 READY_TIMEOUT_S = 60.0
+WARM_WORKERS = 1
+"""Default number of idle workers of a kind kept ready."""
 
 
 class KindResources(Section, kw_only=True):
@@ -52,6 +55,9 @@ class KindResources(Section, kw_only=True):
     num_cpus: Annotated[float, msgspec.Meta(ge=0, le=1024)] = 1.0
     memory: Annotated[int, msgspec.Meta(ge=0, le=1 << 50)] = 0
     max_workers: Annotated[int, msgspec.Meta(ge=1, le=1024)] = MAX_WORKERS
+    # Idle workers kept started ahead of need (within max_workers), so that a call, or
+    # the one after a worker was killed, does not wait for a worker process to start.
+    warm_workers: Annotated[int, msgspec.Meta(ge=0, le=1024)] = WARM_WORKERS
     # Ray custom resources each worker needs (e.g. {"gpu_box" = 1}): pins a kind to the
     # nodes that offer them.
     custom_resources: dict[

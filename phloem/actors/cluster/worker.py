@@ -6,35 +6,35 @@ arrives as one pickle of `("call", fn, arg)` (a `call_in_child` call: the answer
 `fn(arg)`) or `("run", fn, args, kwargs)` (a plain process target). It is unpickled by
 `AllowListUnpickler`, which resolves only names from the modules the daemon allows —
 phloem's own, the modules of configured components, and `[cluster] modules`, sent with
-each call — so nothing
-a request carries is ever imported here: requests hold data, never names of code.
+each call — so nothing a request carries is ever imported here: requests hold data,
+never names of code.
 
-Each call answers one of:
+The work itself then runs as on the daemon's machine: in a process child of the node's
+own phloem fork server (spawned by this worker when it starts), with
+the call's `Limits` as rlimits and the RSS watchdog, every descendant swept when it
+ends. When the worker dies — killed by phloem at a deadline or cancel, or its node lost
+— its fork server sees it go and kills every child: no work outlives its worker. A call
+answers one of:
 
     ("ok", value)                 value as plain msgpack data (what a local child sends)
-    ("raised", type, message)     the callable raised (the message redacted)
-    ("heap", detail)              MemoryError under the call's cap
-
-A call with `max_memory_bytes` runs under a soft `RLIMIT_AS` of the worker's address
-space at the call's start plus that cap, restored afterwards; a worker that hit its cap
-is retired by the backend, never reused.
+    ("exit", reason)              how the child ended without a value (`ExitReason` data:
+                                  exception, heap_exceeded, killed, ...), or, for a plain
+                                  target, how it ended
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import pickle
-import resource
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
 from phloem.actors.cluster import rayapi
 from phloem.protocols.secrets import redact
-from phloem.supervision.childwire import MAX_PAYLOAD_BYTES
+from phloem.supervision.reasons import ExitKind, ExitReason
 
 SAFE_BUILTINS = frozenset(
     {"set", "frozenset", "bytearray", "complex", "slice", "range", "list", "dict", "tuple"}
@@ -62,7 +62,7 @@ class AllowListUnpickler(pickle.Unpickler):
         if module == "builtins":
             if name in SAFE_BUILTINS:
                 return super().find_class(module, name)
-        elif allowed(module, self._allowed):
+        elif allowed(module, (*self._allowed, *DATA_MODULES)):
             return super().find_class(module, name)
         raise NotAllowed(f"{module}.{name} is not allowed on a cluster worker")
 
@@ -72,56 +72,51 @@ def allowed(module: str, prefixes: Iterable[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-@contextlib.contextmanager
-def address_space_cap(max_bytes: int | None) -> Iterator[None]:
-    """A soft `RLIMIT_AS` of the current address space plus `max_bytes`, then the old one."""
-    if max_bytes is None:
-        yield
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = _address_space() + max_bytes
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
-def _address_space() -> int:
-    with open("/proc/self/statm", "rb") as f:
-        pages = int(f.read().split()[0])
-    return pages * os.sysconf("SC_PAGE_SIZE")
+def _refused(exc: BaseException) -> Answer:
+    reason = ExitReason(ExitKind.EXCEPTION, error_type=type(exc).__name__, message=redact(str(exc)))
+    return ("exit", msgspec.to_builtins(reason))
 
 
 class RemoteWorker:
     """A Ray actor that runs allowed calls (see the module docstring)."""
 
     def ready(self) -> tuple[int, str, str]:
-        """(pid, node id, node ip): the worker runs and says where."""
+        """(pid, node id, node ip): the worker runs, its fork server is started (so the
+        first call forks at once), and it says where it is."""
+        from phloem.supervision import forkserver
+
+        forkserver.get_server()
         ray = rayapi.ray()
         ctx = ray.get_runtime_context()
         return os.getpid(), ctx.get_node_id(), ray.util.get_node_ip_address()
 
-    def call(self, blob: bytes, max_memory_bytes: int | None, allowed_modules: list[str]) -> Answer:
-        """Run one call (see the module docstring); `allowed_modules` besides phloem."""
+    def call(self, blob: bytes, limits: dict[str, Any], allowed_modules: list[str]) -> Answer:
+        """Run one call in a process child of this node (see the module docstring)."""
+        from phloem.supervision.childcall import ChildCallError, call_in_child
+        from phloem.supervision.process import start_process
+        from phloem.supervision.spec import Limits, ProcessTarget
+
         try:
             job = AllowListUnpickler(blob, ("phloem", *allowed_modules)).load()
+            caps = Limits(**limits)
         except Exception as exc:
-            return ("raised", type(exc).__name__, redact(str(exc)))
-        try:
-            with address_space_cap(max_memory_bytes):
-                value = _run(job)
-                data = msgspec.msgpack.encode(value)
-        except MemoryError:
-            return ("heap", "MemoryError under the call's address-space cap")
-        except Exception as exc:
-            return ("raised", type(exc).__name__, redact(str(exc)))
-        if len(data) > MAX_PAYLOAD_BYTES:
-            message = f"an answer of {len(data)} bytes exceeds {MAX_PAYLOAD_BYTES}"
-            return ("raised", "ValueError", message)
-        return ("ok", msgspec.msgpack.decode(data))
+            return _refused(exc)
+        match job:
+            case ("call", fn, arg) if callable(fn):
+                try:
+                    return ("ok", call_in_child(fn, arg, name="remote-call", limits=caps))
+                except ChildCallError as exc:
+                    reason = exc.reason or ExitReason.killed(exc.message)
+                    return ("exit", msgspec.to_builtins(reason))
+            case ("run", fn, tuple(args), dict(kwargs)) if callable(fn):
+                try:
+                    handle = start_process(
+                        ProcessTarget(fn, args, kwargs), name="remote-target", limits=caps
+                    )
+                except Exception as exc:
+                    return _refused(exc)
+                return ("exit", msgspec.to_builtins(handle.wait()))
+        return _refused(TypeError("a call is ('call', fn, arg) or ('run', fn, args, kwargs)"))
 
     def check(self, modules: list[str]) -> dict[str, str]:
         """Import each module; `""` for one that imports, else why not (`cluster check`)."""
@@ -131,18 +126,8 @@ class RemoteWorker:
         for name in modules:
             try:
                 importlib.import_module(name)
-            except BaseException as exc:
+            except BaseException as exc:  # a report, whatever the import did
                 out[name] = redact(f"{type(exc).__name__}: {exc}")[:300]
             else:
                 out[name] = ""
         return out
-
-
-def _run(job: Any) -> Any:
-    match job:
-        case ("call", fn, arg) if callable(fn):
-            return fn(arg)
-        case ("run", fn, args, kwargs) if callable(fn):
-            fn(*args, **kwargs)
-            return None
-    raise TypeError("a cluster call is ('call', fn, arg) or ('run', fn, args, kwargs)")

@@ -7,7 +7,6 @@ The Ray connection is made here, in the test process; a tree whose `[cluster]` s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,72 +15,16 @@ import pytest
 
 from phloem import Tree
 from phloem.config import Config
+from tests.raycluster import assert_no_leaks, cluster_fixture, cluster_section
 
-NAMESPACE = "phloem-test"
 PLANNERS = {"scripted": "tests.actors.planning.adapters:ScriptedPlanner"}
 EXECUTORS = {"scripted": "tests.actors.planning.adapters:ScriptedExecutor"}
 MIB = 1024 * 1024
-LEAK_WAIT_S = 30.0
 
 
 @pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[Any]:
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    cluster.add_node(num_cpus=2)
-    cluster.wait_for_nodes()
-    ray.init(
-        address=cluster.address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False
-    )
-    _address[:] = [cluster.address]
-    try:
-        yield cluster
-    finally:
-        _address.clear()
-        ray.shutdown()
-        cluster.shutdown()
-
-
-_address: list[str] = []  # the test cluster's, for the state API (another may run here)
-
-
-def live_workers() -> list[Any]:
-    """Phloem's Ray actors that are not dead, and actor tasks still running (state API)."""
-    from ray.util.state import list_actors, list_tasks
-
-    where = _address[0] if _address else None
-    actors = list_actors(
-        address=where,
-        filters=[("class_name", "=", "RemoteWorker"), ("state", "!=", "DEAD")],
-    )
-    tasks = list_tasks(
-        address=where, filters=[("type", "=", "ACTOR_TASK"), ("state", "=", "RUNNING")]
-    )
-    return [*actors, *tasks]
-
-
-def assert_no_leaks() -> None:
-    """No phloem worker or call is left on the cluster (waits for Ray's async kills)."""
-    deadline = time.monotonic() + LEAK_WAIT_S
-    while (left := live_workers()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not left, f"leaked on the cluster: {left}"
-
-
-def cluster_section(backend: str, **extra: Any) -> dict[str, Any]:
-    if backend == "local":
-        return {"backend": "local"}
-    return {
-        "backend": "ray",
-        "namespace": NAMESPACE,
-        "modules": ["tests"],
-        "ready_timeout_s": 30,
-        **extra,
-    }
+    yield from cluster_fixture()
 
 
 def tree_config(backend: str, cluster: dict[str, Any] | None = None) -> Config:

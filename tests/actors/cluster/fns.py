@@ -46,8 +46,9 @@ def serve_forever(marker: str) -> None:
 
 
 def add(a: int, b: int) -> dict[str, int]:
-    """A function agent's callable: keyword arguments in, a mapping out."""
-    return {"sum": a + b, "pid": os.getpid()}
+    """A function agent's callable: keyword arguments in, a mapping out (with the pid of
+    the fork server that started us: it outlives the call)."""
+    return {"sum": a + b, "pid": os.getpid(), "ppid": os.getppid()}
 
 
 def agent_sleep(seconds: float, fifo: str = "") -> dict[str, Any]:
@@ -67,7 +68,8 @@ def agent_crash(why: str) -> dict[str, Any]:
 
 
 def shout(word: str, pid_file: str) -> str:
-    """An eval case's function agent: records its pid, answers `word` upper-cased."""
+    """An eval case's function agent: records the pid of the fork server that started
+    it, answers `word` upper-cased."""
     with open(pid_file, "a") as f:
-        f.write(f"{os.getpid()}\n")
+        f.write(f"{os.getppid()}\n")
     return word.upper()

@@ -20,15 +20,10 @@ from phloem.config import Config, load_config
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.childcall import ChildCallError, call_in_child
 from tests.actors.cluster import fns
-from tests.actors.cluster.conftest import (
-    NAMESPACE,
-    assert_no_leaks,
-    cluster_section,
-    live_workers,
-    tree_config,
-)
+from tests.actors.cluster.conftest import tree_config
 from tests.actors.planning.conftest import read_pids
 from tests.helpers import run_cli, running_daemon, wait_until
+from tests.raycluster import NAMESPACE, assert_no_leaks, cluster_section, live_workers
 
 pytestmark = pytest.mark.timeout(180)
 

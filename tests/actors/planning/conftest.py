@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import select
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
+from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.supervision import forkserver
 from phloem.supervision.refs import Owner
+from tests.raycluster import assert_no_leaks, cluster_fixture, ray_backend
 
 PLANNERS = {
     "scripted": "tests.actors.planning.adapters:ScriptedPlanner",
@@ -27,8 +30,31 @@ def adapters() -> AdapterRegistry:
     return AdapterRegistry.load(PLANNERS, EXECUTORS)
 
 
-@pytest.fixture(scope="module")
-def runtime(adapters: AdapterRegistry) -> Iterator[PlanningRuntime]:
+@pytest.fixture(scope="package")
+def ray_cluster() -> Iterator[Any]:
+    yield from cluster_fixture()
+
+
+@pytest.fixture(scope="module", params=["local", "ray"])
+def runtime(request: pytest.FixtureRequest, adapters: AdapterRegistry) -> Iterator[PlanningRuntime]:
+    """The runtime, its callbacks on the local fork server or on a 2-node Ray cluster:
+    every test that takes it runs on both backends."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
+        backend = ray_backend()
+        try:
+            rt = PlanningRuntime(
+                adapters,
+                name="planning-test-ray",
+                runner=CallbackRunner(backend.launcher("planning_callbacks")),
+            )
+            assert rt.run(Owner.client("warm-up"), "scripted", "scripted", 0).status == "completed"
+            yield rt
+            rt.stop()
+        finally:
+            backend.shutdown()
+        assert_no_leaks()
+        return
     before = forkserver.preloaded()
     rt = PlanningRuntime(adapters, name="planning-test")
     if forkserver.preloaded() != before and forkserver.server_pid() is not None:
@@ -60,3 +86,8 @@ def read_pids(fifo: str, timeout: float = 10.0) -> list[int]:
         return [int(p) for p in data.split()]
     finally:
         os.close(fd)
+
+
+def on_ray(rt: PlanningRuntime) -> bool:
+    """Whether `rt` runs its callbacks on the Ray cluster."""
+    return rt.runner.launcher is not None

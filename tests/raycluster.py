@@ -1,0 +1,104 @@
+"""A Ray cluster on this machine for the tests (`ray.cluster_utils.Cluster`, 2 nodes of
+2 CPUs), the backend that reuses its connection, and the leak check (Ray's state API).
+
+Test packages that run their process-child tests on both backends start one cluster
+for the package (`cluster_fixture`), so no Ray process outlives them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from phloem.actors.cluster.settings import KINDS
+
+NAMESPACE = "phloem-test"
+LEAK_WAIT_S = 30.0
+
+_address: list[str] = []  # the running test cluster's, for the state API
+
+
+def start_cluster() -> Any:
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(
+        address=cluster.address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False
+    )
+    _address[:] = [cluster.address]
+    return cluster
+
+
+def stop_cluster(cluster: Any) -> None:
+    import ray
+
+    _address.clear()
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def cluster_fixture() -> Iterator[Any]:
+    """The body of a package-scoped `ray_cluster` fixture."""
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        stop_cluster(cluster)
+
+
+def live_workers() -> list[Any]:
+    """Phloem's Ray actors that are not dead, and actor tasks still running (state API)."""
+    from ray.util.state import list_actors, list_tasks
+
+    where = _address[0] if _address else None
+    actors = list_actors(
+        address=where,
+        filters=[("class_name", "=", "RemoteWorker"), ("state", "!=", "DEAD")],
+    )
+    tasks = list_tasks(
+        address=where, filters=[("type", "=", "ACTOR_TASK"), ("state", "=", "RUNNING")]
+    )
+    return [*actors, *tasks]
+
+
+def assert_no_leaks() -> None:
+    """No phloem worker or call is left on the cluster (waits for Ray's async kills)."""
+    deadline = time.monotonic() + LEAK_WAIT_S
+    while (left := live_workers()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"leaked on the cluster: {left}"
+
+
+def cluster_section(backend: str, **extra: Any) -> dict[str, Any]:
+    """A `[cluster]` section for a test tree (the Ray one reuses the test connection)."""
+    if backend == "local":
+        return {"backend": "local"}
+    # a quarter CPU per worker: several test trees' pools fit the 4 CPUs of the cluster
+    small = {"num_cpus": 0.25}
+    return {
+        "backend": "ray",
+        "namespace": NAMESPACE,
+        "modules": ["tests"],
+        "ready_timeout_s": 30,
+        "resources": {kind: dict(small) for kind in KINDS},
+        **extra,
+    }
+
+
+def ray_backend(**extra: Any) -> Any:
+    """A connected `RayBackend` on the test cluster (shut it down after use)."""
+    from phloem.actors.cluster.backend import RayBackend
+    from phloem.actors.cluster.settings import ClusterConfig
+
+    backend = RayBackend(msgspec.convert(cluster_section("ray", **extra), ClusterConfig))
+    backend.connect()
+    return backend
