@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,8 +17,38 @@ from phloem.actors.agents import (
 )
 from phloem.actors.agents.supervised import SupervisedExecutor
 from phloem.supervision import Limits
+from phloem.supervision.spec import Launcher
+from tests.raycluster import assert_no_leaks, cluster_fixture, ray_backend
 
-pytestmark = pytest.mark.timeout(30)
+
+class _Direct:
+    """An executor with a launcher and no supervisor (isolated calls start directly)."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.launcher = launcher
+
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    yield from cluster_fixture()
+
+
+@pytest.fixture(scope="module", params=["local", "ray"])
+def launcher(request: pytest.FixtureRequest) -> Iterator[Launcher | None]:
+    """Where the isolated calls run: the local fork server, or a 2-node Ray cluster."""
+    if request.param == "local":
+        yield None
+        return
+    request.getfixturevalue("ray_cluster")
+    backend = ray_backend()
+    try:
+        yield backend.launcher("isolated_agents")
+    finally:
+        backend.shutdown()
+    assert_no_leaks()
 
 
 def whoami(company: str) -> dict[str, Any]:
@@ -29,9 +60,11 @@ def hog() -> int:
     return len(blocks)
 
 
-def test_an_isolated_function_runs_in_another_process_under_the_run_supervisor() -> None:
+def test_an_isolated_function_runs_in_another_process_under_the_run_supervisor(
+    launcher: Launcher | None,
+) -> None:
     agent = FunctionAgent("who", "", whoami, ["company"], "out", isolate=True)
-    with SupervisedExecutor("isolated") as executor:
+    with SupervisedExecutor("isolated", launcher=launcher) as executor:
         run = run_agent(
             PlannerAgent("p", "", SequentialPlanner, [agent]),
             state={"company": "ACME"},
@@ -42,7 +75,9 @@ def test_an_isolated_function_runs_in_another_process_under_the_run_supervisor()
     assert run.state["out"]["pid"] != os.getpid()
 
 
-def test_an_isolated_function_over_its_memory_cap_ends_with_an_error_event() -> None:
+def test_an_isolated_function_over_its_memory_cap_ends_with_an_error_event(
+    launcher: Launcher | None,
+) -> None:
     agent = FunctionAgent(
         "hog",
         "",
@@ -51,7 +86,8 @@ def test_an_isolated_function_over_its_memory_cap_ends_with_an_error_event() -> 
         isolate=True,
         limits=Limits(max_memory_bytes=256 * 1024 * 1024),
     )
-    [event] = list(agent.run(InvocationContext()))
+    with SupervisedExecutor("hog", launcher=launcher) as executor:
+        [event] = list(agent.run(InvocationContext(executor=executor)))
     assert event.error is not None
     assert event.error.kind == "agent_heap_exceeded"
     assert event.error.message.startswith("hog: process child ended: heap_exceeded")
@@ -78,7 +114,7 @@ def fork_hogs() -> list[int]:
 
 @pytest.mark.parametrize("supervised", [False, True], ids=["direct", "supervised"])
 def test_helpers_an_isolated_function_forks_count_against_its_memory_cap(
-    supervised: bool,
+    supervised: bool, launcher: Launcher | None
 ) -> None:
     agent = FunctionAgent(
         "forker",
@@ -89,12 +125,14 @@ def test_helpers_an_isolated_function_forks_count_against_its_memory_cap(
         limits=Limits(max_memory_bytes=128 * 1024 * 1024),
     )
     if supervised:
-        with SupervisedExecutor("forker") as executor:
+        with SupervisedExecutor("forker", launcher=launcher) as executor:
             run = run_agent(PlannerAgent("p", "", SequentialPlanner, [agent]), executor=executor)
         assert run.outcome.status == "agent_failed", run.outcome.status
         event = next(e for e in run.events if e.error is not None)
-    else:
+    elif launcher is None:
         [event] = list(agent.run(InvocationContext()))
+    else:  # no supervisor: the call goes straight to the cluster
+        [event] = list(agent.run(InvocationContext(executor=_Direct(launcher))))
     assert event.error is not None, event
     assert event.error.kind == "agent_heap_exceeded"
     assert "> max_memory_bytes 134217728 (" in event.error.message
