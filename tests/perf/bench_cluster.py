@@ -25,7 +25,7 @@ from phloem.actors.cluster.backend import RayBackend
 from phloem.actors.cluster.settings import ClusterConfig, KindResources
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
 from phloem.actors.planning.outcomes import OkOutcome
-from tests.perf.bench_planning import MEMORY, REQUEST
+from tests.perf.bench_planning import MEMORY, REQUEST, _callback_round_trip
 from tests.perf.common import median_seconds, row
 
 CALLBACKS = 1_000
@@ -35,16 +35,7 @@ CPUS_PER_NODE = 2
 
 
 def _one(runner: CallbackRunner) -> None:
-    done = threading.Event()
-    box: list[CallbackOutcome] = []
-
-    def on_done(outcome: CallbackOutcome) -> None:
-        box.append(outcome)
-        done.set()
-
-    runner.start(REQUEST, 30.0, MEMORY, on_done)
-    done.wait(60)
-    assert box and isinstance(box[0].answer, OkOutcome), box
+    _callback_round_trip(runner)
 
 
 def _throughput(runner: CallbackRunner) -> float:
