@@ -25,7 +25,10 @@ from phloem.actors.cluster.backend import RayBackend
 from phloem.actors.cluster.settings import ClusterConfig, KindResources
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
 from phloem.actors.planning.outcomes import OkOutcome
-from tests.perf.bench_planning import MEMORY, REQUEST, _callback_round_trip
+from phloem.actors.planning.runtime import preload_callback_modules
+from phloem.settings import load_component
+from phloem.supervision import forkserver
+from tests.perf.bench_planning import EXECUTOR, MEMORY, REQUEST, _callback_round_trip
 from tests.perf.common import median_seconds, row
 
 CALLBACKS = 1_000
@@ -88,7 +91,7 @@ def _on_ray(nodes: int) -> dict[str, float]:
         cluster.add_node(num_cpus=CPUS_PER_NODE)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, namespace="phloem-bench", log_to_driver=False)
-    resources = KindResources(num_cpus=0.25, max_workers=CONCURRENCY)
+    resources = KindResources(num_cpus=0.25, max_workers=CONCURRENCY, warm_workers=CONCURRENCY)
     backend = RayBackend(
         ClusterConfig(
             backend="ray",
@@ -99,6 +102,7 @@ def _on_ray(nodes: int) -> dict[str, float]:
     )
     try:
         backend.connect()
+        load_component(EXECUTOR)  # configured code: the workers' fork servers preload it
         runner = CallbackRunner(backend.launcher("planning_callbacks"))
         # warm every worker up: the pool starts them on demand
         _throughput_warmup(runner)
@@ -124,6 +128,11 @@ def _throughput_warmup(runner: CallbackRunner) -> None:
 def run() -> list[dict[str, Any]]:
     if importlib.util.find_spec("ray") is None:
         return []  # the ray extra is not installed: nothing to compare
+    # the fork server must preload the callback modules, as a planning runtime has it do
+    # (and as `bench_planning`, run after this, expects of a server it finds running)
+    preload_callback_modules([EXECUTOR.partition(":")[0]])
+    if forkserver.server_pid() is not None:
+        forkserver.shutdown_server()
     local = CallbackRunner()
     local_latency = median_seconds(lambda: _one(local), LATENCY_REPEAT)
     local_throughput = _throughput(local)

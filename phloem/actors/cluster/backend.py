@@ -263,7 +263,7 @@ class RayBackend:
             }
             if env:
                 options["runtime_env"] = env
-            actor: Any = ray.remote(RemoteWorker).options(**options).remote()
+            actor: Any = ray.remote(RemoteWorker).options(**options).remote([])
             where = f"{node.address}/{node.node_id[:8]}"
             try:
                 result: dict[str, str] = ray.get(actor.check.remote(modules), timeout=timeout)

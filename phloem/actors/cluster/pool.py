@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from phloem.actors.cluster import rayapi
 from phloem.actors.cluster.settings import Kind, KindResources
 from phloem.logs import get_logger
+from phloem.settings import configured_modules
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.reasons import ExitKind, ExitReason
 
@@ -31,6 +32,14 @@ if TYPE_CHECKING:
     from phloem.actors.cluster.remote import RemoteCall
 
 log = get_logger("phloem.cluster")
+
+ENTRY_MODULES: dict[Kind, str] = {
+    "planning_callbacks": "phloem.actors.planning.worker",
+    "isolated_agents": "phloem.actors.agents.isolated",
+    "tools": "phloem.actors.live.tools",
+    "eval_cases": "phloem.actors.agents.isolated",
+}
+"""The phloem module whose function each kind's calls run (preloaded on the workers)."""
 
 
 @dataclass(eq=False)
@@ -177,7 +186,12 @@ class WorkerPool:
             options["resources"] = dict(self.resources.custom_resources)
         if self._runtime_env:
             options["runtime_env"] = self._runtime_env
-        return self._actor_class.options(**options).remote()
+        return self._actor_class.options(**options).remote(self._preload())
+
+    def _preload(self) -> list[str]:
+        """What a new worker's fork server imports: the kind's phloem entry module and
+        the modules of configured components (trusted code, loaded by the daemon too)."""
+        return sorted({ENTRY_MODULES[self.kind], *configured_modules()})
 
     def _on_ready(self, actor: Any, future: Any) -> None:
         """A started worker answered `ready` (or failed to start): it joins the idle."""

@@ -10,7 +10,8 @@ each call — so nothing a request carries is ever imported here: requests hold 
 never names of code.
 
 The work itself then runs as on the daemon's machine: in a process child of the node's
-own phloem fork server (spawned by this worker when it starts), with
+own phloem fork server (spawned by this worker when it starts, with the kind's modules
+preloaded), with
 the call's `Limits` as rlimits and the RSS watchdog, every descendant swept when it
 ends. When the worker dies — killed by phloem at a deadline or cancel, or its node lost
 — its fork server sees it go and kills every child: no work outlives its worker. A call
@@ -78,13 +79,21 @@ def _refused(exc: BaseException) -> Answer:
 
 
 class RemoteWorker:
-    """A Ray actor that runs allowed calls (see the module docstring)."""
+    """A Ray actor that runs allowed calls (see the module docstring).
+
+    `preload`: modules its fork server imports before forking any child (the kind's
+    phloem entry module and the configured components' modules, as the daemon's own
+    fork server does), so a call's child starts with them loaded."""
+
+    def __init__(self, preload: list[str]) -> None:
+        self.preload = list(preload)
 
     def ready(self) -> tuple[int, str, str]:
         """(pid, node id, node ip): the worker runs, its fork server is started (so the
         first call forks at once), and it says where it is."""
         from phloem.supervision import forkserver
 
+        forkserver.add_preload(self.preload)
         forkserver.get_server()
         ray = rayapi.ray()
         ctx = ray.get_runtime_context()

@@ -284,7 +284,9 @@ def test_live_tool_calls_answer_and_time_out(tree: Tree, backend: str) -> None:
             done.append(item)
             arrived.notify_all()
 
-    config = LiveToolsConfig(allow=["add", "agent_sleep"], timeout_s=2.0)
+    # sequential: `b` starts once `a` is answered, on the worker `a` had (first use of
+    # the kind may have to start one: hence a timeout well above a worker start)
+    config = LiveToolsConfig(allow=["add", "agent_sleep"], timeout_s=5.0)
     runner = ToolRunner(
         {"add": fns.add, "agent_sleep": fns.agent_sleep},
         config,
