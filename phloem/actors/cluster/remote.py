@@ -22,8 +22,10 @@ a call kills its worker (`ray.kill`): remote work never outlives its deadline or
 from __future__ import annotations
 
 import contextlib
+import io
 import pickle
 import threading
+import types
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -62,17 +64,27 @@ def encode_job(target: ProcessTarget, name: str) -> bytes:
         raise unshippable(name, "a remote child has no channel to its parent")
     else:
         job = ("run", target.fn, tuple(target.args), dict(target.kwargs or {}))
+    out = io.BytesIO()
     try:
-        blob = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        _ByName(out, protocol=pickle.HIGHEST_PROTOCOL).dump(job)
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
         raise unshippable(
             name, f"only code importable by name runs on a cluster worker: {exc}"
         ) from None
-    if b"__main__" in blob:
-        raise unshippable(name, "code from __main__ cannot run on a cluster worker")
+    blob = out.getvalue()
     if len(blob) > MAX_PAYLOAD_BYTES:
         raise unshippable(name, f"a call of {len(blob)} bytes exceeds {MAX_PAYLOAD_BYTES}")
     return blob
+
+
+class _ByName(pickle.Pickler):
+    """The standard pickler (code by reference), refusing code of `__main__`: a worker's
+    `__main__` is not the daemon's."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, types.FunctionType | type) and obj.__module__ == "__main__":
+            raise pickle.PicklingError(f"{obj.__qualname__} is defined in __main__")
+        return NotImplemented
 
 
 class RemoteCall(CallChild):

@@ -112,6 +112,9 @@ class CallbackRunner:
             log.exception("planning_callback_runner_failed")
             outcome = CallbackOutcome(failure="callback_worker_down", detail=type(exc).__name__)
         task.done.set()
+        if outcome.failure is not None and not task.cancelled:
+            # the run reports only the failure's kind: the detail goes to the log
+            log.info("planning_callback_failed", failure=outcome.failure, detail=outcome.detail)
         if not task.cancelled:
             on_done(outcome)
 

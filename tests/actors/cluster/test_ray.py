@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,26 @@ def test_code_that_is_not_importable_by_name_is_never_shipped(backend: RayBacken
         call_in_child(lambda x: x, 1, name="lambda", launcher=launcher, timeout=10)
     assert info.value.kind == "child_start_failed"
     assert "Unshippable" in str(info.value) and "importable by name" in str(info.value)
+
+
+def test_data_that_names_main_ships(backend: RayBackend) -> None:
+    # a string is data, whatever it says (a file list names phloem/__main__.py)
+    launcher = backend.launcher("tools")
+    arg = {"paths": ["phloem/__main__.py"], "s": 0}
+    assert call_in_child(fns.sleep_reporting, arg, name="d", launcher=launcher, timeout=30) == (
+        "slept"
+    )
+
+
+def test_code_of_main_is_refused_before_it_is_sent(backend: RayBackend) -> None:
+    launcher = backend.launcher("tools")
+    fn = fns.double
+    main_fn = types.FunctionType(fn.__code__, fn.__globals__, "double")
+    main_fn.__module__ = "__main__"
+    with pytest.raises(ChildCallError) as info:
+        call_in_child(main_fn, 1, name="main", launcher=launcher, timeout=10)
+    assert info.value.kind == "child_start_failed"
+    assert "defined in __main__" in str(info.value)
 
 
 def test_a_worker_resolves_only_allowed_modules(backend: RayBackend) -> None:
