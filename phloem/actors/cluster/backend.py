@@ -118,7 +118,7 @@ class RayBackend:
         self._owned = False
         self._connected = False
         # kills and spare starts, off Ray's callback threads (see `WorkerPool._helper`)
-        self._reaper = ThreadPoolExecutor(1, thread_name_prefix="phloem-cluster-helper")
+        self._helper_thread = ThreadPoolExecutor(1, thread_name_prefix="phloem-cluster-helper")
 
     # -- connection ----------------------------------------------------------------------
 
@@ -160,7 +160,11 @@ class RayBackend:
                 if kind not in self.config.remote:
                     continue
                 pool = WorkerPool(
-                    kind, self.config.resources_of(kind), actor_class, env or None, self._reaper
+                    kind,
+                    self.config.resources_of(kind),
+                    actor_class,
+                    env or None,
+                    self._helper_thread,
                 )
                 self._pools[kind] = pool
                 self._launchers[kind] = RayLauncher(self, pool)
@@ -182,7 +186,7 @@ class RayBackend:
         for pool in pools:
             for call in pool.close():
                 call.kill()
-        self._reaper.shutdown(wait=True)
+        self._helper_thread.shutdown(wait=True)
         if connected and self._owned:
             ray = rayapi.ray()
             ray.shutdown()

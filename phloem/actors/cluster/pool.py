@@ -52,10 +52,6 @@ class Worker:
     node: str
 
 
-class PoolClosed(Exception):
-    pass
-
-
 class WorkerPool:
     """See the module docstring. Thread-safe."""
 
@@ -65,13 +61,13 @@ class WorkerPool:
         resources: KindResources,
         actor_class: Any,
         runtime_env: dict[str, Any] | None,
-        reaper: ThreadPoolExecutor,
+        helper_thread: ThreadPoolExecutor,
     ) -> None:
         self.kind = kind
         self.resources = resources
         self._actor_class = actor_class
         self._runtime_env = runtime_env
-        self._reaper = reaper
+        self._helper_thread = helper_thread
         self._cond = threading.Condition(threading.Lock())
         self._idle: deque[Worker] = deque()
         self._leased: set[Worker] = set()
@@ -229,7 +225,7 @@ class WorkerPool:
 
     def discard(self, worker: Worker, *, now: bool = False) -> None:
         """`worker` must not be used again: kill it (if it still runs) and free its slot;
-        `now` kills it from this thread (else the reaper thread does)."""
+        `now` kills it from this thread (else the backend's helper thread does)."""
         with self._cond:
             known = worker in self._leased
             self._leased.discard(worker)
@@ -262,7 +258,7 @@ class WorkerPool:
         `ray.shutdown`. After the backend stopped, nothing more is run: it has killed
         every worker it knew."""
         try:
-            self._reaper.submit(job, *args)
+            self._helper_thread.submit(job, *args)
         except RuntimeError:
             log.debug("cluster_helper_stopped", job=getattr(job, "__name__", "job"))
 

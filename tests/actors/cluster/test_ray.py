@@ -24,7 +24,13 @@ from tests.actors.cluster import fns
 from tests.actors.cluster.conftest import tree_config
 from tests.actors.planning.conftest import read_pids
 from tests.helpers import run_cli, running_daemon, wait_until
-from tests.raycluster import NAMESPACE, assert_no_leaks, cluster_section, live_workers
+from tests.raycluster import (
+    NAMESPACE,
+    assert_no_leaks,
+    cluster_section,
+    live_workers,
+    ray_backend,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -276,3 +282,43 @@ scripted = "tests.actors.planning.adapters:ScriptedExecutor"
         workers = json.loads(run_cli("cluster", "status", "--json", "--socket", sock).stdout)
         assert workers["workers"]["planning_callbacks"]["started"] >= 1
     assert_no_leaks()
+
+
+@pytest.mark.parametrize("warm", [0, 1])
+def test_a_used_kind_keeps_warm_workers_started(ray_cluster: Any, warm: int) -> None:
+    b = ray_backend(resources={"tools": {"num_cpus": 0.25, "warm_workers": warm}})
+    try:
+        launcher = b.launcher("tools")
+        assert call_in_child(fns.double, 2, name="first", launcher=launcher, timeout=30) == 4
+        pool = b.status().workers["tools"]
+        if warm:  # the worker the call used, plus one spare started after the lease
+            wait_until(lambda: b.status().workers["tools"]["idle"] == 2, 30, "a spare")
+        else:
+            assert pool["started"] == 1 and pool["starting"] == 0
+        assert b.status().workers["tools"]["started"] == 1 + warm
+    finally:
+        b.shutdown()
+    assert_no_leaks()
+
+
+def test_a_worker_ray_cannot_place_times_the_call_out_and_says_why(ray_cluster: Any) -> None:
+    b = ray_backend(ready_timeout_s=1, resources={"tools": {"custom_resources": {"nowhere": 1}}})
+    try:
+        with pytest.raises(ChildCallError) as info:
+            call_in_child(fns.double, 1, name="x", launcher=b.launcher("tools"), timeout=30)
+    finally:
+        b.shutdown()
+    assert info.value.kind == "child_timeout"
+    assert "no tools worker was ready within 1s" in str(info.value)
+    assert_no_leaks()
+
+
+def test_a_worker_that_cannot_start_fails_the_call_with_the_cause(ray_cluster: Any) -> None:
+    b = ray_backend(runtime_env={"working_dir": "/nonexistent/phloem-test"})
+    try:
+        with pytest.raises(ChildCallError) as info:
+            call_in_child(fns.double, 1, name="x", launcher=b.launcher("tools"), timeout=30)
+    finally:
+        b.shutdown()
+    assert info.value.kind == "child_start_failed"
+    assert "worker did not start" in str(info.value) and "nonexistent" in str(info.value)
