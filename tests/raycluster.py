@@ -18,6 +18,8 @@ from phloem.actors.cluster.settings import KINDS
 
 NAMESPACE = "phloem-test"
 LEAK_WAIT_S = 30.0
+WARM_TIMEOUT_S = 120.0
+"""How long `warm` waits for a kind's first worker (a loaded machine starts one slowly)."""
 
 _address: list[str] = []  # the running test cluster's, for the state API
 
@@ -88,17 +90,35 @@ def cluster_section(backend: str, **extra: Any) -> dict[str, Any]:
         "backend": "ray",
         "namespace": NAMESPACE,
         "modules": ["tests"],
-        "ready_timeout_s": 30,
+        "ready_timeout_s": 120,
         "resources": {kind: dict(small) for kind in KINDS},
         **extra,
     }
 
 
-def ray_backend(**extra: Any) -> Any:
-    """A connected `RayBackend` on the test cluster (shut it down after use)."""
+def ray_backend(*warm_kinds: str, **extra: Any) -> Any:
+    """A connected `RayBackend` on the test cluster (shut it down after use), with a
+    worker of each of `warm_kinds` started: a test's short call timeout then measures
+    the call, not Ray starting its first worker."""
     from phloem.actors.cluster.backend import RayBackend
     from phloem.actors.cluster.settings import ClusterConfig
+    from phloem.supervision.childcall import call_in_child
 
     backend = RayBackend(msgspec.convert(cluster_section("ray", **extra), ClusterConfig))
     backend.connect()
+    try:
+        for kind in warm_kinds:
+            launcher = backend.launcher(kind)
+            value = call_in_child(
+                echo, kind, name="warm-up", launcher=launcher, timeout=WARM_TIMEOUT_S
+            )
+            assert value == kind
+    except BaseException:
+        backend.shutdown()
+        raise
     return backend
+
+
+def echo(value: Any) -> Any:
+    """`value` (a call a worker runs to show it has started)."""
+    return value

@@ -97,7 +97,9 @@ class RayLauncher(Launcher):
         caps = dataclasses.asdict(limits) if limits is not None else {}
         self.pool.track(call)
         try:
-            ref = worker.actor.call.remote(blob, caps, self.backend.allowed_modules())
+            ref = worker.actor.call.remote(
+                call.token, blob, caps, self.backend.allowed_modules(), ready_timeout
+            )
         except Exception as exc:
             self.pool.discard(worker)
             self.pool.forget(call)
@@ -131,7 +133,7 @@ class RayBackend:
                 ErrorKind.CLUSTER_UNAVAILABLE,
                 "[cluster] backend = 'ray' needs the ray extra: pip install 'phloem[ray]'",
             ) from None
-        from phloem.actors.cluster.worker import RemoteWorker
+        from phloem.actors.cluster.worker import CONCURRENCY_GROUPS, RemoteWorker
 
         env = self.runtime_env()
         if ray.is_initialized():
@@ -154,7 +156,7 @@ class RayBackend:
                     f"cannot reach the Ray cluster at {self.config.address or '(local)'}: {exc}",
                 ) from None
             self._owned = True
-        actor_class = ray.remote(RemoteWorker)
+        actor_class = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(RemoteWorker)
         with self._lock:
             for kind in KINDS:
                 if kind not in self.config.remote:

@@ -6,8 +6,10 @@ and `max_restarts=0`: a worker that dies is gone, and phloem starts another. Onc
 is used, `warm_workers` idle ones are kept started ahead of need (as the fork server
 keeps children prepared), so a call — or the one after a worker was killed — rarely
 waits for a worker process to start. A call leases an idle worker (or starts one, or
-waits for one until its start deadline), and returns it when it answers; a worker that
-was killed, died, or hit its memory cap is discarded, never reused. Like Ray's own task
+waits for one until its start deadline), and returns it when it answers — a call phloem
+ends early included, once the worker has swept its processes; a worker that does not
+answer a cancel in time, dies, or is killed by Ray's memory monitor is discarded (killed),
+never reused. Like Ray's own task
 workers, a worker is reused between calls: adapters are instantiated afresh per call,
 but module-level state of the configured code may persist in a worker.
 """
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from phloem.actors.cluster import rayapi
 from phloem.actors.cluster.settings import Kind, KindResources
+from phloem.actors.cluster.worker import CONTROL_GROUP
 from phloem.logs import get_logger
 from phloem.settings import configured_modules
 from phloem.supervision.handle import ChildStartError
@@ -238,6 +241,15 @@ class WorkerPool:
             if spares:  # a replacement, ready before the next call needs it
                 self._helper(self._warm, spares)
 
+    def cancel(self, worker: Worker, token: int, wait_s: float) -> None:
+        """Ask `worker` to end call `token` (it sweeps the call's processes within
+        `wait_s` seconds, then the call answers). Never from one of Ray's callback
+        threads (see `_helper`)."""
+        try:
+            worker.actor.cancel.options(concurrency_group=CONTROL_GROUP).remote(token, wait_s)
+        except Exception as exc:  # a worker already gone: its call's object fails
+            log.debug("cluster_cancel_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+
     def _kill(self, worker: Worker, *, now: bool = False) -> None:
         ray = rayapi.ray()
 
@@ -304,14 +316,16 @@ class WorkerPool:
     # -- stopping ------------------------------------------------------------------------
 
     def close(self) -> list[RemoteCall]:
-        """Stop leasing; kill every worker. Returns the calls still in flight (to kill)."""
+        """Stop leasing; kill every worker without a call in flight. Returns the calls in
+        flight: killing each (`RemoteCall.kill`) sweeps its processes, then its worker."""
         with self._cond:
             self._closed = True
-            workers = [*self._idle, *self._leased]
+            calls = list(self._calls)
+            busy = {call.worker for call in calls}
+            workers = [*self._idle, *(w for w in self._leased if w not in busy)]
             workers.extend(Worker(a, 0, "", "") for a in self._pending if not _placeholder(a))
             self._idle.clear()
-            self._leased.clear()
-            calls = list(self._calls)
+            self._leased &= busy
             self._cond.notify_all()
         for worker in workers:
             self._kill(worker)

@@ -16,13 +16,18 @@ On the node the work runs in a process child of the worker's own fork server, ex
 a local child (see `worker`): the reasons its child ends with come back as they are.
 
 There is no thread per call: the answer arrives through the Ray object's future. Killing
-a call kills its worker (`ray.kill`): remote work never outlives its deadline or owner.
+a call has its worker kill the call's process tree on the node (`worker.cancel`); the
+call answers once the tree is swept, and its worker serves the next call (no new worker
+to start). A worker that does not answer within `CANCEL_WAIT_S` is killed (`ray.kill`).
+Either way the work is gone when a kill returns, as a local child's is: remote work
+never outlives its deadline or owner.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import pickle
 import threading
 import types
@@ -40,10 +45,15 @@ from phloem.supervision.spec import ProcessTarget
 if TYPE_CHECKING:
     from phloem.actors.cluster.pool import Worker, WorkerPool
 
+CANCEL_WAIT_S = 5.0
+"""How long a kill waits for the worker to sweep the call's processes on its node (and
+answer); past it the worker itself is killed."""
 STOP_WAIT_S = 5.0
 """How long `stop` waits for a killed call's exit to be recorded."""
 KILL_WAIT_S = 10.0
 """How long a kill waits for Ray to report the worker dead (its call's object fails)."""
+
+_tokens = itertools.count(1)
 
 
 def unshippable(name: str, why: str) -> ChildStartError:
@@ -96,11 +106,14 @@ class RemoteCall(CallChild):
         self.pool = pool
         self.pid = worker.pid
         self.node = worker.node
+        self.token = next(_tokens)  # names this call to its worker's `cancel`
         self._lock = threading.Lock()
         self._answered = threading.Event()
         self._has_value = False
         self._value: Any = None
         self._future: Any = None
+        self._settled = False  # the answer (or the failure) arrived first
+        self._killing = False  # a kill came first: it records the ending
 
     def _begin(self, ref: Any) -> None:
         """The call was submitted as `ref`: watch for its answer."""
@@ -111,7 +124,12 @@ class RemoteCall(CallChild):
     # -- the answer ----------------------------------------------------------------------
 
     def _on_done(self, future: Any) -> None:
-        """Runs on Ray's thread: record the answer or the failure, release the worker."""
+        """Runs on Ray's thread: record the answer or the failure, release the worker
+        (unless a kill came first: then the kill records the ending)."""
+        with self._lock:
+            if self._killing:
+                return
+            self._settled = True
         try:
             answer = future.result()
         except BaseException as exc:
@@ -155,22 +173,33 @@ class RemoteCall(CallChild):
         self._kill(ExitReason.killed("killed by phloem"))
 
     def stop(self, timeout: float | None = 5.0) -> ExitReason:
-        """A remote call cannot finish early: stopping it kills its worker at once
-        (reason `shutdown`), unless it has already ended."""
+        """A remote call cannot finish early: stopping it ends it at once (reason
+        `shutdown`, see `_kill`), unless it has already ended."""
         if self.exit_reason is None:
             self._state = ChildState.STOPPING
             self._kill(ExitReason.shutdown())
         return self.wait(STOP_WAIT_S) or ExitReason.shutdown()
 
     def _kill(self, reason: ExitReason) -> None:
-        """Kill the worker, and wait (bounded) until Ray reports it dead: like a local
-        child's stop, the work is gone when this returns."""
-        if self.exit_reason is not None:
-            return
-        self.pool.discard(self.worker, now=True)
-        self._end(self._forced or reason)
+        """End the call (see the module docstring): when this returns its processes are
+        gone, and its worker is either back in the pool or killed."""
+        with self._lock:
+            if self._settled or self._killing:
+                return
+            self._killing = True
         future = self._future
-        if future is not None:
+        swept = False
+        if future is not None:  # submitted: it may be running on the node
+            self.pool.cancel(self.worker, self.token, CANCEL_WAIT_S)
+            with contextlib.suppress(BaseException):  # no answer, or the worker died
+                answer = future.result(CANCEL_WAIT_S + 1.0)
+                swept = isinstance(answer, tuple) and answer[:1] in (("ok",), ("exit",))
+        if swept:
+            self.pool.release(self.worker)
+        else:
+            self.pool.discard(self.worker, now=True)
+        self._end(self._forced or reason)
+        if future is not None and not swept:
             with contextlib.suppress(BaseException):
                 future.exception(KILL_WAIT_S)
 

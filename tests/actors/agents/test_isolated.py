@@ -43,7 +43,7 @@ def launcher(request: pytest.FixtureRequest) -> Iterator[Launcher | None]:
         yield None
         return
     request.getfixturevalue("ray_cluster")
-    backend = ray_backend()
+    backend = ray_backend("isolated_agents")
     try:
         yield backend.launcher("isolated_agents")
     finally:

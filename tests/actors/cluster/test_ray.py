@@ -19,7 +19,7 @@ from phloem.actors.cluster.backend import RayBackend
 from phloem.actors.cluster.settings import ClusterConfig
 from phloem.config import Config, load_config
 from phloem.protocols.errors import PhloemError
-from phloem.supervision.childcall import ChildCallError, call_in_child
+from phloem.supervision.childcall import ChildCallError, call_in_child, start_call
 from tests.actors.cluster import fns
 from tests.actors.cluster.conftest import tree_config
 from tests.actors.planning.conftest import read_pids
@@ -139,6 +139,29 @@ def test_an_exception_on_a_worker_is_a_typed_exit_with_a_redacted_message(
     assert info.value.kind == "child_exited" and reason is not None
     assert reason.kind == "exception" and reason.error_type == "RuntimeError"
     assert "sk-" not in str(reason.message) and "[redacted]" in str(reason.message)
+
+
+def test_a_call_killed_at_its_deadline_is_swept_and_its_worker_serves_on(
+    backend: RayBackend, tmp_path: Path
+) -> None:
+    import psutil
+
+    launcher = backend.launcher("tools")
+    assert call_in_child(fns.double, 1, name="first", launcher=launcher, timeout=30) == 2
+    wait_until(lambda: backend.status().workers["tools"]["idle"] == 2, 30, "a spare")
+    before = backend.status().workers["tools"]
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    arg = {"fifo": fifo, "s": 60}
+    pending = start_call(fns.sleep_reporting, arg, name="sleeper", launcher=launcher, timeout=3)
+    [pid] = read_pids(fifo)
+    with pytest.raises(ChildCallError) as info:
+        pending.result()
+    assert info.value.kind == "child_timeout"
+    assert not psutil.pid_exists(pid)  # swept on its node before the call ended
+    after = backend.status().workers["tools"]
+    assert (after["started"], after["lost"], after["idle"]) == (before["started"], 0, 2)
+    assert call_in_child(fns.double, 4, name="next", launcher=launcher, timeout=30) == 8
 
 
 def test_the_worker_bound_makes_a_call_wait_then_time_out(ray_cluster: Any) -> None:

@@ -60,9 +60,14 @@ class ScriptedPlanner:
             hog = bytearray(1024 * 1024 * 1024)
             return Ok(len(hog))
         if mode == "fork_hogs":  # helpers each under the cap, together far over it
-            pids = [_fork_holding(target["size"]) for _ in range(target["helpers"])]
+            # the helpers fill their memory once the pids are reported: the watchdog
+            # cannot end the tree before the test knows whom to look for
+            gate, go = os.pipe()
+            pids = [_fork_holding(target["size"], gate, go) for _ in range(target["helpers"])]
+            os.close(gate)
             if target.get("fifo"):
                 _report(target["fifo"], " ".join(map(str, pids)))
+            os.close(go)
             time.sleep(target.get("hold_s", 3))
             return Ok(_doc(goal, 0, actions))
         raise ValueError(f"unknown plan mode {mode}")
@@ -148,11 +153,14 @@ class ScriptedExecutor:
         raise ValueError(f"unknown op {op}")
 
 
-def _fork_holding(size: int) -> int:
-    """Fork a helper that makes `size` bytes resident and then sleeps; its pid."""
+def _fork_holding(size: int, gate: int, go: int) -> int:
+    """Fork a helper that waits for end-of-file on `gate` (the parent closes `go`), makes
+    `size` bytes resident and then sleeps; its pid."""
     pid = os.fork()
     if pid == 0:
         try:
+            os.close(go)
+            os.read(gate, 1)
             block = bytearray(size)
             block[::4096] = b"\1" * len(range(0, size, 4096))
             time.sleep(60)

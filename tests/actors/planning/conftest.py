@@ -41,7 +41,7 @@ def runtime(request: pytest.FixtureRequest, adapters: AdapterRegistry) -> Iterat
     every test that takes it runs on both backends."""
     if request.param == "ray":
         request.getfixturevalue("ray_cluster")
-        backend = ray_backend()
+        backend = ray_backend("planning_callbacks")
         try:
             rt = PlanningRuntime(
                 adapters,
@@ -72,7 +72,7 @@ def owner() -> Owner:
     return Owner.client("test")
 
 
-def read_pids(fifo: str, timeout: float = 10.0) -> list[int]:
+def read_pids(fifo: str, timeout: float = 30.0) -> list[int]:
     """Wait (without polling) for a callback child to write its pid(s) into `fifo`."""
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:

@@ -297,12 +297,14 @@ def test_memory_exhaustion_is_isolated_and_the_runtime_survives(
 def test_a_planner_whose_forked_helpers_exceed_its_cap_fails_and_leaves_none(
     runtime: PlanningRuntime, owner: Owner, tmp_path: Path
 ) -> None:
-    # 4 helpers x 64 MiB under a 128 MiB cap: each fits its own RLIMIT_AS, the tree not.
+    # 4 helpers x 96 MiB under a 256 MiB cap: each fits its own RLIMIT_AS, the tree not.
+    # Before they fill their memory the tree (5 x ~35 MiB, shared pages counted per
+    # member) is under the cap, so the pids are reported before the watchdog acts.
     fifo = str(tmp_path / "fifo")
     os.mkfifo(fifo)
-    target = scripted(plan="fork_hogs", helpers=4, size=64 * MIB, fifo=fifo)
+    target = scripted(plan="fork_hogs", helpers=4, size=96 * MIB, fifo=fifo)
     ref = runtime.start(
-        owner, target, "scripted", {"task": "t"}, None, {"max_memory_bytes": 128 * MIB}
+        owner, target, "scripted", {"task": "t"}, None, {"max_memory_bytes": 256 * MIB}
     )
     helpers = read_pids(fifo)
     assert len(helpers) == 4
@@ -314,16 +316,6 @@ def test_a_planner_whose_forked_helpers_exceed_its_cap_fails_and_leaves_none(
     }
     for pid in helpers:
         assert not _alive(pid), f"helper {pid} outlived its run"
-
-
-def killed(rt: PlanningRuntime, pid: int) -> bool:
-    """The callback child `pid` is gone: at once locally; on Ray once the node has
-    reaped the killed worker (Ray reports it dead first)."""
-    if not on_ray(rt):
-        return not psutil.pid_exists(pid)
-    with contextlib.suppress(psutil.Error):
-        psutil.Process(pid).wait(10)
-    return not psutil.pid_exists(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -349,7 +341,7 @@ def test_cancellation_kills_the_active_worker_and_redacts_the_reason(
     assert psutil.pid_exists(pid)
     reason = {"note": "stop api_key=sk-abcdefghijklmnopqrstuvwx", "password": "hunter2"}
     assert runtime.cancel(owner, ref, reason) is True
-    assert killed(runtime, pid)
+    assert not psutil.pid_exists(pid)  # gone when the run reports, on both backends
     result = runtime.await_result(owner, ref, 5)
     assert result.status == "cancelled" and result.result is None
     assert error_of(result) == {"kind": "cancelled", "reason": {"note": "stop api_key=[redacted]"}}
@@ -447,7 +439,7 @@ def test_owner_down_kills_the_worker_and_ends_the_run_without_a_result(
     reason = handle.wait(5)
     assert reason is not None and reason.kind == "owner_down"
     assert record.done.is_set() and record.result is None
-    assert killed(runtime, pid)
+    assert not psutil.pid_exists(pid)  # gone when the run reports, on both backends
     with pytest.raises(PhloemError) as info:
         runtime.start(owner, "scripted", "scripted", 1)
     assert info.value.kind == "owner_down"
