@@ -7,7 +7,9 @@ The server keeps `POOL_SIZE` children forked and prepared ahead of time; each wa
 its own socket, whose other end goes to the daemon (`Idle(pid)`, fd attached), so the
 daemon hands a request straight to it (and says `Claimed(pid)`): most starts involve
 neither the server nor a fork. When none is idle the daemon sends `Spawn` (fds attached
-by SCM_RIGHTS) and the server forks, answering `Started`. It reaps children (SIGCHLD
+by SCM_RIGHTS) and the server forks, answering `Started`. `Preload` makes it import more
+modules while it runs; idle children forked before it carry an older `generation` in
+their `Idle`, and the daemon retires them. It reaps children (SIGCHLD
 through a wakeup fd) and answers `Exited` with the wait status and CPU time. It is a
 child subreaper, so orphaned grandchildren are re-parented to it and reaped. At
 end-of-file from the daemon it kills every child's group and every descendant, and exits
@@ -37,6 +39,7 @@ from phloem.supervision.childwire import (
     Exited,
     Idle,
     Notice,
+    Preload,
     Spawn,
     SpawnFailed,
     Started,
@@ -70,6 +73,7 @@ class _Server:
         self.stopping = False
         self.pid = os.getpid()
         self.refill_at: float | None = 0.0  # when to top up the idle pool (None: full)
+        self.generation = 0  # of the last Preload: idle children carry it
 
     def run(self) -> None:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -118,7 +122,23 @@ class _Server:
                 case Claimed(pid=pid):
                     self.idle.discard(pid)
                     self.schedule_refill()
+                case Preload(modules=names, generation=generation):
+                    self.preload(names)
+                    self.generation = generation
+                    gc.freeze()
         return True
+
+    def preload(self, names: list[str]) -> None:
+        """Import `names` (a failure is a `Notice`, not the server's end); say so if one
+        of them left a thread running, which makes forking unsafe."""
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:
+                self.send(Notice("forkserver_preload_failed", f"{name}: {exc!r}"))
+        threads = len(os.listdir("/proc/self/task"))
+        if threads != 1:
+            self.send(Notice("forkserver_not_single_threaded", f"{threads} threads"))
 
     def spawn(self, req: Spawn) -> None:
         """Fork a child for a request the daemon could not hand to an idle child."""
@@ -168,7 +188,7 @@ class _Server:
             self.children.add(pid)
             self.idle.add(pid)
             try:
-                self.send(Idle(pid), fds=[ours.fileno()])
+                self.send(Idle(pid, self.generation), fds=[ours.fileno()])
             finally:
                 ours.close()
         if len(self.idle) >= POOL_SIZE:
@@ -237,14 +257,7 @@ def serve(ctl_fd: int, preload: list[str]) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     ctl.setblocking(True)
     server = _Server(ctl)
-    for name in preload:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:
-            server.send(Notice("forkserver_preload_failed", f"{name}: {exc!r}"))
-    threads = len(os.listdir("/proc/self/task"))
-    if threads != 1:  # a preloaded module started a thread: forking is no longer safe
-        server.send(Notice("forkserver_not_single_threaded", f"{threads} threads"))
+    server.preload(preload)
     if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         server.send(Notice("forkserver_not_subreaper", f"errno {ctypes.get_errno()}"))
     server.run()

@@ -103,12 +103,22 @@ class Claimed(msgspec.Struct, frozen=True, tag="claimed"):
 
 
 class Idle(msgspec.Struct, frozen=True, tag="idle"):
-    """A pre-forked child is waiting; the daemon's end of its socket is attached."""
+    """A pre-forked child is waiting; the daemon's end of its socket is attached.
+    `generation`: the last `Preload` before it was forked (0: none)."""
 
     pid: int
+    generation: int = 0
 
 
-ToServer = Spawn | Claimed
+class Preload(msgspec.Struct, frozen=True, tag="preload"):
+    """Import these modules now: children forked from then on start with them loaded;
+    idle children forked from then on are announced with `generation`."""
+
+    modules: list[str]
+    generation: int
+
+
+ToServer = Spawn | Claimed | Preload
 FromServer = Started | SpawnFailed | Exited | Notice | Idle
 
 

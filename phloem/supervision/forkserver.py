@@ -15,8 +15,9 @@ initialisers instead: a package's `__init__` runs the first time one of its own
 attributes is looked up (for example when a child imports
 `phloem.supervision.Supervisor`), never in the server itself. Modules named in
 `PHLOEM_FORKSERVER_PRELOAD` (comma-separated) or passed to `configure` are imported by
-the server so that children start with them loaded — worth it for callback modules and
-`dill` (closures), at the price of a slower fork.
+the server when it starts, and those passed to `add_preload` also by a server already
+running (`Preload`), so that children start with them loaded — worth it for callback
+modules and `dill` (closures), at the price of a slower fork.
 
 Starting a child: the server keeps `POOL_SIZE` children forked and prepared ahead of
 time and passes the daemon one end of a socket to each (`Idle(pid)`); the daemon hands a
@@ -59,6 +60,7 @@ from phloem.supervision.childwire import (
     FromServer,
     Idle,
     Notice,
+    Preload,
     Spawn,
     SpawnFailed,
     Started,
@@ -141,6 +143,7 @@ class ForkServer:
         self._pending: dict[int, ServerChild] = {}
         self._by_pid: dict[int, ServerChild] = {}
         self._idle: dict[int, socket.socket] = {}  # pre-forked pid -> our end of its socket
+        self._generation = 0  # of our last `preload`: older idle children lack modules
         self._alive = True
         self._reader = threading.Thread(
             target=self._read_loop, name=f"phloem-forkserver-{self.pid}", daemon=True
@@ -205,6 +208,28 @@ class ForkServer:
         with contextlib.suppress(OSError):  # a lost server is noticed by the reader
             self._send(encode(Claimed(pid)))
 
+    def preload(self, modules: Sequence[str]) -> None:
+        """Have the server import `modules` now, and retire the idle children forked
+        before (each exits at end-of-file on its socket; the server forks replacements
+        after the import): the next starts have the modules loaded. An idle child whose
+        `Idle` is still on its way carries the older generation and is retired when it
+        arrives (`_add_idle`)."""
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+            retired, self._idle = list(self._idle.items()), {}
+        try:
+            self._send(encode(Preload(list(modules), generation)))
+        except OSError:  # a lost server is noticed by the reader; the next one preloads
+            pass
+        for pid, sock in retired:
+            self._retire(pid, sock)
+
+    def _retire(self, pid: int, sock: socket.socket) -> None:
+        """Dismiss the idle child `pid` unused, and have the server fork another."""
+        sock.close()
+        self.claimed(pid)
+
     def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
         with self._send_lock:
             sent = socket.send_fds(self._sock, [data], list(fds)) if fds else 0
@@ -224,7 +249,7 @@ class ForkServer:
                 for body in frames.feed(data):
                     msg = decoder.decode(body)
                     if isinstance(msg, Idle):
-                        self._add_idle(msg.pid, fds.pop(0))
+                        self._add_idle(msg.pid, fds.pop(0), msg.generation)
                     else:
                         self._dispatch(msg)
         except Exception:
@@ -234,13 +259,17 @@ class ForkServer:
                 os.close(fd)
             self._lost()
 
-    def _add_idle(self, pid: int, fd: int) -> None:
+    def _add_idle(self, pid: int, fd: int, generation: int) -> None:
         sock = socket.socket(fileno=fd)
         with self._lock:
-            if self._alive:
+            if self._alive and generation == self._generation:
                 self._idle[pid] = sock
                 return
-        sock.close()
+            stale = self._alive
+        if stale:  # forked before our last preload
+            self._retire(pid, sock)
+        else:
+            sock.close()
 
     def _dispatch(self, msg: Started | SpawnFailed | Exited | Notice) -> None:
         match msg:
@@ -311,17 +340,20 @@ def configure(preload: Sequence[str]) -> None:
 
 
 def add_preload(modules: Sequence[str]) -> bool:
-    """Add modules for the fork server to import (effective when it next starts).
+    """Add modules for the fork server to import: a running server imports the new ones
+    at once (children forked from then on have them), a later one when it starts.
 
     Returns True if any of them was new. Components named in the configuration use this
     so that their process children start without importing them anew.
     """
     global _preload
     with _server_lock:
-        merged = tuple(dict.fromkeys([*_preload, *modules]))
-        changed = merged != _preload
-        _preload = merged
-    return changed
+        new = [m for m in dict.fromkeys(modules) if m not in _preload]
+        _preload = (*_preload, *new)
+        server = _server
+    if new and server is not None and server.alive and server.owner_pid == os.getpid():
+        server.preload(new)
+    return bool(new)
 
 
 def preloaded() -> tuple[str, ...]:

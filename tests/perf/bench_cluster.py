@@ -27,7 +27,6 @@ from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
 from phloem.actors.planning.outcomes import OkOutcome
 from phloem.actors.planning.runtime import preload_callback_modules
 from phloem.settings import load_component
-from phloem.supervision import forkserver
 from tests.perf.bench_planning import EXECUTOR, MEMORY, REQUEST, _callback_round_trip
 from tests.perf.common import median_seconds, row
 
@@ -128,11 +127,8 @@ def _throughput_warmup(runner: CallbackRunner) -> None:
 def run() -> list[dict[str, Any]]:
     if importlib.util.find_spec("ray") is None:
         return []  # the ray extra is not installed: nothing to compare
-    # the fork server must preload the callback modules, as a planning runtime has it do
-    # (and as `bench_planning`, run after this, expects of a server it finds running)
+    # the fork server preloads the callback modules, as a planning runtime has it do
     preload_callback_modules([EXECUTOR.partition(":")[0]])
-    if forkserver.server_pid() is not None:
-        forkserver.shutdown_server()
     local = CallbackRunner()
     local_latency = median_seconds(lambda: _one(local), LATENCY_REPEAT)
     local_throughput = _throughput(local)

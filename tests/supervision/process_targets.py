@@ -137,19 +137,25 @@ def _hold(size: int) -> None:
 
 def fork_hogs(ch: Channel, helpers: int, size: int, setsid: bool = False) -> None:
     """Fork `helpers` children that each hold `size` resident bytes (with `setsid`, in
-    sessions of their own); send their pids, then wait for ever holding nothing."""
+    sessions of their own) once their pids are sent — so the cap cannot end the tree
+    before the test knows them —, then wait for ever holding nothing."""
+    gate, go = os.pipe()
     pids = []
     for _ in range(helpers):
         pid = os.fork()
         if pid == 0:
             try:
+                os.close(go)
                 if setsid:
                     os.setsid()
+                os.read(gate, 1)  # end-of-file: the parent has sent the pids
                 _hold(size)
             finally:
                 os._exit(0)
         pids.append(pid)
+    os.close(gate)
     ch.send(pids)
+    os.close(go)
     threading.Event().wait()
 
 

@@ -228,6 +228,29 @@ def test_configured_preload_modules_are_already_imported_in_children() -> None:
 
 
 @pytest.mark.timeout(30)
+def test_modules_added_to_a_running_server_are_in_every_child_started_after() -> None:
+    server = forkserver.server_pid() or forkserver.get_server().pid
+    wait_until(lambda: len(_idle_children()) == POOL_SIZE)  # forked before the preload
+    running = start_process(ProcessTarget(targets.run_forever), name="running")
+    try:
+        assert start_process(_has_module("wave"), name="before").wait(10) == ExitReason(
+            ExitKind.EXCEPTION, error_type="ExitStatus", detail="exit status 3", exit_code=3
+        )
+        assert forkserver.add_preload(["wave"]) is True
+        assert forkserver.add_preload(["wave"]) is False  # nothing new: nothing sent
+        for i in range(POOL_SIZE + 1):  # the prepared children were retired, not used
+            assert start_process(_has_module("wave"), name=f"after-{i}").wait(10) == (
+                ExitReason(ExitKind.NORMAL, exit_code=0)
+            )
+        assert forkserver.server_pid() == server  # the same server, its children alive
+        assert running.exit_reason is None
+    finally:
+        running.stop(0)
+        forkserver.configure([m for m in forkserver.preloaded() if m != "wave"])
+        forkserver.shutdown_server()
+
+
+@pytest.mark.timeout(30)
 def test_a_preload_that_fails_is_reported_by_the_daemon_and_children_still_start(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -11,7 +11,6 @@ import pytest
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.actors.planning.callbacks import CallbackRunner
-from phloem.supervision import forkserver
 from phloem.supervision.refs import Owner
 from tests.raycluster import assert_no_leaks, cluster_fixture, ray_backend
 
@@ -55,12 +54,7 @@ def runtime(request: pytest.FixtureRequest, adapters: AdapterRegistry) -> Iterat
             backend.shutdown()
         assert_no_leaks()
         return
-    before = forkserver.preloaded()
     rt = PlanningRuntime(adapters, name="planning-test")
-    if forkserver.preloaded() != before and forkserver.server_pid() is not None:
-        # An earlier test module started the fork server without the planning modules;
-        # without them every callback child would import (and compile) them anew.
-        forkserver.shutdown_server()
     # warm the fork server up, so that timing tests do not pay for its start
     assert rt.run(Owner.client("warm-up"), "scripted", "scripted", 0).status == "completed"
     yield rt
