@@ -110,6 +110,8 @@ def _tree_rows(node: Mapping[str, Any], path: str, depth: int, out: list[str]) -
     where = f"{path}/{node['id']}" if path else str(node["id"])
     state = str(node.get("state"))
     who = f"pid {node['pid']}" if node.get("pid") else node.get("thread") or ""
+    if node.get("pid") and node.get("node"):  # a child on a cluster worker
+        who += f" on {node['node']}"
     memory = size(node.get("rss_bytes"))
     if node.get("rss_cap_bytes"):
         memory += f" (tree {size(node.get('tree_rss_bytes'))} / cap {size(node['rss_cap_bytes'])})"

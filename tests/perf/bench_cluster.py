@@ -7,7 +7,10 @@ backend vs the Ray backend on a local cluster of 1 and of 2 nodes.
   better, so the ratio is local / Ray);
 - the per-call overhead Ray adds (Ray latency minus local latency; negative when a warm
   Ray worker answers sooner than a fresh local child starts) next to a bare Ray actor
-  method round trip, the floor of any call that goes through Ray.
+  method round trip, the floor of any call that goes through Ray;
+- what a kill costs: a call killed at its deadline and the next call, minus the
+  deadline (the killed call's processes swept on the node, its worker serving the next
+  call), Ray vs local.
 
 Both clusters are `ray.cluster_utils.Cluster`s on this machine, 2 CPUs per node, so the
 2-node figures show what spreading over nodes costs or gains here, not the gain of real
@@ -27,6 +30,9 @@ from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
 from phloem.actors.planning.outcomes import OkOutcome
 from phloem.actors.planning.runtime import preload_callback_modules
 from phloem.settings import load_component
+from phloem.supervision.childcall import ChildCallError, call_in_child
+from phloem.supervision.spec import Launcher
+from tests.actors.cluster import fns
 from tests.perf.bench_planning import EXECUTOR, MEMORY, REQUEST, _callback_round_trip
 from tests.perf.common import median_seconds, row
 
@@ -34,6 +40,8 @@ CALLBACKS = 1_000
 CONCURRENCY = 8
 LATENCY_REPEAT = 200
 CPUS_PER_NODE = 2
+KILL_DEADLINE_S = 0.3
+KILL_REPEAT = 20
 
 
 def _one(runner: CallbackRunner) -> None:
@@ -65,6 +73,24 @@ def _throughput(runner: CallbackRunner) -> float:
     elapsed = time.perf_counter() - t0
     assert not failed, failed[:3]
     return CALLBACKS / elapsed
+
+
+def _kill_then_call(launcher: Launcher | None) -> None:
+    """A call killed at `KILL_DEADLINE_S`, then one that answers."""
+    try:
+        call_in_child(
+            fns.sleep_reporting, {"s": 30}, name="late", launcher=launcher, timeout=KILL_DEADLINE_S
+        )
+    except ChildCallError as exc:
+        assert exc.kind == "child_timeout", exc
+    else:
+        raise AssertionError("the late call answered")
+    assert call_in_child(fns.double, 2, name="next", launcher=launcher, timeout=60) == 4
+
+
+def _kill_cost(launcher: Launcher | None) -> float:
+    """Seconds a kill at a deadline and the next call take beyond the deadline."""
+    return median_seconds(lambda: _kill_then_call(launcher), KILL_REPEAT, 2) - KILL_DEADLINE_S
 
 
 class _Pinger:
@@ -109,6 +135,7 @@ def _on_ray(nodes: int) -> dict[str, float]:
             "latency": median_seconds(lambda: _one(runner), LATENCY_REPEAT),
             "throughput": _throughput(runner),
             "floor": _ray_floor(ray),
+            "kill": _kill_cost(backend.launcher("planning_callbacks")),
         }
     finally:
         backend.shutdown()
@@ -132,6 +159,7 @@ def run() -> list[dict[str, Any]]:
     local = CallbackRunner()
     local_latency = median_seconds(lambda: _one(local), LATENCY_REPEAT)
     local_throughput = _throughput(local)
+    local_kill = _kill_cost(None)
     rows = []
     for nodes in (1, 2):
         ray_figures = _on_ray(nodes)
@@ -164,6 +192,17 @@ def run() -> list[dict[str, Any]]:
                 "ms",
                 "bare Ray actor method round trip",
                 ray_figures["floor"] * 1e3,
+                None,
+            )
+        )
+        rows.append(
+            row(
+                f"a call killed at its deadline, then the next call (beyond the deadline), "
+                f"Ray {label}",
+                ray_figures["kill"] * 1e3,
+                "ms",
+                "local backend",
+                local_kill * 1e3,
                 None,
             )
         )

@@ -94,14 +94,21 @@ def test_the_tree_renders_each_node_with_its_restarts() -> None:
                 "tree_rss_bytes": 4 << 20,
                 "mailbox_depth": 7,
                 "credit_in_use": 1,
-            }
+            },
+            {
+                "id": "r",
+                "type": "process",
+                "state": "running",
+                "pid": 7,
+                "node": "10.0.0.7/3f2a9c1b",
+            },
         ],
     }
     html = views.tree(
         {
             "roots": [node],
             "actors": 0,
-            "processes": 1,
+            "processes": 2,
             "supervisors": 1,
             "threads": 3,
             "taken_at": 0.0,
@@ -109,6 +116,7 @@ def test_the_tree_renders_each_node_with_its_restarts() -> None:
     )
     assert '<tr data-path="phloem/w" data-state="running" data-restarts="2">' in html
     assert "pid 99" in html and "3.0 MiB (tree 4.0 MiB / cap 64.0 MiB)" in html
+    assert "<td>pid 7 on 10.0.0.7/3f2a9c1b</td>" in html  # a child on a Ray worker
 
 
 def _snapshot(runs: list[dict[str, Any]]) -> dict[str, Any]:
