@@ -45,6 +45,7 @@ from phloem.supervision.reasons import ExitKind, ExitReason
 if TYPE_CHECKING:
     from phloem.supervision.childcall import CallControl
     from phloem.supervision.handle import ChildHandle
+    from phloem.supervision.spec import Limits
 
 SAFE_BUILTINS = frozenset(
     {"set", "frozenset", "bytearray", "complex", "slice", "range", "list", "dict", "tuple"}
@@ -129,31 +130,8 @@ class RemoteWorker:
         """Run one call (`token` names it for `cancel`) in a process child of this node
         that must start within `ready_s` seconds (see the module docstring)."""
         from phloem.supervision.childcall import CallControl
-
-        control = CallControl()
-        with self._lock:
-            self._token, self._control, self._handle = token, control, None
-            cancelled = self._cancelled == token
-        if cancelled:  # the cancel overtook the call
-            control.cancel()
-        try:
-            return self._run(token, blob, limits, allowed_modules, ready_s, control)
-        finally:
-            with self._lock:
-                self._token, self._control, self._handle = None, None, None
-
-    def _run(
-        self,
-        token: int,
-        blob: bytes,
-        limits: dict[str, Any],
-        allowed_modules: list[str],
-        ready_s: float,
-        control: CallControl,
-    ) -> Answer:
-        from phloem.supervision.childcall import ChildCallError, call_in_child
-        from phloem.supervision.process import READY_TIMEOUT_RANGE, start_process
-        from phloem.supervision.spec import Limits, ProcessTarget
+        from phloem.supervision.process import READY_TIMEOUT_RANGE
+        from phloem.supervision.spec import Limits
 
         try:
             job = AllowListUnpickler(blob, ("phloem", *allowed_modules)).load()
@@ -161,7 +139,24 @@ class RemoteWorker:
         except Exception as exc:
             return _refused(exc)
         lo, hi = READY_TIMEOUT_RANGE
-        ready = min(hi, max(lo, float(ready_s)))
+        control = CallControl()
+        with self._lock:
+            self._token, self._control, self._handle = token, control, None
+            cancelled = self._cancelled == token
+        if cancelled:  # the cancel overtook the call
+            control.cancel()
+        try:
+            return self._run(token, job, caps, min(hi, max(lo, float(ready_s))), control)
+        finally:
+            with self._lock:
+                self._token, self._control, self._handle = None, None, None
+
+    def _run(
+        self, token: int, job: Any, caps: Limits, ready: float, control: CallControl
+    ) -> Answer:
+        from phloem.supervision.childcall import ChildCallError, call_in_child
+        from phloem.supervision.process import start_process
+        from phloem.supervision.spec import ProcessTarget
 
         def start(target: ProcessTarget, _default: float) -> ChildHandle:
             return start_process(target, name="remote-call", limits=caps, ready_timeout=ready)
