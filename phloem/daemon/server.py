@@ -117,6 +117,10 @@ class Server:
             self._conns.add(conn)
         conn.thread.start()
 
+    def wakeup_fd(self) -> int:
+        """The fd that wakes the accept loop (non-blocking): `signal.set_wakeup_fd`."""
+        return self._wake_w.fileno()
+
     def request_stop(self) -> None:
         """Ask the accept loop to end (safe from a signal handler: no locks, no logs)."""
         self._stop.set()
@@ -345,6 +349,11 @@ def _serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous[sig] = signal.signal(sig, on_signal)
     signal.signal(signal.SIGHUP, on_hangup)
+    # The kernel hands a signal to any thread. Python runs the handler in the main
+    # thread only once that thread runs bytecode, and the accept loop may sit in
+    # select() with no timeout: without the wakeup fd a SIGTERM delivered to another
+    # thread would wait for the next connection (it did, under load).
+    previous_wakeup = signal.set_wakeup_fd(server.wakeup_fd(), warn_on_full_buffer=False)
     log.info(
         "daemon_ready",
         socket=str(path),
@@ -358,6 +367,7 @@ def _serve(
     try:
         server.serve()
     finally:
+        signal.set_wakeup_fd(previous_wakeup)
         notifier.stopping()
         if server.stop_signal is not None:
             log.info("signal_received", signal=signal.Signals(server.stop_signal).name)

@@ -289,6 +289,26 @@ def test_the_daemon_stops_cleanly_on_sigterm_and_sigint(fixture_config: Path) ->
         assert any('"daemon_stopped"' in line for line in daemon.lines)
 
 
+_TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+@pytest.mark.skipif(os.uname().machine not in _TGKILL, reason="tgkill number unknown here")
+def test_a_sigterm_delivered_to_a_worker_thread_stops_the_daemon(fixture_config: Path) -> None:
+    # The kernel may hand a process's signal to any thread; while the accept loop waits
+    # in select() with no timeout, only the wakeup fd makes the main thread run the
+    # handler. tgkill picks the thread, so this is the case that once hung under load.
+    import ctypes
+
+    path = fixture_config.parent / "tgkill.sock"
+    daemon = DaemonProc(path, fixture_config).wait_ready()
+    pid = daemon.proc.pid
+    other = next(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(_TGKILL[os.uname().machine], pid, other, signal.SIGTERM) == 0
+    assert daemon.proc.wait(20) == 0
+    assert not path.exists()
+
+
 def test_phloem_stop_stops_the_daemon_gracefully(fixture_config: Path) -> None:
     path = fixture_config.parent / "s" / "stop.sock"
     daemon = DaemonProc(path, fixture_config).wait_ready()
