@@ -9,8 +9,8 @@ daemon hands a request straight to it (and says `Claimed(pid)`): most starts inv
 neither the server nor a fork. When none is idle the daemon sends `Spawn` (fds attached
 by SCM_RIGHTS) and the server forks, answering `Started`. `Preload` makes it import more
 modules while it runs; idle children forked before it carry an older `generation` in
-their `Idle`, and the daemon retires them. It reaps children (SIGCHLD
-through a wakeup fd) and answers `Exited` with the wait status and CPU time. It is a
+their `Idle`, and the daemon retires them. It reaps children (SIGCHLD through a wakeup
+fd) and answers `Exited` with the wait status and CPU time. It is a
 child subreaper, so orphaned grandchildren are re-parented to it and reaped. At
 end-of-file from the daemon it kills every child's group and every descendant, and exits
 (`_Server.kill_all`). The messages are in `childwire`.

@@ -4,14 +4,14 @@ Workers are Ray actors of `worker.RemoteWorker`, started on demand up to the kin
 `max_workers`, with its `num_cpus`/`memory` for Ray's scheduler, spread over the nodes,
 and `max_restarts=0`: a worker that dies is gone, and phloem starts another. Once a kind
 is used, `warm_workers` idle ones are kept started ahead of need (as the fork server
-keeps children prepared), so a call — or the one after a worker was killed — rarely
+keeps children prepared), so a call — or the one after a worker was lost — rarely
 waits for a worker process to start. A call leases an idle worker (or starts one, or
 waits for one until its start deadline), and returns it when it answers — a call phloem
 ends early included, once the worker has swept its processes; a worker that does not
 answer a cancel in time, dies, or is killed by Ray's memory monitor is discarded (killed),
-never reused. Like Ray's own task
-workers, a worker is reused between calls: adapters are instantiated afresh per call,
-but module-level state of the configured code may persist in a worker.
+never reused. Like Ray's own task workers, a worker is reused between calls: adapters
+are instantiated afresh per call, but module-level state of the configured code may
+persist in a worker.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def test_a_callback_deadline_kills_the_work(tree: Tree, tmp_path: Path) -> None:
         "reason": "callback_timeout",
     }
     assert result.status == "completed"
-    assert gone(pid), f"callback {pid} outlived its deadline"
+    assert not psutil.pid_exists(pid), f"callback {pid} outlived its deadline (gone on report)"
 
 
 def test_owner_disconnect_cancels_the_remote_work(tree: Tree, tmp_path: Path) -> None:
@@ -329,4 +329,4 @@ def test_phloem_restarts_a_killed_permanent_child(tree: Tree, backend: str, tmp_
         assert info.restarts == 1
     finally:
         sup.stop()
-    assert gone(second)
+    assert not psutil.pid_exists(second)  # gone when the stop returns, on both backends

@@ -324,24 +324,26 @@ def test_a_used_kind_keeps_warm_workers_started(ray_cluster: Any, warm: int) -> 
     assert_no_leaks()
 
 
-def test_a_worker_ray_cannot_place_times_the_call_out_and_says_why(ray_cluster: Any) -> None:
-    b = ray_backend(ready_timeout_s=1, resources={"tools": {"custom_resources": {"nowhere": 1}}})
+def _first_call_fails(**backend_options: Any) -> ChildCallError:
+    """The error of one `tools` call on a backend built with `backend_options`."""
+    b = ray_backend(**backend_options)
     try:
         with pytest.raises(ChildCallError) as info:
             call_in_child(fns.double, 1, name="x", launcher=b.launcher("tools"), timeout=30)
     finally:
         b.shutdown()
-    assert info.value.kind == "child_timeout"
-    assert "no tools worker was ready within 1s" in str(info.value)
+    return info.value
+
+
+def test_a_worker_ray_cannot_place_times_the_call_out_and_says_why(ray_cluster: Any) -> None:
+    nowhere = {"tools": {"custom_resources": {"nowhere": 1}}}
+    error = _first_call_fails(ready_timeout_s=1, resources=nowhere)
+    assert error.kind == "child_timeout"
+    assert "no tools worker was ready within 1s" in str(error)
     assert_no_leaks()
 
 
 def test_a_worker_that_cannot_start_fails_the_call_with_the_cause(ray_cluster: Any) -> None:
-    b = ray_backend(runtime_env={"working_dir": "/nonexistent/phloem-test"})
-    try:
-        with pytest.raises(ChildCallError) as info:
-            call_in_child(fns.double, 1, name="x", launcher=b.launcher("tools"), timeout=30)
-    finally:
-        b.shutdown()
-    assert info.value.kind == "child_start_failed"
-    assert "worker did not start" in str(info.value) and "nonexistent" in str(info.value)
+    error = _first_call_fails(runtime_env={"working_dir": "/nonexistent/phloem-test"})
+    assert error.kind == "child_start_failed"
+    assert "worker did not start" in str(error) and "nonexistent" in str(error)
