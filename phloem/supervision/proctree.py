@@ -7,8 +7,9 @@ as light as the server: the standard library only, and no logging.
 The RSS watchdog reads one child's tree many times a second, so it walks down from the
 child through `/proc/PID/task/TID/children` (`tree_of`: cost grows with the tree, not
 with the machine's process count) and reads each member's resident size from
-`/proc/PID/statm` (`rss_of`); a kernel without the children files falls back to one
-`proc_table` pass.
+`/proc/PID/statm` (`rss_of`, cheap); only a tree over its cap is read again from
+`/proc/PID/smaps_rollup` (`pss_of`: shared pages split among their sharers). A kernel
+without the children files falls back to one `proc_table` pass.
 """
 
 from __future__ import annotations
@@ -104,6 +105,22 @@ def rss_of(pid: int) -> int | None:
             return int(f.read().split()[1]) * PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return None
+
+
+def pss_of(pid: int) -> int | None:
+    """`pid`'s proportional set size in bytes: its resident pages, each shared page divided
+    by the number of processes mapping it (/proc/PID/smaps_rollup). Its RSS where the kernel
+    has no rollup (before 4.14); 0 for a zombie; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            data = f.read()
+    except OSError:  # no rollup, or a zombie (ESRCH): statm answers for both
+        return rss_of(pid)
+    for line in data.splitlines():
+        if line.startswith(b"Pss:"):
+            with contextlib.suppress(ValueError, IndexError):
+                return int(line.split()[1]) * 1024
+    return rss_of(pid)
 
 
 def parent_of(pid: int) -> int | None:

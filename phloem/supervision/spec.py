@@ -42,11 +42,12 @@ class Limits:
     - `max_memory_bytes` becomes `RLIMIT_AS` (address space, the heap cap) of the child
       and of every process it forks or execs (inherited, per process), and — unless
       `max_rss_bytes` is given — also caps the resident memory of the child's whole tree.
-    - `max_rss_bytes` caps the summed RSS of the child's whole tree only (the child, its
-      descendants in or out of its process group, and orphans of its tree; see
-      `supervision.watchdog`), read by the RSS watchdog every 0.1 s, with no `RLIMIT_AS`
-      of its own: for commands whose programs reserve far more address space than they
-      use (JVMs, Go, sanitizers), give `max_rss_bytes` alone.
+    - `max_rss_bytes` caps the resident memory of the child's whole tree only (the child,
+      its descendants in or out of its process group, and orphans of its tree), read by
+      the RSS watchdog every 0.1 s (summed RSS, confirmed as PSS at the cap; see
+      `supervision.watchdog`), with no `RLIMIT_AS` of its own: for commands whose
+      programs reserve far more address space than they use (JVMs, Go, sanitizers), give
+      `max_rss_bytes` alone.
 
     Over either cap the child and its whole tree are killed and the child ends with exit
     reason `heap_exceeded` (an RSS detail reads `rss TOTAL > max_rss_bytes CAP (N

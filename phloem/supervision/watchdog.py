@@ -12,17 +12,25 @@ reads, every `WATCHDOG_INTERVAL_S` seconds, the resident memory of each watched 
   that are still in the child's process group, or that carry its `PHLOEM_PROCESS_ID`
   marker in their environment (commands exec'd below the child), with their descendants.
 
-The reading is the sum of the members' RSS (pages shared copy-on-write between members
-count once per member: an upper bound, never an under-count). Over the cap,
-`on_exceeded(total, processes)` is called once and the watch ends. A descendant that
-both leaves the group and loses its parent without exec'ing (a pure-Python double fork
-with `setsid`) is out of sight, as it is for the stop sequence's sweep. The thread runs
-only while something is watched; `reading(pid)` is the latest figure, for snapshots.
+The reading is the sum of the members' RSS, which counts a page shared between members
+(copy-on-write after a fork, a shared library) once per member. So a tree whose RSS is
+over the cap is read again as proportional set sizes (PSS: each shared page divided
+among the processes mapping it), and only a PSS sum over the cap is over: a planner that
+forks ten helpers sharing its 40 MiB heap costs about 40 MiB, not 400. PSS is read only
+then, and at most every `PSS_INTERVAL_S` while the tree stays in that band, as it costs
+a walk of each member's page tables (`_confirm`). Over the cap,
+`on_exceeded(total, processes)` is called once, with the PSS sum, and the watch ends.
+
+A descendant that both leaves the group and loses its parent without exec'ing (a
+pure-Python double fork with `setsid`) is out of sight, as it is for the stop sequence's
+sweep. The thread runs only while something is watched; `reading(pid)` is the latest
+figure, for snapshots.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -34,6 +42,7 @@ from phloem.supervision.proctree import (
     group_of,
     marker_of,
     parent_of,
+    pss_of,
     rss_of,
     tree_of,
 )
@@ -43,13 +52,16 @@ log = get_logger("phloem.supervision.watchdog")
 WATCHDOG_INTERVAL_S = 0.1
 """Seconds between two readings of each watched tree."""
 WATCHDOG_INTERVAL_RANGE = (0.01, 10.0)
+PSS_INTERVAL_S = 1.0
+"""Seconds a tree's PSS reading stands while its RSS stays over the cap (see `_confirm`)."""
 
 OnExceeded = Callable[[int, int], None]
 """Called with (total RSS of the tree in bytes, number of processes in it)."""
 
 
 class TreeRss(NamedTuple):
-    """One reading of a watched tree."""
+    """One reading of a watched tree: summed RSS, or summed PSS once the RSS is over the
+    cap (see the module docstring)."""
 
     total: int
     processes: int
@@ -62,6 +74,9 @@ class _Watch:
     marker: str | None
     parent: int | None
     last: TreeRss | None = None
+    pss: TreeRss | None = None  # the latest PSS reading, while the RSS is over the cap
+    pss_rss: int = 0  # the RSS sum at that reading
+    pss_at: float = 0.0  # and its time (monotonic)
 
 
 class RssWatchdog:
@@ -124,7 +139,12 @@ class RssWatchdog:
             if rss_of(pid) is None:
                 self.unwatch(pid)  # gone: its exit is reported elsewhere
                 continue
-            reading = tree_rss([pid, *strays.get(pid, ())])
+            members = tree_of([pid, *strays.get(pid, ())])
+            reading = _sum(members, rss_of)
+            if reading.total > w.cap:
+                reading = _confirm(w, members, reading)
+            else:
+                w.pss = None
             w.last = reading
             if reading.total <= w.cap:
                 continue
@@ -156,13 +176,29 @@ class RssWatchdog:
                     self._cond.wait(self.interval)
 
 
-def tree_rss(roots: list[int]) -> TreeRss:
-    """The summed RSS of `roots` and their descendants, and how many processes that is."""
+def _confirm(w: _Watch, members: list[int], rss: TreeRss) -> TreeRss:
+    """The tree's PSS sum, for an RSS sum over the cap. A PSS reading walks every member's
+    page tables (milliseconds for a large process), so while the RSS stays over the cap it
+    is taken at most every `PSS_INTERVAL_S`; between two, the figure is the last PSS plus
+    the RSS growth since (new pages show in RSS at once), and an estimate over the cap is
+    read again at once. Pages that stop being shared without growing the RSS (a member
+    writing to its copy-on-write heap) show at the next PSS reading."""
+    now = time.monotonic()
+    if w.pss is not None and now - w.pss_at < PSS_INTERVAL_S:
+        estimate = w.pss.total + max(0, rss.total - w.pss_rss)
+        if estimate <= w.cap:
+            return TreeRss(estimate, rss.processes)
+    w.pss, w.pss_rss, w.pss_at = _sum(members, pss_of), rss.total, now
+    return w.pss
+
+
+def _sum(members: list[int], size_of: Callable[[int], int | None]) -> TreeRss:
+    """The summed `size_of` the members still there, and how many they are."""
     total = processes = 0
-    for p in tree_of(roots):
-        rss = rss_of(p)
-        if rss is not None:
-            total += rss
+    for p in members:
+        size = size_of(p)
+        if size is not None:
+            total += size
             processes += 1
     return TreeRss(total, processes)
 

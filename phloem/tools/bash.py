@@ -10,10 +10,11 @@ stdout and stderr go to private capture files; each is then limited by the outpu
 
 Memory: `max_memory_bytes` (`[tools] bash_max_memory_bytes`, 2 GiB) caps the resident
 memory of the command's processes. It is the process child's `Limits.max_rss_bytes`: the
-supervision core's RSS watchdog (`supervision.watchdog`) sums the RSS of the child's whole
-tree (its process group, its descendants, marked orphans) every 0.1 s and, over the cap,
-freezes and kills the tree at once (no grace); the child ends `heap_exceeded`, which the
-call reports as `killed` with `memory_exceeded` and a `kill_reason` naming the cap. Each
+supervision core's RSS watchdog (`supervision.watchdog`) sums the resident memory of the
+child's whole tree (its process group, its descendants, marked orphans) every 0.1 s and,
+over the cap (by RSS, confirmed by PSS), freezes and kills the tree at once (no grace);
+the child ends `heap_exceeded`, which the call reports as `killed` with `memory_exceeded`
+and a `kill_reason` naming the cap. Each
 process also gets `RLIMIT_AS` of `ADDRESS_SPACE_FACTOR` times the cap (the child's
 `Limits.max_memory_bytes`): a backstop for an allocation too fast for the 0.1 s reading —
 inside it an allocation fails in the command itself (e.g. `MemoryError`). What the

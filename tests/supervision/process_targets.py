@@ -159,6 +159,38 @@ def fork_hogs(ch: Channel, helpers: int, size: int, setsid: bool = False) -> Non
     threading.Event().wait()
 
 
+def fork_sharers(ch: Channel, helpers: int, size: int) -> None:
+    """Make `size` bytes resident, fork `helpers` children that share them copy-on-write,
+    send their pids; then, on "copy" from the test, each child allocates a copy of its own
+    (its RSS grows), on "write" each writes to every page of the shared block (its RSS
+    stays, the pages stop being shared). Either way the tree then really holds
+    `helpers + 1` times `size`. Waits for ever."""
+    shared = bytearray(size)
+    for i in range(0, size, 4096):
+        shared[i] = 1
+    gate, go = os.pipe()
+    pids = []
+    for _ in range(helpers):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(go)
+                if os.read(gate, 1) == b"c":
+                    shared = bytearray(shared)
+                else:
+                    for i in range(0, size, 4096):
+                        shared[i] = 2
+                threading.Event().wait()
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    os.close(gate)
+    ch.send(pids)
+    mode = b"c" if ch.recv() == "copy" else b"w"
+    os.write(go, mode * helpers)
+    threading.Event().wait()
+
+
 def orphan_hogs(ch: Channel, helpers: int, size: int) -> None:
     """Start `helpers` Python processes in sessions of their own through a shell that
     exits at once (they are re-parented to the fork server), each holding `size`

@@ -14,6 +14,7 @@ from phloem.supervision import process
 from phloem.supervision.childwire import MARKER_ENV
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import start_process
+from phloem.supervision.proctree import rss_of
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Limits, ProcessTarget
 from phloem.supervision.watchdog import WATCHDOG_INTERVAL_RANGE, RssWatchdog
@@ -211,6 +212,34 @@ def test_helpers_forked_by_a_child_count_against_its_memory_cap(setsid: bool) ->
     total = int(detail.split()[1])
     assert total > 200 * MiB
     for pid in [h.pid, *helpers]:
+        assert not _running(pid), f"{pid} outlived the kill"
+
+
+@pytest.mark.parametrize("unshare", ["copy", "write"])
+def test_pages_a_tree_shares_copy_on_write_count_once_against_its_cap(unshare: str) -> None:
+    # A child holding 60 MiB forks 4 helpers that share it: their RSS sums to over 300 MiB,
+    # their real footprint is about 60. Only once each helper has a copy of its own does
+    # the tree hold over the 200 MiB cap: a new block (the RSS grows), or writes to the
+    # shared one (the RSS stays; the PSS, read again within a second, grows).
+    cap = 200 * MiB
+    h = start_process(
+        ProcessTarget(targets.fork_sharers, (4, 60 * MiB), pass_channel=True),
+        name="sharer",
+        limits=Limits(max_rss_bytes=cap),
+    )
+    try:
+        helpers = h.recv(timeout=10)
+        members = [h.pid, *helpers]
+        assert sum(rss_of(p) or 0 for p in members) > cap  # what a plain RSS sum would see
+        assert h.wait(1.0) is None, "killed for pages its members share"
+        h.send(unshare)
+        reason = h.wait(20)
+    finally:
+        h.stop(0)
+    assert reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED, reason
+    detail = reason.detail or ""
+    assert f"> max_rss_bytes {cap} (5 processes)" in detail, detail
+    for pid in members:
         assert not _running(pid), f"{pid} outlived the kill"
 
 
