@@ -210,10 +210,11 @@ class ForkServer:
 
     def preload(self, modules: Sequence[str]) -> None:
         """Have the server import `modules` now, and retire the idle children forked
-        before (each exits at end-of-file on its socket; the server forks replacements
-        after the import): the next starts have the modules loaded. An idle child whose
-        `Idle` is still on its way carries the older generation and is retired when it
-        arrives (`_add_idle`)."""
+        before: closing its socket ends one (end-of-file), and the server forks a
+        replacement when it reaps it, after the import. The next starts have the modules
+        loaded. An idle child whose `Idle` is still on its way carries the older
+        generation and is retired when it arrives (`_add_idle`). Retiring sends nothing
+        to the server, so the reader thread never blocks on a send."""
         with self._lock:
             self._generation += 1
             generation = self._generation
@@ -222,13 +223,8 @@ class ForkServer:
             self._send(encode(Preload(list(modules), generation)))
         except OSError:  # a lost server is noticed by the reader; the next one preloads
             pass
-        for pid, sock in retired:
-            self._retire(pid, sock)
-
-    def _retire(self, pid: int, sock: socket.socket) -> None:
-        """Dismiss the idle child `pid` unused, and have the server fork another."""
-        sock.close()
-        self.claimed(pid)
+        for _, sock in retired:
+            sock.close()
 
     def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
         with self._send_lock:
@@ -265,11 +261,7 @@ class ForkServer:
             if self._alive and generation == self._generation:
                 self._idle[pid] = sock
                 return
-            stale = self._alive
-        if stale:  # forked before our last preload
-            self._retire(pid, sock)
-        else:
-            sock.close()
+        sock.close()  # forked before our last preload (or the server is gone): retired
 
     def _dispatch(self, msg: Started | SpawnFailed | Exited | Notice) -> None:
         match msg:

@@ -231,6 +231,7 @@ def test_configured_preload_modules_are_already_imported_in_children() -> None:
 def test_modules_added_to_a_running_server_are_in_every_child_started_after() -> None:
     server = forkserver.server_pid() or forkserver.get_server().pid
     wait_until(lambda: len(_idle_children()) == POOL_SIZE)  # forked before the preload
+    stale = set(_idle_children())
     running = start_process(ProcessTarget(targets.run_forever), name="running")
     try:
         assert start_process(_has_module("wave"), name="before").wait(10) == ExitReason(
@@ -244,6 +245,10 @@ def test_modules_added_to_a_running_server_are_in_every_child_started_after() ->
             )
         assert forkserver.server_pid() == server  # the same server, its children alive
         assert running.exit_reason is None
+        # The retired children ended (their sockets closed) and the pool is full again.
+        stale.discard(running.pid)  # it was one of them, and it is in use
+        wait_until(lambda: not stale & set(proc_table()))
+        wait_until(lambda: len(set(_idle_children()) - {running.pid}) == POOL_SIZE)
     finally:
         running.stop(0)
         forkserver.configure([m for m in forkserver.preloaded() if m != "wave"])
