@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import stat
 import threading
 import tomllib
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.files import read_bounded
 
 S = TypeVar("S", bound="Section")
 
@@ -113,39 +113,12 @@ def read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
     TOML.
     """
     p = Path(path)
-    data = _read_regular_file(p, CONFIG_FILE_MAX_BYTES)
+    data = read_bounded(p, CONFIG_FILE_MAX_BYTES, ErrorKind.CONFIG_INVALID)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PhloemError(ErrorKind.CONFIG_INVALID, f"{p}: not UTF-8 text") from exc
     return parse_toml(text, str(p)), text
-
-
-def _read_regular_file(p: Path, limit: int) -> bytes:
-    """At most `limit` bytes of the regular file `p`; `config_invalid` otherwise."""
-    try:
-        # O_NONBLOCK: opening a FIFO with no writer must not hang (ignored for files).
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise PhloemError(ErrorKind.CONFIG_INVALID, f"cannot read {p}: {exc.strerror}") from exc
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PhloemError(ErrorKind.CONFIG_INVALID, f"{p}: not a regular file")
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 64 * 1024))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError as exc:
-        raise PhloemError(ErrorKind.CONFIG_INVALID, f"cannot read {p}: {exc.strerror}") from exc
-    finally:
-        os.close(fd)
-    if left <= 0:
-        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{p}: larger than {limit} bytes")
-    return b"".join(chunks)
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:

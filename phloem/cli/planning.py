@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from phloem.cli.args import json_arg, key_values
 from phloem.cli.commands import CommandContext, Commands
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.files import read_bounded
 from phloem.protocols.plan import PlanError, decode, encode
 from phloem.protocols.result import PlanningResult, encode_result
 
@@ -169,9 +169,8 @@ def _cmd_validate(ctx: CommandContext) -> int:
     path = ctx.args.file
     if path == "-":
         data = sys.stdin.buffer.read(MAX_PLAN_FILE_BYTES + 1)
-    else:
-        with Path(path).open("rb") as fh:
-            data = fh.read(MAX_PLAN_FILE_BYTES + 1)
+    else:  # a missing file, a directory or a FIFO is invalid_argument, exit 1
+        data = read_bounded(path, MAX_PLAN_FILE_BYTES, ErrorKind.INVALID_ARGUMENT)
     try:
         plan = decode(data)
     except PlanError as err:

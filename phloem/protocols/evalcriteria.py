@@ -28,7 +28,7 @@ from typing import Any, Literal
 import msgspec
 
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.evalset import read_bounded
+from phloem.protocols.files import read_bounded
 from phloem.protocols.jsonvalue import JsonValueError, json_value, parse_json_text
 
 CRITERIA_SCHEMA_VERSION = 1

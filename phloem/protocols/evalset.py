@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.files import read_bounded
 from phloem.protocols.jsonvalue import JsonValueError, json_value, parse_json_text
 
 SCHEMA_VERSION = 2
@@ -103,29 +103,6 @@ def invalid(message: str) -> PhloemError:
 
 
 # --- reading ---------------------------------------------------------------------------
-
-
-def read_bounded(path: str | os.PathLike[str], limit: int, error: ErrorKind) -> bytes:
-    """The bytes of the regular file `path`, refusing more than `limit` (at most one
-    byte more is ever read)."""
-    p = Path(path)
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise PhloemError(error, f"{p}: cannot read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise PhloemError(error, f"{p}: not a regular file")
-    os.set_blocking(fd, True)
-    with os.fdopen(fd, "rb") as f:
-        try:
-            data = f.read(limit + 1)
-        except OSError as exc:
-            raise PhloemError(error, f"{p}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise PhloemError(error, f"{p}: larger than {limit} bytes")
-    return data
 
 
 def read_evalset(path: str | os.PathLike[str]) -> EvalSet:

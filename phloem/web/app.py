@@ -23,6 +23,7 @@ from aiohttp import web
 
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.evalreport import MAX_REPORT_BYTES, EvalReport, decode_json
+from phloem.protocols.files import UnreadableFile, read_prefix
 from phloem.web import views
 from phloem.web.access import COOKIE_NAME, Access
 from phloem.web.hub import Hub, TooManyFollowers
@@ -112,10 +113,9 @@ def read_reports(directory: Path | None) -> list[tuple[str, EvalReport | str]]:
 
 def read_report(path: Path) -> EvalReport | str:
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_REPORT_BYTES + 1)
-    except OSError as err:
-        return f"unreadable: {err.strerror}"
+        data = read_prefix(path, MAX_REPORT_BYTES).data
+    except UnreadableFile as err:
+        return str(err)  # "cannot read: ...", "not a regular file"
     if len(data) > MAX_REPORT_BYTES:
         return f"larger than {MAX_REPORT_BYTES} bytes"
     try:

@@ -22,7 +22,7 @@ from phloem.protocols.evalreport import (
     Regression,
     decode_json,
 )
-from phloem.protocols.evalset import read_bounded
+from phloem.protocols.files import read_bounded
 
 EPSILON = 1e-9
 

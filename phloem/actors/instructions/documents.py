@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from phloem.actors.instructions.policy import ToolPolicy
+from phloem.protocols.files import UnreadableFile, read_prefix
 from phloem.tools.ignorerules import PathGlob
 
 __all__ = ["Document", "Importer", "ReadResult", "read_text", "within"]
@@ -47,26 +47,9 @@ def within(path: str, root: str) -> bool:
 def read_text(path: str, cap: int) -> ReadResult | str:
     """The file's text (cut to `cap` bytes), or a reason it cannot be read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        return exc.strerror or "cannot open"
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return "not a regular file"
-        chunks: list[bytes] = []
-        left = cap + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 65536))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-    except OSError as exc:
-        return exc.strerror or "cannot read"
-    finally:
-        os.close(fd)
+        data, size = read_prefix(path, cap)
+    except UnreadableFile as exc:
+        return str(exc)
     truncated = len(data) > cap
     try:
         text = data[:cap].decode("utf-8", "ignore") if truncated else data.decode("utf-8")
@@ -75,7 +58,7 @@ def read_text(path: str, cap: int) -> ReadResult | str:
     if "\x00" in text:
         return "binary (holds NUL)"
     digest = hashlib.sha256(data[:cap] if truncated else data).hexdigest()
-    return ReadResult(text, digest, truncated, max(info.st_size, len(data)))
+    return ReadResult(text, digest, truncated, max(size, len(data)))
 
 
 @dataclass(frozen=True)
