@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from phloem.actors.cluster.settings import KINDS
+from phloem.actors.cluster.settings import KINDS, Kind
 
 NAMESPACE = "phloem-test"
 LEAK_WAIT_S = 30.0
@@ -96,7 +96,7 @@ def cluster_section(backend: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def ray_backend(*warm_kinds: str, **extra: Any) -> Any:
+def ray_backend(*warm_kinds: Kind, **extra: Any) -> Any:
     """A connected `RayBackend` on the test cluster (shut it down after use), with a
     worker of each of `warm_kinds` started: a test's short call timeout then measures
     the call, not Ray starting its first worker."""

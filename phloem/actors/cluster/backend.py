@@ -171,6 +171,9 @@ class RayBackend:
                 self._pools[kind] = pool
                 self._launchers[kind] = RayLauncher(self, pool)
             self._connected = True
+            if self.config.warm_at_start:
+                for pool in self._pools.values():
+                    pool.warm_now()
         log.info(
             "cluster_connected",
             address=self.config.address or "(local)",

@@ -5,8 +5,10 @@ Workers are Ray actors of `worker.RemoteWorker`, started on demand up to the kin
 and `max_restarts=0`: a worker that dies is gone, and phloem starts another. Once a kind
 is used, `warm_workers` idle ones are kept started ahead of need (as the fork server
 keeps children prepared), so a call — or the one after a worker was lost — rarely
-waits for a worker process to start. A call leases an idle worker (or starts one, or
-waits for one until its start deadline), and returns it when it answers — a call phloem
+waits for a worker process to start (with `[cluster] warm_at_start`, from the
+backend's start: then not even the first call waits). A call leases an idle worker (or
+starts one, or waits for one until its start deadline), and returns it when it answers
+— a call phloem
 ends early included, once the worker has swept its processes; a worker that does not
 answer a cancel in time, dies, or is killed by Ray's memory monitor is discarded (killed),
 never reused. Like Ray's own task workers, a worker is reused between calls: adapters
@@ -132,6 +134,14 @@ class WorkerPool:
         if spares:
             self._helper(self._warm, spares)
         return worker
+
+    def warm_now(self) -> None:
+        """Start the kind's `warm_workers` now, before its first call (`[cluster]
+        warm_at_start`); in the background, on the helper thread."""
+        with self._cond:
+            spares = 0 if self._closed else self._spares_needed()
+        if spares:
+            self._helper(self._warm, spares)
 
     def _spares_needed(self) -> int:
         """How many workers to start so `warm_workers` are idle or starting (lock held)."""

@@ -7,7 +7,8 @@
     remote = ["planning_callbacks", "isolated_agents", "tools", "eval_cases"]
     modules = ["myapp.adapters"]         # importable on workers, besides configured code
     ship_modules = []                    # local packages sent to workers (runtime_env py_modules)
-    ready_timeout_s = 60                 # a worker's start, Ray's scheduling included
+    ready_timeout_s = 60                 # longest wait for a worker (within the call's timeout)
+    warm_at_start = false                # start each kind's warm_workers with the daemon
 
     [cluster.runtime_env]                # passed to Ray as the workers' runtime_env
     env_vars = { MY_FLAG = "1" }
@@ -78,6 +79,10 @@ class ClusterConfig(Section, kw_only=True):
     modules: Annotated[list[Module], msgspec.Meta(max_length=256)] = []
     ship_modules: Annotated[list[Module], msgspec.Meta(max_length=64)] = []
     ready_timeout_s: Annotated[float, msgspec.Meta(ge=0.1, le=3600)] = READY_TIMEOUT_S
+    # Start each remote kind's `warm_workers` when the backend connects, not at the kind's
+    # first call: that call then finds a worker started (at the cost of holding each
+    # kind's resources on the cluster from the start).
+    warm_at_start: bool = False
     runtime_env: dict[str, Any] = {}
     resources: dict[Kind, KindResources] = {}
 

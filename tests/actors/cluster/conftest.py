@@ -14,8 +14,11 @@ import msgspec
 import pytest
 
 from phloem import Tree
+from phloem.actors.cluster import launcher_of
+from phloem.actors.cluster.settings import Kind
 from phloem.config import Config
-from tests.raycluster import assert_no_leaks, cluster_fixture, cluster_section
+from phloem.supervision.childcall import call_in_child
+from tests.raycluster import WARM_TIMEOUT_S, assert_no_leaks, cluster_fixture, cluster_section, echo
 
 PLANNERS = {"scripted": "tests.actors.planning.adapters:ScriptedPlanner"}
 EXECUTORS = {"scripted": "tests.actors.planning.adapters:ScriptedExecutor"}
@@ -83,11 +86,27 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def tree(backend: str) -> Iterator[Tree]:
+def tree(backend: str, request: pytest.FixtureRequest) -> Iterator[Tree]:
+    """A tree on `backend`; on Ray, with a worker of each kind its test names with
+    `@pytest.mark.warm(kind, ...)` started first, so that a test's short timeouts measure
+    its calls, not Ray starting a kind's first worker on a loaded machine."""
     t = Tree.start(tree_config(backend))
     try:
+        marker = request.node.get_closest_marker("warm")
+        warm(t, *(marker.args if marker is not None else ()))
         yield t
     finally:
         t.stop()
     if backend == "ray":
         assert_no_leaks()
+
+
+def warm(tree: Tree, *kinds: Kind) -> None:
+    """Run one short call of each of `kinds` on the tree's cluster (nothing locally)."""
+    for kind in kinds:
+        launcher = launcher_of(tree.shared, kind)
+        if launcher is not None:
+            value = call_in_child(
+                echo, kind, name=f"warm-{kind}", launcher=launcher, timeout=WARM_TIMEOUT_S
+            )
+            assert value == kind

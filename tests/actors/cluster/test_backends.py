@@ -85,6 +85,7 @@ def workers_started(tree: Tree, kind: str) -> int:
 # --- planning callbacks -----------------------------------------------------------------
 
 
+@pytest.mark.warm("planning_callbacks")
 def test_planning_callbacks_complete_a_run(tree: Tree, backend: str) -> None:
     with tree.client() as client:
         result = client.run_planning(scripted(steps=[{"op": "echo"}, {"op": "echo"}]), "scripted")
@@ -92,6 +93,7 @@ def test_planning_callbacks_complete_a_run(tree: Tree, backend: str) -> None:
     assert (workers_started(tree, "planning_callbacks") >= 1) == (backend == "ray")
 
 
+@pytest.mark.warm("planning_callbacks")
 def test_a_worker_killed_mid_callback_is_callback_worker_down_and_the_run_goes_on(
     tree: Tree, backend: str, tmp_path: Path
 ) -> None:
@@ -117,6 +119,7 @@ def test_a_worker_killed_mid_callback_is_callback_worker_down_and_the_run_goes_o
     assert result.status == "completed" and result.replans == 1
 
 
+@pytest.mark.warm("planning_callbacks")
 def test_a_memory_hog_is_contained(tree: Tree) -> None:
     target = scripted(steps=[{"op": "hog"}], review="replan_on_error", recovery=[{"op": "echo"}])
     with tree.client() as client:
@@ -131,6 +134,7 @@ def test_a_memory_hog_is_contained(tree: Tree) -> None:
         assert client.run_planning(scripted(), "scripted").status == "completed"
 
 
+@pytest.mark.warm("planning_callbacks")
 def test_a_callback_deadline_kills_the_work(tree: Tree, tmp_path: Path) -> None:
     fifo = str(tmp_path / "fifo")
     os.mkfifo(fifo)
@@ -153,6 +157,7 @@ def test_a_callback_deadline_kills_the_work(tree: Tree, tmp_path: Path) -> None:
     assert not psutil.pid_exists(pid), f"callback {pid} outlived its deadline (gone on report)"
 
 
+@pytest.mark.warm("planning_callbacks")
 def test_owner_disconnect_cancels_the_remote_work(tree: Tree, tmp_path: Path) -> None:
     fifo = str(tmp_path / "fifo")
     os.mkfifo(fifo)
@@ -166,6 +171,7 @@ def test_owner_disconnect_cancels_the_remote_work(tree: Tree, tmp_path: Path) ->
 # --- isolated function agents -----------------------------------------------------------
 
 
+@pytest.mark.warm("isolated_agents")
 def test_an_isolated_agent_runs_in_a_worker_process(tree: Tree, backend: str) -> None:
     with tree.client() as client:
         run = client.run_agent("add", state={"a": 2, "b": 3})
@@ -175,6 +181,7 @@ def test_an_isolated_agent_runs_in_a_worker_process(tree: Tree, backend: str) ->
     assert on_ray_worker(out["ppid"]) == (backend == "ray")
 
 
+@pytest.mark.warm("isolated_agents")
 @pytest.mark.parametrize(
     ("agent", "state", "kind", "text"),
     [
@@ -193,6 +200,7 @@ def test_isolated_agent_failures_are_typed(
     assert text in errors[0].message
 
 
+@pytest.mark.warm("isolated_agents")
 def test_a_remote_child_shows_in_the_tree_with_its_pid_and_node(
     tree: Tree, backend: str, tmp_path: Path
 ) -> None:
@@ -250,6 +258,7 @@ class Shouter(Agent):
         )
 
 
+@pytest.mark.warm("eval_cases")
 def test_an_eval_case_runs_its_isolated_agent(tree: Tree, backend: str, tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     tree.register_agent(Shouter())
@@ -275,6 +284,7 @@ def test_an_eval_case_runs_its_isolated_agent(tree: Tree, backend: str, tmp_path
 # --- Live tool calls --------------------------------------------------------------------
 
 
+@pytest.mark.warm("tools")
 def test_live_tool_calls_answer_and_time_out(tree: Tree, backend: str) -> None:
     done: list[ToolDone] = []
     arrived = threading.Condition()
@@ -309,6 +319,7 @@ def test_live_tool_calls_answer_and_time_out(tree: Tree, backend: str) -> None:
 # --- supervision ------------------------------------------------------------------------
 
 
+@pytest.mark.warm("isolated_agents")
 def test_phloem_restarts_a_killed_permanent_child(tree: Tree, backend: str, tmp_path: Path) -> None:
     marker = tmp_path / "pids"
     target = ProcessTarget(fns.serve_forever, (str(marker),))

@@ -324,6 +324,29 @@ def test_a_used_kind_keeps_warm_workers_started(ray_cluster: Any, warm: int) -> 
     assert_no_leaks()
 
 
+@pytest.mark.parametrize("at_start", [False, True], ids=["on-first-use", "at-start"])
+def test_warm_at_start_starts_each_remote_kind_before_its_first_call(
+    ray_cluster: Any, at_start: bool
+) -> None:
+    small = {"num_cpus": 0.25, "warm_workers": 1}
+    b = ray_backend(
+        remote=["planning_callbacks", "tools"],
+        warm_at_start=at_start,
+        resources={"planning_callbacks": small, "tools": small},
+    )
+    try:
+        if at_start:  # no call made: each remote kind's spare is started
+            for kind in ("planning_callbacks", "tools"):
+                wait_until(lambda k=kind: b.status().workers[k]["idle"] == 1, 60, kind)
+        else:
+            counts = b.status().workers
+            assert [counts[k]["started"] + counts[k]["starting"] for k in counts] == [0, 0]
+        assert set(b.status().workers) == {"planning_callbacks", "tools"}
+    finally:
+        b.shutdown()
+    assert_no_leaks()
+
+
 def _first_call_fails(**backend_options: Any) -> ChildCallError:
     """The error of one `tools` call on a backend built with `backend_options`."""
     b = ray_backend(**backend_options)
