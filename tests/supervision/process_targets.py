@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from phloem.supervision.channel import Channel, ChannelClosed, ChannelError
@@ -135,10 +136,12 @@ def _hold(size: int) -> None:
     threading.Event().wait()
 
 
-def fork_hogs(ch: Channel, helpers: int, size: int, setsid: bool = False) -> None:
-    """Fork `helpers` children that each hold `size` resident bytes (with `setsid`, in
-    sessions of their own) once their pids are sent — so the cap cannot end the tree
-    before the test knows them —, then wait for ever holding nothing."""
+def _fork_gated(
+    helpers: int, then: Callable[[bytes], None], setsid: bool = False
+) -> tuple[list[int], int]:
+    """Fork `helpers` children (with `setsid`, in sessions of their own) that wait at a
+    gate, then run `then(byte)` — the byte the parent wrote, or b"" once it closed the
+    gate — and exit. Returns their pids and the gate's write end."""
     gate, go = os.pipe()
     pids = []
     for _ in range(helpers):
@@ -148,12 +151,19 @@ def fork_hogs(ch: Channel, helpers: int, size: int, setsid: bool = False) -> Non
                 os.close(go)
                 if setsid:
                     os.setsid()
-                os.read(gate, 1)  # end-of-file: the parent has sent the pids
-                _hold(size)
+                then(os.read(gate, 1))
             finally:
                 os._exit(0)
         pids.append(pid)
     os.close(gate)
+    return pids, go
+
+
+def fork_hogs(ch: Channel, helpers: int, size: int, setsid: bool = False) -> None:
+    """Fork `helpers` children that each hold `size` resident bytes (with `setsid`, in
+    sessions of their own) once their pids are sent — so the cap cannot end the tree
+    before the test knows them —, then wait for ever holding nothing."""
+    pids, go = _fork_gated(helpers, lambda _: _hold(size), setsid)
     ch.send(pids)
     os.close(go)
     threading.Event().wait()
@@ -168,26 +178,17 @@ def fork_sharers(ch: Channel, helpers: int, size: int) -> None:
     shared = bytearray(size)
     for i in range(0, size, 4096):
         shared[i] = 1
-    gate, go = os.pipe()
-    pids = []
-    for _ in range(helpers):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(go)
-                if os.read(gate, 1) == b"c":
-                    shared = bytearray(shared)
-                else:
-                    for i in range(0, size, 4096):
-                        shared[i] = 2
-                threading.Event().wait()
-            finally:
-                os._exit(0)
-        pids.append(pid)
-    os.close(gate)
+
+    def unshare(mode: bytes) -> None:
+        if mode == b"c":
+            _hold(size)
+        for i in range(0, size, 4096):
+            shared[i] = 2
+        threading.Event().wait()
+
+    pids, go = _fork_gated(helpers, unshare)
     ch.send(pids)
-    mode = b"c" if ch.recv() == "copy" else b"w"
-    os.write(go, mode * helpers)
+    os.write(go, (b"c" if ch.recv() == "copy" else b"w") * helpers)
     threading.Event().wait()
 
 

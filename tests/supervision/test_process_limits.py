@@ -205,14 +205,9 @@ def test_helpers_forked_by_a_child_count_against_its_memory_cap(setsid: bool) ->
         reason = h.wait(20)
     finally:
         h.stop(0)
-    assert reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED, reason
-    detail = reason.detail or ""
-    assert f"> max_memory_bytes {200 * MiB} (" in detail, detail
+    detail = _tree_killed_over(reason, f"max_memory_bytes {200 * MiB} (", [h.pid, *helpers])
     assert detail.endswith(" processes)"), detail
-    total = int(detail.split()[1])
-    assert total > 200 * MiB
-    for pid in [h.pid, *helpers]:
-        assert not _running(pid), f"{pid} outlived the kill"
+    assert int(detail.split()[1]) > 200 * MiB
 
 
 @pytest.mark.parametrize("unshare", ["copy", "write"])
@@ -236,11 +231,18 @@ def test_pages_a_tree_shares_copy_on_write_count_once_against_its_cap(unshare: s
         reason = h.wait(20)
     finally:
         h.stop(0)
+    _tree_killed_over(reason, f"max_rss_bytes {cap} (5 processes)", members)
+
+
+def _tree_killed_over(reason: ExitReason | None, cap_text: str, pids: list[int]) -> str:
+    """Assert the tree ended `heap_exceeded` with `> {cap_text}` in its detail, and none of
+    `pids` outlived it; the detail."""
     assert reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED, reason
     detail = reason.detail or ""
-    assert f"> max_rss_bytes {cap} (5 processes)" in detail, detail
-    for pid in members:
+    assert f"> {cap_text}" in detail, detail
+    for pid in pids:
         assert not _running(pid), f"{pid} outlived the kill"
+    return detail
 
 
 def _running(pid: int) -> bool:
