@@ -102,21 +102,29 @@ def ray_backend(*warm_kinds: Kind, **extra: Any) -> Any:
     the call, not Ray starting its first worker."""
     from phloem.actors.cluster.backend import RayBackend
     from phloem.actors.cluster.settings import ClusterConfig
-    from phloem.supervision.childcall import call_in_child
 
     backend = RayBackend(msgspec.convert(cluster_section("ray", **extra), ClusterConfig))
     backend.connect()
     try:
         for kind in warm_kinds:
-            launcher = backend.launcher(kind)
-            value = call_in_child(
-                echo, kind, name="warm-up", launcher=launcher, timeout=WARM_TIMEOUT_S
-            )
-            assert value == kind
+            warm_up(backend.launcher(kind), kind)
     except BaseException:
         backend.shutdown()
         raise
     return backend
+
+
+def warm_up(launcher: Any, kind: Kind) -> None:
+    """One short call of `kind` through `launcher` (None: local, nothing to do), waiting
+    up to `WARM_TIMEOUT_S` for its first worker."""
+    if launcher is None:
+        return
+    from phloem.supervision.childcall import call_in_child
+
+    value = call_in_child(
+        echo, kind, name=f"warm-{kind}", launcher=launcher, timeout=WARM_TIMEOUT_S
+    )
+    assert value == kind
 
 
 def echo(value: Any) -> Any:

@@ -26,14 +26,11 @@ from phloem.cli.args import json_arg, key_values
 from phloem.cli.commands import CommandContext, Commands
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.files import read_bounded
-from phloem.protocols.plan import PlanError, decode, encode
+from phloem.protocols.plan import MAX_PLAN_DOCUMENT_BYTES, PlanError, decode, encode
 from phloem.protocols.result import PlanningResult, encode_result
 
 if TYPE_CHECKING:
     from phloem.actors.planning.events import PlanningEvent
-
-# Largest plan file `plan validate` reads.
-MAX_PLAN_FILE_BYTES = 16 * 1024 * 1024
 
 
 def add_cli(commands: Commands) -> None:
@@ -168,9 +165,9 @@ def _cmd_start(ctx: CommandContext) -> int:
 def _cmd_validate(ctx: CommandContext) -> int:
     path = ctx.args.file
     if path == "-":
-        data = sys.stdin.buffer.read(MAX_PLAN_FILE_BYTES + 1)
+        data = sys.stdin.buffer.read(MAX_PLAN_DOCUMENT_BYTES + 1)
     else:  # a missing file, a directory or a FIFO is invalid_argument, exit 1
-        data = read_bounded(path, MAX_PLAN_FILE_BYTES, ErrorKind.INVALID_ARGUMENT)
+        data = read_bounded(path, MAX_PLAN_DOCUMENT_BYTES, ErrorKind.INVALID_ARGUMENT)
     try:
         plan = decode(data)
     except PlanError as err:

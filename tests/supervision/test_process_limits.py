@@ -85,6 +85,29 @@ def test_the_watchdog_thread_runs_only_while_something_is_watched() -> None:
     assert not dog.watch(2**22 + 12345, 1, on_exceeded)  # no such pid
 
 
+def test_pss_is_read_at_most_once_an_interval_while_the_estimate_stays_under_the_cap() -> None:
+    # `_confirm` runs for a tree whose RSS sum is over its cap. The RSS figures here are
+    # made up (over a 10 GiB cap); the PSS is this process's real one, far under it.
+    from phloem.supervision.watchdog import PSS_INTERVAL_S, TreeRss, _confirm, _Watch
+
+    cap = 10 << 30
+    w = _Watch(cap, lambda total, n: None, None, None)
+    me = [os.getpid()]
+    first = _confirm(w, me, TreeRss(cap + 1, 1))
+    assert first == w.pss and 0 < first.total < cap  # read at once
+    read_at = w.pss_at
+    # within the interval: the last PSS plus the RSS growth since, nothing read
+    assert _confirm(w, me, TreeRss(cap + 1 + 4096, 1)) == (first.total + 4096, 1)
+    assert w.pss_at == read_at
+    # an estimate over the cap is read again at once
+    assert _confirm(w, me, TreeRss(3 * cap, 1)).total < cap and w.pss_at > read_at
+    # and, the estimate under the cap, once the interval has passed
+    w.pss_at -= PSS_INTERVAL_S
+    read_at = w.pss_at
+    _confirm(w, me, TreeRss(3 * cap, 1))
+    assert w.pss_at > read_at and w.pss_rss == 3 * cap
+
+
 def test_watchdog_interval_is_validated() -> None:
     lo, hi = WATCHDOG_INTERVAL_RANGE
     assert RssWatchdog(interval=lo).interval == lo

@@ -8,12 +8,11 @@ keeps children prepared), so a call — or the one after a worker was lost — r
 waits for a worker process to start (with `[cluster] warm_at_start`, from the
 backend's start: then not even the first call waits). A call leases an idle worker (or
 starts one, or waits for one until its start deadline), and returns it when it answers
-— a call phloem
-ends early included, once the worker has swept its processes; a worker that does not
-answer a cancel in time, dies, or is killed by Ray's memory monitor is discarded (killed),
-never reused. Like Ray's own task workers, a worker is reused between calls: adapters
-are instantiated afresh per call, but module-level state of the configured code may
-persist in a worker.
+— a call phloem ends early included, once the worker has swept its processes; a worker
+that does not answer a cancel in time, dies, or is killed by Ray's memory monitor is
+discarded (killed), never reused. Like Ray's own task workers, a worker is reused
+between calls: adapters are instantiated afresh per call, but module-level state of the
+configured code may persist in a worker.
 """
 
 from __future__ import annotations

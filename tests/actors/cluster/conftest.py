@@ -17,8 +17,7 @@ from phloem import Tree
 from phloem.actors.cluster import launcher_of
 from phloem.actors.cluster.settings import Kind
 from phloem.config import Config
-from phloem.supervision.childcall import call_in_child
-from tests.raycluster import WARM_TIMEOUT_S, assert_no_leaks, cluster_fixture, cluster_section, echo
+from tests.raycluster import assert_no_leaks, cluster_fixture, cluster_section, warm_up
 
 PLANNERS = {"scripted": "tests.actors.planning.adapters:ScriptedPlanner"}
 EXECUTORS = {"scripted": "tests.actors.planning.adapters:ScriptedExecutor"}
@@ -104,9 +103,4 @@ def tree(backend: str, request: pytest.FixtureRequest) -> Iterator[Tree]:
 def warm(tree: Tree, *kinds: Kind) -> None:
     """Run one short call of each of `kinds` on the tree's cluster (nothing locally)."""
     for kind in kinds:
-        launcher = launcher_of(tree.shared, kind)
-        if launcher is not None:
-            value = call_in_child(
-                echo, kind, name=f"warm-{kind}", launcher=launcher, timeout=WARM_TIMEOUT_S
-            )
-            assert value == kind
+        warm_up(launcher_of(tree.shared, kind), kind)
