@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 from phloem._version import __version__
 
 if TYPE_CHECKING:
-    from phloem.actors.agents import (
+    from phloem.actors.eval.options import EvalOptions as EvalOptions
+    from phloem.actors.live.protocol import LiveEvent as LiveEvent
+    from phloem.actors.lsp.hub import LspHub as LspHub
+    from phloem.actors.mcp.hub import McpHub as McpHub
+    from phloem.actors.sessions.durable import DurableSessionService as DurableSessionService
+    from phloem.actors.sessions.harness import AskResult as AskResult
+    from phloem.agents import (
         Agent as Agent,
         AgentMetadata as AgentMetadata,
         AgentRun as AgentRun,
@@ -46,8 +52,8 @@ if TYPE_CHECKING:
         Session as Session,
         SupervisorPlanner as SupervisorPlanner,
     )
-    from phloem.actors.eval.options import EvalOptions as EvalOptions
-    from phloem.actors.instructions import (
+    from phloem.client import AsyncClient as AsyncClient, Client as Client
+    from phloem.instructions import (
         ConfirmationInterceptor as ConfirmationInterceptor,
         ConfirmRequest as ConfirmRequest,
         InstructionContext as InstructionContext,
@@ -56,12 +62,6 @@ if TYPE_CHECKING:
         ToolPolicy as ToolPolicy,
         ToolPolicyInterceptor as ToolPolicyInterceptor,
     )
-    from phloem.actors.live.protocol import LiveEvent as LiveEvent
-    from phloem.actors.lsp.hub import LspHub as LspHub
-    from phloem.actors.mcp.hub import McpHub as McpHub
-    from phloem.actors.sessions.durable import DurableSessionService as DurableSessionService
-    from phloem.actors.sessions.harness import AskResult as AskResult
-    from phloem.client import AsyncClient as AsyncClient, Client as Client
     from phloem.models.gemini import GeminiModel as GeminiModel
     from phloem.models.openai import OpenAIModel as OpenAIModel
     from phloem.models.request_planners import (
@@ -100,79 +100,79 @@ if TYPE_CHECKING:
     from phloem.tree import Tree as Tree
 
 _EXPORTS: dict[str, str] = {
-    "AStarSearch": "phloem.actors.agents",
-    "Agent": "phloem.actors.agents",
+    "AStarSearch": "phloem.agents",
+    "Agent": "phloem.agents",
     "Amend": "phloem.plugins",
-    "AgentMetadata": "phloem.actors.agents",
-    "AgentRun": "phloem.actors.agents",
+    "AgentMetadata": "phloem.agents",
+    "AgentRun": "phloem.agents",
     "AskResult": "phloem.actors.sessions.harness",
     "AsyncClient": "phloem.client.aio",
     "BuiltInPlanner": "phloem.models.request_planners",
     "Client": "phloem.client.sync",
-    "ConfirmRequest": "phloem.actors.instructions",
-    "ConfirmationInterceptor": "phloem.actors.instructions",
+    "ConfirmRequest": "phloem.instructions",
+    "ConfirmationInterceptor": "phloem.instructions",
     "Content": "phloem.protocols.content",
     "CreditWindow": "phloem.supervision.credit",
-    "Decision": "phloem.actors.agents",
-    "DfsSearch": "phloem.actors.agents",
-    "Done": "phloem.actors.agents",
+    "Decision": "phloem.agents",
+    "DfsSearch": "phloem.agents",
+    "Done": "phloem.agents",
     "DurableSessionService": "phloem.actors.sessions.durable",
-    "DoneWithResult": "phloem.actors.agents",
+    "DoneWithResult": "phloem.agents",
     "ErrorKind": "phloem.protocols.errors",
     "EvalOptions": "phloem.actors.eval.options",
     "EvalReport": "phloem.protocols.evalreport",
     "EvalSet": "phloem.protocols.evalset",
     "ErrorValue": "phloem.protocols.errors",
-    "Event": "phloem.actors.agents",
-    "EventActions": "phloem.actors.agents",
-    "FunctionAgent": "phloem.actors.agents",
+    "Event": "phloem.agents",
+    "EventActions": "phloem.agents",
+    "FunctionAgent": "phloem.agents",
     "FunctionDeclaration": "phloem.protocols.content",
-    "FunctionResult": "phloem.actors.agents",
+    "FunctionResult": "phloem.agents",
     "GeminiModel": "phloem.models.gemini",
     "GenerateConfig": "phloem.protocols.content",
-    "GoalOrientedPlanner": "phloem.actors.agents",
+    "GoalOrientedPlanner": "phloem.agents",
     "Halt": "phloem.plugins",
-    "InMemorySessionService": "phloem.actors.agents",
-    "InstructionContext": "phloem.actors.instructions",
-    "InvocationContext": "phloem.actors.agents",
+    "InMemorySessionService": "phloem.agents",
+    "InstructionContext": "phloem.instructions",
+    "InvocationContext": "phloem.agents",
     "LiveEvent": "phloem.actors.live.protocol",
-    "LlmAgent": "phloem.actors.agents",
-    "LoopPlanner": "phloem.actors.agents",
+    "LlmAgent": "phloem.agents",
+    "LoopPlanner": "phloem.agents",
     "LspHub": "phloem.actors.lsp.hub",
     "McpHub": "phloem.actors.mcp.hub",
     "Model": "phloem.protocols.model",
     "ModelError": "phloem.protocols.model",
     "ModelRequest": "phloem.protocols.content",
     "ModelResponse": "phloem.protocols.content",
-    "NoOp": "phloem.actors.agents",
+    "NoOp": "phloem.agents",
     "OpenAIModel": "phloem.models.openai",
-    "OutcomeStatus": "phloem.actors.agents",
-    "P2PPlanner": "phloem.actors.agents",
-    "ParallelPlanner": "phloem.actors.agents",
+    "OutcomeStatus": "phloem.agents",
+    "P2PPlanner": "phloem.agents",
+    "ParallelPlanner": "phloem.agents",
     "Part": "phloem.protocols.content",
     "PhloemError": "phloem.protocols.errors",
     "PlanReActPlanner": "phloem.models.request_planners",
-    "Planner": "phloem.actors.agents",
-    "PlannerAction": "phloem.actors.agents",
-    "PlannerAgent": "phloem.actors.agents",
-    "PlannerOutcome": "phloem.actors.agents",
-    "PlanningContext": "phloem.actors.agents",
+    "Planner": "phloem.agents",
+    "PlannerAction": "phloem.agents",
+    "PlannerAgent": "phloem.agents",
+    "PlannerOutcome": "phloem.agents",
+    "PlanningContext": "phloem.agents",
     "PlanningResult": "phloem.protocols.result",
     "Plugin": "phloem.plugins",
     "PluginContext": "phloem.plugins",
-    "ReplanPolicy": "phloem.actors.agents",
+    "ReplanPolicy": "phloem.agents",
     "Return": "phloem.plugins",
-    "RunAgents": "phloem.actors.agents",
+    "RunAgents": "phloem.agents",
     "RunWarning": "phloem.protocols.warnings",
     "ScriptedModel": "phloem.models.scripted",
-    "SequentialPlanner": "phloem.actors.agents",
-    "Session": "phloem.actors.agents",
-    "SkillCatalog": "phloem.actors.instructions",
-    "SupervisorPlanner": "phloem.actors.agents",
-    "TemplateCatalog": "phloem.actors.instructions",
+    "SequentialPlanner": "phloem.agents",
+    "Session": "phloem.agents",
+    "SkillCatalog": "phloem.instructions",
+    "SupervisorPlanner": "phloem.agents",
+    "TemplateCatalog": "phloem.instructions",
     "ThinkingConfig": "phloem.protocols.content",
-    "ToolPolicy": "phloem.actors.instructions",
-    "ToolPolicyInterceptor": "phloem.actors.instructions",
+    "ToolPolicy": "phloem.instructions",
+    "ToolPolicyInterceptor": "phloem.instructions",
     "Toolset": "phloem.tools.toolset",
     "Tree": "phloem.tree",
 }

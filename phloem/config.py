@@ -6,7 +6,7 @@ and, where it can be found, the line.
 
 The core sections (daemon, supervision, logging, services) are declared here; each
 feature declares its own `Section` in its `settings.py` (`phloem.actors.planning.settings`,
-`phloem.actors.agents.settings`, `phloem.tools.settings`, ...) and this module gathers them
+`phloem.agents.settings`, `phloem.tools.settings`, ...) and this module gathers them
 into `Config`:
 
     class Config(Section):
@@ -31,10 +31,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import msgspec.inspect
 
-from phloem.actors.agents.settings import AgentsConfig
-from phloem.actors.cluster.settings import ClusterConfig
 from phloem.actors.eval.settings import EvalConfig
-from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.live.settings import LiveConfig
 from phloem.actors.lsp.settings import LspConfig
 from phloem.actors.mcp.settings import McpConfig
@@ -42,11 +39,9 @@ from phloem.actors.planning.settings import PlanningConfig
 from phloem.actors.plugins.settings import PluginConfig, PluginName, check_plugins
 from phloem.actors.sessions.settings import SessionsConfig
 from phloem.actors.telemetry.settings import TelemetryConfig
-from phloem.models.providers import ProviderConfig
-from phloem.paths import default_socket_path
-from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.secrets import is_secret_key
-from phloem.settings import (
+from phloem.agents.settings import AgentsConfig
+from phloem.base.paths import default_socket_path
+from phloem.base.settings import (
     COMPONENT_PATTERN,
     COMPONENT_RE,
     ComponentError,
@@ -57,6 +52,11 @@ from phloem.settings import (
     read_toml,
     section,
 )
+from phloem.cluster.settings import ClusterConfig
+from phloem.instructions.settings import InstructionsConfig
+from phloem.models.providers import ProviderConfig
+from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.secrets import is_secret_key
 from phloem.tools.settings import ToolsConfig
 
 # --- named limits ------------------------------------------------------------------------
@@ -86,7 +86,7 @@ Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_REQUEST_TIMEOUT_S)]
 class DaemonConfig(Section):
     """`[daemon]`: the socket server."""
 
-    # Empty: the default path (`phloem.paths.default_socket_path`).
+    # Empty: the default path (`phloem.base.paths.default_socket_path`).
     socket: str = ""
     # Peer uids allowed besides the daemon's own. Non-empty makes the socket reachable by
     # other users (dir 0711, socket 0666); SO_PEERCRED then decides.
@@ -189,7 +189,7 @@ class Config(Section):
     providers: dict[str, ProviderConfig] = {}
     # Planning adapters (`[planning.planners]`, `[planning.executors]`).
     planning: PlanningConfig = section(PlanningConfig)
-    # Agents and planner agents by name (`[agents]`, see phloem.actors.agents.settings).
+    # Agents and planner agents by name (`[agents]`, see phloem.agents.settings).
     agents: AgentsConfig = msgspec.field(default_factory=AgentsConfig)
     # The coding tools' limits (`[tools]`, see phloem.tools.settings).
     tools: ToolsConfig = section(ToolsConfig)
@@ -422,8 +422,9 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
     a planner's `sub_agents`, `services.disabled`; then the agents are assembled as the
     daemon would (planner contracts, goals), without running anything. The first problem
     is one `config_invalid` line naming the file, line and key."""
-    from phloem.actors.agents.registry import build_registry
     from phloem.actors.services import registered_services
+    from phloem.agents.registry import build_registry
+    from phloem.tools.toolset import SourceToolset
 
     agents = config.agents
     providers = set(config.providers)
@@ -435,6 +436,16 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
                 text,
                 source,
             )
+    servers = {*config.mcp.servers, *config.mcp.allow_foreign}
+    for name, llm in agents.llm.items():
+        for i, server in enumerate(llm.mcp_servers):
+            if server not in servers:
+                raise _located(
+                    f"agents.llm.{name}.mcp_servers[{i}]",
+                    f"no MCP server named {server!r} (configured: {_known(servers)})",
+                    text,
+                    source,
+                )
     defined = set(agents.functions) | set(agents.llm) | set(agents.components)
     defined |= set(agents.planners)
     for name, planner in agents.planners.items():
@@ -463,7 +474,11 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
                 source,
             )
     try:
-        build_registry(agents, lambda path: load_component(path, what="agent"))
+        build_registry(
+            agents,
+            lambda path: load_component(path, what="agent"),
+            mcp_toolset=lambda names: SourceToolset("mcp", lambda: None, names),
+        )
     except PhloemError as exc:
         key, sep, rest = exc.message.partition(": ")
         if sep and re.fullmatch(r"[A-Za-z0-9_.\[\]-]+", key):

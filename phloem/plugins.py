@@ -17,7 +17,11 @@ from phloem.actors.plugins.builtins import (
     ToolRetry,
     build_builtin,
 )
-from phloem.actors.plugins.contract import (
+from phloem.actors.plugins.instance import InstanceStatus
+from phloem.actors.plugins.interceptor import PluginInterceptor
+from phloem.actors.plugins.protocol import PluginInfo
+from phloem.actors.plugins.settings import PluginOptions
+from phloem.agents.hooks import (
     HOOK_VALUES,
     HOOKS,
     NOTIFY_ONLY,
@@ -31,10 +35,6 @@ from phloem.actors.plugins.contract import (
     ToolCall,
     ToolResult,
 )
-from phloem.actors.plugins.instance import InstanceStatus
-from phloem.actors.plugins.interceptor import PluginInterceptor
-from phloem.actors.plugins.protocol import PluginInfo
-from phloem.actors.plugins.settings import PluginOptions
 
 __all__ = [
     "HOOKS",

@@ -29,23 +29,24 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import psutil
 
-from phloem import telemetry
 from phloem._version import __version__
 from phloem.actors.reload import Reloader, ReloadReport, apply_reload
 from phloem.actors.services import (
     Call,
     ConfigCell,
     Outcome,
+    Resources,
     Respond,
     ServiceActor,
     ServiceContext,
     configured_services as _configured_services,
 )
 from phloem.actors.streams import StreamHub
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.client.agents import AgentTreeMethods
 from phloem.client.plugins import PluginTreeMethods
 from phloem.config import Config, load_config
-from phloem.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
@@ -172,7 +173,7 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         self._resolved: dict[str, ActorHandle] = {}
         self.connections: Callable[[], int] = lambda: 0
         self.socket_path: str | None = None
-        self.shared: dict[str, Any] = {}  # what the services share (ServiceContext.shared)
+        self.resources = Resources()  # what the services share (ServiceContext.resources)
         self._cell = ConfigCell(config)
         self._reload_lock = threading.Lock()
 
@@ -190,7 +191,7 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         cell = ConfigCell(cfg)
         specs = []
         names = []
-        shared: dict[str, Any] = {}
+        resources = Resources()
         for service in _configured_services(cfg):
             ctx = ServiceContext(
                 service.name,
@@ -198,7 +199,7 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
                 refs,
                 streams,
                 interceptors=interceptors,
-                shared=shared,
+                resources=resources,
                 current=cell,
             )
             spec = service.factory(ctx)
@@ -219,7 +220,7 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         except ChildStartError as exc:
             raise PhloemError(ErrorKind.START_FAILED, redact(str(exc))) from exc
         tree = cls(cfg, root, refs, streams, names, interceptors)
-        tree.shared = shared
+        tree.resources = resources
         tree._cell = cell
         root.add_exit_callback(tree._on_root_exit)
         log.info("tree_started", services=names)
@@ -290,15 +291,13 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         `edit` report language-server diagnostics when `[lsp]` has servers), then the
         tools of every configured MCP server — connecting them, as this is a tool need
         (a server that cannot be reached adds none; `phloem mcp list` says why)."""
-        from phloem.actors.lsp.hub import lsp_hub_of
-        from phloem.actors.mcp.hub import hub_of
         from phloem.tools.registry import ToolRegistry, coding_tools
 
         tools: list[Tool] = list(coding_tools(self.config.tools))
-        lsp = lsp_hub_of(self.shared)
+        lsp = self.resources.lsp
         if lsp is not None:
             tools = [lsp.decorate(tool) for tool in tools]
-        mcp = hub_of(self.shared)
+        mcp = self.resources.mcp
         if mcp is not None:
             tools.extend(mcp.tools())
         return ToolRegistry(tools)
@@ -564,8 +563,10 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         )
 
     def _cluster_summary(self) -> ClusterSummary:
-        backend = self.shared.get("cluster")
-        if backend is None:
+        from phloem.cluster.backend import RayBackend
+
+        backend = self.resources.cluster
+        if not isinstance(backend, RayBackend):
             return ClusterSummary()
         try:
             st = backend.status()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from phloem.logs import configure_logging
+from phloem.base.logs import configure_logging
 from tests.helpers import FIXTURE_CONFIG, DaemonProc, running_daemon, short_tmpdir
 
 configure_logging("warning", "console")

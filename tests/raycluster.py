@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from phloem.actors.cluster.settings import KINDS, Kind
+from phloem.cluster.settings import KINDS, Kind
 
 NAMESPACE = "phloem-test"
 LEAK_WAIT_S = 30.0
@@ -100,8 +100,8 @@ def ray_backend(*warm_kinds: Kind, **extra: Any) -> Any:
     """A connected `RayBackend` on the test cluster (shut it down after use), with a
     worker of each of `warm_kinds` started: a test's short call timeout then measures
     the call, not Ray starting its first worker."""
-    from phloem.actors.cluster.backend import RayBackend
-    from phloem.actors.cluster.settings import ClusterConfig
+    from phloem.cluster.backend import RayBackend
+    from phloem.cluster.settings import ClusterConfig
 
     backend = RayBackend(msgspec.convert(cluster_section("ray", **extra), ClusterConfig))
     backend.connect()

@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from phloem.base.settings import load_component
 from phloem.cli.main import main
 from phloem.config import (
     MASK,
@@ -27,7 +28,6 @@ from phloem.config import (
     to_toml,
 )
 from phloem.protocols.errors import PhloemError
-from phloem.settings import load_component
 from tests.helpers import PY, ROOT, short_tmpdir
 
 pytestmark = pytest.mark.timeout(20)
@@ -163,7 +163,7 @@ def test_the_shipped_config_is_valid_and_commented() -> None:
 
 
 def test_a_config_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:
-    from phloem.settings import CONFIG_FILE_MAX_BYTES
+    from phloem.base.settings import CONFIG_FILE_MAX_BYTES
 
     big = tmp_path / "big.toml"
     big.write_text("#" * CONFIG_FILE_MAX_BYTES)
@@ -310,7 +310,7 @@ def test_a_bad_config_is_one_line_exit_1_and_never_a_traceback(
 
 
 def test_a_config_read_is_bounded_whatever_stat_says(tmp_path: Path) -> None:
-    from phloem.settings import CONFIG_FILE_MAX_BYTES, read_toml
+    from phloem.base.settings import CONFIG_FILE_MAX_BYTES, read_toml
 
     os.mkfifo(tmp_path / "fifo")  # no writer: opening it for reading would block
     with pytest.raises(PhloemError) as err:

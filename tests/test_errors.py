@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from phloem.actors.agents.executor import exit_error_kind
-from phloem.actors.agents.outcome import OK_STATUSES, OutcomeStatus
+from phloem.agents.executor import exit_error_kind
+from phloem.agents.outcome import OK_STATUSES, OutcomeStatus
 from phloem.models.oneshot import ONE_SHOT_KINDS
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.model import MODEL_ERROR_KINDS, ModelError

@@ -1,10 +1,15 @@
-"""The package's shape holds: imports run one way, no cycles, every export imports.
+"""The package's shape holds: imports run one way, no cycles, features meet only through
+their protocols, every export imports.
 
-Layers, lowest first: the formats (`protocols`, and the small top-level modules they may
-use: `_version`, `limits`, `settings`, `logs`, `paths`, `telemetry`) ← `supervision` ←
-`tools` ← `models` ← `actors` ← `config` ← `client`, `daemon`, `cli`, `tree`, `plugins` ←
-`examples`. A module may import its own layer and the ones below it; lazy imports inside
-functions count too; `if TYPE_CHECKING:` imports (annotations only) do not.
+Units: each folder directly under `phloem/`, each feature folder under `phloem/actors/`, and
+each top-level module. Layers, lowest first (docs/design.md): `protocols` ← `base` ←
+`supervision` ← `cluster` ← `tools`, `models` ← `agents`, `instructions` ← `actors` (the
+services) ← `config` ← `client`, `daemon`, `cli`, `web`, `tree`, the faces ← `examples`.
+A unit may import its own layer and the ones below it; units of one layer may import each
+other so long as no cycle forms. Lazy imports inside functions count; `if TYPE_CHECKING:`
+imports (annotations only) do not. Feature folders under `actors/` import each other only
+through their `protocol.py` (and the shared service machinery: services, streams, runs,
+reload).
 """
 
 from __future__ import annotations
@@ -20,32 +25,34 @@ import phloem
 
 PACKAGE = Path(phloem.__file__).parent
 
-LAYERS: dict[str, int] = {
-    "__init__": 0,  # the face imports lazily, and only for TYPE_CHECKING
+LAYERS: dict[str, float] = {
+    "(face)": 8,  # phloem/__init__.py: lazy exports
     "_version": 0,
     "protocols": 0,
-    "limits": 0,
-    "settings": 0,
-    "logs": 0,
-    "paths": 0,
-    "telemetry": 0,
-    "supervision": 1,
-    "tools": 2,
-    "models": 3,  # one-shot runs call tools through the one tool contract
-    "actors": 4,
-    "config": 5,
-    "client": 6,
-    "daemon": 6,
-    "cli": 6,
-    "tree": 6,
-    "plugins": 6,  # the public face of the plugin contract (phloem.plugins)
-    "web": 6,  # `phloem web`: a client of the daemon, served by the cli
-    "examples": 7,
-    "__main__": 7,
+    "base": 1,
+    "supervision": 2,
+    "cluster": 3,
+    "tools": 4,
+    "models": 4,
+    "agents": 5,
+    "instructions": 5,
+    "actors": 6,
+    "config": 7,
+    "client": 8,
+    "daemon": 8,
+    "cli": 8,
+    "web": 8,
+    "tree": 8,
+    "plugins": 8,  # the public face of the plugin contract (phloem.plugins)
+    "examples": 9,
+    "__main__": 9,
 }
-
-# Within a layer, these parts may not import each other either: peers stay independent.
-PEERS_APART: set[tuple[str, str]] = set()
+SHARED_SERVICE_MACHINERY = (
+    "phloem.actors.services",
+    "phloem.actors.streams",
+    "phloem.actors.runs",
+    "phloem.actors.reload",
+)
 
 
 def module_name(path: Path) -> str:
@@ -105,35 +112,38 @@ def import_graph() -> dict[str, set[str]]:
     return {name: set(imports_of(name, path, modules)) for name, path in modules.items()}
 
 
-def part(module: str) -> str:
+def unit(module: str) -> str:
+    """The unit a module belongs to: `tools`, `actors/planning`, `config`, `(face)`."""
     pieces = module.split(".")
-    return pieces[1] if len(pieces) > 1 else "__init__"
+    if len(pieces) == 1:
+        return "(face)"
+    if pieces[1] == "actors" and len(pieces) > 2 and (PACKAGE / "actors" / pieces[2]).is_dir():
+        return f"actors/{pieces[2]}"
+    return pieces[1]
 
 
-def test_every_module_has_a_layer() -> None:
-    unplaced = sorted({part(m) for m in all_modules()} - set(LAYERS))
-    assert not unplaced, f"add these to LAYERS in tests/test_layout.py: {unplaced}"
+def layer(unit_name: str) -> float:
+    return LAYERS[unit_name.split("/", maxsplit=1)[0]]
 
 
-def test_imports_run_one_way() -> None:
-    upward = []
+def unit_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
     for module, targets in import_graph().items():
-        for target in targets:
-            a, b = part(module), part(target)
-            if LAYERS[b] > LAYERS[a] or (a, b) in PEERS_APART:
-                upward.append(f"{module} -> {target}")
-    assert not upward, "imports from a lower layer into a higher one:\n" + "\n".join(upward)
+        src = unit(module)
+        graph.setdefault(src, set())
+        graph[src].update(unit(t) for t in targets if unit(t) != src)
+    return graph
 
 
-def test_no_import_cycles() -> None:
-    graph = import_graph()
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of `graph`: its strongly connected sets of more than one node (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     cycles: list[list[str]] = []
 
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
+    def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
@@ -157,7 +167,57 @@ def test_no_import_cycles() -> None:
     for v in sorted(graph):
         if v not in index:
             visit(v)
-    assert not cycles, f"import cycles: {cycles}"
+    return cycles
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted({unit(m).split("/")[0] for m in all_modules()} - set(LAYERS))
+    assert not unplaced, f"add these to LAYERS in tests/test_layout.py: {unplaced}"
+
+
+def test_imports_run_one_way() -> None:
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if layer(unit(target)) > layer(unit(module))
+    ]
+    assert not upward, "imports from a lower layer into a higher one:\n" + "\n".join(upward)
+
+
+def test_no_import_cycles_between_units() -> None:
+    assert strongly_connected(unit_graph()) == []
+
+
+def test_no_import_cycles_between_modules() -> None:
+    assert strongly_connected(import_graph()) == []
+
+
+def test_feature_folders_meet_only_through_their_protocols() -> None:
+    crossings = [
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if unit(module).startswith("actors/")
+        and unit(target).startswith("actors/")
+        and unit(module) != unit(target)
+        and not target.endswith(".protocol")
+    ]
+    assert crossings == []
+
+
+def test_the_shared_service_machinery_is_no_feature() -> None:
+    for module in SHARED_SERVICE_MACHINERY:
+        if module in all_modules():
+            assert unit(module) == "actors", module
+
+
+def test_the_checker_finds_a_cycle_and_a_crossing() -> None:
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert unit("phloem.actors.planning.run") == "actors/planning"
+    assert unit("phloem.actors.services") == "actors"
+    assert unit("phloem") == "(face)"
+    assert layer("actors/planning") > layer("agents") > layer("tools") > layer("protocols")
 
 
 def test_the_checker_sees_lazy_imports_and_ignores_type_checking(tmp_path: Path) -> None:
@@ -184,10 +244,11 @@ def test_the_export_table_points_at_defining_modules() -> None:
 
 def test_every_module_logs_through_phloem_logs() -> None:
     """`structlog.get_logger` reads structlog's global configuration, which belongs to the
-    host program of an embedded tree: phloem's modules take `phloem.logs.get_logger`."""
+    host program of an embedded tree: phloem's modules take `phloem.base.logs.get_logger`."""
     offenders = [
         name
         for name, path in all_modules().items()
-        if name != "phloem.logs" and "structlog.get_logger(" in path.read_text(encoding="utf-8")
+        if name != "phloem.base.logs"
+        and "structlog.get_logger(" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []

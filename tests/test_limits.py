@@ -1,4 +1,4 @@
-"""phloem.limits.check_range: one range check, one message style, PhloemError kinds."""
+"""phloem.protocols.limits.check_range: one range check, one message style, PhloemError kinds."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import msgspec
 import pytest
 
-from phloem.limits import RangeError, RangeTypeError, check_range, format_number
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.limits import RangeError, RangeTypeError, check_range, format_number
 from phloem.supervision.credit import CreditWindow
 
 

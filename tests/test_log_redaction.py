@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from phloem.logs import configure_logging, get_logger, redact_fields
+from phloem.base.logs import configure_logging, get_logger, redact_fields
 
 SECRET = "s3cretLOGVALUE_123456"
 

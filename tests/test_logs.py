@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from phloem import logs
+from phloem.base import logs
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from phloem.paths import config_candidates, default_socket_path, find_config
+from phloem.base.paths import config_candidates, default_socket_path, find_config
 from tests.helpers import PY, ROOT, short_tmpdir, wait_until
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from phloem.actors.agents.settings import LlmAgentConfig
 from phloem.actors.sessions.settings import HarnessAgentConfig
+from phloem.agents.settings import LlmAgentConfig
 from phloem.config import Config, parse_config
 from tests.helpers import (
     ROOT,
@@ -175,7 +175,7 @@ def test_language_servers(
 
 
 def test_operating_the_daemon(capsys: pytest.CaptureFixture[str]) -> None:
-    from phloem import logs
+    from phloem.base import logs
 
     blocks = readme_python_blocks("Operating the daemon")
     assert len(blocks) == 2

@@ -15,8 +15,8 @@ import threading
 from typing import Any
 
 from phloem.actors.services import DEFER, Call, ServiceActor, register_service, service_factory
-from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.limits import check_range
 from phloem.supervision.reasons import ExitReason
 
 MAX_SLEEP_S = 60.0

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.secrets import redact
 
 if TYPE_CHECKING:

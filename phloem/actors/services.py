@@ -42,15 +42,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import msgspec
 
-from phloem import telemetry
 from phloem.actors.streams import StreamHub, Topic
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor
 from phloem.supervision.refs import Owner, OwnerRegistry
-from phloem.supervision.spec import ChildSpec
+from phloem.supervision.spec import ChildSpec, Launcher, LauncherSource
+from phloem.tools.toolset import ToolDecorator, ToolSource
 
 if TYPE_CHECKING:
     from phloem.config import Config
@@ -151,6 +152,25 @@ class Call:
         return f"<Call {type(self.message).__name__} from {self.owner.id} {state}>"
 
 
+@dataclass(slots=True)
+class Resources:
+    """What the services of one tree share, each set by the factory of the feature that
+    owns it (before any service starts) and read by the others through its face:
+
+    - `cluster`: where process children run (`phloem.cluster`; None: the local fork server);
+    - `mcp`: the configured MCP servers' tools (`ToolSource`; None: no servers);
+    - `lsp`: the language servers' diagnostics on `write` / `edit` (None: no servers).
+    """
+
+    cluster: LauncherSource | None = None
+    mcp: ToolSource | None = None
+    lsp: ToolDecorator | None = None
+
+    def launcher(self, kind: str) -> Launcher | None:
+        """The launcher of `kind`'s process children; None when they run locally."""
+        return self.cluster.launcher(kind) if self.cluster is not None else None
+
+
 class ConfigCell:
     """The tree's config in force, shared by its services: a reload (`phloem.actors.reload`)
     replaces the sections it applied live, so a service restarted later starts on them."""
@@ -170,9 +190,9 @@ class ServiceContext:
     # The tree's interceptors (phloem.models.interceptors): features that watch or change
     # agent, model and tool calls add theirs; runs snapshot the chain when they start.
     interceptors: InterceptorRegistry = field(default_factory=InterceptorRegistry)
-    shared: dict[str, Any] = field(default_factory=dict)
-    """One dict per tree, the same for every service: objects a feature's services share
-    with each other and with the tree (e.g. `mcp`: the MCP hub; `lsp`: the LSP hub)."""
+    resources: Resources = field(default_factory=Resources)
+    """One per tree, the same for every service: what one feature's service provides and
+    others use (the cluster backend, the MCP and LSP hubs), each behind a typed face."""
     current: ConfigCell | None = None
 
     def latest(self) -> Config:
@@ -310,7 +330,7 @@ def registered_services() -> list[Service]:
 
 def configured_services(config: Config) -> list[Service]:
     """The services a tree with `config` starts: built-ins minus `disabled`, plus `extra`."""
-    from phloem.settings import ComponentError, load_component
+    from phloem.base.settings import ComponentError, load_component
 
     services = [s for s in registered_services() if s.name not in config.services.disabled]
     known = {s.name for s in registered_services()} | set(config.services.extra)

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.limits import check_range
 from phloem.protocols.wire import MAX_STREAM_NAME_CHARS
 from phloem.supervision.credit import CreditStream
 from phloem.supervision.reasons import ExitReason

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from phloem.cli.args import key_values
 
 if TYPE_CHECKING:
-    from phloem.actors.agents.events import Event
+    from phloem.agents.events import Event
     from phloem.cli.commands import CommandContext, Commands
 
 
@@ -83,7 +83,7 @@ def _plan(ctx: CommandContext) -> int:
 def _run(ctx: CommandContext) -> int:
     state = parse_state(ctx.args.state)
 
-    from phloem.actors.agents.events import describe  # imported here: keeps the CLI fast
+    from phloem.agents.events import describe  # imported here: keeps the CLI fast
 
     def show(event: Event) -> None:
         ctx.emit(event, text=describe(event))

@@ -9,11 +9,11 @@ from typing import Any
 
 import psutil
 
+from phloem.base.paths import CONFIG_ENV, config_candidates
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, to_json
 from phloem.cli.render import is_terminal, render_status, render_table, render_tree
-from phloem.limits import RangeError, RangeTypeError, check_range
-from phloem.paths import CONFIG_ENV, config_candidates
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.limits import RangeError, RangeTypeError, check_range
 
 DEFAULT_TOP_INTERVAL_S = 1.0
 TOP_INTERVAL_RANGE = (0.05, 3600.0)

@@ -20,8 +20,8 @@ from phloem.cli.commands import EXIT_ERROR, EXIT_OK
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
-    from phloem.actors.agents.events import Event
     from phloem.actors.sessions.harness import AskResult
+    from phloem.agents.events import Event
     from phloem.cli.commands import CommandContext
     from phloem.client.sync import Client
 

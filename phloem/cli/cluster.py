@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from phloem.actors.cluster.backend import CHECK_TIMEOUT_S
 from phloem.cli.commands import CommandContext, Commands, UsageError
+from phloem.cluster.backend import CHECK_TIMEOUT_S
 
 MAX_CHECK_TIMEOUT_S = 600.0
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
-from phloem.paths import SOCKET_ENV, default_socket_path, find_config
+from phloem.base.paths import SOCKET_ENV, default_socket_path, find_config
 
 if TYPE_CHECKING:
     from phloem.client.sync import Client
@@ -56,7 +56,7 @@ class CommandContext:
         self.err = err
 
     def config_path(self) -> Path | None:
-        """The config file of this command (`phloem.paths.find_config`: `--config`,
+        """The config file of this command (`phloem.base.paths.find_config`: `--config`,
         `$PHLOEM_CONFIG`, `./phloem.toml`, the user's, the system's), or None."""
         return find_config(getattr(self.args, "config", None))
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError
 
 if TYPE_CHECKING:
-    from phloem.actors.instructions.protocol import ConfirmRequest
-    from phloem.actors.instructions.settings import InstructionsConfig
+    from phloem.instructions.protocol import ConfirmRequest
+    from phloem.instructions.settings import InstructionsConfig
 
 MAX_SHOWN_ARGS_CHARS = 2_000
 
@@ -50,7 +50,7 @@ def _workdir(parser: Any) -> None:
 
 
 def _setup(ctx: CommandContext) -> tuple[InstructionsConfig, str]:
-    from phloem.actors.instructions.settings import InstructionsConfig
+    from phloem.instructions.settings import InstructionsConfig
 
     workdir = Path(ctx.args.workdir)
     if not workdir.is_dir():
@@ -64,7 +64,7 @@ def _setup(ctx: CommandContext) -> tuple[InstructionsConfig, str]:
 
 
 def _show(ctx: CommandContext) -> int:
-    from phloem.actors.instructions.discovery import InstructionContext
+    from phloem.instructions.discovery import InstructionContext
 
     config, workdir = _setup(ctx)
     context = InstructionContext(workdir, config=config)
@@ -87,7 +87,7 @@ def _show(ctx: CommandContext) -> int:
 
 
 def _skills(ctx: CommandContext) -> int:
-    from phloem.actors.instructions.skills import SkillCatalog
+    from phloem.instructions.skills import SkillCatalog
 
     config, workdir = _setup(ctx)
     catalog = SkillCatalog(config, workdir)
@@ -101,7 +101,7 @@ def _skills(ctx: CommandContext) -> int:
 
 
 def _templates(ctx: CommandContext) -> int:
-    from phloem.actors.instructions.templates import TemplateCatalog
+    from phloem.instructions.templates import TemplateCatalog
 
     config, workdir = _setup(ctx)
     catalog = TemplateCatalog(config, workdir)
@@ -115,7 +115,7 @@ def _templates(ctx: CommandContext) -> int:
 
 
 def _expand(ctx: CommandContext) -> int:
-    from phloem.actors.instructions.templates import TemplateCatalog
+    from phloem.instructions.templates import TemplateCatalog
 
     config, workdir = _setup(ctx)
     catalog = TemplateCatalog(config, workdir)

@@ -1,7 +1,7 @@
 """The `phloem` command: parse, dispatch to a handler, map errors to exit codes.
 
 Every command takes `--socket PATH` (else `$PHLOEM_SOCKET`, else the socket of the
-config file found by `phloem.paths.find_config`, else the default path), `--config FILE`
+config file found by `phloem.base.paths.find_config`, else the default path), `--config FILE`
 and `--json`, before or after the subcommand (`phloem --json status`). The commands
 themselves live in `builtin` and in one module per feature; see `phloem.cli.commands` for
 the contract.
@@ -92,7 +92,7 @@ def _quiet_logging(args: argparse.Namespace) -> None:
     """Client commands log only warnings, to stderr, for humans (the daemon reconfigures)."""
     if args.command == "daemon":
         return
-    from phloem.logs import configure_logging
+    from phloem.base.logs import configure_logging
 
     configure_logging("warning", "console")
 

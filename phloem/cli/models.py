@@ -1,7 +1,7 @@
 """`phloem model list`, `phloem model probe NAME` and `phloem ask NAME PROMPT`.
 
 These run in the CLI process (no daemon needed): they read `[providers.NAME]` from the
-config file (the one search order of `phloem.paths.find_config`: `--config`,
+config file (the one search order of `phloem.base.paths.find_config`: `--config`,
 `$PHLOEM_CONFIG`, `./phloem.toml`, the user's, the system's), or take an ad-hoc
 provider from `--protocol --base-url --model [--api-key-env VAR]`. Exit 0 on success, 1
 with the error kind on stderr otherwise; `--json` prints the result or the error.
@@ -15,6 +15,7 @@ import argparse
 
 import msgspec
 
+from phloem.base.paths import find_config
 from phloem.cli.commands import CommandContext, Commands
 from phloem.models import oneshot
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
@@ -25,7 +26,6 @@ from phloem.models.providers import (
     build_model,
     load_providers,
 )
-from phloem.paths import find_config
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 DEFAULT_ASK_MAX_OUTPUT_TOKENS = 1024

@@ -62,7 +62,7 @@ def _list(ctx: CommandContext) -> int:
 
 
 def _show(ctx: CommandContext) -> int:
-    from phloem.actors.agents.events import describe
+    from phloem.agents.events import describe
     from phloem.cli.commands import UsageError
 
     if not 1 <= ctx.args.events <= 10_000:

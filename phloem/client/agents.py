@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from phloem.actors.agents.agent import Agent
-from phloem.actors.agents.events import Event
 from phloem.actors.agents.protocol import (
     AgentInfo,
     AgentPlan,
@@ -32,9 +30,11 @@ from phloem.actors.agents.protocol import (
     PlanAgent,
     StartAgentRun,
 )
-from phloem.actors.agents.runner import AgentRun
-from phloem.actors.instructions.protocol import ConfirmRequest
+from phloem.agents.agent import Agent
+from phloem.agents.events import Event
+from phloem.agents.runner import AgentRun
 from phloem.client.base import AsyncClientBase, ClientBase
+from phloem.instructions.protocol import ConfirmRequest
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.credit import CreditWindow
 
@@ -220,11 +220,11 @@ class AgentTreeMethods:
 
     def register_agent(self: _TreeLike, agent: Agent, *, replace: bool = False) -> str:
         """Make `agent` runnable by name in this tree; returns its name."""
-        from phloem.actors.agents.service import register_message
+        from phloem.actors.agents.protocol import RegisterAgent
 
         if not isinstance(agent, Agent):
             raise TypeError("agent must be an Agent")
-        name: str = self.resolve(SERVICE).ask(register_message(agent, replace))
+        name: str = self.resolve(SERVICE).ask(RegisterAgent(agent, replace))
         return name
 
     def run_agent(
@@ -256,7 +256,7 @@ class AgentTreeMethods:
                     tools_deny=tools_deny,
                 )
                 return run
-            from phloem.actors.agents.service import start_object_message
+            from phloem.actors.agents.protocol import StartAgentObject
 
             transport = client.transport
             assert isinstance(transport, LocalTransport)
@@ -269,7 +269,7 @@ class AgentTreeMethods:
                 type=StartAgentRun,
             )
             started: AgentRunStarted = self.resolve(SERVICE).ask(
-                start_object_message(agent, transport.owner, request)
+                StartAgentObject(agent, request, transport.owner)
             )
             run = client.follow_agent_run(started, on_event=on_event, on_confirm=on_confirm)
             return run

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from phloem import telemetry
+from phloem.base import telemetry
 from phloem.client.agents import AsyncAgentMethods
 from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, _encode, decode_as
@@ -48,8 +48,8 @@ from phloem.client.socket import (
     no_daemon_error,
 )
 from phloem.client.telemetry import AsyncTelemetryMethods
-from phloem.limits import check_range
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.limits import check_range
 from phloem.protocols.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     HEADER_BYTES,
@@ -92,7 +92,7 @@ def _resolve_path(path: str | os.PathLike[str] | None) -> Path:
     env = os.environ.get("PHLOEM_SOCKET")
     if env:
         return Path(env)
-    from phloem.paths import default_socket_path
+    from phloem.base.paths import default_socket_path
 
     return default_socket_path()
 

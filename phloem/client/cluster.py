@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from phloem.actors.cluster.backend import CHECK_TIMEOUT_S
 from phloem.actors.cluster.protocol import CheckCluster, GetClusterStatus
 from phloem.client.base import AsyncClientBase, ClientBase
+from phloem.cluster.backend import CHECK_TIMEOUT_S
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 CLUSTER_SERVICE = "cluster"

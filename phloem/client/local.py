@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from phloem import telemetry
+from phloem.base import telemetry
 from phloem.client.base import StreamSource
 from phloem.client.socket import REPLY_GRACE_S
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError

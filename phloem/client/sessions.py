@@ -21,8 +21,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from phloem.actors.agents.events import Event
-from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.sessions.harness import AskResult
 from phloem.actors.sessions.protocol import (
     CancelSession,
@@ -38,7 +36,9 @@ from phloem.actors.sessions.protocol import (
     SessionSummary,
     ShowSession,
 )
+from phloem.agents.events import Event
 from phloem.client.base import AsyncClientBase, ClientBase
+from phloem.instructions.protocol import ConfirmRequest
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.credit import CreditWindow
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from phloem import telemetry
+from phloem.base import telemetry
 from phloem.client.base import StreamSource
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import (

@@ -52,7 +52,7 @@ class Client(
     ) -> Client:
         """Connect to the daemon at `path` (default: `$PHLOEM_SOCKET`, else the default
         config's socket path)."""
-        from phloem.paths import default_socket_path
+        from phloem.base.paths import default_socket_path
 
         env = os.environ.get("PHLOEM_SOCKET")
         target = Path(path) if path is not None else Path(env) if env else default_socket_path()

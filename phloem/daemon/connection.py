@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from phloem._version import __version__
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.limits import check_range
 from phloem.protocols.wire import (
     HEADER_BYTES,
     NIL,

@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from phloem.base.logs import get_logger
 from phloem.daemon.connection import CLOSE_DRAIN_BYTES, CLOSE_FLUSH_TIMEOUT_S, RECV_BYTES
-from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import (
     SUPPORTED_VERSIONS,

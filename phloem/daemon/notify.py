@@ -16,7 +16,7 @@ import os
 import socket
 import time
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 
 log = get_logger("phloem.daemon")
 

@@ -51,15 +51,15 @@ from typing import Any, TextIO
 
 import msgspec
 
-from phloem import logs
 from phloem._version import __version__
 from phloem.actors.reload import ReloadContext, Reloader, ReloadReport
+from phloem.base import logs
+from phloem.base.logs import get_logger
 from phloem.config import Config, LoggingConfig, check_components, load_config
 from phloem.daemon.connection import Connection
 from phloem.daemon.handshake import Handshakes
 from phloem.daemon.notify import Notifier
 from phloem.daemon.socketfile import peer_credentials, prepare_socket_path
-from phloem.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import FrameReader
 from phloem.tree import Tree

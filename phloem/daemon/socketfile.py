@@ -16,7 +16,7 @@ import stat
 import struct
 from pathlib import Path
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 log = get_logger("phloem.daemon")

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from phloem.actors.agents.llm_agent import LlmAgent
+from phloem.agents.llm_agent import LlmAgent
 from phloem.protocols.content import ModelRequest, ModelResponse, Part
 from phloem.protocols.errors import ErrorKind, PhloemError
 

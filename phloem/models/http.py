@@ -27,11 +27,11 @@ from typing import Any, Final
 import httpx
 import msgspec
 
-from phloem import telemetry
-from phloem.limits import RangeError, RangeTypeError, check_range, format_number
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.models import cancel
 from phloem.protocols.errors import ErrorKind
+from phloem.protocols.limits import RangeError, RangeTypeError, check_range, format_number
 from phloem.protocols.model import ModelError, ResponseTooLarge
 from phloem.protocols.secrets import redact
 from phloem.protocols.sse import SseDecoder

@@ -31,9 +31,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from phloem import telemetry
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.models.cancel import cancel_scope
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, ToolCall
 from phloem.models.openai import OpenAIModel
@@ -49,6 +48,7 @@ from phloem.protocols.content import (
     Usage,
 )
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.limits import check_range
 from phloem.protocols.model import Model, ModelError
 from phloem.protocols.openai_chat import INVALID_ARGUMENTS_KEY
 from phloem.tools.contract import (

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
+from phloem.base.settings import read_toml
 from phloem.models.gemini import GeminiModel
 from phloem.models.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -43,7 +44,6 @@ from phloem.models.openai import OpenAIModel
 from phloem.protocols import gemini as gemini_wire
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import ModelError, validation_path
-from phloem.settings import read_toml
 
 ProviderProtocol = Literal["gemini", "openai-chat", "openai-responses"]
 PROTOCOLS: Final = ("gemini", "openai-chat", "openai-responses")

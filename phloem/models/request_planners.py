@@ -1,6 +1,6 @@
 """Planners that shape model requests and responses (adk-python's BuiltIn / PlanReAct).
 
-Not to be confused with the agent planners of `phloem.actors.agents` (which pick the next
+Not to be confused with the agent planners of `phloem.agents` (which pick the next
 sub-agent): these act on one model call. An `LlmAgent` holding a `RequestPlanner` calls
 `planner.build_request(request)` before each model call and
 `planner.process_response(response)` on each answer.

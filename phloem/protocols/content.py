@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from phloem.limits import check_range
+from phloem.protocols.limits import check_range
 
 ROLES: Final = frozenset({"user", "model"})
 """Roles a `Content` may carry."""

@@ -24,8 +24,8 @@ import struct
 from collections.abc import Callable
 from typing import TypeVar
 
-from phloem.limits import check_range
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.limits import check_range
 
 HEADER = struct.Struct(">I")
 HEADER_BYTES = HEADER.size

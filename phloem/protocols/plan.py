@@ -38,7 +38,6 @@ from typing import Any
 
 import msgspec
 
-from phloem.limits import RangeError, RangeTypeError, check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import (
     JsonValueError,
@@ -49,6 +48,7 @@ from phloem.protocols.jsonvalue import (
     json_value,
     parse_json_text,
 )
+from phloem.protocols.limits import RangeError, RangeTypeError, check_range
 from phloem.protocols.secrets import prune_secrets
 
 __all__ = [

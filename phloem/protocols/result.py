@@ -25,9 +25,9 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from phloem.limits import RangeError, RangeTypeError, check_range
 from phloem.protocols.errors import ErrorKind as K
 from phloem.protocols.jsonvalue import canonical_json, duplicate_keys, is_int
+from phloem.protocols.limits import RangeError, RangeTypeError, check_range
 from phloem.protocols.plan import (
     Plan,
     PlanError,

@@ -33,9 +33,9 @@ from typing import Any
 
 import msgspec
 
-from phloem.limits import check_range
 from phloem.protocols import framing
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.limits import check_range
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION})
@@ -63,7 +63,7 @@ class Hello(_Msg, tag="hello", frozen=True):
 
 
 class TraceContext(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The caller's W3C trace context (`phloem.telemetry.carrier()`): the daemon's spans
+    """The caller's W3C trace context (`phloem.base.telemetry.carrier()`): the daemon's spans
     for the request become children of the caller's span. It is advisory: a malformed or
     over-long value (traceparent ≠ 55 chars, tracestate > 512) is ignored, never an error
     (the frame itself is bounded by `max_frame_bytes`)."""

@@ -25,7 +25,7 @@ import pykka
 from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.handle import (
     ChildHandle,

@@ -25,9 +25,9 @@ from typing import Any
 
 import msgspec
 
-from phloem.limits import check_range
 from phloem.protocols import framing
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.limits import check_range
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 """Largest payload of one frame, in bytes (the 4-byte header not counted)."""

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from phloem import telemetry
+from phloem.base import telemetry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision._child import serve_call
 from phloem.supervision.channel import ChannelError, ChannelTimeout

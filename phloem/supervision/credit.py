@@ -40,9 +40,9 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.limits import check_range
 from phloem.supervision.reasons import ExitKind, ExitReason
 
 log = get_logger("phloem.supervision.credit")

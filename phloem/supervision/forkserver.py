@@ -50,7 +50,7 @@ from typing import Protocol
 
 import msgspec
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols import framing
 from phloem.supervision._bootstrap import EXIT_GRACE_S
 from phloem.supervision.childwire import (

@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.supervision.reasons import ExitReason
 
 log = get_logger("phloem.supervision")

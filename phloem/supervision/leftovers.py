@@ -13,7 +13,7 @@ import contextlib
 
 import psutil
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.supervision.proctree import (
     descendants,
     has_marker,

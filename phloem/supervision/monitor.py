@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.handle import ChildHandle
 from phloem.supervision.reasons import Down, ExitReason

@@ -13,7 +13,7 @@ import queue
 import threading
 from typing import Protocol
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 
 log = get_logger("phloem.supervision.process")
 

@@ -46,9 +46,9 @@ import dill  # type: ignore[import-untyped]
 import msgspec
 import psutil
 
-from phloem import telemetry
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
+from phloem.protocols.limits import check_range
 from phloem.protocols.secrets import redact
 from phloem.supervision.channel import Channel, ChannelError
 from phloem.supervision.childwire import MAX_PAYLOAD_BYTES, CommandStart, Spawn, TargetStart

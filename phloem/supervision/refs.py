@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.limits import check_range
 from phloem.supervision.reasons import ExitReason
 
 log = get_logger("phloem.supervision.refs")

@@ -7,9 +7,9 @@ import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
-from phloem.limits import check_range
+from phloem.protocols.limits import check_range
 from phloem.supervision.actor import Actor
 
 
@@ -114,7 +114,7 @@ class Command:
 
 class Launcher(abc.ABC):
     """Starts a `ProcessTarget` somewhere other than the local fork server (a cluster
-    backend: `phloem.actors.cluster`). The handle it returns is a child like any other:
+    backend: `phloem.cluster`). The handle it returns is a child like any other:
     its supervisor decides restarts, `stop`/`kill` end the remote work, and its exit
     reason uses the same kinds as a local process child's."""
 
@@ -125,6 +125,13 @@ class Launcher(abc.ABC):
         self, target: ProcessTarget, *, name: str, limits: Limits | None, ready_timeout: float
     ) -> Any:
         """Start `target`; a running `CallChild` handle, or `ChildStartError`."""
+
+
+class LauncherSource(Protocol):
+    """Where each kind of process child runs (a cluster backend): its `Launcher`, or None
+    for the local fork server."""
+
+    def launcher(self, kind: str) -> Launcher | None: ...
 
 
 @dataclass(frozen=True, slots=True)

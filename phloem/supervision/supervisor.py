@@ -31,8 +31,8 @@ from typing import Any
 
 import msgspec
 
-from phloem import telemetry
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.handle import (

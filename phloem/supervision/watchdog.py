@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
+from phloem.protocols.limits import check_range
 from phloem.supervision.proctree import (
     children_of,
     group_of,

@@ -34,8 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from phloem import telemetry
-from phloem.limits import check_range
+from phloem.base import telemetry
+from phloem.protocols.limits import check_range
 from phloem.supervision.handle import ChildStartError
 from phloem.supervision.process import ProcessHandle, start_process
 from phloem.supervision.reasons import ExitKind, ExitReason

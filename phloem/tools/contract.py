@@ -29,10 +29,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from phloem.limits import RangeError, check_range
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.content import FunctionDeclaration
 from phloem.protocols.jsonvalue import json_size
+from phloem.protocols.limits import RangeError, check_range
 from phloem.protocols.secrets import redact
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant

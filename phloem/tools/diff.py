@@ -9,7 +9,7 @@ one hunk replacing the whole file (still a correct patch, just not a minimal one
 
 from __future__ import annotations
 
-from phloem.limits import check_range
+from phloem.protocols.limits import check_range
 
 DEFAULT_CONTEXT = 3
 MAX_CONTEXT = 1_000

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from phloem.limits import check_range
+from phloem.protocols.limits import check_range
 
 MARKER_PRODUCT = "phloem"
 REASONS = ("bytes", "lines", "line_length", "budget", "file")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from phloem.limits import check_range
+from phloem.protocols.limits import check_range
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.fileio import MAX_READ_BYTES, is_binary, read_regular

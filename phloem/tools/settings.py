@@ -16,7 +16,7 @@ from typing import Annotated
 
 import msgspec
 
-from phloem.settings import Section
+from phloem.base.settings import Section
 
 BASH_MAX_MEMORY_DEFAULT = 2 * 1024**3
 BASH_MAX_MEMORY_RANGE = (64 * 1024**2, 1024**4)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from phloem.limits import check_range
+from phloem.protocols.limits import check_range
 from phloem.tools.errors import ToolFailure
 from phloem.tools.fsroot import DIR_FLAGS, FILE_FLAGS, Tree, components
 from phloem.tools.ignorerules import PathGlob, RuleSet

@@ -16,8 +16,8 @@ import ipaddress
 import os
 from dataclasses import dataclass
 
-from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.limits import check_range
 
 COOKIE_NAME = "phloem_web"
 MIN_TOKEN_CHARS = 16  # a shorter token is refused at start: it could be guessed

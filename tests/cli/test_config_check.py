@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from phloem.paths import SYSTEM_CONFIG
+from phloem.base.paths import SYSTEM_CONFIG
 from tests.helpers import PY, ROOT, short_tmpdir, wait_until
 
 pytestmark = pytest.mark.timeout(60)

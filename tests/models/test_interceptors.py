@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 import phloem
-from phloem.actors.agents import InvocationContext, LlmAgent, PlannerAgent, SequentialPlanner
-from phloem.actors.agents.agent import invoke
-from phloem.actors.agents.runner import run_agent
+from phloem.agents import InvocationContext, LlmAgent, PlannerAgent, SequentialPlanner
+from phloem.agents.agent import invoke
+from phloem.agents.runner import run_agent
 from phloem.models import ScriptedModel
 from phloem.models.interceptors import (
     MAX_INTERCEPTORS,

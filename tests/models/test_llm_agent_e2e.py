@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.agents import LlmAgent, run_agent
+from phloem.agents import LlmAgent, run_agent
 from phloem.models.gemini import GeminiModel
 from phloem.models.openai import OpenAIModel
 from phloem.models.request_planners import BuiltInPlanner, PlanReActPlanner

@@ -71,7 +71,7 @@ def _table(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from phloem.logs import configure_logging
+    from phloem.base.logs import configure_logging
 
     configure_logging("error", "console")
     results: dict[str, Any] = {

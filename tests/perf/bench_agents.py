@@ -7,8 +7,8 @@ from typing import Any
 
 import pykka
 
-from phloem.actors.agents import FunctionAgent, PlannerAgent, SequentialPlanner, run_agent
-from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.agents import FunctionAgent, PlannerAgent, SequentialPlanner, run_agent
+from phloem.agents.supervised import SupervisedExecutor
 from tests.actors.agents.helpers import SUPPLIER, supplier_agents
 from tests.perf.common import median_seconds, row
 
@@ -27,7 +27,7 @@ def _raw_actor_lifetime() -> None:
 
 
 def run() -> list[dict[str, Any]]:
-    from phloem.actors.agents import GoalOrientedPlanner
+    from phloem.agents import GoalOrientedPlanner
 
     floor = median_seconds(_raw_actor_lifetime, repeat=200)
     agent = PlannerAgent(

@@ -24,12 +24,12 @@ import threading
 import time
 from typing import Any
 
-from phloem.actors.cluster.backend import RayBackend
-from phloem.actors.cluster.settings import ClusterConfig, KindResources
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
 from phloem.actors.planning.outcomes import OkOutcome
 from phloem.actors.planning.runtime import preload_callback_modules
-from phloem.settings import load_component
+from phloem.base.settings import load_component
+from phloem.cluster.backend import RayBackend
+from phloem.cluster.settings import ClusterConfig, KindResources
 from phloem.supervision.childcall import ChildCallError, call_in_child
 from phloem.supervision.spec import Launcher
 from tests.actors.cluster import fns

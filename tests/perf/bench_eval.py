@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from phloem import Tree
-from phloem.actors.agents import LlmAgent, run_agent
-from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.agents import LlmAgent, run_agent
+from phloem.agents.supervised import SupervisedExecutor
 from phloem.config import parse_config
 from phloem.examples.helpdesk_eval import TEMPERATURES_C, HelpdeskModel, get_weather, helpdesk
 from phloem.protocols.content import ModelRequest, ModelResponse

@@ -34,7 +34,7 @@ import msgspec
 import psutil
 
 from phloem import PhloemError, Tree
-from phloem.actors.agents import LlmAgent
+from phloem.agents import LlmAgent
 from phloem.config import Config
 from phloem.models import ScriptedModel
 from phloem.protocols.content import ModelRequest, ModelResponse

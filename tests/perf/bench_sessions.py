@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.sessions.durable import DurableSessionService
+from phloem.agents.events import Event, EventActions
 from phloem.protocols.content import Content
 from phloem.protocols.tokens import estimate
 from tests.perf.common import median_seconds, row

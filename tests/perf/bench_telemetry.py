@@ -10,11 +10,11 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from phloem import telemetry
-from phloem.actors.agents import InlineExecutor, LlmAgent, run_agent
 from phloem.actors.telemetry.genai import GenAIInterceptor
 from phloem.actors.telemetry.providers import TelemetryRuntime
 from phloem.actors.telemetry.settings import TelemetryConfig
+from phloem.agents import InlineExecutor, LlmAgent, run_agent
+from phloem.base import telemetry
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.models.openai import OpenAIModel
 from phloem.protocols.content import Content, ModelRequest, ModelResponse, Usage

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from phloem import logs as phloem_logs
+from phloem.base import logs as phloem_logs
 from phloem.supervision import forkserver, threadpark
 from phloem.supervision._bootstrap import POOL_SIZE
 from phloem.supervision.process import ProcessHandle, start_process
@@ -138,7 +138,7 @@ def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None
 
 _DAEMON = """
 import sys
-from phloem import logs as phloem_logs
+from phloem.base import logs as phloem_logs
 from phloem.supervision import forkserver
 from phloem.supervision.process import start_process
 from phloem.supervision.spec import Command

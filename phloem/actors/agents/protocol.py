@@ -10,13 +10,16 @@ tool call; the owner answers with `ConfirmAgentRun(ref, call_id, approve)`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from phloem.actors.agents.events import Event
-from phloem.actors.agents.runner import AgentRun
-from phloem.actors.instructions.protocol import ConfirmRequest
+from phloem.agents.agent import Agent
+from phloem.agents.events import Event
+from phloem.agents.runner import AgentRun
+from phloem.instructions.protocol import ConfirmRequest
+from phloem.supervision.refs import Owner
 
 
 class ListAgents(msgspec.Struct, frozen=True, tag="list"):
@@ -80,3 +83,31 @@ class AgentRunEnd(msgspec.Struct, frozen=True, tag="end"):
 
 
 AgentStreamItem = AgentRunEvent | AgentRunEnd | ConfirmRequest
+
+
+# --- in-process messages (never on the wire: they carry objects) -------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LookupAgent:
+    """Answered with the registered `Agent` named `name` (`unknown_agent` if none)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterAgent:
+    """Registers `agent` with the service (an embedded tree's `register_agent`)."""
+
+    agent: Agent
+    replace: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StartAgentObject:
+    """Starts a run of the `agent` object itself for `owner`, without registering it
+    (an embedded tree's `run_agent`): answered with `AgentRunStarted`."""
+
+    agent: Agent
+    request: StartAgentRun
+    owner: Owner

@@ -13,7 +13,7 @@ A configured LLM agent's run gets its own interceptors after the tree's: its too
 (`confirmation = true`: the stream carries a `ConfirmRequest` for each mutating tool call
 and the run waits for the owner's `ConfirmAgentRun`; a cancelled run or a vanished owner
 refuses) and its workspace's instructions (`instructions = true`), all from
-`phloem.actors.instructions`. The run's warnings come back in `AgentRun.warnings`.
+`phloem.instructions`. The run's warnings come back in `AgentRun.warnings`.
 
 Credential-shaped state keys (`api_key`, `password`, ... — token *counts* are kept) are
 pruned from every event and from the final state before they leave the service.
@@ -35,12 +35,6 @@ from typing import Any
 
 import msgspec
 
-from phloem import telemetry
-from phloem.actors.agents.agent import Agent
-from phloem.actors.agents.context import CancelToken
-from phloem.actors.agents.events import Event
-from phloem.actors.agents.llm_agent import LlmAgent
-from phloem.actors.agents.planner_agent import PlannerAgent
 from phloem.actors.agents.protocol import (
     AgentInfo,
     AgentPlan,
@@ -51,28 +45,35 @@ from phloem.actors.agents.protocol import (
     CancelAgentRun,
     ConfirmAgentRun,
     ListAgents,
+    LookupAgent,
     PlanAgent,
+    RegisterAgent,
+    StartAgentObject,
     StartAgentRun,
 )
-from phloem.actors.agents.registry import AgentRegistry, build_registry, planned_groups
-from phloem.actors.agents.runner import AgentRun, run_agent
-from phloem.actors.agents.supervised import SupervisedExecutor
-from phloem.actors.cluster import launcher_of
-from phloem.actors.instructions.confirm import ConfirmationInterceptor
-from phloem.actors.instructions.context import run_interceptors
-from phloem.actors.instructions.discovery import InstructionContext
-from phloem.actors.instructions.policy import ToolPolicy
-from phloem.actors.instructions.protocol import ConfirmRequest
-from phloem.actors.instructions.settings import InstructionsConfig
 from phloem.actors.reload import ReloadContext, register_reloader
-from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
+from phloem.actors.services import Call, Resources, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, RunStreamForwarder, Topic
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.agents.agent import Agent
+from phloem.agents.context import CancelToken
+from phloem.agents.llm_agent import LlmAgent
+from phloem.agents.planner_agent import PlannerAgent
+from phloem.agents.public import public_event, public_run
+from phloem.agents.registry import AgentRegistry, build_registry, planned_groups
+from phloem.agents.runner import run_agent
+from phloem.agents.supervised import SupervisedExecutor
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
+from phloem.instructions.confirm import ConfirmationInterceptor
+from phloem.instructions.context import run_interceptors
+from phloem.instructions.discovery import InstructionContext
+from phloem.instructions.policy import ToolPolicy
+from phloem.instructions.protocol import ConfirmRequest
+from phloem.instructions.settings import InstructionsConfig
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.models.providers import ProviderRegistry
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.secrets import prune_secrets
+from phloem.protocols.limits import check_range
 from phloem.protocols.warnings import Warnings
 from phloem.supervision import (
     Actor,
@@ -87,6 +88,7 @@ from phloem.supervision import (
 )
 from phloem.supervision.actor import tell_if_alive
 from phloem.supervision.refs import Owner, RefKind
+from phloem.tools.toolset import SourceToolset, Toolset
 
 log = get_logger("phloem.agents")
 
@@ -128,8 +130,8 @@ class _Run:
     executor: SupervisedExecutor
     topic: Topic | None
     interceptors: Interceptors = NO_INTERCEPTORS
-    trace: Any = None  # the starting request's trace context (phloem.telemetry.capture)
-    # Per run (phloem.actors.instructions): the turn's tool policy, confirmation of
+    trace: Any = None  # the starting request's trace context (phloem.base.telemetry.capture)
+    # Per run (phloem.instructions): the turn's tool policy, confirmation of
     # mutating tools, the workspace whose instructions are discovered, the warnings.
     policy: ToolPolicy | None = None
     by_agent: dict[str, ToolPolicy] = field(default_factory=dict)
@@ -161,14 +163,6 @@ class _Finished:
         self.run_id = run_id
 
 
-class _Register:
-    __slots__ = ("agent", "replace")
-
-    def __init__(self, agent: Agent, replace: bool) -> None:
-        self.agent = agent
-        self.replace = replace
-
-
 class _Reconfigure:
     """Internal: rebuild providers and configured agents from a re-read config."""
 
@@ -176,65 +170,6 @@ class _Reconfigure:
 
     def __init__(self, config: Any) -> None:
         self.config = config
-
-
-def public_event(event: Event) -> Event:
-    """`event` as it may leave the daemon: credential-shaped state keys pruned."""
-    actions = event.actions
-    if not actions.state_delta:
-        return event
-    delta = prune_secrets(actions.state_delta)
-    if delta == actions.state_delta:
-        return event
-    return msgspec.structs.replace(
-        event, actions=msgspec.structs.replace(actions, state_delta=delta)
-    )
-
-
-def public_run(run: AgentRun) -> AgentRun:
-    """`run` as it may leave the daemon (events and final state pruned of secrets)."""
-    outcome = run.outcome
-    if outcome.final_event is not None:
-        outcome = msgspec.structs.replace(outcome, final_event=public_event(outcome.final_event))
-    return msgspec.structs.replace(
-        run,
-        outcome=outcome,
-        events=tuple(public_event(e) for e in run.events),
-        state=prune_secrets(run.state),
-    )
-
-
-class _Lookup:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-def lookup_message(name: str) -> Any:
-    """The in-process message that answers the registered `Agent` named `name`
-    (`unknown_agent` if none): how the eval service finds the agents it runs."""
-    return _Lookup(name)
-
-
-class _StartObject:
-    __slots__ = ("agent", "owner", "request")
-
-    def __init__(self, agent: Agent, request: StartAgentRun, owner: Owner) -> None:
-        self.agent = agent
-        self.request = request
-        self.owner = owner
-
-
-def register_message(agent: Agent, replace: bool = False) -> Any:
-    """The in-process message that registers `agent` with the service (Tree only)."""
-    return _Register(agent, replace)
-
-
-def start_object_message(agent: Agent, owner: Owner, request: StartAgentRun) -> Any:
-    """The in-process message that starts a run of the `agent` object itself, for
-    `owner`, without registering it (Tree only): answered with `AgentRunStarted`."""
-    return _StartObject(agent, request, owner)
 
 
 class AgentRunDriver(Actor):
@@ -301,7 +236,7 @@ class AgentService(ServiceActor):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         config = ctx.latest()
-        self.providers, self.registry = _configured(config, ctx.shared)
+        self.providers, self.registry = _configured(config, ctx.resources)
         self._from_config = set(self.registry.names())
         self.instructions: InstructionsConfig = config.instructions
         self.llm_config: dict[str, Any] = dict(config.agents.llm)
@@ -375,11 +310,11 @@ class AgentService(ServiceActor):
             return None
         if isinstance(message, _Reconfigure):
             return self._reconfigure(message.config)
-        if isinstance(message, _Register):
+        if isinstance(message, RegisterAgent):
             return self.registry.add(message.agent, replace=message.replace).name
-        if isinstance(message, _StartObject):
+        if isinstance(message, StartAgentObject):
             return self._start(message.request, message.owner, message.agent)
-        if isinstance(message, _Lookup):
+        if isinstance(message, LookupAgent):
             return self.registry.get(message.name)
         return None
 
@@ -387,7 +322,7 @@ class AgentService(ServiceActor):
         """Providers and configured agents from `config` (SIGHUP): built whole first, so a
         bad config changes nothing; agents registered in code stay; runs already going
         keep the agents and models they started with."""
-        providers, registry = _configured(config, self.ctx.shared)
+        providers, registry = _configured(config, self.ctx.resources)
         from_config = set(registry.names())
         for agent in self.registry.all():
             if agent.name not in self._from_config and agent.name not in from_config:
@@ -441,7 +376,7 @@ class AgentService(ServiceActor):
             run_id,
             parent=runs,
             invocation_timeout_s=self.invocation_timeout_s,
-            launcher=launcher_of(self.ctx.shared, "isolated_agents"),
+            launcher=self.ctx.resources.launcher("isolated_agents"),
         )
         run = _Run(
             run_id,
@@ -577,11 +512,18 @@ def find_sibling(handle: ChildHandle, sibling_id: str) -> SupervisorRef | None:
     return sibling if isinstance(sibling, SupervisorRef) else None
 
 
-def _configured(config: Any, shared: dict[str, Any]) -> tuple[ProviderRegistry, AgentRegistry]:
+def _configured(config: Any, resources: Resources) -> tuple[ProviderRegistry, AgentRegistry]:
     """The provider registry and the agents a config declares (their MCP toolsets reach
-    the tree's MCP hub through `shared`)."""
-    from phloem.actors.mcp.toolset import McpToolset
-    from phloem.settings import load_component
+    the tree's MCP hub through `resources.mcp`)."""
+    from phloem.base.settings import load_component
+
+    known = {*config.mcp.servers, *config.mcp.allow_foreign}
+
+    def mcp_toolset(servers: list[str]) -> Toolset:
+        unknown = [name for name in servers if name not in known]
+        if unknown:
+            raise ValueError(f"mcp_servers names unconfigured MCP servers: {', '.join(unknown)}")
+        return SourceToolset("mcp", lambda: resources.mcp, servers)
 
     providers = ProviderRegistry(config.providers)
     registry = build_registry(
@@ -589,7 +531,7 @@ def _configured(config: Any, shared: dict[str, Any]) -> tuple[ProviderRegistry, 
         lambda path: load_component(path, what="agent"),
         providers.get,
         config.instructions,
-        lambda names: McpToolset(shared, names, config.mcp),
+        mcp_toolset,
         describe=providers.describe,
     )
     return providers, registry

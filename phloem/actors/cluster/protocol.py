@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from phloem.actors.cluster.backend import CHECK_TIMEOUT_S
+from phloem.cluster.backend import CHECK_TIMEOUT_S
 
 
 class GetClusterStatus(msgspec.Struct, frozen=True, tag="status"):

@@ -4,8 +4,8 @@ Started right after telemetry (so stopped after every service that starts remote
 children): its start connects to the cluster — a tree whose cluster cannot be reached
 does not start (`start_failed`, naming the cause) — and its stop kills every remote call
 in flight and every worker, then disconnects. The backend is shared
-(`ServiceContext.shared["cluster"]`), and `launcher_of` hands each feature the launcher
-of its kind. It answers `GetClusterStatus` and `CheckCluster` (`phloem cluster ...`).
+(`ServiceContext.resources.cluster`), and `resources.launcher(kind)` hands each feature
+the launcher of its kind. It answers `GetClusterStatus` and `CheckCluster` (`phloem cluster ...`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from phloem.actors.cluster.backend import RayBackend
 from phloem.actors.cluster.protocol import CheckCluster, ClusterRequest, GetClusterStatus
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
+from phloem.cluster.backend import RayBackend
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.spec import ChildSpec
 
@@ -36,7 +36,7 @@ class ClusterService(ServiceActor):
 
     def __init__(self, ctx: ServiceContext) -> None:
         super().__init__(ctx)
-        backend = ctx.shared.get(SERVICE_NAME)
+        backend = ctx.resources.cluster
         if not isinstance(backend, RayBackend):
             raise PhloemError(ErrorKind.START_FAILED, "the cluster backend is missing")
         self.backend = backend
@@ -79,7 +79,8 @@ def cluster_factory(ctx: ServiceContext) -> ChildSpec | None:
     cfg = ctx.config.cluster
     if cfg.backend != "ray":
         return None
-    ctx.shared.setdefault(SERVICE_NAME, RayBackend(cfg))
+    if ctx.resources.cluster is None:
+        ctx.resources.cluster = RayBackend(cfg)
     return ChildSpec(
         SERVICE_NAME,
         (ClusterService, (ctx,), {}),

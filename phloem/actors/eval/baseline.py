@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 import msgspec
 
-from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.evalreport import (
     MAX_REPORT_BYTES,
@@ -23,6 +22,7 @@ from phloem.protocols.evalreport import (
     decode_json,
 )
 from phloem.protocols.files import read_bounded
+from phloem.protocols.limits import check_range
 
 EPSILON = 1e-9
 

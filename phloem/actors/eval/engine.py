@@ -2,7 +2,7 @@
 
 Each sample gets a fresh session (seeded from the case's `session_input`) and its own
 `SupervisedExecutor` under the eval's supervisor, and runs every turn of its case through
-the agents runtime (`phloem.actors.agents.runner.run_agent`, the same runner the agents
+the agents runtime (`phloem.agents.runner.run_agent`, the same runner the agents
 service drives) in that one session. At most `concurrency` samples run at once, each on a
 worker thread of its own.
 
@@ -24,17 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from phloem import telemetry
-from phloem.actors.agents.agent import Agent
-from phloem.actors.agents.context import CancelToken
-from phloem.actors.agents.runner import AgentRun, run_agent
-from phloem.actors.agents.session import InMemorySessionService
-from phloem.actors.agents.supervised import SupervisedExecutor
 from phloem.actors.eval import accounting
 from phloem.actors.eval.judge import judge
 from phloem.actors.eval.options import EvalOptions
 from phloem.actors.eval.scoring import TurnOutput, score
-from phloem.logs import get_logger
+from phloem.agents.agent import Agent
+from phloem.agents.context import CancelToken
+from phloem.agents.runner import AgentRun, run_agent
+from phloem.agents.session import InMemorySessionService
+from phloem.agents.supervised import SupervisedExecutor
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.evalcriteria import LLM_JUDGE, Criteria

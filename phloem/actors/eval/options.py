@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import msgspec
 
-from phloem.limits import check_range
 from phloem.protocols.errors import ErrorKind
+from phloem.protocols.limits import check_range
 
 DEFAULT_CONCURRENCY = 1
 MAX_CONCURRENCY = 256

@@ -21,10 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from phloem.actors.agents.agent import Agent
-from phloem.actors.agents.context import CancelToken
-from phloem.actors.agents.service import lookup_message
-from phloem.actors.cluster import launcher_of
+from phloem.actors.agents.protocol import LookupAgent
 from phloem.actors.eval.engine import EvalEngine
 from phloem.actors.eval.options import check_options
 from phloem.actors.eval.protocol import (
@@ -37,10 +34,12 @@ from phloem.actors.eval.protocol import (
 )
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, Topic
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.agents.agent import Agent
+from phloem.agents.context import CancelToken
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalreport import CaseResult
+from phloem.protocols.limits import check_range
 from phloem.supervision import (
     Actor,
     ActorHandle,
@@ -207,7 +206,7 @@ class EvalService(ServiceActor):
             integer=False,
         )
         agent = self._sibling(*AGENTS_SERVICE).ask(
-            lookup_message(request.agent), timeout=LOOKUP_TIMEOUT_S
+            LookupAgent(request.agent), timeout=LOOKUP_TIMEOUT_S
         )
         assert isinstance(agent, Agent)
         if len(self.evals) >= self.max_active:
@@ -244,7 +243,7 @@ class EvalService(ServiceActor):
                 cancel=token,
                 interceptors=self.ctx.interceptors.chain(),
                 invocation_timeout_s=min(self.invocation_timeout_s, request.options.case_timeout_s),
-                launcher=launcher_of(self.ctx.shared, "eval_cases"),
+                launcher=self.ctx.resources.launcher("eval_cases"),
             )
             driver = sup.start_child(
                 ChildSpec(

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import msgspec
 
-from phloem.settings import Section
+from phloem.base.settings import Section
 
 
 class EvalConfig(Section, kw_only=True):

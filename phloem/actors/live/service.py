@@ -33,7 +33,6 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from phloem.actors.cluster import launcher_of
 from phloem.actors.live.options import parse_options
 from phloem.actors.live.protocol import (
     LIVE_REF_KIND,
@@ -57,10 +56,10 @@ from phloem.actors.live.settings import LiveConfig
 from phloem.actors.live.tools import declarations
 from phloem.actors.live.transport import LiveLoop
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
+from phloem.base.settings import load_component
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.settings import load_component
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
@@ -219,7 +218,7 @@ class LiveService(ServiceActor):
                 self.cfg,
                 self.tools,
                 self.ctx.interceptors.chain(),
-                launcher_of(self.ctx.shared, "tools"),
+                self.ctx.resources.launcher("tools"),
             )
             handle = self._supervisor().start_child((spec,))
         except BaseException as exc:

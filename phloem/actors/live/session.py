@@ -53,7 +53,7 @@ from phloem.actors.live.transport import (
 )
 from phloem.actors.services import Call
 from phloem.actors.streams import Topic
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from phloem.settings import Section, section
+from phloem.base.settings import Section, section
 
 DEFAULT_BASE_URL = "wss://generativelanguage.googleapis.com"
 DEFAULT_MODEL = "gemini-3.1-flash-live-preview"

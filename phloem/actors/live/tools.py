@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from phloem.actors.live.settings import LiveToolsConfig
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors, ToolCall
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError

@@ -25,8 +25,8 @@ from opentelemetry.trace import SpanKind
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from phloem import telemetry
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.protocols import live as wire
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.secrets import redact

@@ -32,7 +32,7 @@ from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 
 from phloem.actors.lsp.settings import LspServerConfig
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.framing import ContentLengthDecoder, content_length_frame
 from phloem.supervision.channel import ChannelClosed, ChannelError, ChannelTimeout

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from phloem.actors.lsp.settings import LspConfig, LspServerConfig
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import RunWarning, Warnings
 from phloem.supervision.spec import ChildSpec, SupervisorSpec
@@ -262,9 +262,3 @@ class DiagnosedTool(Tool):
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         return self.inner.call(args, ctx)
-
-
-def lsp_hub_of(shared: dict[str, Any]) -> LspHub | None:
-    """The tree's LSP hub (`ServiceContext.shared["lsp"]`), if language servers are on."""
-    hub = shared.get("lsp")
-    return hub if isinstance(hub, LspHub) else None

@@ -4,7 +4,7 @@
     ├── servers         supervisor: one temporary process child per running server
     └── service         answers `ListLspServers`
 
-The hub (`hub.LspHub`) is shared (`ServiceContext.shared["lsp"]`): the tree's `write`
+The hub (`hub.LspHub`) is shared (`ServiceContext.resources.lsp`): the tree's `write`
 and `edit` tools (`tree.tool_registry()`) report through it.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.lsp.hub import LspHub, lsp_hub_of
+from phloem.actors.lsp.hub import LspHub
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.warnings import RunWarning
@@ -47,8 +47,8 @@ class LspService(ServiceActor):
 
     def __init__(self, ctx: ServiceContext) -> None:
         super().__init__(ctx)
-        hub = lsp_hub_of(ctx.shared)
-        if hub is None:
+        hub = ctx.resources.lsp
+        if not isinstance(hub, LspHub):
             raise PhloemError(ErrorKind.START_FAILED, "the LSP hub is missing")
         self.hub: LspHub = hub
         hub.attach(self._servers_supervisor)
@@ -72,7 +72,8 @@ def lsp_factory(ctx: ServiceContext) -> ChildSpec | None:
     cfg = ctx.config.lsp
     if cfg.mode == "off" or not cfg.servers:
         return None
-    ctx.shared.setdefault(SERVICE_NAME, LspHub(cfg))
+    if ctx.resources.lsp is None:
+        ctx.resources.lsp = LspHub(cfg)
     return ChildSpec(
         SERVICE_NAME,
         SupervisorChild(

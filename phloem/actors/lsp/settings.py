@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from phloem.settings import Section
+from phloem.base.settings import Section
 
 ServerId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,31}$")]
 Pattern = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]

@@ -39,7 +39,7 @@ from phloem.actors.mcp.foreign import foreign_servers
 from phloem.actors.mcp.settings import McpConfig, McpServerConfig
 from phloem.actors.mcp.tools import McpTool, build_tools
 from phloem.actors.mcp.transport import channel_streams
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.protocols.warnings import RunWarning, Warnings
@@ -450,9 +450,3 @@ class McpHub:
             own.stop(5.0)
         with self._lock:
             self._closed = False
-
-
-def hub_of(shared: dict[str, Any]) -> McpHub | None:
-    """The tree's MCP hub (`ServiceContext.shared["mcp"]`), if MCP servers are configured."""
-    hub = shared.get("mcp")
-    return hub if isinstance(hub, McpHub) else None

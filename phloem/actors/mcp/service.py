@@ -4,7 +4,7 @@
     ├── servers         supervisor: one temporary process child per running stdio server
     └── service         answers `ListMcpServers`
 
-The hub (`hub.McpHub`) is made with the tree and shared (`ServiceContext.shared["mcp"]`)
+The hub (`hub.McpHub`) is made with the tree and shared (`ServiceContext.resources.mcp`)
 so agents and `tree.tool_registry()` reach the same connections; it restarts servers
 itself (with backoff, up to `hub.MAX_FAILURES`), so their children are temporary.
 """
@@ -34,10 +34,10 @@ class McpService(ServiceActor):
 
     def __init__(self, ctx: ServiceContext) -> None:
         super().__init__(ctx)
-        from phloem.actors.mcp.hub import hub_of
+        from phloem.actors.mcp.hub import McpHub
 
-        hub = hub_of(ctx.shared)
-        if hub is None:
+        hub = ctx.resources.mcp
+        if not isinstance(hub, McpHub):
             raise PhloemError(ErrorKind.START_FAILED, "the MCP hub is missing")
         self.hub = hub
         hub.attach(self._servers_supervisor)
@@ -64,7 +64,8 @@ def mcp_factory(ctx: ServiceContext) -> ChildSpec | None:
         return None
     from phloem.actors.mcp.hub import McpHub  # the SDK loads only when MCP is configured
 
-    ctx.shared.setdefault(SERVICE_NAME, McpHub(ctx.config.mcp))
+    if ctx.resources.mcp is None:
+        ctx.resources.mcp = McpHub(ctx.config.mcp)
     return ChildSpec(
         SERVICE_NAME,
         SupervisorChild(

@@ -27,7 +27,7 @@ from typing import Annotated
 
 import msgspec
 
-from phloem.settings import Section
+from phloem.base.settings import Section
 
 SERVER_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,31}$"
 ServerName = Annotated[str, msgspec.Meta(pattern=SERVER_NAME)]

@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from phloem.base.settings import COMPONENT_RE, ComponentError, load_component
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import JsonValueError, json_size, json_value
 from phloem.protocols.plan import Plan as PlanDoc, Step
 from phloem.protocols.result import ExecutorOutcome, PlannerDecision, PlannerOutcome
-from phloem.settings import COMPONENT_RE, ComponentError, load_component
 
 __all__ = [
     "AdapterRef",

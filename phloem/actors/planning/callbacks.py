@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from phloem import telemetry
 from phloem.actors.planning import outcomes, worker
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.reasons import ExitKind
 from phloem.supervision.spec import Launcher, Limits

@@ -30,7 +30,6 @@ from typing import Any
 import msgspec
 import pykka
 
-from phloem import telemetry
 from phloem.actors.planning.adapters import AdapterRef
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
 from phloem.actors.planning.events import PlanningEvent, event_size
@@ -51,7 +50,8 @@ from phloem.actors.planning.worker import (
     PlanCall,
     ReviewCall,
 )
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind as K
 from phloem.protocols.jsonvalue import canonical_json
 from phloem.protocols.plan import (

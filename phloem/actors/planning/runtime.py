@@ -23,7 +23,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from phloem import telemetry
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.actors.planning.events import (
@@ -40,10 +39,11 @@ from phloem.actors.planning.run import (
     RunRecord,
     RunSpec,
 )
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
+from phloem.protocols.limits import check_range
 from phloem.protocols.plan import (
     PlanError,
     PlanningOptions,

@@ -27,7 +27,6 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.cluster import launcher_of
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.actors.planning.events import PlanningEvent
@@ -51,7 +50,7 @@ from phloem.actors.planning.runtime import (
 )
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.result import encode_result
 from phloem.supervision.credit import CreditWindow
@@ -93,7 +92,7 @@ class PlanningService(ServiceActor):
             self.runtime = PlanningRuntime(
                 self.adapters,
                 refs=self.ctx.refs,
-                runner=CallbackRunner(launcher_of(self.ctx.shared, "planning_callbacks")),
+                runner=CallbackRunner(self.ctx.resources.launcher("planning_callbacks")),
                 max_active_runs=self.max_active_runs,
                 supervisor=self._runs_supervisor(),
             )

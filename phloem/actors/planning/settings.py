@@ -6,7 +6,7 @@ from typing import Annotated
 
 import msgspec
 
-from phloem.settings import Components, Section
+from phloem.base.settings import Components, Section
 
 
 class PlanningConfig(Section):

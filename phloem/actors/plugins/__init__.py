@@ -5,7 +5,7 @@ the interceptor, the slots, the stateful instances, the built-ins and the servic
 their own modules.
 """
 
-from phloem.actors.plugins.contract import (
+from phloem.agents.hooks import (
     HOOKS,
     NOTIFY_ONLY,
     Amend,

@@ -24,17 +24,17 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from phloem.actors.plugins.contract import (
+from phloem.agents.hooks import (
     Amend,
     Outcome,
     Plugin,
     PluginContext,
     ToolResult,
 )
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
+from phloem.base.settings import Section
 from phloem.protocols.content import ModelRequest
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.settings import Section
 
 MAX_INSTRUCTION_BYTES = 64 * 1024
 MAX_GUIDANCE_BYTES = 4096

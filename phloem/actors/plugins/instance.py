@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from phloem.actors.plugins.contract import PluginContext
 from phloem.actors.plugins.slots import (
     HookFailure,
     decode_outcome,
@@ -38,7 +37,8 @@ from phloem.actors.plugins.slots import (
     encode_value,
     run_with_timeout,
 )
-from phloem.logs import get_logger
+from phloem.agents.hooks import PluginContext
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.supervision.actor import Actor, ActorHandle, tell_if_alive

@@ -30,10 +30,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from phloem.actors.agents.events import Event
-from phloem.actors.agents.outcome import OutcomeStatus, PlannerOutcome
-from phloem.actors.agents.runner import AgentRun
-from phloem.actors.plugins.contract import (
+from phloem.actors.plugins.slots import PluginSlot, _enc_hook
+from phloem.agents.events import Event
+from phloem.agents.hooks import (
     NOTIFY_ONLY,
     STOP_KINDS,
     Amend,
@@ -51,8 +50,9 @@ from phloem.actors.plugins.contract import (
     tool_answer,
     violation,
 )
-from phloem.actors.plugins.slots import PluginSlot, _enc_hook
-from phloem.logs import get_logger
+from phloem.agents.outcome import OutcomeStatus, PlannerOutcome
+from phloem.agents.runner import AgentRun
+from phloem.base.logs import get_logger
 from phloem.models.interceptors import CallInfo, Interceptor, RunCall, ToolCall
 from phloem.protocols.content import Content, ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError

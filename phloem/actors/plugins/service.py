@@ -17,18 +17,18 @@ import threading
 from typing import Any
 
 from phloem.actors.plugins.builtins import build_builtin
-from phloem.actors.plugins.contract import Plugin, hooks_of
 from phloem.actors.plugins.instance import Instance
 from phloem.actors.plugins.interceptor import PluginInterceptor
 from phloem.actors.plugins.protocol import ListPlugins, PluginInfo, PluginRequest
 from phloem.actors.plugins.settings import MAX_PLUGINS, PLUGIN_NAME, PluginConfig, PluginOptions
 from phloem.actors.plugins.slots import Mode, PluginSlot
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
-from phloem.logs import get_logger
+from phloem.agents.hooks import Plugin, hooks_of
+from phloem.base.logs import get_logger
+from phloem.base.settings import MAX_CAUSE_CHARS, ComponentError, load_component, one_line
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
-from phloem.settings import MAX_CAUSE_CHARS, ComponentError, load_component, one_line
 from phloem.supervision import (
     ActorHandle,
     ChildSpec,

@@ -20,9 +20,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from phloem.base.settings import ComponentPath, Section
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.jsonvalue import json_size
-from phloem.settings import ComponentPath, Section
 
 KIB = 1024
 MIB = 1024 * 1024

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from phloem.actors.plugins.contract import (
+from phloem.actors.plugins.settings import PluginOptions
+from phloem.agents.hooks import (
     Amend,
     Halt,
     Outcome,
@@ -35,7 +36,6 @@ from phloem.actors.plugins.contract import (
     ToolCall,
     ToolResult,
 )
-from phloem.actors.plugins.settings import PluginOptions
 from phloem.protocols.content import Content, ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
@@ -226,7 +226,7 @@ def decode_value(data: list[Any]) -> Any:
     if name == "json":
         return body
     if name == "Event":
-        from phloem.actors.agents.events import Event
+        from phloem.agents.events import Event
 
         return msgspec.convert(body, Event)
     if name in ("ToolCall", "ToolResult"):

@@ -31,14 +31,6 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.agents.events import Event
-from phloem.actors.agents.session import (
-    APP_PREFIX,
-    TEMP_PREFIX,
-    USER_PREFIX,
-    Session,
-    scope_of,
-)
 from phloem.actors.sessions.files import (
     AppendFile,
     io_error,
@@ -57,9 +49,17 @@ from phloem.actors.sessions.transcript import (
     new_header,
     persistable,
 )
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.agents.events import Event
+from phloem.agents.session import (
+    APP_PREFIX,
+    TEMP_PREFIX,
+    USER_PREFIX,
+    Session,
+    scope_of,
+)
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.limits import check_range
 from phloem.protocols.warnings import RunWarning, Warnings
 
 log = get_logger("phloem.sessions")

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from phloem.actors.agents.context import InvocationContext
-from phloem.actors.agents.events import Event
-from phloem.actors.agents.llm_agent import LlmAgent
+from phloem.agents.context import InvocationContext
+from phloem.agents.events import Event
+from phloem.agents.llm_agent import LlmAgent
 from phloem.models.interceptors import CallInfo, Interceptor, Interceptors
 from phloem.protocols.content import (
     Content,

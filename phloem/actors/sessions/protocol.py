@@ -13,9 +13,9 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.agents.events import Event
-from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.sessions.harness import AskResult
+from phloem.agents.events import Event
+from phloem.instructions.protocol import ConfirmRequest
 
 
 class NewSession(msgspec.Struct, frozen=True, tag="new"):

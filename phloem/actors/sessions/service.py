@@ -11,7 +11,7 @@ the `AskResult`.
 
 A session's agent is a `[sessions.agents.NAME]` entry: built for every run
 (`harness.build_agent`) on its provider with the coding tools on the session's workspace.
-Each turn also gets what `phloem.actors.instructions` adds (`SessionInstructions`): the
+Each turn also gets what `phloem.instructions` adds (`SessionInstructions`): the
 workspace's instructions in the model request, its skills, `/name args` prompt commands,
 the tool policy (the agent's `tools_allow` / `tools_deny` ∩ the turn's) and, with
 `confirmation = true`, a `ConfirmRequest` on the stream before each mutating tool call,
@@ -29,11 +29,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from phloem.actors.agents.context import CancelToken
-from phloem.actors.agents.registry import ProviderModel
-from phloem.actors.agents.service import public_event
-from phloem.actors.instructions.harness import SessionInstructions, TurnExtras
-from phloem.actors.instructions.protocol import ConfirmRequest
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
@@ -56,10 +51,15 @@ from phloem.actors.sessions.protocol import (
 from phloem.actors.sessions.settings import HarnessAgentConfig
 from phloem.actors.sessions.turn import Turn, run_turn
 from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, RunStreamForwarder, Topic
-from phloem.limits import check_range
-from phloem.logs import get_logger
+from phloem.agents.context import CancelToken
+from phloem.agents.public import public_event
+from phloem.agents.registry import ProviderModel
+from phloem.base.logs import get_logger
+from phloem.instructions.harness import SessionInstructions, TurnExtras
+from phloem.instructions.protocol import ConfirmRequest
 from phloem.models.interceptors import Interceptor
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.limits import check_range
 from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
     Actor,
@@ -99,7 +99,7 @@ class _Run:
     ref: str
     token: CancelToken
     topic: Topic | None = None
-    # Instructions, skills, templates, tool policy, confirmation (phloem.actors.instructions).
+    # Instructions, skills, templates, tool policy, confirmation (phloem.instructions).
     extras: TurnExtras | None = None
 
 

@@ -21,7 +21,7 @@ from typing import Annotated
 
 import msgspec
 
-from phloem.settings import Section
+from phloem.base.settings import Section
 
 _NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 AgentName = Annotated[str, msgspec.Meta(pattern=_NAME)]
@@ -53,7 +53,7 @@ class HarnessAgentConfig(Section, kw_only=True):
     minimum_elision_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000_000)] = 200
     preserve_tool_names: list[str] = []
     calibration: bool = True
-    # Instructions, skills, templates and tool policy (phloem.actors.instructions): the
+    # Instructions, skills, templates and tool policy (phloem.instructions): the
     # workspace's instruction files, its skills as list_skills / load_skill, prompt
     # commands (`/name args`); a tool policy (denials win) and confirmation of mutating tools.
     instructions: bool = True

@@ -13,10 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from phloem.actors.agents.context import CancelToken
-from phloem.actors.agents.events import Event
-from phloem.actors.agents.executor import InlineExecutor
-from phloem.actors.agents.runner import run_agent
 from phloem.actors.sessions.harness import (
     AskResult,
     RunSetup,
@@ -25,6 +21,10 @@ from phloem.actors.sessions.harness import (
     build_agent,
     run_interceptors,
 )
+from phloem.agents.context import CancelToken
+from phloem.agents.events import Event
+from phloem.agents.executor import InlineExecutor
+from phloem.agents.runner import run_agent
 from phloem.models.interceptors import Interceptors
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue

@@ -33,7 +33,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from phloem.logs import get_logger
+from phloem.base.logs import get_logger
 
 log = get_logger("phloem.telemetry")
 

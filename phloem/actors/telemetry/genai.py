@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import msgspec
 from opentelemetry import trace
 
-from phloem import telemetry
+from phloem.base import telemetry
 from phloem.models.interceptors import JSON, CallInfo, Interceptor, ToolCall
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.secrets import redact_value

@@ -43,8 +43,8 @@ from phloem.actors.telemetry.bus import (
     ExportBus,
 )
 from phloem.actors.telemetry.settings import TelemetryConfig
-from phloem.logs import get_logger
-from phloem.telemetry import MAX_ATTRIBUTE_BYTES
+from phloem.base.logs import get_logger
+from phloem.base.telemetry import MAX_ATTRIBUTE_BYTES
 
 log = get_logger("phloem.telemetry")
 
@@ -156,7 +156,7 @@ class TelemetryRuntime:
             "phloem.telemetry.dropped", [self._observe_dropped], "{item}", "Items dropped"
         )
 
-    # -- phloem.telemetry.Runtime ----------------------------------------------------------
+    # -- phloem.base.telemetry.Runtime ----------------------------------------------------------
 
     @property
     def tracer(self) -> trace.Tracer:

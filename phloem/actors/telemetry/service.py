@@ -2,7 +2,7 @@
 
 Started first among the services (and so stopped last), when `[telemetry] enabled`: it
 builds the providers from the config, installs them as the process's telemetry
-(`phloem.telemetry`) and adds the GenAI interceptor outermost to the tree's chain. On
+(`phloem.base.telemetry`) and adds the GenAI interceptor outermost to the tree's chain. On
 stop it takes the interceptor out, uninstalls, takes a last metric snapshot and drains
 the bus within `drain_timeout_s` (what is left is counted as dropped, `shutdown`). Only
 one tree per process exports: a second enabled tree in the same process logs
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from phloem import telemetry
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.telemetry.genai import GenAIInterceptor
 from phloem.actors.telemetry.protocol import Flush, GetCounts, TelemetryRequest
-from phloem.logs import get_logger
+from phloem.base import telemetry
+from phloem.base.logs import get_logger
 from phloem.supervision.spec import ChildSpec
 
 if TYPE_CHECKING:

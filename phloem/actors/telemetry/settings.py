@@ -9,7 +9,7 @@ from typing import Annotated
 
 import msgspec
 
-from phloem.settings import Section
+from phloem.base.settings import Section
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_HEADERS = 32

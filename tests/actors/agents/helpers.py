@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from phloem.actors.agents import (
+from phloem.agents import (
     Agent,
     AgentMetadata,
     Event,

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from phloem import PhloemError, Tree
-from phloem.actors.agents import (
+from phloem.agents import (
     Agent,
     Event,
     EventActions,

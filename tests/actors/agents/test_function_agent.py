@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.agents import FunctionAgent, FunctionResult, InvocationContext
-from phloem.actors.agents.function_agent import MAX_OUTPUT_BYTES
+from phloem.agents import FunctionAgent, FunctionResult, InvocationContext
+from phloem.agents.function_agent import MAX_OUTPUT_BYTES
 
 pytestmark = pytest.mark.timeout(5)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from phloem import PhloemError
-from phloem.actors.agents import (
+from phloem.agents import (
     AgentMetadata,
     AStarSearch,
     DfsSearch,

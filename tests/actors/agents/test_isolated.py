@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.agents import (
+from phloem.agents import (
     FunctionAgent,
     InvocationContext,
     PlannerAgent,
     SequentialPlanner,
     run_agent,
 )
-from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.agents.supervised import SupervisedExecutor
 from phloem.supervision import Limits
 from phloem.supervision.spec import Launcher
 from tests.raycluster import assert_no_leaks, cluster_fixture, ray_backend

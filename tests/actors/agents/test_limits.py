@@ -9,7 +9,8 @@ import msgspec
 import pytest
 
 from phloem import PhloemError, Tree
-from phloem.actors.agents import (
+from phloem.actors.agents.service import MAX_AGENT_INPUT_CHARS
+from phloem.agents import (
     Agent,
     Event,
     FunctionAgent,
@@ -19,10 +20,9 @@ from phloem.actors.agents import (
     SequentialPlanner,
     run_agent,
 )
-from phloem.actors.agents.agent import MAX_DESCRIPTION_CHARS
-from phloem.actors.agents.planner_agent import MAX_SUB_AGENTS
-from phloem.actors.agents.service import MAX_AGENT_INPUT_CHARS
-from phloem.actors.agents.supervised import GROUP_QUEUE_LIMIT
+from phloem.agents.agent import MAX_DESCRIPTION_CHARS
+from phloem.agents.planner_agent import MAX_SUB_AGENTS
+from phloem.agents.supervised import GROUP_QUEUE_LIMIT
 from phloem.config import Config
 from tests.actors.agents.helpers import writer
 

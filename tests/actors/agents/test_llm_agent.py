@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from phloem import PhloemError
-from phloem.actors.agents import InvocationContext, LlmAgent
-from phloem.actors.agents.templating import render
+from phloem.agents import InvocationContext, LlmAgent
+from phloem.agents.templating import render
 from phloem.models import ScriptedModel
 from phloem.protocols.content import Content, ModelResponse, Part
 from phloem.protocols.model import ModelError
@@ -127,8 +127,8 @@ def test_coding_tools_run_in_their_workspace(tmp_path: Any) -> None:
 
 
 def test_exit_loop_escalates_and_ends_a_loop_planner() -> None:
-    from phloem.actors.agents import LoopPlanner, PlannerAgent, run_agent
-    from phloem.actors.agents.llm_agent import exit_loop
+    from phloem.agents import LoopPlanner, PlannerAgent, run_agent
+    from phloem.agents.llm_agent import exit_loop
 
     call = ModelResponse.from_parts([Part.from_function_call("exit_loop", {})])
     model = ScriptedModel(["draft 1", "too vague", "draft 2", call, "good now"])
@@ -215,7 +215,7 @@ def test_invalid_arguments_give_the_same_failure_value_for_callables_and_coding_
 
 
 def test_unknown_tools_and_oversized_results_are_failure_values() -> None:
-    from phloem.actors.agents.llm_agent import MAX_TOOL_RESULT_BYTES
+    from phloem.agents.llm_agent import MAX_TOOL_RESULT_BYTES
 
     def huge() -> str:
         return "x" * MAX_TOOL_RESULT_BYTES

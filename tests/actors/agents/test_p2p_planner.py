@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.agents import (
+from phloem.agents import (
     Agent,
     AgentMetadata,
     Event,

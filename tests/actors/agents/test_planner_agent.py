@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.agents import (
+from phloem.agents import (
     Agent,
     Done,
     DoneWithResult,
@@ -302,7 +302,7 @@ def test_cancelling_stops_the_run_with_cancelled() -> None:
 
 
 def test_the_inline_executor_runs_a_group_sequentially_in_the_calling_thread() -> None:
-    from phloem.actors.agents import InlineExecutor
+    from phloem.agents import InlineExecutor
 
     threads: list[str] = []
 

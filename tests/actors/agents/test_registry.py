@@ -9,10 +9,10 @@ import msgspec
 import pytest
 
 from phloem import PhloemError
-from phloem.actors.agents import FunctionAgent, PlannerAgent
-from phloem.actors.agents.registry import build_registry, planned_groups
-from phloem.actors.agents.settings import AgentsConfig
-from phloem.settings import load_component
+from phloem.agents import FunctionAgent, PlannerAgent
+from phloem.agents.registry import build_registry, planned_groups
+from phloem.agents.settings import AgentsConfig
+from phloem.base.settings import load_component
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -114,7 +114,7 @@ def test_unknown_keys_and_bad_values_are_rejected_by_the_schema() -> None:
 
 
 def test_llm_agents_and_a_supervisor_use_configured_providers_lazily() -> None:
-    from phloem.actors.agents import run_agent
+    from phloem.agents import run_agent
     from phloem.models import ScriptedModel
 
     model = ScriptedModel(["writer", "Once upon a time.", "DONE: written"])
@@ -144,7 +144,7 @@ def test_llm_agents_and_a_supervisor_use_configured_providers_lazily() -> None:
 
 
 def test_an_unknown_provider_fails_the_call_not_the_start() -> None:
-    from phloem.actors.agents import run_agent
+    from phloem.agents import run_agent
 
     cfg = msgspec.convert(
         {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from phloem import PhloemError
-from phloem.actors.agents import Event, EventActions, InMemorySessionService
+from phloem.agents import Event, EventActions, InMemorySessionService
 
 pytestmark = pytest.mark.timeout(5)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.agents import (
+from phloem.agents import (
     Agent,
     CancelToken,
     Event,
@@ -19,7 +19,7 @@ from phloem.actors.agents import (
     SequentialPlanner,
     run_agent,
 )
-from phloem.actors.agents.supervised import SupervisedExecutor
+from phloem.agents.supervised import SupervisedExecutor
 
 pytestmark = pytest.mark.timeout(45)
 

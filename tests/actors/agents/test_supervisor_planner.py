@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from phloem.actors.agents import PlannerAgent, SupervisorPlanner, run_agent
+from phloem.agents import PlannerAgent, SupervisorPlanner, run_agent
 from phloem.models import ScriptedModel
 from phloem.protocols.content import ModelResponse, Usage
 from phloem.protocols.model import ModelError

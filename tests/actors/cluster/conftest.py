@@ -14,8 +14,7 @@ import msgspec
 import pytest
 
 from phloem import Tree
-from phloem.actors.cluster import launcher_of
-from phloem.actors.cluster.settings import Kind
+from phloem.cluster.settings import Kind
 from phloem.config import Config
 from tests.raycluster import assert_no_leaks, cluster_fixture, cluster_section, warm_up
 
@@ -103,4 +102,4 @@ def tree(backend: str, request: pytest.FixtureRequest) -> Iterator[Tree]:
 def warm(tree: Tree, *kinds: Kind) -> None:
     """Run one short call of each of `kinds` on the tree's cluster (nothing locally)."""
     for kind in kinds:
-        warm_up(launcher_of(tree.shared, kind), kind)
+        warm_up(tree.resources.launcher(kind), kind)

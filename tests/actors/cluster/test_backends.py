@@ -19,11 +19,10 @@ import psutil
 import pytest
 
 from phloem import Tree
-from phloem.actors.agents import Agent, Event, FunctionAgent, InvocationContext
-from phloem.actors.agents.agent import invoke
-from phloem.actors.cluster import launcher_of
 from phloem.actors.live.settings import LiveToolsConfig
 from phloem.actors.live.tools import ToolDone, ToolRunner
+from phloem.agents import Agent, Event, FunctionAgent, InvocationContext
+from phloem.agents.agent import invoke
 from phloem.protocols import live as wire
 from phloem.protocols.content import Content
 from phloem.protocols.evalcriteria import Criteria, Criterion
@@ -301,7 +300,7 @@ def test_live_tool_calls_answer_and_time_out(tree: Tree, backend: str) -> None:
         {"add": fns.add, "agent_sleep": fns.agent_sleep},
         config,
         post,
-        launcher=launcher_of(tree.shared, "tools"),
+        launcher=tree.resources.launcher("tools"),
     )
     try:
         runner.submit(1, wire.FunctionCall(id="a", name="add", args={"a": 1, "b": 2}))
@@ -323,7 +322,7 @@ def test_live_tool_calls_answer_and_time_out(tree: Tree, backend: str) -> None:
 def test_phloem_restarts_a_killed_permanent_child(tree: Tree, backend: str, tmp_path: Path) -> None:
     marker = tmp_path / "pids"
     target = ProcessTarget(fns.serve_forever, (str(marker),))
-    launcher = launcher_of(tree.shared, "isolated_agents")
+    launcher = tree.resources.launcher("isolated_agents")
     start: Any = target if launcher is None else RemoteTarget(target, launcher)
     sup = Supervisor.start(
         SupervisorSpec(intensity=3), [ChildSpec("server", start, shutdown=1.0)], name="srv"

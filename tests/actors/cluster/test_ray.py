@@ -14,9 +14,8 @@ import msgspec
 import pytest
 
 from phloem import Tree
-from phloem.actors.cluster import launcher_of
-from phloem.actors.cluster.backend import RayBackend
-from phloem.actors.cluster.settings import ClusterConfig
+from phloem.cluster.backend import RayBackend
+from phloem.cluster.settings import ClusterConfig
 from phloem.config import Config, load_config
 from phloem.protocols.errors import PhloemError
 from phloem.supervision.childcall import ChildCallError, call_in_child, start_call
@@ -194,7 +193,7 @@ def test_stopping_the_tree_kills_remote_calls_in_flight(ray_cluster: Any, tmp_pa
     fifos = [str(tmp_path / f"f{i}") for i in range(3)]
     threads = []
     try:
-        launcher = launcher_of(tree.shared, "planning_callbacks")
+        launcher = tree.resources.launcher("planning_callbacks")
         for i, fifo in enumerate(fifos):
             os.mkfifo(fifo)
             thread = threading.Thread(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from phloem.actors.agents import Agent, Event, InvocationContext, LlmAgent
+from phloem.agents import Agent, Event, InvocationContext, LlmAgent
 from phloem.protocols.content import Content, ModelRequest, ModelResponse, Part
 
 ADK_SNAKE: dict[str, Any] = {

@@ -13,9 +13,9 @@ import psutil
 import pytest
 
 from phloem import Tree
-from phloem.actors.agents.context import CancelToken
 from phloem.actors.eval.engine import EvalEngine
 from phloem.actors.eval.options import EvalOptions
+from phloem.agents.context import CancelToken
 from phloem.config import Config
 from phloem.models.scripted import ScriptedModel
 from phloem.protocols.evalcriteria import Criteria, Criterion

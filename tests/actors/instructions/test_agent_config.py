@@ -8,10 +8,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from phloem.actors.agents.llm_agent import LlmAgent
-from phloem.actors.agents.registry import build_registry
-from phloem.actors.instructions.settings import InstructionsConfig
+from phloem.agents.llm_agent import LlmAgent
+from phloem.agents.registry import build_registry
 from phloem.config import Config
+from phloem.instructions.settings import InstructionsConfig
 from phloem.protocols.errors import PhloemError
 
 pytestmark = pytest.mark.timeout(30)

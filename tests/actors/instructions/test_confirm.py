@@ -8,14 +8,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from phloem.actors.instructions.confirm import (
+from phloem.config import Config
+from phloem.instructions.confirm import (
     MAX_PENDING_CONFIRMATIONS,
     ConfirmationInterceptor,
     is_mutating,
 )
-from phloem.actors.instructions.protocol import ConfirmRequest
-from phloem.actors.instructions.settings import InstructionsConfig
-from phloem.config import Config
+from phloem.instructions.protocol import ConfirmRequest
+from phloem.instructions.settings import InstructionsConfig
 from phloem.models.interceptors import CallInfo, ToolCall
 from phloem.protocols.errors import PhloemError
 from phloem.tools import default_registry
@@ -167,8 +167,8 @@ def test_confirmation_can_be_limited_to_some_agents_each_with_its_timeout() -> N
 
 
 def test_toolset_tools_are_asked_about_unless_annotated_read_only() -> None:
-    from phloem.actors.agents import LlmAgent
     from phloem.actors.agents.service import tool_table
+    from phloem.agents import LlmAgent
     from phloem.models import ScriptedModel
     from phloem.tools.contract import FunctionTool
     from phloem.tools.toolset import Toolset

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from phloem.actors.instructions.discovery import InstructionContext
-from phloem.actors.instructions.policy import ToolPolicy
-from phloem.actors.instructions.settings import InstructionsConfig
+from phloem.instructions.discovery import InstructionContext
+from phloem.instructions.policy import ToolPolicy
+from phloem.instructions.settings import InstructionsConfig
 from tests.actors.instructions.conftest import Trees
 
 pytestmark = pytest.mark.timeout(30)

@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.agents import LlmAgent
-from phloem.actors.agents.runner import run_agent
-from phloem.actors.agents.supervised import SupervisedExecutor
-from phloem.actors.instructions.context import (
+from phloem.agents import LlmAgent
+from phloem.agents.runner import run_agent
+from phloem.agents.supervised import SupervisedExecutor
+from phloem.instructions.context import (
     InstructionsInterceptor,
     run_interceptors,
     touched_paths,
 )
-from phloem.actors.instructions.discovery import InstructionContext
-from phloem.actors.instructions.policy import ToolPolicy, ToolPolicyInterceptor, TurnPolicy
-from phloem.actors.instructions.settings import InstructionsConfig
-from phloem.actors.instructions.skills import SkillCatalog, skill_tools
+from phloem.instructions.discovery import InstructionContext
+from phloem.instructions.policy import ToolPolicy, ToolPolicyInterceptor, TurnPolicy
+from phloem.instructions.settings import InstructionsConfig
+from phloem.instructions.skills import SkillCatalog, skill_tools
 from phloem.models import ScriptedModel
 from phloem.models.interceptors import Interceptors, ToolCall
 from phloem.protocols.content import ModelResponse, Part

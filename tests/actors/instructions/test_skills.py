@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from phloem.actors.instructions.settings import ForeignConfig, InstructionsConfig
-from phloem.actors.instructions.skills import SkillCatalog, skill_tools
+from phloem.instructions.settings import ForeignConfig, InstructionsConfig
+from phloem.instructions.skills import SkillCatalog, skill_tools
 from phloem.tools import ToolContext
 from tests.actors.instructions.conftest import Trees
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from phloem.actors.instructions.settings import ForeignConfig, InstructionsConfig
-from phloem.actors.instructions.templates import TemplateCatalog, fill_slots
+from phloem.instructions.settings import ForeignConfig, InstructionsConfig
+from phloem.instructions.templates import TemplateCatalog, fill_slots
 from phloem.protocols.errors import PhloemError
 from tests.actors.instructions.conftest import Trees
 from tests.helpers import raises_kind

@@ -16,16 +16,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from phloem.actors.agents.llm_agent import LlmAgent
 from phloem.actors.mcp.hub import McpHub
 from phloem.actors.mcp.settings import McpConfig, McpServerConfig
 from phloem.actors.mcp.tools import MAX_TOOLS_PER_SERVER, tool_name
-from phloem.actors.mcp.toolset import McpToolset
-from phloem.config import Config
+from phloem.agents.llm_agent import LlmAgent
+from phloem.config import Config, load_config
 from phloem.models.scripted import ScriptedModel
 from phloem.protocols.content import Content, ModelResponse, Part
+from phloem.protocols.errors import PhloemError
 from phloem.tools.contract import ToolContext
 from phloem.tools.outputlimit import OutputPolicy
+from phloem.tools.toolset import SourceToolset
 from phloem.tree import Tree
 from tests.helpers import ROOT, pids_alive, wait_until
 
@@ -75,7 +76,7 @@ def test_naming_maps_non_word_characters_and_cuts_to_64_bytes() -> None:
 def test_stdio_server_connects_lazily_as_a_supervised_child_and_stops_with_the_tree() -> None:
     tree = tree_with(t=stdio())
     try:
-        ctx = tree.shared["mcp"]
+        ctx = tree.resources.mcp
         assert isinstance(ctx, McpHub)
         assert "t" not in child_ids(tree)  # nothing runs before a tool is needed
         assert ctx.info()[0]["state"] == "idle"
@@ -124,7 +125,7 @@ def test_bounds_tool_count_and_result_size() -> None:
 def test_a_crashing_server_is_restarted_then_suppressed_after_three_failures() -> None:
     tree = tree_with(c=stdio())
     try:
-        hub = tree.shared["mcp"]
+        hub = tree.resources.mcp
         tools = tools_of(hub, "c")
         first = hub.server("c").pid
         crash = tools["mcp__c__crash"]
@@ -155,7 +156,7 @@ def test_a_crashing_server_is_restarted_then_suppressed_after_three_failures() -
 def test_a_hanging_call_times_out_and_the_process_group_is_killed() -> None:
     tree = tree_with(h=stdio(timeout_s=1.5))
     try:
-        hub = tree.shared["mcp"]
+        hub = tree.resources.mcp
         tools = tools_of(hub, "h")
         bridge = hub.server("h").pid
         server_pid = int(tools["mcp__h__pid"].run({}, ToolContext())["content"])  # type: ignore[attr-defined]
@@ -190,7 +191,7 @@ def test_an_llm_agent_calls_an_mcp_tool_through_a_scripted_model() -> None:
             model,
             "Use the tool.",
             output_key="answer",
-            toolsets=[McpToolset(tree.shared, ["t"], tree.config.mcp)],
+            toolsets=[SourceToolset("mcp", lambda: tree.resources.mcp, ["t"])],
         )
         run = tree.run_agent(agent, input="20 + 22?")
         assert run.ok, run.outcome
@@ -203,17 +204,16 @@ def test_an_llm_agent_calls_an_mcp_tool_through_a_scripted_model() -> None:
         tree.stop()
 
 
-def test_configured_llm_agents_name_their_mcp_servers() -> None:
-    with pytest.raises(Exception, match="unconfigured MCP servers: nope"):
-        McpToolset({}, ["nope"], McpConfig())
-    from phloem.actors.agents.registry import build_registry
-    from phloem.actors.agents.settings import AgentsConfig, LlmAgentConfig
-
-    cfg = AgentsConfig(llm={"a": LlmAgentConfig(provider="p", mcp_servers=["t"])})
-    mcp = McpConfig(servers={"t": stdio()})
-    registry = build_registry(cfg, lambda p: None, mcp_toolset=lambda n: McpToolset({}, n, mcp))
-    agent = registry.get("a")
-    assert isinstance(agent, LlmAgent) and agent.toolsets[0].servers == ["t"]  # type: ignore[attr-defined]
+def test_configured_llm_agents_name_their_mcp_servers(tmp_path: Path) -> None:
+    text = (
+        '[providers.p]\nprotocol = "gemini"\nmodel = "m"\n'
+        '[agents.llm.a]\nprovider = "p"\nmcp_servers = ["nope"]\n'
+    )
+    (tmp_path / "c.toml").write_text(text)
+    with pytest.raises(
+        PhloemError, match=r"agents.llm.a.mcp_servers\[0\]: no MCP server named 'nope'"
+    ):
+        load_config(tmp_path / "c.toml", load_components=True)
 
 
 def _free_port() -> int:

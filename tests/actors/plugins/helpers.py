@@ -6,13 +6,13 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.agents import LlmAgent
-from phloem.actors.agents.executor import InlineExecutor
-from phloem.actors.agents.runner import AgentRun, run_agent
 from phloem.actors.plugins.interceptor import PluginInterceptor
 from phloem.actors.plugins.service import make_slot
 from phloem.actors.plugins.settings import PluginOptions
 from phloem.actors.plugins.slots import PluginSlot
+from phloem.agents import LlmAgent
+from phloem.agents.executor import InlineExecutor
+from phloem.agents.runner import AgentRun, run_agent
 from phloem.models import ScriptedModel
 from phloem.models.interceptors import Interceptors
 from phloem.protocols.content import ModelResponse, Part

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from phloem.actors.agents import LlmAgent
 from phloem.actors.plugins.builtins import build_builtin
+from phloem.agents import LlmAgent
 from phloem.models import ScriptedModel
 from phloem.protocols.content import Content, ModelRequest, ModelResponse, Part
 from phloem.protocols.errors import PhloemError
@@ -84,7 +84,7 @@ def test_tool_retry_adds_a_hint_and_never_replays_the_tool() -> None:
 def test_logging_is_content_free(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from phloem import logs as phloem_logs
+    from phloem.base import logs as phloem_logs
 
     phloem_logs.use_stdlib()
     caplog.set_level(logging.DEBUG, logger="phloem")

@@ -10,7 +10,7 @@ import dill
 import pytest
 
 import phloem
-from phloem.actors.agents import LlmAgent
+from phloem.agents import LlmAgent
 from phloem.models.gemini import GeminiModel
 from phloem.models.interceptors import CallInfo
 from phloem.plugins import HOOKS, Plugin, PluginContext

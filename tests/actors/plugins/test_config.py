@@ -39,7 +39,7 @@ def test_config_plugins_run_in_declaration_order_and_apply_to_every_run() -> Non
         with tree.client() as client:
             names = [p.name for p in client.list_plugins()]
         assert names == ["audit", "rules", "counter"]
-        from phloem.actors.agents import LlmAgent
+        from phloem.agents import LlmAgent
         from phloem.models import ScriptedModel
 
         model = ScriptedModel(["ok"])

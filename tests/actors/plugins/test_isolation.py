@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import phloem
-from phloem.actors.agents import LlmAgent
+from phloem.agents import LlmAgent
 from phloem.models import ScriptedModel
 from phloem.protocols.errors import PhloemError
 from tests.helpers import wait_until
@@ -185,9 +185,9 @@ def test_add_plugin_checks_its_options() -> None:
 
 
 def test_calls_to_one_instance_never_overlap_and_the_queue_is_bounded() -> None:
-    from phloem.actors.plugins.contract import PluginContext
     from phloem.actors.plugins.instance import Instance
     from phloem.actors.plugins.slots import HookFailure
+    from phloem.agents.hooks import PluginContext
     from phloem.protocols.content import ModelRequest
     from phloem.supervision import Supervisor, SupervisorSpec
 

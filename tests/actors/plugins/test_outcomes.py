@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from phloem.actors.agents import LlmAgent
+from phloem.agents import LlmAgent
 from phloem.models import ScriptedModel
 from phloem.models.oneshot import run as oneshot_run
 from phloem.plugins import Amend, Halt, Plugin, PluginContext, Return

@@ -10,9 +10,9 @@ import msgspec
 import pytest
 
 import phloem
-from phloem.actors.agents import FunctionAgent, LlmAgent, PlannerAgent, SequentialPlanner
 from phloem.actors.plugins import slots as slots_module
 from phloem.actors.plugins.slots import HookFailure, run_with_timeout
+from phloem.agents import FunctionAgent, LlmAgent, PlannerAgent, SequentialPlanner
 from phloem.models import ScriptedModel
 from phloem.plugins import Amend, Halt, Plugin, PluginContext, Return
 from tests.helpers import wait_until
@@ -149,7 +149,7 @@ def test_a_local_halt_stops_the_run_even_when_the_planner_would_continue() -> No
 
 
 def test_a_supervisor_planners_model_calls_go_through_the_plugins() -> None:
-    from phloem.actors.agents import SupervisorPlanner
+    from phloem.agents import SupervisorPlanner
 
     log: list[str] = []
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from phloem.actors.agents.events import Event, EventActions
 from phloem.actors.sessions.durable import DurableSessionService
 from phloem.actors.sessions.ids import MAX_ID_BYTES, decode_id, encode_id
+from phloem.agents.events import Event, EventActions
 from phloem.protocols.content import Content
 from tests.helpers import raises_kind
 

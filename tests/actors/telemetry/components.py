@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from phloem import telemetry
+from phloem.base import telemetry
 from phloem.protocols.plan import Step
 from phloem.protocols.result import Ok
 

@@ -11,10 +11,10 @@ import pytest
 from opentelemetry.sdk.metrics.export import MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from phloem import telemetry
 from phloem.actors.telemetry.bus import BusLimits, ExportBus
 from phloem.actors.telemetry.providers import MAX_INSTRUMENTS, TelemetryRuntime
 from phloem.actors.telemetry.settings import TelemetryConfig
+from phloem.base import telemetry
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(30)

@@ -13,8 +13,8 @@ import msgspec
 import pytest
 
 import phloem
-from phloem import telemetry
-from phloem.actors.agents import LlmAgent
+from phloem.agents import LlmAgent
+from phloem.base import telemetry
 from phloem.config import Config
 from phloem.models import ScriptedModel
 from tests.helpers import wait_until

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 import phloem
-from phloem.actors.agents import FunctionAgent
+from phloem.agents import FunctionAgent
 from phloem.config import Config
 from phloem.supervision import Supervisor, SupervisorSpec
 from phloem.supervision.childcall import ChildCallError, call_in_child

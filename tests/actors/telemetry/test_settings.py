@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 import phloem
-from phloem import telemetry
 from phloem.actors.telemetry.settings import MAX_HEADERS, TelemetryConfig
+from phloem.base import telemetry
 from phloem.config import parse_config
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import Ask, TraceContext, decode_client, encode_frame

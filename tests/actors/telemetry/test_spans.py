@@ -11,10 +11,10 @@ import msgspec
 import pytest
 
 import phloem
-from phloem import telemetry
-from phloem.actors.agents import LlmAgent, PlannerAgent, SequentialPlanner
+from phloem.agents import LlmAgent, PlannerAgent, SequentialPlanner
+from phloem.base import telemetry
+from phloem.base.logs import configure_logging
 from phloem.config import Config
-from phloem.logs import configure_logging
 from phloem.models import ScriptedModel
 from phloem.models.oneshot import run as oneshot_run
 from phloem.models.openai import OpenAIModel
@@ -250,7 +250,7 @@ def test_log_lines_inside_a_span_carry_its_trace_and_span_ids(receiver: Receiver
     configure_logging("info", "json", out)
     try:
         with phloem.Tree.start(tree_config(receiver)):
-            from phloem.logs import get_logger
+            from phloem.base.logs import get_logger
 
             with telemetry.span("logged") as sp:
                 assert sp is not None
@@ -316,7 +316,7 @@ def test_one_shot_runs_report_real_usage_and_model_spans(
 
 
 def test_a_supervisor_planners_model_calls_are_spans_too(receiver: Receiver) -> None:
-    from phloem.actors.agents import SupervisorPlanner
+    from phloem.agents import SupervisorPlanner
 
     usage = Usage(input_tokens=7, output_tokens=1)
     boss = ScriptedModel(

@@ -1,0 +1,1 @@
+"""What every layer above the formats uses: settings, logs, telemetry hooks, paths."""

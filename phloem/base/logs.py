@@ -1,0 +1,254 @@
+"""phloem's one logging mechanism: `get_logger(name)` for every module, two sinks.
+
+- **Embedded** (the default: a `phloem.Tree` inside someone else's program): records go
+  through the standard `logging` module, to the logger of the same name under `phloem`
+  (`phloem.tree`, `phloem.daemon`, ...), by structlog's stdlib integration. phloem
+  configures nothing globally — no handler, no level, no `structlog.configure` — so the
+  host's logging setup decides where they go, and nothing is ever printed on stdout.
+- **Owned** (`configure_logging`, called by the daemon and the CLI, which own their
+  process): one rendered line per record (JSON or console) on standard error, resolved at
+  write time rather than at configure time, so a redirected or replaced `sys.stderr` (a
+  test's capture, a daemon's log file) is honoured. `set_level` changes the level live
+  (the daemon's SIGHUP reload).
+
+Every module logs through `get_logger` (never `structlog.get_logger`, whose global
+configuration belongs to the host program; `tests/test_layout.py` keeps to that).
+
+Logging never raises into its caller: a line that cannot be written (a closed stream, a
+pipe whose reader has gone away, a full disk) is dropped and counted (`dropped_lines()`;
+the daemon reports the count in its `daemon_stopped` line). Code such as the daemon's stop
+path logs before acting, and a dead log sink must not stop it from acting.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import MutableMapping
+from typing import Any, Literal, TextIO
+
+import structlog
+
+from phloem.base import telemetry
+from phloem.protocols.secrets import REDACTED, is_secret_key, redact, redact_value
+
+_lock = threading.Lock()
+_dropped = 0
+
+ROOT_LOGGER = "phloem"
+LEVELS: dict[str, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+Format = Literal["json", "console"]
+
+
+def dropped_lines() -> int:
+    """How many log lines this process could not write (since it started)."""
+    with _lock:
+        return _dropped
+
+
+class _SafeLogger:
+    """A structlog logger writing one rendered line at a time to `stream` (None: whatever
+    `sys.stderr` is at the time); a line that cannot be written is dropped and counted."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+
+    def msg(self, message: str) -> None:
+        global _dropped
+        with _lock:
+            stream = self._stream if self._stream is not None else sys.stderr
+            try:
+                if stream is None or getattr(stream, "closed", False):
+                    raise ValueError("no open stream")
+                stream.write(message + "\n")
+                stream.flush()
+            except (OSError, ValueError):
+                _dropped += 1
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
+
+
+def redact_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
+    """structlog processor: no field of a record carries a credential (the one rule,
+    `protocols.secrets`): secret-named fields lose their value, strings are redacted,
+    containers deeply, and other values whose repr would show a secret become the
+    redacted repr. Never raises: a field it cannot read becomes `[unloggable: Error]`."""
+    out: dict[str, Any] = {}
+    for key, value in event.items():
+        try:
+            if key != "event" and is_secret_key(key, value):
+                out[key] = REDACTED
+            elif isinstance(value, str | dict | list | tuple):
+                out[key] = redact_value(value)
+            elif value is None or isinstance(value, bool | int | float):
+                out[key] = value
+            else:
+                text = repr(value)
+                clean = redact(text, limit=None)
+                out[key] = value if clean == text else clean
+        except Exception as exc:
+            out[key] = f"[unloggable: {type(exc).__name__}]"
+    return out
+
+
+def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """structlog processor: `trace_id` and `span_id` (hex) of the current span, if any,
+    so a log line can be found from its trace and the other way round."""
+    ids = telemetry.current_ids()
+    if ids is not None:
+        event.setdefault("trace_id", ids[0])
+        event.setdefault("span_id", ids[1])
+    return event
+
+
+class _Sink:
+    """Where records go now: the standard library (stream None) or one stream of lines."""
+
+    def __init__(self, level: str, fmt: str, stream: TextIO | None, owned: bool) -> None:
+        self.level = level
+        self.fmt = fmt
+        self.stream = stream
+        self.owned = owned
+        self.generation = 0
+
+
+_sink = _Sink("info", "console", None, owned=False)
+_bound: dict[str, Any] = {}
+
+
+def _stdlib_message(
+    _logger: Any, _method: str, event: MutableMapping[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The last processor of the embedded sink: `event k=v ...` as the record's message,
+    and the fields themselves (redacted) as the record's `phloem` attribute."""
+    fields = dict(event)
+    name = str(fields.pop("event", ""))
+    text = " ".join([name, *(f"{k}={v!r}" for k, v in fields.items())])
+    return (text,), {"extra": {"phloem": fields}}
+
+
+def _wrap(name: str) -> Any:
+    """A structlog logger for `name` on the current sink (built from explicit arguments,
+    so structlog's global configuration is neither read nor written)."""
+    if not _sink.owned:
+        return structlog.wrap_logger(
+            logging.getLogger(name),
+            processors=[
+                structlog.stdlib.filter_by_level,
+                structlog.processors.format_exc_info,
+                add_trace_ids,
+                redact_fields,
+                _stdlib_message,
+            ],
+            wrapper_class=structlog.stdlib.BoundLogger,
+            context_class=dict,
+            cache_logger_on_first_use=False,
+        )
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if _sink.fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    return structlog.wrap_logger(
+        _SafeLogger(_sink.stream),
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            add_trace_ids,
+            redact_fields,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[_sink.level]),
+        context_class=dict,
+        cache_logger_on_first_use=False,
+    )
+
+
+def _logger_for(name: str) -> Any:
+    key = f"{_sink.generation}:{name}"
+    logger = _bound.get(key)
+    if logger is None:
+        with _lock:
+            if len(_bound) > 4096:  # names are module constants; stay bounded regardless
+                _bound.clear()
+            logger = _bound[key] = _wrap(name)
+    return logger
+
+
+class Logger:
+    """What `get_logger` returns: `log.info("event", key=value, ...)`, on whatever sink
+    is current when the record is made (the daemon configures its sink after modules have
+    taken their loggers)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def debug(self, event: str, **kw: Any) -> None:
+        _logger_for(self.name).debug(event, **kw)
+
+    def info(self, event: str, **kw: Any) -> None:
+        _logger_for(self.name).info(event, **kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        _logger_for(self.name).warning(event, **kw)
+
+    warn = warning
+
+    def error(self, event: str, **kw: Any) -> None:
+        _logger_for(self.name).error(event, **kw)
+
+    def critical(self, event: str, **kw: Any) -> None:
+        _logger_for(self.name).critical(event, **kw)
+
+    def exception(self, event: str, **kw: Any) -> None:
+        _logger_for(self.name).error(event, exc_info=True, **kw)
+
+
+def get_logger(name: str = ROOT_LOGGER) -> Logger:
+    """The logger every phloem module uses (`name` under `phloem`, e.g. `phloem.tree`)."""
+    if name != ROOT_LOGGER and not name.startswith(ROOT_LOGGER + "."):
+        name = f"{ROOT_LOGGER}.{name}"
+    return Logger(name)
+
+
+def configure_logging(
+    level: str = "warning", fmt: str = "console", stream: TextIO | None = None
+) -> None:
+    """Own the process's phloem logging: records at `level` and above, one line each, to
+    `stream` (default: whatever stderr is at write time). `fmt` is `json` (one object per
+    line, for the daemon) or `console` (for humans). For the daemon and the CLI only: an
+    embedded tree leaves logging to its host."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown log level {level!r}")
+    with _lock:
+        _sink.level, _sink.fmt, _sink.stream, _sink.owned = level, fmt, stream, True
+        _sink.generation += 1
+        _bound.clear()
+
+
+def set_level(level: str, fmt: str | None = None) -> None:
+    """Change the level (and format) of the owned sink live; the stream stays."""
+    configure_logging(level, fmt or _sink.fmt, _sink.stream)
+
+
+def use_stdlib() -> None:
+    """Back to the embedded default: records through the standard `logging` module."""
+    with _lock:
+        _sink.owned, _sink.stream = False, None
+        _sink.generation += 1
+        _bound.clear()
+
+
+def current_level() -> str | None:
+    """The owned sink's level, or None while records go to the standard library."""
+    return _sink.level if _sink.owned else None

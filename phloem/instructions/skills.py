@@ -1,0 +1,225 @@
+"""Skills: folders with a `SKILL.md`, listed to the model and loaded on demand.
+
+A skill is a directory holding `SKILL.md`: front matter with `name` (lower-case letters,
+digits and hyphens, ≤ 64; defaults to the folder name), `description` (required) and
+optional `allowed-tools`, then the body — the instructions the model reads when it
+loads the skill. `SkillCatalog` snapshots the skills of the roots `sources.skill_roots`
+names (configured roots; other agents' folders with `[instructions.foreign] enabled`,
+repository ones only under an exact trusted root). The same name with identical bytes
+from several roots is one skill; with different content the plain name is ambiguous and
+each is reachable by its qualified id `source:name` (`claude:user:review`).
+
+`skill_tools(catalog)` is the model-facing toolset — none when there is no skill:
+
+- `list_skills {}` → `{"skills": [{"name", "description", "source"}]}`;
+- `load_skill {name, arguments=""}` → `{"name", "description", "body"}` plus
+  `"tool_policy": {"allow": [...], "deny": []}` when the skill names `allowed-tools`
+  (the tool-policy interceptor narrows the turn to them: an explicit empty list denies
+  every further tool). The body is read again and checked against the digest taken at
+  discovery (changed since: `stale`), its `{{arguments}}` slots are filled and its prompt
+  commands run (`commands.PromptCommands`). Failures: `unknown_skill`, `ambiguous_skill`,
+  `stale`, `io`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from phloem.base.logs import get_logger
+from phloem.instructions.catalog import WorkspaceCatalog
+from phloem.instructions.documents import read_text
+from phloem.instructions.frontmatter import split_front_matter, tool_names
+from phloem.instructions.sources import skill_roots
+from phloem.instructions.templates import fill_slots
+from phloem.protocols.errors import PhloemError
+from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
+from phloem.tools.errors import ToolFailure
+
+__all__ = ["MAX_SKILLS", "Skill", "SkillCatalog", "skill_tools"]
+
+log = get_logger("phloem.instructions")
+
+MAX_SKILLS = 1_024
+MAX_SKILL_BYTES = 256 * 1024
+MAX_DESCRIPTION_CHARS = 1_024
+_SKILL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    path: str
+    source: str
+    trusted: bool
+    digest: str
+    allow: frozenset[str] | None
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.source}:{self.name}"
+
+
+class SkillCatalog(WorkspaceCatalog):
+    """The skills of one workspace (a snapshot taken at construction)."""
+
+    def _load(self) -> None:
+        self._all: list[Skill] = []
+        for root in skill_roots(self.config, self.workdir, self.home, self.warn):
+            self._scan(root.path, root.source, root.trusted)
+
+    def _scan(self, root: str, source: str, trusted: bool) -> None:
+        if not os.path.isdir(root):
+            if source == "config":
+                self.warn("skill_root_missing", "not a directory", path=root)
+            return
+        for entry in sorted(os.listdir(root)):
+            path = os.path.join(root, entry, "SKILL.md")
+            if not os.path.isfile(path):
+                continue
+            if len(self._all) >= MAX_SKILLS:
+                self.warn("skill_limit", f"more than {MAX_SKILLS} skills; the rest are skipped")
+                return
+            skill = self._read(path, entry, source, trusted)
+            if skill is not None:
+                self._add(skill)
+
+    def _read(self, path: str, folder: str, source: str, trusted: bool) -> Skill | None:
+        read = read_text(path, MAX_SKILL_BYTES)
+        if isinstance(read, str) or read.truncated:
+            why = read if isinstance(read, str) else f"over {MAX_SKILL_BYTES} bytes"
+            self.warn("skill_invalid", f"skipped: {why}", path=path)
+            return None
+        header, _, problem = split_front_matter(read.text)
+        if problem is not None:
+            self.warn("skill_invalid", f"skipped: {problem}", path=path, line=problem.line)
+            return None
+        name = header.get("name", folder)
+        description = header.get("description")
+        if not isinstance(name, str) or not _SKILL_NAME.match(name):
+            self.warn("skill_invalid", f"skipped: bad name {name!r}", path=path)
+            return None
+        if not isinstance(description, str) or not description.strip():
+            self.warn("skill_invalid", "skipped: no description", path=path)
+            return None
+        listed = tool_names(header.get("allowed-tools"))
+        allow = None
+        if listed is not None:
+            allow = listed.names
+            if listed.scoped or listed.bad:
+                self.warn(
+                    "skill_scoped_tool",
+                    "entries that are not plain tool names grant nothing: "
+                    + ", ".join(sorted(listed.scoped) + listed.bad),
+                    path=path,
+                )
+        return Skill(
+            name,
+            description.strip()[:MAX_DESCRIPTION_CHARS],
+            os.path.realpath(path),
+            source,
+            trusted,
+            read.digest,
+            allow,
+        )
+
+    def _add(self, skill: Skill) -> None:
+        for other in self._all:
+            if other.name == skill.name and (
+                other.digest == skill.digest or other.path == skill.path
+            ):
+                return  # the same skill reached twice
+        self._all.append(skill)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def skills(self) -> list[Skill]:
+        return list(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def find(self, name: str) -> Skill:
+        """The skill `name` (plain or qualified); `ToolFailure` when none or ambiguous."""
+        exact = [s for s in self._all if s.qualified == name]
+        if exact:
+            return exact[0]
+        named = [s for s in self._all if s.name == name]
+        if not named:
+            raise ToolFailure("unknown_skill", f"no skill named {name[:80]!r}")
+        if len(named) > 1:
+            ids = ", ".join(s.qualified for s in named)
+            raise ToolFailure(
+                "ambiguous_skill", f"{name!r} names different skills; use one of: {ids}"
+            )
+        return named[0]
+
+    def load(self, name: str, arguments: str = "") -> JSON:
+        """The body of skill `name`, checked and expanded (see the module docstring)."""
+        skill = self.find(name)
+        read = read_text(skill.path, MAX_SKILL_BYTES)
+        if isinstance(read, str):
+            raise ToolFailure("io", f"skill {skill.name!r}: {read}")
+        if read.digest != skill.digest:
+            raise ToolFailure("stale", f"skill {skill.name!r} changed since it was discovered")
+        _, body, _ = split_front_matter(read.text)
+        try:
+            body = fill_slots(body, arguments, {}, what=f"skill {skill.name!r}", dollar=True)
+        except PhloemError as exc:
+            raise ToolFailure("arguments", exc.message) from None
+        body = self.commands.expand(body, trusted=skill.trusted, shown=skill.path)
+        result: JSON = {"name": skill.qualified, "description": skill.description, "body": body}
+        if skill.allow is not None:
+            result["tool_policy"] = {"allow": sorted(skill.allow), "deny": []}
+        return result
+
+
+class ListSkillsTool(Tool):
+    name = "list_skills"
+    description = "List the skills you can load with load_skill: name, description, source."
+    input_schema = object_schema({}, [])
+    read_only = True
+    needs_workspace = False
+
+    def __init__(self, catalog: SkillCatalog) -> None:
+        self.catalog = catalog
+
+    def call(self, args: JSON, ctx: ToolContext) -> JSON:
+        skills: list[dict[str, Any]] = [
+            {"name": s.name, "description": s.description, "source": s.source}
+            for s in self.catalog.skills()
+        ]
+        return {"skills": skills}
+
+
+class LoadSkillTool(Tool):
+    name = "load_skill"
+    description = (
+        "Load a skill's instructions by name (from list_skills) and follow them. Loading a "
+        "skill may restrict the tools you can use for the rest of the turn."
+    )
+    input_schema = object_schema(
+        {
+            "name": {"type": "string", "minLength": 1, "maxLength": 200},
+            "arguments": {"type": "string", "default": "", "maxLength": 10_000},
+        },
+        ["name"],
+    )
+    read_only = True
+    needs_workspace = False
+
+    def __init__(self, catalog: SkillCatalog) -> None:
+        self.catalog = catalog
+
+    def call(self, args: JSON, ctx: ToolContext) -> JSON:
+        return self.catalog.load(args["name"], args["arguments"])
+
+
+def skill_tools(catalog: SkillCatalog) -> list[Tool]:
+    """`list_skills` and `load_skill` over `catalog`; none when it holds no skill."""
+    if not len(catalog):
+        return []
+    return [ListSkillsTool(catalog), LoadSkillTool(catalog)]
