@@ -142,6 +142,14 @@ def pids_alive(pid: int) -> bool:
     return True
 
 
+def ps_args(pid: int) -> str:
+    """What `ps -o args= -p PID` shows for a process: its title or command line."""
+    out = subprocess.run(
+        ["ps", "-o", "args=", "-p", str(pid)], check=False, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
     """Poll `predicate` until it holds, for state nothing can be waited on (another
     process's children, a file appearing); fails the test after `timeout` seconds."""
