@@ -143,9 +143,9 @@ def pids_alive(pid: int) -> bool:
 
 
 def ps_args(pid: int) -> str:
-    """What `ps -o args= -p PID` shows for a process: its title or command line."""
+    """What `ps -ww -o args= -p PID` shows for a process: its title or command line."""
     out = subprocess.run(
-        ["ps", "-o", "args=", "-p", str(pid)], check=False, capture_output=True, text=True
+        ["ps", "-ww", "-o", "args=", "-p", str(pid)], check=False, capture_output=True, text=True
     )
     return out.stdout.strip()
 
