@@ -10,6 +10,7 @@ from typing import Any
 import psutil
 import pytest
 
+from phloem.cli.render import render_tree, table_rows
 from phloem.supervision import (
     Actor,
     ChildSpec,
@@ -196,7 +197,11 @@ def test_past_the_per_node_limit_children_are_counted_not_listed(
     handles.append(owner.ask(("start", "h2")))
     node = owner_node(tree)
     assert [c.id for c in node.children] == ["h0", "h1"] and node.unlisted_processes == 1
-    assert tree_snapshot([tree]).processes == 3
+    snap = tree_snapshot([tree])
+    assert snap.processes == 3
+    text = render_tree(snap)
+    assert "    ├── h1  process" in text and "    └── … 1 more process (not listed)" in text
+    assert any("… 1 more process (not listed)" in row[0] for row in table_rows(snap))
     handles[0].stop(5.0)
     node = owner_node(tree)
     assert [c.id for c in node.children] == ["h1", "h2"] and node.unlisted_processes == 0
