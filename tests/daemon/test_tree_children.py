@@ -1,13 +1,14 @@
 """Every process child in `phloem tree`: while a planning callback, a bash command, an
 isolated agent and an eval case run in a real daemon, `phloem tree --json` lists each
-under its owner with pid, RSS, cap and state, `ps` shows what it is, and the status
-counts them; once they end they are gone from the tree."""
+under its owner with pid, RSS, cap and state, `ps` shows what it is, the status and the
+web view's header count them; once they end they are gone from the tree."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from tests.actors.eval.fixtures import case, phloem_set, write_json
 from tests.helpers import PY, ROOT, DaemonProc, ps_args, run_cli, running_daemon, wait_until
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
+from tests.web.webproc import running_web
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -88,6 +90,12 @@ def found(snapshot: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
             if pattern.match(path):
                 out[what] = (path, node)
     return out
+
+
+def page(url: str) -> str:
+    """The web view's tree page, as the server renders it."""
+    with urllib.request.urlopen(url + "/", timeout=30) as reply:
+        return str(reply.read().decode())
 
 
 def cli_json(daemon: DaemonProc, *args: str) -> Any:
@@ -175,6 +183,11 @@ def test_each_running_child_is_in_the_tree_under_its_owner_titled_then_gone(
             assert command in titles["bash"]  # a command keeps its own command line
             status = cli_json(daemon, "status")
             assert status["processes"] >= len(WANTED)
+            with running_web(daemon.socket, "--listen", "127.0.0.1:0") as web:
+                wait_until(lambda: "executor.execute" in page(web.url), 30, "the web view's row")
+                html = page(web.url)
+            header = re.search(r"(\d+) processes", html)
+            assert header is not None and int(header.group(1)) >= len(WANTED), html
         finally:
             gate.touch()
             outputs = [p.communicate(timeout=60) for p in procs]
