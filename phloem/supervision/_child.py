@@ -57,6 +57,7 @@ RECV_BYTES = 64 * 1024
 IDLE_TITLE = "phloem: fork server (idle child)"
 """What `ps` calls a child forked ahead of time, until it is given its work."""
 
+_specialized = False  # this process is a child `_specialize` made (its fd 3 is ours)
 _spawns_reported = 0
 
 _PR_SET_PDEATHSIG = 1
@@ -109,7 +110,7 @@ def report_spawned(pid: int, name: str) -> None:
     tree lists it under the child with its own pid and memory. At most
     `MAX_REPORTED_SPAWNS` per child; a no-op outside a process child."""
     global _spawns_reported
-    if _spawns_reported >= MAX_REPORTED_SPAWNS or os.environ.get(MARKER_ENV) is None:
+    if not _specialized or _spawns_reported >= MAX_REPORTED_SPAWNS:
         return
     _spawns_reported += 1
     _report(Spawned(pid, name[:MAX_SPAWN_NAME_CHARS]))
@@ -170,7 +171,9 @@ def _apply_limits(
 
 def _specialize(req: Spawn, fds: list[int]) -> NoReturn:
     """Only our fds, the marker, the rlimits — then the target or the command."""
+    global _specialized
     _keep_only(fds[0], fds[1] if len(fds) > 1 else None)
+    _specialized = True
     if req.env is not None:
         os.environ.clear()
         os.environ.update(req.env)

@@ -183,6 +183,7 @@ def test_each_running_child_is_in_the_tree_under_its_owner_titled_then_gone(
             assert command in titles["bash"]  # a command keeps its own command line
             status = cli_json(daemon, "status")
             assert status["processes"] >= len(WANTED)
+            assert ps_args(status["pid"]) == "phloem: daemon"
             with running_web(daemon.socket, "--listen", "127.0.0.1:0") as web:
                 wait_until(lambda: "executor.execute" in page(web.url), 30, "the web view's row")
                 html = page(web.url)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -30,10 +31,11 @@ from phloem.supervision import (
     tree_snapshot,
 )
 from phloem.supervision._bootstrap import SERVER_TITLE
+from phloem.supervision._child import IDLE_TITLE
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.childwire import MAX_REPORTED_SPAWNS
 from phloem.supervision.stdio import stdio_child
-from tests.helpers import ps_args, wait_until
+from tests.helpers import PY, ROOT, ps_args, wait_until
 from tests.supervision.process_targets import echo
 
 pytestmark = pytest.mark.timeout(60)
@@ -280,6 +282,36 @@ def test_a_cancelled_call_leaves_its_owner_at_once(tree: SupervisorRef, tmp_path
     assert isinstance(done["error"], ChildCallError) and done["error"].kind == "child_cancelled"
 
 
-def test_the_fork_server_is_titled() -> None:
+def test_outside_a_process_child_reporting_a_program_writes_nothing() -> None:
+    code = (
+        "import os\n"
+        "os.open(os.devnull, os.O_RDONLY)\n"  # fd 3 taken: the pipe's ends are above it
+        "r, w = os.pipe()\n"
+        "os.dup2(w, 3)\n"  # where a child's status pipe would be
+        "os.close(w)\n"
+        "from phloem.supervision._child import report_spawned\n"
+        "report_spawned(os.getpid(), 'x')\n"
+        "os.close(3)\n"
+        "print(len(os.read(r, 100)))\n"
+    )
+    done = subprocess.run(
+        [PY, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert done.stdout.strip() == "0"
+
+
+def test_the_fork_server_and_its_prepared_children_are_titled() -> None:
     server = forkserver.get_server()
     assert ps_args(server.pid) == SERVER_TITLE
+
+    def idle() -> list[str]:
+        return [ps_args(c.pid) for c in psutil.Process(server.pid).children()]
+
+    wait_until(lambda: IDLE_TITLE in idle(), what="a child forked ahead of time")
+
+
+def test_a_title_is_one_printable_line_of_at_most_max_title_chars() -> None:
+    assert owners.title("a\nb\x00c") == "phloem: a b c"
+    long = owners.title("x" * owners.MAX_TITLE_CHARS)
+    assert len(long) == owners.MAX_TITLE_CHARS and long.startswith("phloem: xxx")
+    assert len(owners.title("x" * (owners.MAX_TITLE_CHARS - 9))) == owners.MAX_TITLE_CHARS - 1
