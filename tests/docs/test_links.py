@@ -16,15 +16,16 @@ _FENCE = re.compile(r"^(```|~~~)")
 
 
 def links(text: str) -> list[tuple[int, str]]:
-    """(line number, target) of every Markdown link outside code blocks and code spans."""
-    found = []
+    """(line number, target) of every Markdown link outside code blocks and code spans; a
+    link's text may run over lines."""
+    prose = []
     fenced = False
-    for number, line in enumerate(text.splitlines(), 1):
+    for line in text.splitlines():
         if _FENCE.match(line):
             fenced = not fenced
-        elif not fenced:
-            found += [(number, m.group(1)) for m in _LINK.finditer(_CODE_SPAN.sub("", line))]
-    return found
+        prose.append("" if fenced or _FENCE.match(line) else line)
+    joined = _CODE_SPAN.sub(lambda m: "\n" * m.group(0).count("\n"), "\n".join(prose))
+    return [(joined.count("\n", 0, m.start()) + 1, m.group(1)) for m in _LINK.finditer(joined)]
 
 
 def anchors(text: str) -> set[str]:
@@ -88,6 +89,7 @@ def test_links_and_anchors_are_read_as_github_renders_them() -> None:
         "# A `code` title: with (punctuation)\n\n## Same\n\n## Same\n\n"
         "[a](x.md#same-1) `[not](a-link.md)` ![image](pic.png) [web](https://example.org)\n"
         "```sh\n[not](a-link.md)\n```\n"
+        "[a link over\ntwo lines](y.md)\n"
     )
     assert anchors(text) == {"a-code-title-with-punctuation", "same", "same-1"}
-    assert links(text) == [(7, "x.md#same-1"), (7, "https://example.org")]
+    assert links(text) == [(7, "x.md#same-1"), (7, "https://example.org"), (11, "y.md")]
