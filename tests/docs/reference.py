@@ -208,7 +208,7 @@ def show_value(value: Any, *, is_bytes: bool = False) -> str:
 
 
 @dataclass(frozen=True)
-class Section:
+class ConfigTable:
     """A table of the config file: its TOML path and its struct."""
 
     path: str
@@ -235,8 +235,8 @@ def section_anchor(path: str) -> str:
     return re.sub(r"[^\w\- ]", "", path.lower()).replace(" ", "-")
 
 
-def _sections(info: mi.StructType, path: str) -> Iterator[Section]:
-    yield Section(path, info)
+def _sections(info: mi.StructType, path: str) -> Iterator[ConfigTable]:
+    yield ConfigTable(path, info)
     for field in info.fields:
         key = f"{path}.{field.encode_name}" if path else field.encode_name
         inner, _ = _unwrap(field.type)
@@ -327,7 +327,7 @@ def show_default(field: mi.Field) -> str:
     return show_value(value, is_bytes=field.encode_name.endswith("bytes"))
 
 
-def render_section(section: Section) -> str:
+def render_section(section: ConfigTable) -> str:
     cls = section.info.cls
     docs = class_field_docs(cls)
     heading = section.path or "top level"
