@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from phloem.actors.sessions.settings import HarnessAgentConfig
 from phloem.agents.settings import LlmAgentConfig
 from phloem.config import Config, parse_config
 from tests.helpers import (
@@ -281,5 +280,5 @@ def test_instructions_skills_and_tool_policy(capsys: pytest.CaptureFixture[str])
     )
     llm = tomllib.loads(toml[0])["agents"]["llm"]["coder"]
     msgspec.convert(llm, LlmAgentConfig)  # every key is a real one
-    harness = tomllib.loads(toml[1])["sessions"]["agents"]["coder"]
-    assert msgspec.convert(harness, HarnessAgentConfig).confirmation is True
+    harness = msgspec.convert(tomllib.loads(toml[1])["agents"]["llm"]["coder"], LlmAgentConfig)
+    assert harness.confirmation is True and harness.spec("coder").templates is True

@@ -34,7 +34,7 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.spec import Launcher, Limits
-from phloem.tools.contract import Tool, ToolContext, is_failure
+from phloem.tools.contract import FunctionTool, Tool, ToolContext, is_failure
 from phloem.tools.toolset import Toolset
 from phloem.tools.workspace import Workspace
 
@@ -102,9 +102,12 @@ def failure(kind: str) -> dict[str, Any]:
     return {"error": FAILURE, "type": kind}
 
 
-def invoke(job: tuple[Tool, dict[str, Any]]) -> Any:
-    """What a component tool's process child runs: the tool, through its contract."""
-    tool, args = job
+def invoke(job: tuple[str, Tool | Callable[..., Any], dict[str, Any]]) -> Any:
+    """What a component tool's process child runs: the tool, through its contract. A
+    function tool travels as its function (what a cluster worker's allow-list resolves:
+    the component's own module) and is made a tool again here."""
+    name, target, args = job
+    tool = target if isinstance(target, Tool) else FunctionTool(name, target)
     return tool.run(args, ToolContext())
 
 
@@ -228,7 +231,11 @@ class ToolRunner:
         try:
             return call_in_child(
                 invoke,
-                (tool, dict(request.args)),
+                (
+                    tool.name,
+                    tool.fn if isinstance(tool, FunctionTool) else tool,
+                    dict(request.args),
+                ),
                 name=f"live-tool-{request.name}",
                 limits=self.limits,
                 timeout=self.config.timeout_s,
