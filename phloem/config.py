@@ -450,8 +450,8 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
     """Names that must name something configured do (what would otherwise fail only when
     the daemon starts or a run begins): an LLM agent's or supervisor planner's `provider`,
     an LLM agent's `mcp_servers`, a planner's `sub_agents`, `services.disabled`; then the
-    agents and their tools are assembled as the daemon would (tool names, planner
-    contracts, goals), without running anything. The first problem is one
+    agents and their tools, and the Live tools, are assembled as the daemon would (tool
+    names, planner contracts, goals), without running anything. The first problem is one
     `config_invalid` line naming the file, line and key."""
     from phloem.actors.services import Resources, registered_services
     from phloem.agents.catalogue import build_catalogue
@@ -503,6 +503,14 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
                 text,
                 source,
             )
+    if config.live.tools or config.live.mcp_servers:
+        from phloem.actors.live.tools import toolbox
+
+        try:
+            toolbox(Resources().assembly(config), config.live)
+        except PhloemError as exc:
+            key, _, rest = exc.message.partition(": ")
+            raise _located(key, rest, text, source) from exc
     try:
         build_catalogue(
             agents,

@@ -201,3 +201,13 @@ def test_a_workspace_tool_without_a_workdir_is_a_config_error(live_tree: TreeFac
     with pytest.raises(PhloemError) as err, live_tree(tools=["nope"]):
         pass
     assert "live.tools: unknown tool 'nope'" in err.value.message
+
+
+def test_config_check_names_a_bad_live_tool_with_its_line(tmp_path: Path) -> None:
+    from phloem.config import load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text('[live]\nmodel = "m"\ntools = ["ls", "nope"]\n')
+    with pytest.raises(PhloemError) as err:
+        load_config(path, load_components=True)
+    assert err.value.message.startswith(f"{path}:3: live.tools: unknown tool 'nope'")
