@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from phloem.agents.settings import CODING_TOOLS
-from tests.helpers import PY, ROOT, DaemonProc, running_daemon
+from tests.helpers import PY, ROOT, DaemonProc, cli_in as cli, running_daemon
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
 
 pytestmark = pytest.mark.timeout(180)
@@ -79,18 +78,6 @@ def workdir(tmp_path: Path) -> Path:
 def daemon(fake: FakeProvider, tmp_path: Path, workdir: Path) -> Iterator[DaemonProc]:
     with running_daemon(config_text(fake, tmp_path, workdir)) as d:
         yield d
-
-
-def cli(daemon: DaemonProc, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "phloem", *args, "--socket", str(daemon.socket)],
-        check=False,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
 
 
 def declared(request: Any) -> set[str]:
