@@ -135,6 +135,22 @@ def run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[st
     )
 
 
+def cli_in(
+    daemon: DaemonProc, cwd: Path, *args: str, stdin: str | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """`phloem ARGS --socket <daemon's>` run in `cwd` (tests' modules importable)."""
+    return subprocess.run(
+        [PY, "-m", "phloem", *args, "--socket", str(daemon.socket)],
+        check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
 def pids_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -8,7 +8,6 @@ import tomllib
 import msgspec
 import pytest
 
-from phloem.actors.sessions.settings import HarnessAgentConfig
 from phloem.agents.settings import LlmAgentConfig
 from tests.helpers import doc_blocks, doc_python_blocks, run_doc_block
 
@@ -42,5 +41,5 @@ def test_the_toml_examples_are_real_configuration() -> None:
     toml = doc_blocks(GUIDE, TITLE, "toml")
     llm = tomllib.loads(toml[0])["agents"]["llm"]["coder"]
     msgspec.convert(llm, LlmAgentConfig)  # every key is a real one
-    harness = tomllib.loads(toml[1])["sessions"]["agents"]["coder"]
-    assert msgspec.convert(harness, HarnessAgentConfig).confirmation is True
+    harness = msgspec.convert(tomllib.loads(toml[1])["agents"]["llm"]["coder"], LlmAgentConfig)
+    assert harness.confirmation is True and harness.spec("coder").templates is True
