@@ -25,11 +25,11 @@ from phloem.instructions.confirm import ConfirmationInterceptor
 from phloem.instructions.context import run_interceptors
 from phloem.instructions.discovery import InstructionContext
 from phloem.instructions.policy import ToolPolicy
-from phloem.instructions.protocol import ConfirmRequest
 from phloem.instructions.settings import InstructionsConfig
 from phloem.instructions.skills import SkillCatalog, skill_tools
 from phloem.instructions.templates import TemplateCatalog
 from phloem.models.interceptors import Interceptor
+from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.warnings import RunWarning, Warnings
 from phloem.tools.contract import Tool
 
