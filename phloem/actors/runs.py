@@ -346,8 +346,11 @@ class Run:
             self.outcome = outcome
             self._seq += 1
             at = time.time()
+            # recorded and its slot freed first: whoever reads the end sees them so
+            self._runs._ending(self, outcome, None if error is None else error.kind, at)
             self._send(RunEnd(self._seq, at, outcome, error, result), wait)
-        self._runs._ended(self, outcome, None if error is None else error.kind, at)
+        if self.topic is not None:
+            self.topic.close()
         return True
 
     def credit_in_use(self) -> int:
@@ -562,11 +565,10 @@ class ServiceRuns:
         else:
             run.cancel(f"owner gone: {reason}")
 
-    def _ended(self, run: Run, outcome: RunOutcome, error: str | None, at: float) -> None:
+    def _ending(self, run: Run, outcome: RunOutcome, error: str | None, at: float) -> None:
+        """The run ends: record its outcome and free its slot."""
         if self.log is not None and run.entry is not None:
             self.log.finish(run.entry, outcome, error, at)
-        if run.topic is not None:
-            run.topic.close()
         with self._lock:
             for key, live in list(self._live.items()):
                 if live is run:
