@@ -1,6 +1,6 @@
 """Session methods of `phloem.Client` (and `tree.client()`) and `phloem.AsyncClient`.
 
-    sid = client.session_new()                       # the default harness agent, its workdir
+    sid = client.session_new()                       # the default agent, its workdir
     result = client.session_ask(sid, "explain this repository")
     print(result.text, result.usage, [w.code for w in result.warnings])
     client.session_run(sid, "and now the tests", on_event=print)
@@ -22,7 +22,6 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.sessions.harness import AskResult
 from phloem.actors.sessions.protocol import (
     CancelSession,
     ConfirmSession,
@@ -36,6 +35,7 @@ from phloem.actors.sessions.protocol import (
     SessionSummary,
     ShowSession,
 )
+from phloem.actors.sessions.results import AskResult
 from phloem.agents.events import Event
 from phloem.client.base import AsyncClientBase, ClientBase
 from phloem.client.runs import Followed, afollow_run, follow_run
@@ -93,7 +93,7 @@ class SessionClientMethods(ClientBase):
         *,
         timeout: float | None = None,
     ) -> str:
-        """Create a durable session; its id. `agent` names a `[sessions.agents.NAME]`
+        """Create a durable session; its id. `agent` names an `[agents.llm.NAME]`
         (default: `[sessions] default_agent`), `workdir` its workspace (an absolute
         path; default: `[sessions] workdir`, else the daemon's directory)."""
         summary = self.ask(

@@ -80,13 +80,6 @@ AgentStreamItem = run_item_type(Event, AgentRun)
 
 
 @dataclass(frozen=True, slots=True)
-class LookupAgent:
-    """Answered with the registered `Agent` named `name` (`unknown_agent` if none)."""
-
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
 class RegisterAgent:
     """Registers `agent` with the service (an embedded tree's `register_agent`)."""
 

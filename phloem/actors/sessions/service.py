@@ -10,13 +10,16 @@ cancels its run (as `CancelSession` does). A second run of a busy session is
 `session_busy`. The stream `sessions/<ref>` carries the turn's events (`agent_event`
 `RunEvent`s) under credit, then a `RunEnd` with the `AskResult`.
 
-A session's agent is a `[sessions.agents.NAME]` entry: built for every run
-(`harness.build_agent`) on its provider with the coding tools on the session's workspace.
-Each turn also gets what `phloem.instructions` adds (`SessionInstructions`): the
-workspace's instructions in the model request, its skills, `/name args` prompt commands,
-the tool policy (the agent's `tools_allow` / `tools_deny` ∩ the turn's) and, with
-`confirmation = true`, a `ConfirmRequest` on the stream before each mutating tool call,
-answered by the run's owner (`ConfirmSession`); its warnings join `AskResult.warnings`.
+A session's agent is an `[agents.llm.NAME]` entry of the one agent catalogue
+(`ServiceContext.resources.agents`): for every turn it is built anew
+(`phloem.agents.preparation.prepare`) as a `ConversationAgent` on the session's workspace,
+with the tools the one tool assembly gives it (coding tools with LSP diagnostics, MCP
+tools, component tools, skills) and what its capabilities add: the workspace's
+instructions in the model request (kept per session across turns), `/name args` prompt
+templates, the tool policy (the agent's `tools_allow` / `tools_deny` ∩ the turn's), and
+with `confirmation = true` a `ConfirmRequest` on the stream before each mutating tool
+call, answered by the run's owner (`ConfirmSession`); warnings join `AskResult.warnings`.
+With `context_tokens` > 0 its requests are compacted.
 In the tree the service is `sessions/service`; every live run is a driver actor (a
 `RunDriver`) under `sessions/runs`.
 """
@@ -35,7 +38,6 @@ from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
-from phloem.actors.sessions.harness import DEFAULT_INSTRUCTION, AskResult, RunSetup, select_tools
 from phloem.actors.sessions.protocol import (
     CancelSession,
     ConfirmSession,
@@ -49,15 +51,16 @@ from phloem.actors.sessions.protocol import (
     SessionSummary,
     ShowSession,
 )
-from phloem.actors.sessions.settings import HarnessAgentConfig
+from phloem.actors.sessions.results import AskResult
 from phloem.actors.sessions.turn import Turn, run_turn
 from phloem.agents.context import CancelToken
+from phloem.agents.conversation import ConversationAgent
 from phloem.agents.events import Event
+from phloem.agents.preparation import RunPrep, SessionPlace, prepare
 from phloem.agents.public import event_note, public_event
-from phloem.agents.registry import ProviderModel
 from phloem.base.logs import get_logger
-from phloem.instructions.harness import SessionInstructions, TurnExtras
-from phloem.models.interceptors import Interceptor
+from phloem.instructions.policy import ToolPolicy
+from phloem.instructions.session_contexts import SessionContexts
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
 from phloem.protocols.runs import ConfirmRequest
@@ -73,8 +76,8 @@ from phloem.supervision import (
     sibling_of,
 )
 from phloem.supervision.refs import Owner, RefKind
+from phloem.tools.contract import ToolContext
 from phloem.tools.outputlimit import OutputBudget
-from phloem.tools.registry import coding_tools
 from phloem.tools.workspace import Workspace
 
 log = get_logger("phloem.sessions")
@@ -100,38 +103,38 @@ class _Run:
     session_id: str
     token: CancelToken
     lifecycle: Run | None = None  # set when the run starts
-    # Instructions, skills, templates, tool policy, confirmation (phloem.instructions).
-    extras: TurnExtras | None = None
+    # What the turn adds to the tree's chain: tool policy, confirmation, instructions,
+    # templates and their warnings (phloem.agents.preparation).
+    prep: RunPrep | None = None
 
 
 def drive(service: SessionsService, state: _Run, turn: Turn, run: Run) -> None:
     """The work of one turn (its `RunDriver`'s): expand a `/name args` prompt, run the
     turn with each event to the run's stream, then the `AskResult` as the end. The
     session's run lease is given back as soon as the turn is over."""
-    extras = state.extras
+    prep = state.prep
 
     def on_event(event: Event) -> None:
         public = public_event(event)
         run.emit("agent_event", public, event_note(public), record=not public.partial)
 
     try:
-        drain = extras.drain if extras is not None else None
+        drain = prep.drain if prep is not None else None
         try:
-            if extras is not None:
-                turn.prompt = extras.expand(turn.prompt)  # `/name args`
+            if prep is not None:
+                turn.prompt = prep.expand(turn.prompt)  # `/name args`
             result = run_turn(turn, run.token, on_event, drain)
         except PhloemError as exc:  # the expansion or the store under the turn failed
             log.warning("session_turn_failed", session=state.session_id, kind=exc.kind)
-            warnings = drain() if drain is not None else []
             result = AskResult(
                 session_id=state.session_id,
                 status="failed",
                 error=exc.to_value(),
-                warnings=warnings,
+                warnings=drain() if drain is not None else [],
             )
     finally:  # the turn is over: the next may start as soon as this one's result is out
-        if extras is not None and extras.confirm is not None:
-            extras.confirm.close("the run ended")
+        if prep is not None:
+            prep.close("the run ended")
         service.store.release_run(state.session_id)
     run.end(outcome_of(result.status), error=result.error, result=result)
 
@@ -143,16 +146,11 @@ class SessionsService(ServiceActor):
 
     def __init__(self, ctx: ServiceContext) -> None:
         super().__init__(ctx)
-        from phloem.models.providers import ProviderRegistry
-
         cfg = ctx.config.sessions
         self.cfg = cfg
         self._store: DurableSessionService | None = None
-        self.providers = ProviderRegistry(ctx.config.providers)
-        self.tools = coding_tools(ctx.config.tools)
         self.budget = OutputBudget()
-        self.extra_interceptors: tuple[Interceptor, ...] = ()
-        self.instructions = SessionInstructions(ctx.config.instructions)
+        self.instructions = SessionContexts(ctx.config.instructions)
         self.runs = ServiceRuns.of(self, "session", RUN_REF_KIND, max_live=cfg.max_concurrent_runs)
         self.turns: dict[str, Run] = {}  # the live run of each busy session
         self._run_ids = itertools.count(1)
@@ -178,7 +176,6 @@ class SessionsService(ServiceActor):
         self.runs.stop()
         if self._own_sup is not None:
             self._own_sup.stop(timeout=10.0)
-        self.providers.close()
         if self._store is not None:
             self._store.close()
         super().on_stop()
@@ -219,19 +216,9 @@ class SessionsService(ServiceActor):
         if self.turns.get(state.session_id) is run:  # not a newer run of the session
             del self.turns[state.session_id]
 
-    def agent_config(self, name: str) -> HarnessAgentConfig:
-        agent = self.cfg.agents.get(name)
-        if agent is None:
-            known = ", ".join(sorted(self.cfg.agents)) or "none"
-            raise PhloemError(
-                ErrorKind.UNKNOWN_AGENT,
-                f"no harness agent {name[:80]!r} ([sessions.agents.NAME]; configured: {known})",
-            )
-        return agent
-
     def _new(self, request: NewSession) -> SessionSummary:
         name = request.agent or self.cfg.default_agent
-        self.agent_config(name)
+        self.ctx.resources.catalogue().llm_spec(name)  # unknown_agent for a bad name
         workdir = request.workdir or self.cfg.workdir or os.getcwd()
         if not os.path.isabs(workdir):
             raise PhloemError(ErrorKind.INVALID_ARGUMENT, "workdir must be an absolute path")
@@ -282,65 +269,57 @@ class SessionsService(ServiceActor):
         return SessionRunStarted(run.ref, run.stream, sid)
 
     def _turn(
-        self,
-        session_id: str,
-        meta: dict[str, Any],
-        prompt: str,
-        run: _Run | None = None,
-        request: RunSession | None = None,
+        self, session_id: str, meta: dict[str, Any], prompt: str, run: _Run, request: RunSession
     ) -> Turn:
+        """The turn's agent, built from the catalogue on the session's workspace, with what
+        it adds to the tree's chain; an unknown `/name` fails now, not in the run."""
         name = str(meta.get("agent") or self.cfg.default_agent)
-        agent = self.agent_config(name)
-        try:
-            tools = select_tools(self.tools, agent.tools)
-        except ValueError as exc:
-            raise PhloemError(
-                ErrorKind.CONFIG_INVALID, f"sessions.agents.{name}.tools: {exc}"
-            ) from None
+        catalogue = self.ctx.resources.catalogue()
+        spec = catalogue.llm_spec(name)
         workdir = str(meta.get("workdir") or os.getcwd())
-        mine: tuple[Interceptor, ...] = ()  # policy, confirmation, instructions
-        if run is not None:
 
-            def send(item: ConfirmRequest) -> None:
-                assert run is not None and run.lifecycle is not None
-                run.lifecycle.confirm(item)
+        def send(item: ConfirmRequest) -> None:
+            assert run.lifecycle is not None
+            run.lifecycle.confirm(item)
 
-            extras = self.instructions.turn(
-                session_id,
-                workdir,
-                agent,
-                send=send,
-                tools=tools,
-                tools_allow=request.tools_allow if request is not None else None,
-                tools_deny=request.tools_deny if request is not None else (),
-            )
-            run.extras = extras
-            extras.check(prompt)  # an unknown `/name` fails now, not in the run
-            tools = (*tools, *extras.tools)
-            mine = extras.interceptors
-            confirm = extras.confirm
-            if confirm is not None:
-                run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
-        own: tuple[Interceptor, ...] = ()
-        if agent.context_tokens > 0:
-            own = (SessionCompaction(policy_of(agent), self.store, session_id, self.budget),)
-        setup = RunSetup(
-            instruction=agent.instruction or DEFAULT_INSTRUCTION,
-            tools=tools,
-            # the instructions go in before compaction estimates the request
-            interceptors=(*mine, *own, *self.extra_interceptors),
+        place = SessionPlace(
+            ToolContext(
+                workspace=self._workspace(session_id, workdir),
+                session=session_id,
+                budget=self.budget,
+            ),
+            context=lambda: self.instructions.context(session_id, workdir),
+            variables={"session_id": session_id},
         )
+        try:
+            prep = prepare(
+                catalogue,
+                name,
+                policy=ToolPolicy.of(request.tools_allow, request.tools_deny),
+                send=send,
+                session=place,
+            )
+        except ValueError as exc:  # the session's workspace went away since
+            raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"agents.llm.{name}: {exc}") from None
+        run.prep = prep
+        prep.check(prompt)
+        confirm = prep.confirm
+        if confirm is not None:
+            run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
+        compaction = None
+        if spec.config.context_tokens > 0:
+            compaction = SessionCompaction(
+                policy_of(spec.config), self.store, session_id, self.budget
+            )
+        assert isinstance(prep.agent, ConversationAgent)
         return Turn(
             store=self.store,
             session_id=session_id,
             prompt=prompt,
-            agent_name=name,
-            model=ProviderModel(agent.provider, self.providers.get),
-            setup=setup,
-            workspace=self._workspace(session_id, workdir),
-            budget=self.budget,
+            agent=prep.agent,
+            prep=prep,
             tree=self.ctx.interceptors.chain(),
-            max_tool_rounds=agent.max_tool_rounds,
+            compaction=compaction,
         )
 
     def _confirm(self, request: ConfirmSession, owner: Owner) -> dict[str, Any]:
@@ -353,7 +332,7 @@ class SessionsService(ServiceActor):
             )
         state = self.runs.resolve(run.ref, owner).context
         assert isinstance(state, _Run)
-        confirm = state.extras.confirm if state.extras is not None else None
+        confirm = state.prep.confirm if state.prep is not None else None
         if confirm is None or not confirm.answer(request.call_id, request.approve):
             raise PhloemError(
                 ErrorKind.UNKNOWN_CALL,
