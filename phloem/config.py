@@ -128,7 +128,9 @@ class SupervisionConfig(Section):
     max_refs_per_owner: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
     max_streams: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
     recent_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
+    """Runs the tree's record keeps (`phloem runs`; beyond it an ended one goes first)."""
     recent_run_events: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 100
+    """Events of each run the record keeps (the oldest go first, counted)."""
 
 
 class LoggingConfig(Section):
