@@ -184,6 +184,8 @@ class PlanningRuntime:
             gone = record.owner_gone
         if gone:
             self._tell(handle, OwnerGone("owner went away while the run started"))
+        # the run's own cancel (its stream failed, its service stops) ends it cancelled
+        run.token.on_cancel(lambda: self._tell(handle, CancelRun(run.token.reason)))
         return run
 
     @staticmethod

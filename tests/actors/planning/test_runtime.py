@@ -381,6 +381,19 @@ def test_a_mismatched_cancel_ref_is_rejected_without_stopping_the_run(
     assert runtime.await_result(owner, ref, 5).status == "cancelled"
 
 
+def test_the_runs_own_cancel_a_failed_stream_or_a_stopping_service_ends_it_cancelled(
+    runtime: PlanningRuntime, owner: Owner, tmp_path: Path
+) -> None:
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    run = runtime.start(owner, scripted(steps=[{"op": "sleep", "fifo": fifo}]), "scripted", 1)
+    [pid] = read_pids(fifo)
+    run.token.cancel("event stream failed: timeout")  # what a stalled subscriber does
+    result = runtime.await_result(owner, run, 10)
+    assert result.status == "cancelled" and not psutil.pid_exists(pid)
+    assert error_of(result) == {"kind": "cancelled", "reason": "event stream failed: timeout"}
+
+
 def test_an_unregistered_adapter_name_imports_nothing(
     runtime: PlanningRuntime, owner: Owner
 ) -> None:
