@@ -286,7 +286,9 @@ class Run:
         self.handle: ChildHandle | None = None
         self.outcome: RunOutcome | None = None
         self.stream_failed: str | None = None  # the kind of the send that failed
-        self._lock = threading.Lock()  # one sequence of items: numbered and sent in order
+        # one sequence of items, numbered and sent in order (re-entrant: a cancel callback
+        # run under it, when a send fails, may report to the run again)
+        self._lock = threading.RLock()
         self._seq = 0
 
     @property
