@@ -31,6 +31,7 @@ from phloem.protocols.errors import PhloemError
 # Modules defining `add_cli(commands)`, in the order their commands are listed.
 FEATURE_CLI_MODULES: list[str] = [
     "phloem.cli.builtin",
+    "phloem.cli.runs",
     "phloem.cli.agents",
     "phloem.cli.eval",
     "phloem.cli.models",

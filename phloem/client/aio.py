@@ -40,6 +40,7 @@ from phloem.client.live import AsyncLiveMethods
 from phloem.client.mcp import AsyncMcpMethods
 from phloem.client.planning import AsyncPlanningMethods
 from phloem.client.plugins import AsyncPluginMethods
+from phloem.client.runs import AsyncRunsMethods
 from phloem.client.sessions import AsyncSessionMethods
 from phloem.client.socket import (
     DEFAULT_CONNECT_TIMEOUT_S,
@@ -104,6 +105,7 @@ class AsyncClient(
     AsyncLiveMethods,
     AsyncMcpMethods,
     AsyncPlanningMethods,
+    AsyncRunsMethods,
     AsyncSessionMethods,
     AsyncPluginMethods,
     AsyncTelemetryMethods,

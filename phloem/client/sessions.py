@@ -16,10 +16,11 @@ run belongs to this client: closing the client cancels it, as `session_cancel` d
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+
+import msgspec
 
 from phloem.actors.sessions.protocol import (
     CancelSession,
@@ -29,7 +30,6 @@ from phloem.actors.sessions.protocol import (
     NewSession,
     RunSession,
     SessionDetail,
-    SessionRunEvent,
     SessionRunStarted,
     SessionStreamItem,
     SessionSummary,
@@ -38,8 +38,9 @@ from phloem.actors.sessions.protocol import (
 from phloem.actors.sessions.results import AskResult
 from phloem.agents.events import Event
 from phloem.client.base import AsyncClientBase, ClientBase
-from phloem.instructions.protocol import ConfirmRequest
+from phloem.client.runs import Followed, afollow_run, follow_run
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.runs import ConfirmRequest, RunEvent
 from phloem.supervision.credit import CreditWindow
 
 SERVICE = "sessions/service"
@@ -53,13 +54,17 @@ def _new(agent: str | None, workdir: str | None, session_id: str | None) -> NewS
     return NewSession(agent, workdir, session_id)
 
 
-def _item(item: Any, started: SessionRunStarted) -> Event | AskResult | ConfirmRequest:
-    if isinstance(item, ConfirmRequest):
-        return item
-    if isinstance(item, SessionRunEvent):
-        return item.event
-    result: AskResult = item.result
-    return result
+def _result(followed: Followed) -> AskResult:
+    """The turn's `AskResult` from its stream (a warning added if events were missed)."""
+    result: AskResult = followed.result()
+    missed = followed.warnings()
+    return (
+        msgspec.structs.replace(result, warnings=[*result.warnings, *missed]) if missed else result
+    )
+
+
+def _events(on_event: Callable[[Event], Any] | None) -> Callable[[RunEvent[Any]], Any] | None:
+    return None if on_event is None else (lambda item: on_event(item.data))
 
 
 def _run_request(
@@ -70,15 +75,6 @@ def _run_request(
             raise TypeError(f"{what} must be a list of tool names, not a str")
     allow = None if tools_allow is None else list(tools_allow)
     return RunSession(session_id, prompt, tools_allow=allow, tools_deny=list(tools_deny))
-
-
-def _ended(err: PhloemError, started: SessionRunStarted) -> PhloemError:
-    if err.kind != ErrorKind.CLOSED:
-        return err
-    return PhloemError(
-        ErrorKind.RUN_INCOMPLETE,
-        f"the run of session {started.session_id} ended without its result",
-    )
 
 
 def _timed_out(started: SessionRunStarted, timeout: float) -> PhloemError:
@@ -201,36 +197,28 @@ class SessionClientMethods(ClientBase):
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
+        """Follow a started turn to its `AskResult`; past `timeout` (default
+        `DEFAULT_TURN_TIMEOUT_S`) the run is cancelled and `timeout` raised."""
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        stream = self.subscribe(
-            started.stream, window or DEFAULT_EVENT_WINDOW, event_type=SessionStreamItem
-        )
-        with stream:
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    if remaining <= 0:
-                        raise PhloemError(ErrorKind.TIMEOUT, "turn deadline passed")
-                    got = _item(stream.recv(remaining), started)
-                except PhloemError as err:
-                    if err.kind == ErrorKind.TIMEOUT:
-                        self.session_cancel(started.session_id, timeout=CANCEL_TIMEOUT_S)
-                        raise _timed_out(started, limit) from None
-                    raise _ended(err, started) from None
-                if isinstance(got, AskResult):
-                    return got
-                if isinstance(got, ConfirmRequest):
-                    if on_confirm is not None:
-                        approve = bool(on_confirm(got))
-                        try:
-                            self.session_confirm(started.session_id, got.call_id, approve)
-                        except PhloemError as err:
-                            if err.kind != ErrorKind.UNKNOWN_CALL:  # too late: dropped
-                                raise
-                    continue
-                if on_event is not None:
-                    on_event(got)
+        sid = started.session_id
+        try:
+            followed = follow_run(
+                self,
+                started.stream,
+                SessionStreamItem,
+                what=f"the run of session {sid}",
+                on_event=_events(on_event),
+                on_confirm=on_confirm,
+                answer=lambda call_id, approve: self.session_confirm(sid, call_id, approve),
+                window=window or DEFAULT_EVENT_WINDOW,
+                deadline=time.monotonic() + limit,
+            )
+        except PhloemError as err:
+            if err.kind != ErrorKind.TIMEOUT:
+                raise
+            self.session_cancel(sid, timeout=CANCEL_TIMEOUT_S)
+            raise _timed_out(started, limit) from None
+        return _result(followed)
 
 
 class AsyncSessionMethods(AsyncClientBase):
@@ -340,38 +328,26 @@ class AsyncSessionMethods(AsyncClientBase):
         window: CreditWindow | None = None,
     ) -> AskResult:
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        stream = await self.subscribe(
-            started.stream, window or DEFAULT_EVENT_WINDOW, event_type=SessionStreamItem
-        )
-        async with stream:
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    if remaining <= 0:
-                        raise PhloemError(ErrorKind.TIMEOUT, "turn deadline passed")
-                    got = _item(await stream.recv(remaining), started)
-                except PhloemError as err:
-                    if err.kind == ErrorKind.TIMEOUT:
-                        await self.session_cancel(started.session_id, timeout=CANCEL_TIMEOUT_S)
-                        raise _timed_out(started, limit) from None
-                    raise _ended(err, started) from None
-                if isinstance(got, AskResult):
-                    return got
-                if isinstance(got, ConfirmRequest):
-                    if on_confirm is not None:
-                        answer = on_confirm(got)
-                        if inspect.isawaitable(answer):
-                            answer = await answer
-                        try:
-                            await self.session_confirm(
-                                started.session_id, got.call_id, bool(answer)
-                            )
-                        except PhloemError as err:
-                            if err.kind != ErrorKind.UNKNOWN_CALL:
-                                raise
-                    continue
-                if on_event is not None:
-                    outcome = on_event(got)
-                    if inspect.isawaitable(outcome):
-                        await outcome
+        sid = started.session_id
+
+        async def answer(call_id: str, approve: bool) -> None:
+            await self.session_confirm(sid, call_id, approve)
+
+        try:
+            followed = await afollow_run(
+                self,
+                started.stream,
+                SessionStreamItem,
+                what=f"the run of session {sid}",
+                on_event=_events(on_event),
+                on_confirm=on_confirm,
+                answer=answer,
+                window=window or DEFAULT_EVENT_WINDOW,
+                deadline=time.monotonic() + limit,
+            )
+        except PhloemError as err:
+            if err.kind != ErrorKind.TIMEOUT:
+                raise
+            await self.session_cancel(sid, timeout=CANCEL_TIMEOUT_S)
+            raise _timed_out(started, limit) from None
+        return _result(followed)

@@ -23,6 +23,7 @@ from phloem.client.live import LiveMethods
 from phloem.client.mcp import McpClientMethods
 from phloem.client.planning import PlanningMethods
 from phloem.client.plugins import PluginMethods
+from phloem.client.runs import RunsClientMethods
 from phloem.client.sessions import SessionClientMethods
 from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
 from phloem.client.telemetry import TelemetryMethods
@@ -35,6 +36,7 @@ class Client(
     LiveMethods,
     McpClientMethods,
     PlanningMethods,
+    RunsClientMethods,
     SessionClientMethods,
     PluginMethods,
     TelemetryMethods,

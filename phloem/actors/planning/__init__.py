@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from phloem.actors.planning.adapters import AdapterRef, AdapterRegistry, Executor, Planner
     from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
-    from phloem.actors.planning.events import PlanningEvent
     from phloem.actors.planning.runtime import PLANNING_REF_KIND, PlanningRuntime
 
 _EXPORTS = {
@@ -28,7 +27,6 @@ _EXPORTS = {
     "Planner": "adapters",
     "CallbackOutcome": "callbacks",
     "CallbackRunner": "callbacks",
-    "PlanningEvent": "events",
     "PLANNING_REF_KIND": "runtime",
     "PlanningRuntime": "runtime",
 }
@@ -41,7 +39,6 @@ __all__ = [
     "CallbackRunner",
     "Executor",
     "Planner",
-    "PlanningEvent",
     "PlanningRuntime",
 ]
 
