@@ -128,7 +128,15 @@ def _tree_rows(node: Mapping[str, Any], path: str, depth: int, out: list[str]) -
         f"<td class=num>{e(node.get('mailbox_depth', 0))}</td>"
         f"<td class=num>{e(node.get('credit_in_use', 0))}</td></tr>"
     )
-    return sum(_tree_rows(child, where, depth + 1, out) for child in node.get("children", ()))
+    left_out = sum(_tree_rows(child, where, depth + 1, out) for child in node.get("children", ()))
+    more = int(node.get("unlisted_processes", 0))
+    if more:  # the snapshot counted them, did not list them
+        out.append(
+            f'<tr data-unlisted="{more}"><td style="padding-left:{0.4 + (depth + 1) * 1.2:.1f}em"'
+            f" colspan=8 class=warn>… {more} more process{'' if more == 1 else 'es'}"
+            " (not listed)</td></tr>"
+        )
+    return left_out
 
 
 def _count(node: Mapping[str, Any]) -> int:

@@ -20,3 +20,9 @@ def test_supervisors_actors_and_monitors(capsys: pytest.CaptureFixture[str]) -> 
 def test_process_children() -> None:
     (block,) = doc_python_blocks(GUIDE, "Process children")
     run_doc_block(block, f"{GUIDE}#process-children")
+
+
+def test_every_process_child_in_the_tree(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = doc_python_blocks(GUIDE, "Every process child in the tree")
+    run_doc_block(block, f"{GUIDE}#every-process-child-in-the-tree")
+    assert capsys.readouterr().out == "phloem: worker helper\n"

@@ -298,6 +298,21 @@ def test_phloem_web_is_off_without_an_address() -> None:
     assert result.returncode == 2 and "--refresh-ms" in result.stderr
 
 
+def test_process_children_a_snapshot_counted_but_did_not_list_get_one_row() -> None:
+    owner = {
+        "id": "run",
+        "type": "actor",
+        "state": "running",
+        "children": [{"id": "executor.execute", "type": "process", "state": "running", "pid": 5}],
+        "unlisted_processes": 3,
+    }
+    root = {"id": "phloem", "type": "supervisor", "state": "running", "children": [owner]}
+    html = views.tree({"roots": [root], "processes": 4})
+    assert html.count("<tr data-path=") == 3
+    assert '<tr data-unlisted="3">' in html and "… 3 more processes (not listed)" in html
+    assert "4 processes" in html
+
+
 def test_a_huge_tree_is_drawn_up_to_its_row_limit() -> None:
     def tree_of(n: int) -> dict[str, Any]:
         kids = [{"id": f"w{i}", "type": "actor", "state": "running"} for i in range(n - 1)]

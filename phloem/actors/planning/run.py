@@ -295,7 +295,7 @@ class PlanningRun(Actor):
             min(own, remaining),
             self.options.max_memory_bytes,
             post,
-            name=f"planning-{adapter.role}-{tag}",
+            name=f"{adapter.role}.{tag}",
             trace=self.callback_span,
         )
 
