@@ -87,6 +87,8 @@ RUN_RETAIN_BYTES = 4 * 1024 * 1024
 """Bytes a run's stream keeps for an owner that has not subscribed yet."""
 RUN_STREAM_SEND_TIMEOUT_S = 60.0
 """A subscriber that grants no room for this long fails the run's stream (and the run)."""
+MAX_ENDED_REFS = 1024
+"""Refs of ended runs a service remembers, so a cancel that crossed the end is no error."""
 
 DEFAULT_RECENT_RUNS = 200
 RECENT_RUNS_RANGE = (1, 100_000)
@@ -426,6 +428,9 @@ class ServiceRuns:
         self._live: dict[int, Run] = {}
         self._hooks: dict[int, _Hooks] = {}
         self._ids = itertools.count(1)
+        # ref -> owner id of the last runs that ended and were forgotten: a cancel that
+        # crossed its run's end is no error to that owner (at most MAX_ENDED_REFS).
+        self._ended: OrderedDict[str, str] = OrderedDict()
 
     @classmethod
     def of(
@@ -535,8 +540,19 @@ class ServiceRuns:
         assert isinstance(run, Run)
         return run
 
-    def cancel(self, ref: str, owner: Owner, reason: str = "cancelled by its owner") -> Run:
-        run = self.resolve(ref, owner)
+    def cancel(
+        self, ref: str, owner: Owner, reason: str = "cancelled by its owner"
+    ) -> Run | None:
+        """Cancel the run behind `ref` (its owner only); None when it has already ended
+        (one of the last `MAX_ENDED_REFS` of this service): a cancel may cross the end."""
+        try:
+            run = self.resolve(ref, owner)
+        except PhloemError:
+            with self._lock:
+                ended = self._ended.get(ref)
+            if ended is not None and ended == owner.id:
+                return None
+            raise
         run.cancel(reason)
         return run
 
@@ -587,6 +603,10 @@ class ServiceRuns:
             hooks = self._hooks.pop(key, None)
         if not self.keep_refs:
             self.refs.discard(run.ref)
+            with self._lock:
+                self._ended[run.ref] = run.owner.id
+                while len(self._ended) > MAX_ENDED_REFS:
+                    self._ended.popitem(last=False)
         on_exit = hooks.on_exit if hooks is not None else None
         if on_exit is None:
             return

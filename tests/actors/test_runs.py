@@ -36,6 +36,7 @@ from phloem.protocols.runs import (
 from phloem.supervision import Supervisor, SupervisorSpec
 from phloem.supervision.credit import CreditWindow
 from phloem.supervision.refs import Owner, OwnerRegistry, RefKind
+from tests.helpers import raises_kind
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -329,3 +330,17 @@ def test_a_note_keeps_only_short_scalar_details_without_secrets() -> None:
     assert set(kept) == {"step_id", "error", "ok", "n"}
     assert len(str(kept["step_id"])) <= MAX_NOTE_TEXT_CHARS + 1  # the cut's ellipsis
     assert "sk-live" not in str(kept["error"]) and kept["ok"] is True and kept["n"] == 3
+
+
+def test_a_cancel_that_crosses_its_runs_end_is_no_error_to_its_owner(
+    tree: phloem.Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lifecycle, "MAX_ENDED_REFS", 2)
+    ends = Ends(tree.resources.runs)
+    with tree.client("owner") as client, tree.client("other") as other:
+        started = [client.start_agent_run("quick", state={"topic": str(i)}) for i in range(3)]
+        ends.wait(3)  # all three ended before anyone cancelled
+        for run in started[1:]:  # the last MAX_ENDED_REFS are remembered
+            client.cancel_agent_run(run.ref)
+        assert raises_kind(other.cancel_agent_run, started[2].ref) == "not_owner"
+        assert raises_kind(client.cancel_agent_run, started[0].ref) == "not_owner"  # forgotten
