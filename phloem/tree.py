@@ -48,8 +48,10 @@ from phloem.client.agents import AgentTreeMethods
 from phloem.client.plugins import PluginTreeMethods
 from phloem.config import Config, load_config
 from phloem.models.interceptors import InterceptorRegistry
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
+from phloem.protocols.snapshot import TreeSnapshot
 from phloem.protocols.wire import (
     MAX_ACTOR_PATH_CHARS,
     TOO_DEEP,
@@ -58,11 +60,11 @@ from phloem.protocols.wire import (
     TelemetryCounts,
 )
 from phloem.supervision.actor import ActorHandle
-from phloem.supervision.credit import CreditWindow, Subscription
+from phloem.supervision.credit import Subscription
 from phloem.supervision.handle import ChildHandle, ChildStartError
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner, OwnerRegistry
-from phloem.supervision.snapshot import TreeSnapshot, tree_snapshot
+from phloem.supervision.snapshot import tree_snapshot
 from phloem.supervision.spec import SupervisorSpec
 from phloem.supervision.supervisor import Supervisor, SupervisorRef
 

@@ -10,8 +10,8 @@ import pytest
 
 import phloem
 from phloem.config import parse_config
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
-from phloem.supervision.credit import CreditWindow
 from phloem.supervision.snapshot import tree_snapshot
 from phloem.tree import Tree
 from tests.daemon.fixture_services import Cancelled, Crash, Hold, Peek
@@ -243,7 +243,7 @@ def test_request_timeouts_default_to_and_are_capped_by_the_config() -> None:
 
 def test_a_run_stream_forwarder_cancels_once_on_the_first_failed_send() -> None:
     from phloem.actors.streams import RunStreamForwarder, StreamHub
-    from phloem.supervision.credit import CreditWindow
+    from phloem.protocols.credit import CreditWindow
 
     hub = StreamHub(max_streams=4)
     topic = hub.open("run")

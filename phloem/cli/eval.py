@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -75,6 +74,8 @@ def add_cli(commands: Commands) -> None:
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace `path` with `data` atomically (a synced temp file renamed over it)."""
+    import tempfile
+
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
     try:

@@ -30,10 +30,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from phloem.base import telemetry
 from phloem.client.agents import AsyncAgentMethods
 from phloem.client.aiostream import AsyncEventStream
-from phloem.client.base import AsyncClientBase, _encode, decode_as
+from phloem.client.base import AsyncClientBase, _encode, decode_as, trace_context
 from phloem.client.cluster import AsyncClusterMethods
 from phloem.client.eval import AsyncEvalMethods
 from phloem.client.live import AsyncLiveMethods
@@ -48,8 +47,10 @@ from phloem.client.socket import (
     no_daemon_error,
 )
 from phloem.client.telemetry import AsyncTelemetryMethods
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.limits import check_range
+from phloem.protocols.snapshot import TreeSnapshot
 from phloem.protocols.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     HEADER_BYTES,
@@ -68,14 +69,11 @@ from phloem.protocols.wire import (
     StreamEnd,
     Subscribe,
     Tell,
-    TraceContext,
     Unsubscribe,
     Welcome,
     decode_server,
     encode_frame,
 )
-from phloem.supervision.credit import CreditWindow
-from phloem.supervision.snapshot import TreeSnapshot
 
 T = TypeVar("T")
 
@@ -386,7 +384,7 @@ class AsyncClient(
         `timeout` (seconds) defaults to the daemon's `request_timeout_s`; it also covers
         waiting for a free in-flight slot."""
         body = msgspec.Raw(_encode(message))
-        trace = TraceContext.from_carrier(telemetry.carrier())
+        trace = trace_context()
         reply = await self._request(
             lambda rid: Ask(rid, actor, body, timeout, trace), self._wait(timeout), counted=True
         )
@@ -395,7 +393,7 @@ class AsyncClient(
     async def tell(self, actor: str, message: Any = None) -> None:
         """Queue `message` for the actor; returns once it is in the actor's inbox."""
         body = msgspec.Raw(_encode(message))
-        trace = TraceContext.from_carrier(telemetry.carrier())
+        trace = trace_context()
         await self._request(
             lambda rid: Tell(rid, actor, body, trace), self._wait(None), counted=True
         )

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from phloem.client.base import decode_as
 from phloem.client.socket import REPLY_GRACE_S
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import Credit, Unsubscribe, encode_frame
-from phloem.supervision.credit import CreditWindow
 
 if TYPE_CHECKING:
     from phloem.client.aio import AsyncClient

@@ -17,16 +17,17 @@ or plain data, encoded as msgpack; replies are decoded into `reply_type`.
 from __future__ import annotations
 
 import abc
+import sys
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import msgspec
 
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.wire import DaemonStatus
-from phloem.supervision.credit import CreditWindow
-from phloem.supervision.snapshot import TreeSnapshot
+from phloem.protocols.snapshot import TreeSnapshot
+from phloem.protocols.wire import DaemonStatus, TraceContext
 
 if TYPE_CHECKING:
     from phloem.client.aiostream import AsyncEventStream
@@ -50,6 +51,18 @@ def decode_as(data: bytes, type_: Any) -> Any:
         ) from exc
     except RecursionError:
         raise PhloemError(ErrorKind.BAD_MESSAGE, "reply nested too deeply to decode") from None
+
+
+def trace_context() -> TraceContext | None:
+    """The caller's W3C trace context, for a request's envelope (None: nothing to carry).
+
+    Without OpenTelemetry loaded in this process no span can be current, so there is
+    nothing to carry, and a CLI command does not pay the ~50 ms its import costs."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from phloem.base import telemetry
+
+    return TraceContext.from_carrier(telemetry.carrier())
 
 
 class StreamSource(Protocol):

@@ -8,12 +8,11 @@ methods as coroutines.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from phloem.actors.planning.events import (
     DEFAULT_EVENT_WINDOW_BYTES,
@@ -28,12 +27,14 @@ from phloem.actors.planning.protocol import (
     PlanningStarted,
     StartPlanning,
 )
-from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, ClientBase, EventStream
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.plan import DEFAULT_OPTIONS, PlanningOptions
 from phloem.protocols.result import PlanningResult, decode_result
-from phloem.supervision.credit import CreditWindow
+
+if TYPE_CHECKING:
+    from phloem.client.aiostream import AsyncEventStream
 
 PLANNING_SERVICE = "planning/service"
 # An await without a timeout waits in slices of this many seconds, so no single request
@@ -253,6 +254,8 @@ class AsyncPlanningMethods(AsyncClientBase):
     ) -> PlanningResult:
         """Start a run and wait for its result; `on_event(event)` (a function or a
         coroutine function) sees its progress."""
+        import asyncio  # loaded by whoever runs this coroutine; not by the blocking client
+
         if on_event is None:
             ref = await self.start_planning(planner, executor, goal, context, options)
             return await self.await_planning(ref)

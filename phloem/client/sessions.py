@@ -19,28 +19,27 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from phloem.actors.sessions.harness import AskResult
-from phloem.actors.sessions.protocol import (
-    CancelSession,
-    ConfirmSession,
-    DeleteSession,
-    ListSessions,
-    NewSession,
-    RunSession,
-    SessionDetail,
-    SessionRunEvent,
-    SessionRunStarted,
-    SessionStreamItem,
-    SessionSummary,
-    ShowSession,
-)
-from phloem.agents.events import Event
 from phloem.client.base import AsyncClientBase, ClientBase
-from phloem.instructions.protocol import ConfirmRequest
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.supervision.credit import CreditWindow
+
+if TYPE_CHECKING:
+    from phloem.actors.sessions.harness import AskResult
+    from phloem.actors.sessions.protocol import (
+        NewSession,
+        RunSession,
+        SessionDetail,
+        SessionRunStarted,
+        SessionSummary,
+    )
+    from phloem.agents.events import Event
+    from phloem.instructions.protocol import ConfirmRequest
+
+# The sessions service's messages carry the engine's `Event` and the harness's
+# `AskResult`: they are imported by the methods that use them, so that
+# `import phloem.client` (every CLI command) does not load the agent engine.
 
 SERVICE = "sessions/service"
 DEFAULT_EVENT_WINDOW = CreditWindow(64, 4 * 1024 * 1024)
@@ -50,10 +49,15 @@ CANCEL_TIMEOUT_S = 5.0
 
 
 def _new(agent: str | None, workdir: str | None, session_id: str | None) -> NewSession:
+    from phloem.actors.sessions.protocol import NewSession
+
     return NewSession(agent, workdir, session_id)
 
 
 def _item(item: Any, started: SessionRunStarted) -> Event | AskResult | ConfirmRequest:
+    from phloem.actors.sessions.protocol import SessionRunEvent
+    from phloem.instructions.protocol import ConfirmRequest
+
     if isinstance(item, ConfirmRequest):
         return item
     if isinstance(item, SessionRunEvent):
@@ -65,6 +69,8 @@ def _item(item: Any, started: SessionRunStarted) -> Event | AskResult | ConfirmR
 def _run_request(
     session_id: str, prompt: str, tools_allow: Sequence[str] | None, tools_deny: Sequence[str]
 ) -> RunSession:
+    from phloem.actors.sessions.protocol import RunSession
+
     for what, names in (("tools_allow", tools_allow), ("tools_deny", tools_deny)):
         if isinstance(names, str):
             raise TypeError(f"{what} must be a list of tool names, not a str")
@@ -100,12 +106,16 @@ class SessionClientMethods(ClientBase):
         """Create a durable session; its id. `agent` names a `[sessions.agents.NAME]`
         (default: `[sessions] default_agent`), `workdir` its workspace (an absolute
         path; default: `[sessions] workdir`, else the daemon's directory)."""
+        from phloem.actors.sessions.protocol import SessionSummary
+
         summary = self.ask(
             SERVICE, _new(agent, workdir, session_id), timeout=timeout, reply_type=SessionSummary
         )
         return summary.id
 
     def session_list(self, *, timeout: float | None = None) -> list[SessionSummary]:
+        from phloem.actors.sessions.protocol import ListSessions, SessionSummary
+
         result: list[SessionSummary] = self.ask(
             SERVICE, ListSessions(), timeout=timeout, reply_type=list[SessionSummary]
         )
@@ -114,16 +124,22 @@ class SessionClientMethods(ClientBase):
     def session_show(
         self, session_id: str, *, max_events: int = 1_000, timeout: float | None = None
     ) -> SessionDetail:
+        from phloem.actors.sessions.protocol import SessionDetail, ShowSession
+
         result: SessionDetail = self.ask(
             SERVICE, ShowSession(session_id, max_events), timeout=timeout, reply_type=SessionDetail
         )
         return result
 
     def session_delete(self, session_id: str, *, timeout: float | None = None) -> bool:
+        from phloem.actors.sessions.protocol import DeleteSession
+
         return bool(self.ask(SERVICE, DeleteSession(session_id), timeout=timeout)["deleted"])
 
     def session_cancel(self, session_id: str, *, timeout: float | None = None) -> bool:
         """Cancel the session's active run (True if there was one)."""
+        from phloem.actors.sessions.protocol import CancelSession
+
         return bool(self.ask(SERVICE, CancelSession(session_id), timeout=timeout)["cancelled"])
 
     def session_start(
@@ -136,6 +152,8 @@ class SessionClientMethods(ClientBase):
     ) -> SessionRunStarted:
         """Start a turn; follow it with `session_follow` (or `subscribe`).
         `tools_allow` / `tools_deny` restrict this turn's tools (denials win)."""
+        from phloem.actors.sessions.protocol import SessionRunStarted
+
         started: SessionRunStarted = self.ask(
             SERVICE,
             _run_request(session_id, prompt, tools_allow, tools_deny),
@@ -149,6 +167,8 @@ class SessionClientMethods(ClientBase):
         """Answer a `confirm` item of the session's run: run the tool call `call_id` or
         refuse it. Only the run's owner may (`not_owner`); `unknown_call` when nothing
         waits under that id."""
+        from phloem.actors.sessions.protocol import ConfirmSession
+
         self.ask(SERVICE, ConfirmSession(session_id, call_id, bool(approve)), timeout=timeout)
 
     def session_run(
@@ -201,6 +221,10 @@ class SessionClientMethods(ClientBase):
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
+        from phloem.actors.sessions.harness import AskResult
+        from phloem.actors.sessions.protocol import SessionStreamItem
+        from phloem.instructions.protocol import ConfirmRequest
+
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
         deadline = time.monotonic() + limit
         stream = self.subscribe(
@@ -244,12 +268,16 @@ class AsyncSessionMethods(AsyncClientBase):
         *,
         timeout: float | None = None,
     ) -> str:
+        from phloem.actors.sessions.protocol import SessionSummary
+
         summary = await self.ask(
             SERVICE, _new(agent, workdir, session_id), timeout=timeout, reply_type=SessionSummary
         )
         return str(summary.id)
 
     async def session_list(self, *, timeout: float | None = None) -> list[SessionSummary]:
+        from phloem.actors.sessions.protocol import ListSessions, SessionSummary
+
         result: list[SessionSummary] = await self.ask(
             SERVICE, ListSessions(), timeout=timeout, reply_type=list[SessionSummary]
         )
@@ -258,16 +286,22 @@ class AsyncSessionMethods(AsyncClientBase):
     async def session_show(
         self, session_id: str, *, max_events: int = 1_000, timeout: float | None = None
     ) -> SessionDetail:
+        from phloem.actors.sessions.protocol import SessionDetail, ShowSession
+
         result: SessionDetail = await self.ask(
             SERVICE, ShowSession(session_id, max_events), timeout=timeout, reply_type=SessionDetail
         )
         return result
 
     async def session_delete(self, session_id: str, *, timeout: float | None = None) -> bool:
+        from phloem.actors.sessions.protocol import DeleteSession
+
         reply = await self.ask(SERVICE, DeleteSession(session_id), timeout=timeout)
         return bool(reply["deleted"])
 
     async def session_cancel(self, session_id: str, *, timeout: float | None = None) -> bool:
+        from phloem.actors.sessions.protocol import CancelSession
+
         reply = await self.ask(SERVICE, CancelSession(session_id), timeout=timeout)
         return bool(reply["cancelled"])
 
@@ -279,6 +313,8 @@ class AsyncSessionMethods(AsyncClientBase):
         tools_allow: Sequence[str] | None = None,
         tools_deny: Sequence[str] = (),
     ) -> SessionRunStarted:
+        from phloem.actors.sessions.protocol import SessionRunStarted
+
         started: SessionRunStarted = await self.ask(
             SERVICE,
             _run_request(session_id, prompt, tools_allow, tools_deny),
@@ -290,6 +326,8 @@ class AsyncSessionMethods(AsyncClientBase):
         self, session_id: str, call_id: str, approve: bool, *, timeout: float | None = None
     ) -> None:
         """Answer a `confirm` item of the session's run (see the sync client)."""
+        from phloem.actors.sessions.protocol import ConfirmSession
+
         await self.ask(SERVICE, ConfirmSession(session_id, call_id, bool(approve)), timeout=timeout)
 
     async def session_run(
@@ -339,6 +377,10 @@ class AsyncSessionMethods(AsyncClientBase):
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
+        from phloem.actors.sessions.harness import AskResult
+        from phloem.actors.sessions.protocol import SessionStreamItem
+        from phloem.instructions.protocol import ConfirmRequest
+
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
         deadline = time.monotonic() + limit
         stream = await self.subscribe(

@@ -22,8 +22,8 @@ from typing import Any
 
 import msgspec
 
-from phloem.base import telemetry
-from phloem.client.base import StreamSource
+from phloem.client.base import StreamSource, trace_context
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -42,13 +42,11 @@ from phloem.protocols.wire import (
     StreamEnd,
     Subscribe,
     Tell,
-    TraceContext,
     Unsubscribe,
     Welcome,
     decode_server,
     encode_frame,
 )
-from phloem.supervision.credit import CreditWindow
 
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 REPLY_GRACE_S = 5.0  # how long past the daemon's own deadline a client waits for a reply
@@ -231,11 +229,11 @@ class SocketTransport:
         rid = next(self._ids)
         wait: float | None
         if op == "ask":
-            trace = TraceContext.from_carrier(telemetry.carrier())
+            trace = trace_context()
             message: Any = Ask(rid, actor, msgspec.Raw(body), timeout, trace)
             wait = (timeout if timeout is not None else self.request_timeout_s) + REPLY_GRACE_S
         elif op == "tell":
-            trace = TraceContext.from_carrier(telemetry.carrier())
+            trace = trace_context()
             message = Tell(rid, actor, msgspec.Raw(body), trace)
             wait = self.request_timeout_s + REPLY_GRACE_S
         else:

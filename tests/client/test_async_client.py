@@ -19,6 +19,7 @@ from phloem.client.aio import AsyncClient, AsyncEventStream
 from phloem.client.planning import PlanningMethods
 from phloem.client.sync import Client
 from phloem.config import DEFAULT_MAX_INFLIGHT
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.wire import (
     Fail,
@@ -27,7 +28,6 @@ from phloem.protocols.wire import (
     decode_client,
     encode_frame,
 )
-from phloem.supervision.credit import CreditWindow
 from tests.helpers import FIXTURE_CONFIG, ROOT, DaemonProc, running_daemon
 
 pytestmark = pytest.mark.timeout(60)

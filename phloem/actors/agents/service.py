@@ -74,6 +74,7 @@ from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.models.providers import ProviderRegistry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
+from phloem.protocols.refs import RefKind
 from phloem.protocols.warnings import Warnings
 from phloem.supervision import (
     Actor,
@@ -87,7 +88,7 @@ from phloem.supervision import (
     sibling_of,
 )
 from phloem.supervision.actor import tell_if_alive
-from phloem.supervision.refs import Owner, RefKind
+from phloem.supervision.refs import Owner
 from phloem.tools.toolset import SourceToolset, Toolset
 
 log = get_logger("phloem.agents")

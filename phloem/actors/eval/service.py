@@ -40,6 +40,7 @@ from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalreport import CaseResult
 from phloem.protocols.limits import check_range
+from phloem.protocols.refs import RefKind
 from phloem.supervision import (
     Actor,
     ActorHandle,
@@ -51,7 +52,6 @@ from phloem.supervision import (
     sibling_of,
 )
 from phloem.supervision.actor import tell_if_alive
-from phloem.supervision.refs import RefKind
 
 log = get_logger("phloem.eval")
 

@@ -51,9 +51,9 @@ from phloem.actors.planning.runtime import (
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import Topic
 from phloem.base.logs import get_logger
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.result import encode_result
-from phloem.supervision.credit import CreditWindow
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
 from phloem.supervision.supervisor import SupervisorRef, sibling_of

@@ -60,6 +60,7 @@ from phloem.instructions.protocol import ConfirmRequest
 from phloem.models.interceptors import Interceptor
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
+from phloem.protocols.refs import RefKind
 from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
     Actor,
@@ -72,7 +73,7 @@ from phloem.supervision import (
     sibling_of,
 )
 from phloem.supervision.actor import tell_if_alive
-from phloem.supervision.refs import Owner, RefKind
+from phloem.supervision.refs import Owner
 from phloem.tools.outputlimit import OutputBudget
 from phloem.tools.registry import coding_tools
 from phloem.tools.workspace import Workspace

@@ -16,7 +16,7 @@ import pytest
 from phloem import Client
 from phloem.actors.agents.protocol import AgentStreamItem
 from phloem.instructions.protocol import ConfirmRequest
-from phloem.supervision.credit import CreditWindow
+from phloem.protocols.credit import CreditWindow
 from tests.helpers import DaemonProc, raises_kind, run_cli, running_daemon, short_tmpdir
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
 
