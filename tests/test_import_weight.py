@@ -10,6 +10,7 @@ command that has no use for it (structlog, OpenTelemetry, Rich: each loads on fi
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -161,3 +162,45 @@ def test_the_check_reports_what_pulled_a_forbidden_module_in() -> None:
         "msgspec": "phloem.cli.main",
     }
     assert violations(loaded) == ["psutil <- phloem.cli.probe <- phloem.cli.main"]
+
+
+# --- a command builds only its own part of the parser -----------------------------------
+
+
+def test_the_command_table_names_what_each_module_adds() -> None:
+    from phloem.cli.main import FEATURE_CLI_MODULES, build_parser
+
+    for module, names in FEATURE_CLI_MODULES.items():
+        parser = build_parser([module])
+        [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        assert tuple(sub.choices) == names, module
+
+
+@pytest.mark.parametrize(
+    ("argv", "modules"),
+    [
+        (["status"], ["phloem.cli.builtin"]),
+        (["--json", "--socket", "s.sock", "tree"], ["phloem.cli.builtin"]),
+        (["--socket", "tree", "model", "list"], ["phloem.cli.models"]),  # "tree": a path
+        (["--config", "c.toml", "chat", "--help"], ["phloem.cli.sessions"]),
+        (["--version"], []),
+        (["-h", "status"], None),  # the top-level help lists every command
+        (["--", "status"], None),
+        (["statsu"], None),  # argparse names the commands there are
+        ([], None),
+        (["--json"], None),
+    ],
+)
+def test_a_run_builds_the_parser_of_its_command_only(
+    argv: list[str], modules: list[str] | None
+) -> None:
+    from phloem.cli.main import modules_for
+
+    assert modules_for(argv) == modules
+
+
+def test_status_imports_no_other_commands_module(shared_daemon: DaemonProc) -> None:
+    argv = ["status", "--socket", str(shared_daemon.socket)]
+    loaded = loaded_by(f"from phloem.cli.main import main\nassert main({argv!r}, out, err) == 0\n")
+    others = {"phloem.cli.models", "phloem.cli.eval", "phloem.cli.planning", "phloem.cli.web"}
+    assert not others & set(loaded)

@@ -25,7 +25,6 @@ path logs before acting, and a dead log sink must not stop it from acting.
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from collections.abc import MutableMapping
@@ -37,12 +36,9 @@ _lock = threading.Lock()
 _dropped = 0
 
 ROOT_LOGGER = "phloem"
-LEVELS: dict[str, int] = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
+# The standard library's levels (`logging` itself is imported where a record goes to it).
+DEBUG, INFO, WARNING, ERROR, CRITICAL = 10, 20, 30, 40, 50
+LEVELS: dict[str, int] = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
 Format = Literal["json", "console"]
 
 
@@ -139,6 +135,8 @@ def _stdlib_message(
 def _wrap(name: str) -> Any:
     """A structlog logger for `name` on the current sink (built from explicit arguments,
     so structlog's global configuration is neither read nor written)."""
+    import logging
+
     import structlog  # with the first record: a process that logs nothing never loads it
 
     if not _sink.owned:
@@ -198,24 +196,24 @@ class Logger:
         self.name = name
 
     def debug(self, event: str, **kw: Any) -> None:
-        self._log(logging.DEBUG, "debug", event, kw)
+        self._log(DEBUG, "debug", event, kw)
 
     def info(self, event: str, **kw: Any) -> None:
-        self._log(logging.INFO, "info", event, kw)
+        self._log(INFO, "info", event, kw)
 
     def warning(self, event: str, **kw: Any) -> None:
-        self._log(logging.WARNING, "warning", event, kw)
+        self._log(WARNING, "warning", event, kw)
 
     warn = warning
 
     def error(self, event: str, **kw: Any) -> None:
-        self._log(logging.ERROR, "error", event, kw)
+        self._log(ERROR, "error", event, kw)
 
     def critical(self, event: str, **kw: Any) -> None:
-        self._log(logging.CRITICAL, "critical", event, kw)
+        self._log(CRITICAL, "critical", event, kw)
 
     def exception(self, event: str, **kw: Any) -> None:
-        self._log(logging.ERROR, "error", event, {"exc_info": True, **kw})
+        self._log(ERROR, "error", event, {"exc_info": True, **kw})
 
     def _log(self, level: int, method: str, event: str, kw: dict[str, Any]) -> None:
         """Hand the record to the current sink, unless its level is off there (then no
@@ -223,8 +221,11 @@ class Logger:
         if _sink.owned:
             if level < LEVELS[_sink.level]:
                 return
-        elif not logging.getLogger(self.name).isEnabledFor(level):
-            return
+        else:
+            import logging
+
+            if not logging.getLogger(self.name).isEnabledFor(level):
+                return
         getattr(_logger_for(self.name), method)(event, **kw)
 
 

@@ -9,7 +9,6 @@ guessed. Who may use one is `phloem.supervision.refs.OwnerRegistry`'s business.
 from __future__ import annotations
 
 import re
-import secrets
 from dataclasses import dataclass
 
 from phloem.protocols.errors import PhloemError
@@ -44,6 +43,8 @@ class RefKind:
                 raise ValueError(f"{field_name} must be a snake_case error kind")
 
     def new_text(self) -> str:
+        import secrets  # issuing refs is the daemon's business; a client checks their shape
+
         return self.prefix + secrets.token_hex(REF_RANDOM_BITS // 8)
 
     def is_well_formed(self, text: object) -> bool:
