@@ -17,13 +17,15 @@ or plain data, encoded as msgpack; replies are decoded into `reply_type`.
 from __future__ import annotations
 
 import abc
+import os
 import sys
-from collections import deque
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import msgspec
 
+from phloem.base.paths import SOCKET_ENV, default_socket_path
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.snapshot import TreeSnapshot
@@ -51,6 +53,16 @@ def decode_as(data: bytes, type_: Any) -> Any:
         ) from exc
     except RecursionError:
         raise PhloemError(ErrorKind.BAD_MESSAGE, "reply nested too deeply to decode") from None
+
+
+def resolve_socket_path(path: str | os.PathLike[str] | None) -> Path:
+    """`path`, else `$PHLOEM_SOCKET`, else the default config's socket path."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get(SOCKET_ENV)
+    if env:
+        return Path(env)
+    return default_socket_path()
 
 
 def trace_context() -> TraceContext | None:
@@ -250,17 +262,3 @@ def _encode(message: Any) -> bytes:
         return _encoder.encode(message)
     except (TypeError, msgspec.EncodeError) as exc:
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"message is not encodable: {exc}") from exc
-
-
-class Backlog:
-    """A small bounded FIFO used by transports' stream buffers."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.items: deque[bytes] = deque()
-
-    def push(self, item: bytes) -> bool:
-        if len(self.items) >= self.limit:
-            return False
-        self.items.append(item)
-        return True

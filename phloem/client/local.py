@@ -9,7 +9,7 @@ import msgspec
 
 from phloem.base import telemetry
 from phloem.client.base import StreamSource
-from phloem.client.socket import REPLY_GRACE_S
+from phloem.client.protocol import REPLY_GRACE_S
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.wire import NIL

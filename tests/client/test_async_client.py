@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from phloem.client import aio
+from phloem.client import aio, protocol
 from phloem.client.agents import AgentClientMethods
 from phloem.client.aio import AsyncClient, AsyncEventStream
 from phloem.client.planning import PlanningMethods
@@ -190,7 +190,7 @@ def test_a_stream_arrives_in_order_under_credit_while_asks_go_on(daemon: DaemonP
 
             async def consume() -> None:
                 async for event in stream:
-                    assert len(stream._buffer) <= window.messages
+                    assert stream.buffered <= window.messages
                     seen.append(event["n"])
 
             consumer = asyncio.create_task(consume())
@@ -341,7 +341,7 @@ class SilentDaemon:
 def test_a_daemon_that_never_answers_times_out(
     tmp_short: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(aio, "REPLY_GRACE_S", 0.2)
+    monkeypatch.setattr(protocol, "REPLY_GRACE_S", 0.2)
 
     async def main() -> None:
         async with SilentDaemon(tmp_short / "s.sock"):
