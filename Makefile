@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-slow bench lint format clean browser screenshots
+.PHONY: install run test test-fast test-slow bench docs lint format clean browser screenshots
 CHROMIUM := /usr/bin/chromium
 
 install: $(STAMP)
@@ -43,6 +43,11 @@ test-slow: install
 
 bench: install
 	$(BIN)/python -m tests.perf
+
+# docs/reference/ (config keys, CLI, error kinds, limits), generated from the code;
+# tests/docs/test_reference.py fails when the committed pages and the code disagree.
+docs: install
+	$(BIN)/python -m tests.docs
 
 lint: install
 	$(BIN)/ruff check phloem tests

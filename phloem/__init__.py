@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from phloem.actors.lsp.hub import LspHub as LspHub
     from phloem.actors.mcp.hub import McpHub as McpHub
     from phloem.actors.sessions.durable import DurableSessionService as DurableSessionService
-    from phloem.actors.sessions.harness import AskResult as AskResult
+    from phloem.actors.sessions.results import AskResult as AskResult
     from phloem.agents import (
         Agent as Agent,
         AgentMetadata as AgentMetadata,
@@ -106,7 +106,7 @@ _EXPORTS: dict[str, str] = {
     "Amend": "phloem.plugins",
     "AgentMetadata": "phloem.agents",
     "AgentRun": "phloem.agents",
-    "AskResult": "phloem.actors.sessions.harness",
+    "AskResult": "phloem.actors.sessions.results",
     "AsyncClient": "phloem.client.aio",
     "BuiltInPlanner": "phloem.models.request_planners",
     "Client": "phloem.client.sync",

@@ -207,7 +207,7 @@ class Config(Section):
     plugins: dict[PluginName, PluginConfig] = {}
     # OpenTelemetry traces and metrics (`[telemetry]`, see phloem.actors.telemetry).
     telemetry: TelemetryConfig = section(TelemetryConfig)
-    # Durable sessions and harness agents (`[sessions]`, see phloem.actors.sessions.settings).
+    # Durable sessions (`[sessions]`, see phloem.actors.sessions.settings).
     sessions: SessionsConfig = section(SessionsConfig)
     # The web view (`[web]`, served by `phloem web`, see phloem.web).
     web: WebConfig = section(WebConfig)
@@ -223,12 +223,6 @@ class Config(Section):
                 f"daemon.socket: path {str(path)!r} is longer than {SOCKET_PATH_MAX_BYTES} bytes"
             )
         check_plugins(self.plugins)
-        for name, agent in self.sessions.agents.items():
-            if agent.provider not in self.providers:
-                raise ValueError(
-                    f"sessions.agents.{name}.provider: "
-                    f"no [providers.{agent.provider}] is configured"
-                )
         if self.daemon.max_request_timeout_s < self.daemon.request_timeout_s:
             raise ValueError("daemon.max_request_timeout_s must be >= daemon.request_timeout_s")
 
@@ -308,8 +302,44 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     return decode_config(parse_toml(text, source), text, source)
 
 
+# Keys that moved, with where to: each is one `config_invalid` line saying so.
+MOVED_KEYS: dict[tuple[str, ...], str] = {
+    ("sessions", "agents"): (
+        "moved: declare each agent once, as [agents.llm.NAME] (harness = true gives it the "
+        "coding agent's tools, instructions, skills and templates); sessions name it by "
+        "[sessions] default_agent or `phloem chat --agent NAME`"
+    ),
+    ("live", "tools", "allow"): (
+        "moved: name the tools in [live] tools = [...], by the names they have everywhere "
+        "(coding tools, [components] tools, MCP tools); the call limits are [live.tool_calls]"
+    ),
+}
+
+
+def _moved_key(data: dict[str, Any], text: str, source: str) -> PhloemError | None:
+    for path, why in MOVED_KEYS.items():
+        node: Any = data
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        key = ".".join(path)
+        line = _find_line(text, key) if text else None
+        for number, row in enumerate(text.splitlines(), 1):  # `[sessions.agents.NAME]`
+            if line is None and row.strip().startswith(f"[{key}."):
+                line = number
+        where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
+        return PhloemError(
+            ErrorKind.CONFIG_INVALID, f"{where}{key}: {why}", {"path": key, "line": line}
+        )
+    return None
+
+
 def decode_config(data: dict[str, Any], text: str, source: str) -> Config:
     """A TOML table as a `Config`; `config_invalid` naming the key path and line."""
+    moved = _moved_key(data, text, source)
+    if moved is not None:
+        raise moved
     try:
         return msgspec.convert(data, Config)
     except msgspec.ValidationError as exc:
@@ -419,12 +449,12 @@ def _known(names: Any) -> str:
 def check_references(config: Config, text: str = "", source: str = "") -> None:
     """Names that must name something configured do (what would otherwise fail only when
     the daemon starts or a run begins): an LLM agent's or supervisor planner's `provider`,
-    a planner's `sub_agents`, `services.disabled`; then the agents are assembled as the
-    daemon would (planner contracts, goals), without running anything. The first problem
-    is one `config_invalid` line naming the file, line and key."""
-    from phloem.actors.services import registered_services
-    from phloem.agents.registry import build_registry
-    from phloem.tools.toolset import SourceToolset
+    an LLM agent's `mcp_servers`, a planner's `sub_agents`, `services.disabled`; then the
+    agents and their tools, and the Live tools, are assembled as the daemon would (tool
+    names, planner contracts, goals), without running anything. The first problem is one
+    `config_invalid` line naming the file, line and key."""
+    from phloem.actors.services import Resources, registered_services
+    from phloem.agents.catalogue import build_catalogue
 
     agents = config.agents
     providers = set(config.providers)
@@ -438,7 +468,7 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
             )
     servers = {*config.mcp.servers, *config.mcp.allow_foreign}
     for name, llm in agents.llm.items():
-        for i, server in enumerate(llm.mcp_servers):
+        for i, server in enumerate(llm.mcp_servers or ()):
             if server not in servers:
                 raise _located(
                     f"agents.llm.{name}.mcp_servers[{i}]",
@@ -473,11 +503,19 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
                 text,
                 source,
             )
+    if config.live.tools or config.live.mcp_servers:
+        from phloem.actors.live.tools import toolbox
+
+        try:
+            toolbox(Resources().assembly(config), config.live)
+        except PhloemError as exc:
+            key, _, rest = exc.message.partition(": ")
+            raise _located(key, rest, text, source) from exc
     try:
-        build_registry(
+        build_catalogue(
             agents,
             lambda path: load_component(path, what="agent"),
-            mcp_toolset=lambda names: SourceToolset("mcp", lambda: None, names),
+            assembly=Resources().assembly(config),
         )
     except PhloemError as exc:
         key, sep, rest = exc.message.partition(": ")

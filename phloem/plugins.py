@@ -1,4 +1,4 @@
-"""`phloem.plugins`: the plugin contract in one place (see README "Plugins").
+"""`phloem.plugins`: the plugin contract in one place (see docs/plugins.md).
 
     from phloem.plugins import Amend, Halt, Plugin, PluginContext, Return
 

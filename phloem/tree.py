@@ -69,7 +69,6 @@ from phloem.supervision.supervisor import Supervisor, SupervisorRef
 
 if TYPE_CHECKING:
     from phloem.client.sync import Client
-    from phloem.tools.contract import Tool
     from phloem.tools.registry import ToolRegistry
 
 log = get_logger("phloem.tree")
@@ -240,20 +239,12 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         return Client(LocalTransport(self, Owner.client(label or "tree.client")))
 
     def tool_registry(self) -> ToolRegistry:
-        """The tree's tools: the coding tools (with the `[tools]` limits; `write` and
-        `edit` report language-server diagnostics when `[lsp]` has servers), then the
-        tools of every configured MCP server — connecting them, as this is a tool need
-        (a server that cannot be reached adds none; `phloem mcp list` says why)."""
-        from phloem.tools.registry import ToolRegistry, coding_tools
-
-        tools: list[Tool] = list(coding_tools(self.config.tools))
-        lsp = self.resources.lsp
-        if lsp is not None:
-            tools = [lsp.decorate(tool) for tool in tools]
-        mcp = self.resources.mcp
-        if mcp is not None:
-            tools.extend(mcp.tools())
-        return ToolRegistry(tools)
+        """The tree's tools, from its one tool assembly: the coding tools (with the
+        `[tools]` limits; `write` and `edit` report language-server diagnostics when
+        `[lsp]` has servers), then the tools of every configured MCP server — connecting
+        them, as this is a tool need (a server that cannot be reached adds none; `phloem
+        mcp list` says why)."""
+        return self.resources.assembly(self.config).registry(mcp=True)
 
     def owner_down(self, owner: Owner) -> None:
         """Cancel everything `owner` held: its refs and its topics."""

@@ -1,5 +1,6 @@
 """What many tests share: the repository root, a real daemon process on a short socket
-path, the CLI as a subprocess, README code blocks, `raises_kind` and `wait_until`.
+path, the CLI as a subprocess, the code blocks of the README and docs/, `raises_kind` and
+`wait_until`.
 
 Import from here (`from tests.helpers import ...`); fixtures live in `tests/conftest.py`."""
 
@@ -134,6 +135,22 @@ def run_cli(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[st
     )
 
 
+def cli_in(
+    daemon: DaemonProc, cwd: Path, *args: str, stdin: str | None = None, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """`phloem ARGS --socket <daemon's>` run in `cwd` (tests' modules importable)."""
+    return subprocess.run(
+        [PY, "-m", "phloem", *args, "--socket", str(daemon.socket)],
+        check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
 def pids_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -158,24 +175,58 @@ def raises_kind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
     return str(info.value.kind)
 
 
-def readme_section(title: str) -> str:
-    """The README text under the `## title` heading, up to the next `## ` heading."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    _, found, rest = text.partition(f"\n## {title}\n")
-    assert found, f"README has no section {title!r}"
-    return rest.split("\n## ", 1)[0]
+_FENCE = re.compile(r"^(```|~~~)")
+_HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$")
 
 
-def readme_python_blocks(title: str) -> list[str]:
-    """The ```python blocks of a README section, in order."""
-    return re.findall(r"```python\n(.*?)```", readme_section(title), re.S)
+def markdown_headings(text: str) -> list[tuple[int, int, str]]:
+    """The headings of Markdown `text` as (line index, level, title), skipping the `#`
+    lines inside fenced code blocks."""
+    found: list[tuple[int, int, str]] = []
+    fenced = False
+    for i, line in enumerate(text.splitlines()):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (match := _HEADING.match(line)):
+            found.append((i, len(match.group(1)), match.group(2)))
+    return found
 
 
-def run_readme_block(code: str, where: str) -> None:
-    """Run one README block as a fresh module, from the repository root."""
+def doc_files() -> list[str]:
+    """The Markdown pages the docs tests read: README.md and every page under docs/."""
+    pages = sorted(ROOT.glob("docs/**/*.md"))
+    return ["README.md", *(str(p.relative_to(ROOT)) for p in pages)]
+
+
+def doc_section(doc: str, title: str) -> str:
+    """The text under the heading `title` of `doc`, whatever its level, up to the next
+    heading of the same or a higher level (a `# Title` section is the whole page)."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    headings = markdown_headings(text)
+    matches = [(i, level) for i, level, text in headings if text == title]
+    assert len(matches) == 1, f"{doc} has {len(matches)} sections titled {title!r}"
+    start, level = matches[0]
+    end = next((i for i, lv, _ in headings if i > start and lv <= level), len(lines))
+    return "".join(lines[start + 1 : end])
+
+
+def doc_blocks(doc: str, title: str, lang: str) -> list[str]:
+    """The fenced ```lang blocks of one section of `doc`, in order."""
+    return re.findall(rf"^```{lang}\n(.*?)^```", doc_section(doc, title), re.S | re.M)
+
+
+def doc_python_blocks(doc: str, title: str) -> list[str]:
+    """The ```python blocks of one section of `doc`, in order."""
+    return doc_blocks(doc, title, "python")
+
+
+def run_doc_block(code: str, where: str) -> None:
+    """Run one docs example as a fresh module, from the repository root; `where`
+    (`docs/x.md#section`) names it in tracebacks."""
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        exec(compile(code, f"README.md#{where}", "exec"), {"__name__": "__readme__"})
+        exec(compile(code, where, "exec"), {"__name__": "__docs__"})
     finally:
         os.chdir(cwd)

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import msgspec
 
 from phloem.actors.streams import StreamHub, Topic
+from phloem.agents.assembly import ToolAssembly
+from phloem.agents.catalogue import AgentCatalogue
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
@@ -159,16 +161,40 @@ class Resources:
 
     - `cluster`: where process children run (`phloem.cluster`; None: the local fork server);
     - `mcp`: the configured MCP servers' tools (`ToolSource`; None: no servers);
-    - `lsp`: the language servers' diagnostics on `write` / `edit` (None: no servers).
+    - `lsp`: the language servers' diagnostics on `write` / `edit` (None: no servers);
+    - `agents`: the one agent catalogue (`phloem.agents.catalogue`), set by the `agents`
+      service when it starts (and again at a reload): every surface resolves agents here.
     """
 
     cluster: LauncherSource | None = None
     mcp: ToolSource | None = None
     lsp: ToolDecorator | None = None
+    agents: AgentCatalogue | None = None
 
     def launcher(self, kind: str) -> Launcher | None:
         """The launcher of `kind`'s process children; None when they run locally."""
         return self.cluster.launcher(kind) if self.cluster is not None else None
+
+    def assembly(self, config: Config) -> ToolAssembly:
+        """The one tool assembly of a tree with `config`: its `[tools]` limits, its
+        `[components]`, and this tree's MCP and LSP hubs (read when tools are made)."""
+        from phloem.base.settings import load_component
+
+        return ToolAssembly(
+            tools_config=config.tools,
+            components=config.components,
+            load=lambda path: load_component(path, what="tool"),
+            mcp=lambda: self.mcp,
+            mcp_servers=(*config.mcp.servers, *config.mcp.allow_foreign),
+            lsp=lambda: self.lsp,
+            instructions=config.instructions,
+        )
+
+    def catalogue(self) -> AgentCatalogue:
+        """The agent catalogue (`unavailable` while the `agents` service is not running)."""
+        if self.agents is None:
+            raise PhloemError(ErrorKind.NOPROC, "the agents service is not running")
+        return self.agents
 
 
 class ConfigCell:

@@ -56,6 +56,7 @@ from phloem.protocols.content import (
     Content,
     FunctionCall,
     FunctionDeclaration,
+    GenerateConfig,
     ModelRequest,
     ModelResponse,
     Part,
@@ -74,6 +75,7 @@ DEFAULT_MAX_TOOL_ROUNDS = 10
 MAX_TOOL_ROUNDS_RANGE = (1, 100)
 MAX_CONTEXT_EVENTS = 50
 MAX_TOOL_RESULT_BYTES = 1024 * 1024
+MAX_OUTPUT_TOKENS = 1_000_000  # the upper bound `max_output_tokens` may be set to
 
 
 class ExitLoopTool(Tool):
@@ -103,6 +105,7 @@ class LlmAgent(Agent):
         output_key: str | None = None,
         *,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        max_output_tokens: int | None = None,
         planner: RequestPlanner | None = None,
         tool_context: ToolContext | None = None,
         toolsets: Sequence[Toolset] = (),
@@ -138,6 +141,9 @@ class LlmAgent(Agent):
         self.toolsets = tuple(toolsets)
         self.output_key = output_key
         self.max_tool_rounds = max_tool_rounds
+        if max_output_tokens is not None:
+            check_range("max_output_tokens", max_output_tokens, 1, MAX_OUTPUT_TOKENS)
+        self.generate_config = GenerateConfig(max_output_tokens=max_output_tokens)
         if planner is not None and not isinstance(planner, RequestPlanner):
             raise TypeError("planner must be a RequestPlanner (BuiltInPlanner, PlanReActPlanner)")
         self.planner = planner
@@ -180,7 +186,10 @@ class LlmAgent(Agent):
             if ctx.cancelled:
                 return
             request = ModelRequest(
-                contents=tuple(contents), system_instruction=system, tools=declarations
+                contents=tuple(contents),
+                system_instruction=system,
+                tools=declarations,
+                config=self.generate_config,
             )
             if self.planner is not None:
                 request = self.planner.build_request(request)

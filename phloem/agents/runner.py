@@ -47,6 +47,27 @@ class AgentRun(msgspec.Struct, frozen=True):
     def ok(self) -> bool:
         return self.outcome.ok
 
+    @property
+    def output(self) -> str:
+        """The run's answer: the outcome's result when it has one, else the last text an
+        agent said (not the user's, not a streamed piece, not a tool call, not a
+        planner's status line such as "done after 5 iterations")."""
+        if self.outcome.result is not None:
+            return self.outcome.result
+        for event in reversed(self.events):
+            content = event.content
+            if (
+                event.author == "user"
+                or event.partial
+                or event.planner_status is not None
+                or content is None
+                or content.function_calls
+            ):
+                continue
+            if event.text:
+                return event.text
+        return ""
+
 
 def run_agent(
     agent: Agent,

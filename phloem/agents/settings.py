@@ -1,10 +1,18 @@
-"""The `[agents]` configuration section (gathered by `phloem.config`).
+"""The `[agents]` configuration section: the one agent catalogue (gathered by `phloem.config`).
+
+Every agent is declared here once, by name, and every surface resolves it by that name:
+`phloem agent run`, `phloem chat` and sessions, `phloem eval run`, `phloem mcp serve
+--agents`, planners' sub-agents.
 
     [agents.functions.fetchFilings]
     fn = "phloem.examples.supplier_risk:fetch_filings"
     description = "Collects the latest filings"
     input_keys = ["company"]
     output_key = "filings"
+
+    [agents.llm.coder]
+    provider = "flash"                 # a [providers.NAME] entry
+    harness = true                     # the coding-agent capabilities (below)
 
     [agents.planners.supplierBrief]
     planner = "goal_oriented"          # sequential | parallel | loop | goal_oriented | p2p
@@ -14,12 +22,17 @@
     max_replans = 2
     max_iterations = 12
 
-`[agents.llm.NAME]` declares an `LlmAgent` on a configured provider (`provider = "flash"`),
-optionally with coding tools on a workspace (`tools`, `workdir`), discovered instructions
-and skills (`instructions`, `skills`: see `phloem.instructions`), a tool policy
-(`tools_allow`, `tools_deny`) and confirmation of mutating tools (`confirmation`,
-`confirmation_timeout_s`),
-and `planner = "supervisor"` with `provider = ...` a model-driven `SupervisorPlanner`.
+`[agents.llm.NAME]` declares an `LlmAgent` on a configured provider with capabilities, each
+its own key: tools by name (the coding tools on a workspace, and `[components]` tools), the
+tools of MCP servers (`mcp_servers`), the workspace's instructions, its skills as tools,
+prompt templates (`/name args`), a tool policy (`tools_allow` / `tools_deny`),
+confirmation of mutating tool calls, and compaction of a session's requests
+(`context_tokens` > 0). `harness = true` is the coding agent's set of defaults for the keys
+left unset: the seven coding tools, every configured MCP server, instructions, skills and
+templates on, the built-in coding-agent instruction, 50 tool rounds. A session's turn runs
+the agent on the session's workspace; any other run on `workdir`.
+
+`planner = "supervisor"` with `provider = ...` is a model-driven `SupervisorPlanner`.
 Goal-oriented and P2P planners take their contracts from the FunctionAgents' input and
 output keys unless `[agents.planners.NAME.contracts.AGENT]` gives them. Other agents
 (`LlmAgent`s with their models, custom `Agent`s) come from `[agents.components]`:
@@ -56,24 +69,89 @@ class ContractConfig(Section, kw_only=True):
     output_key: Key
 
 
+CODING_TOOLS = ("read", "write", "edit", "bash", "grep", "find", "ls")
+"""The coding tools, by name, in their order (a harness agent's default `tools`)."""
+HARNESS_MAX_TOOL_ROUNDS = 50
+DEFAULT_MAX_TOOL_ROUNDS = 10
+Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
+
+
 class LlmAgentConfig(Section, kw_only=True):
+    """`[agents.llm.NAME]`: one LLM agent and its capabilities. A key left unset (None)
+    takes its `harness` default (`spec()` resolves them)."""
+
     provider: AgentName  # a `[providers.NAME]` entry; its key is read at the first call
     description: str = ""
+    # The system instruction, a template over the run's state (`{key}`); empty with
+    # `harness = true`: the built-in coding-agent instruction.
     instruction: str = ""
     output_key: Key | None = None
-    max_tool_rounds: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
-    # Coding tools by name (read, write, edit, bash, grep, find, ls) on `workdir`.
-    tools: list[ToolName] = []
+    harness: bool = False
+    max_tool_rounds: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    max_output_tokens: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] | None = None
+    # Tools by name: the coding tools (read, write, edit, bash, grep, find, ls) and
+    # `[components]` entries that are tools or callables.
+    tools: list[ToolName] | None = None
+    # The workspace of runs outside a session (agent runs, eval, `mcp serve`); a
+    # session's turn runs on the session's own workspace.
     workdir: str = ""
-    # Discover the instructions of `workdir` for every run; offer its skills as tools.
-    instructions: bool = False
-    skills: bool = False
+    # `[mcp.servers.NAME]` entries whose tools it gets (harness default: every one).
+    mcp_servers: list[AgentName] | None = None
+    # The workspace's instruction files, its skills as tools, `/name args` templates.
+    instructions: bool | None = None
+    skills: bool | None = None
+    templates: bool | None = None
     # Tool policy (denials win; None allows every tool) and confirmation of mutating tools.
     tools_allow: list[ToolName] | None = None
     tools_deny: list[ToolName] = []
     confirmation: bool = False
     confirmation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=3_600)] = 60.0
-    mcp_servers: list[AgentName] = []  # `[mcp.servers.NAME]` entries whose tools it gets
+    # Compaction of a session's requests (plasmid §4): off unless context_tokens > 0.
+    context_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000_000)] = 0
+    trigger_fraction: Fraction = 0.85
+    target_fraction: Fraction = 0.60
+    keep_recent_contents: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 12
+    minimum_elision_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000_000)] = 200
+    preserve_tool_names: list[str] = []
+    calibration: bool = True
+
+    def spec(self, name: str) -> LlmAgentSpec:
+        """This entry with every unset key resolved (the `harness` defaults or none)."""
+        harness = self.harness
+        rounds = HARNESS_MAX_TOOL_ROUNDS if harness else DEFAULT_MAX_TOOL_ROUNDS
+        return LlmAgentSpec(
+            name=name,
+            config=self,
+            tools=tuple(
+                dict.fromkeys(
+                    self.tools if self.tools is not None else (CODING_TOOLS if harness else ())
+                )
+            ),
+            mcp_servers=None
+            if self.mcp_servers is None and harness
+            else tuple(self.mcp_servers or ()),
+            instructions=harness if self.instructions is None else self.instructions,
+            skills=harness if self.skills is None else self.skills,
+            templates=harness if self.templates is None else self.templates,
+            max_tool_rounds=self.max_tool_rounds or rounds,
+        )
+
+
+class LlmAgentSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """An `[agents.llm.NAME]` entry resolved: what a run of the agent gets."""
+
+    name: str
+    config: LlmAgentConfig
+    tools: tuple[str, ...]
+    mcp_servers: tuple[str, ...] | None  # None: every configured MCP server
+    instructions: bool
+    skills: bool
+    templates: bool
+    max_tool_rounds: int
+
+    @property
+    def needs_workspace(self) -> bool:
+        return bool(self.tools or self.instructions or self.skills or self.templates)
 
 
 class PlannerAgentConfig(Section, kw_only=True):

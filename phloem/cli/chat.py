@@ -20,7 +20,7 @@ from phloem.cli.commands import EXIT_ERROR, EXIT_OK
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
-    from phloem.actors.sessions.harness import AskResult
+    from phloem.actors.sessions.results import AskResult
     from phloem.agents.events import Event
     from phloem.cli.commands import CommandContext
     from phloem.client.sync import Client

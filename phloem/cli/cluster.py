@@ -18,7 +18,7 @@ from phloem.cli.commands import CommandContext, Commands, UsageError
 
 
 def add_cli(commands: Commands) -> None:
-    group = commands.group("cluster", "the Ray backend (see the README, Running on a Ray cluster)")
+    group = commands.group("cluster", "the Ray backend (see docs/cluster.md)")
     group.add("status", "the cluster's nodes, CPUs, workers and calls in flight", _cmd_status)
     check = group.add(
         "check", "verify the connection and that the configured modules import", _cmd_check

@@ -77,34 +77,27 @@ def _serve(ctx: CommandContext) -> int:
     import anyio
 
     from phloem.actors.mcp.serve import build_server, serve_stdio
+    from phloem.actors.services import Resources
+    from phloem.config import Config, load_config
     from phloem.tools.contract import ToolContext
-    from phloem.tools.registry import ToolRegistry, coding_tools
     from phloem.tools.workspace import Workspace
 
     root = Path(ctx.args.root)
     if not root.is_dir():
         raise UsageError(f"root is not a directory: {root}")
-    config = None
-    if ctx.args.config:
-        from phloem.config import load_config
-
-        config = load_config(ctx.args.config)
-    available = {tool.name: tool for tool in coding_tools(config.tools if config else None)}
-    wanted = _names(ctx.args.tools)
-    unknown = [name for name in wanted if name not in available]
-    if unknown:
-        raise UsageError(f"unknown coding tools: {', '.join(unknown)}")
-    registry = ToolRegistry(available[name] for name in wanted)
+    config = load_config(ctx.args.config) if ctx.args.config else None
     agents = _names(ctx.args.agents)
     if agents and config is None:
         raise UsageError("--agents needs --config (the file that declares them)")
     tree = None
     runners: dict[str, Any] = {}
+    resources = Resources()
     if agents:
         from phloem.tree import Tree
 
         assert config is not None
         tree = Tree.start(config)
+        resources = tree.resources  # its MCP and LSP hubs serve the tools too
         with tree.client("mcp-serve") as client:
             known = {info.name for info in client.list_agents()}
         missing = [name for name in agents if name not in known]
@@ -112,6 +105,12 @@ def _serve(ctx: CommandContext) -> int:
             tree.stop()
             raise UsageError(f"unknown agents: {', '.join(missing)}")
         runners = {name: _runner(tree, name) for name in agents}
+    try:
+        registry = resources.assembly(config or Config()).registry(_names(ctx.args.tools))
+    except ValueError as exc:
+        if tree is not None:
+            tree.stop()
+        raise UsageError(str(exc)) from None
     tool_ctx = ToolContext(workspace=Workspace(root), session="mcp-serve")
     try:
         anyio.run(serve_stdio, build_server(registry, tool_ctx, runners))
@@ -124,14 +123,13 @@ def _serve(ctx: CommandContext) -> int:
 def _runner(tree: Any, name: str) -> Any:
     def run(text: str | None, state: dict[str, Any]) -> dict[str, Any]:
         result = tree.run_agent(name, input=text, state=state)
-        final = next((e.text for e in reversed(result.events) if e.text), "")
         outcome = result.outcome
         return {
             "agent": name,
             "ok": bool(result.ok),
             "status": str(outcome.status),
             "message": outcome.message,
-            "text": final,
+            "text": result.output,
         }
 
     return run

@@ -35,7 +35,9 @@ def add_cli(commands: Commands) -> None:
     which = chat.add_mutually_exclusive_group()
     which.add_argument("--session", metavar="ID", help="continue this session")
     which.add_argument("--new", action="store_true", help="start a new session")
-    chat.add_argument("--agent", metavar="NAME", help="harness agent of a new session")
+    chat.add_argument(
+        "--agent", metavar="NAME", help="the agent of a new session (an [agents.llm.NAME])"
+    )
     chat.add_argument("--workdir", metavar="DIR", help="workspace of a new session (default .)")
     chat.add_argument("--timeout", type=float, default=None, metavar="S", help="per turn")
     chat.add_argument("--allow", metavar="TOOL", action="append", default=None, help="only these")

@@ -16,7 +16,7 @@ MAX_FLUSH_TIMEOUT_S = 60.0
 
 
 def add_cli(commands: Commands) -> None:
-    group = commands.group("telemetry", "OpenTelemetry export (see the README, Telemetry)")
+    group = commands.group("telemetry", "OpenTelemetry export (see docs/telemetry.md)")
     flush = group.add("flush", "export what is queued now and print the counts", _cmd_flush)
     flush.add_argument(
         "--timeout", type=float, default=5.0, help="seconds to wait for the export (≤ 60)"

@@ -1,6 +1,6 @@
 """Session methods of `phloem.Client` (and `tree.client()`) and `phloem.AsyncClient`.
 
-    sid = client.session_new()                       # the default harness agent, its workdir
+    sid = client.session_new()                       # the default agent, its workdir
     result = client.session_ask(sid, "explain this repository")
     print(result.text, result.usage, [w.code for w in result.warnings])
     client.session_run(sid, "and now the tests", on_event=print)
@@ -26,7 +26,6 @@ from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
-    from phloem.actors.sessions.harness import AskResult
     from phloem.actors.sessions.protocol import (
         NewSession,
         RunSession,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
         SessionRunStarted,
         SessionSummary,
     )
+    from phloem.actors.sessions.results import AskResult
     from phloem.agents.events import Event
     from phloem.instructions.protocol import ConfirmRequest
 
@@ -103,7 +103,7 @@ class SessionClientMethods(ClientBase):
         *,
         timeout: float | None = None,
     ) -> str:
-        """Create a durable session; its id. `agent` names a `[sessions.agents.NAME]`
+        """Create a durable session; its id. `agent` names an `[agents.llm.NAME]`
         (default: `[sessions] default_agent`), `workdir` its workspace (an absolute
         path; default: `[sessions] workdir`, else the daemon's directory)."""
         from phloem.actors.sessions.protocol import SessionSummary
@@ -221,8 +221,8 @@ class SessionClientMethods(ClientBase):
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
-        from phloem.actors.sessions.harness import AskResult
         from phloem.actors.sessions.protocol import SessionStreamItem
+        from phloem.actors.sessions.results import AskResult
         from phloem.instructions.protocol import ConfirmRequest
 
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
@@ -377,8 +377,8 @@ class AsyncSessionMethods(AsyncClientBase):
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
-        from phloem.actors.sessions.harness import AskResult
         from phloem.actors.sessions.protocol import SessionStreamItem
+        from phloem.actors.sessions.results import AskResult
         from phloem.instructions.protocol import ConfirmRequest
 
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -42,8 +42,15 @@ from phloem.models.http import (
 )
 from phloem.models.openai import OpenAIModel
 from phloem.protocols import gemini as gemini_wire
+from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.model import ModelError, ProviderProtocol, validation_path
+from phloem.protocols.model import (
+    Model,
+    ModelError,
+    ProviderProtocol,
+    StreamingModel,
+    validation_path,
+)
 
 DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -210,3 +217,53 @@ class ProviderRegistry:
             models, self._models = list(self._models.values()), {}
         for model in models:
             model.close()
+
+
+class ProviderModel:
+    """A configured provider's model, resolved at its first call (so a missing API key
+    fails that call — `model_failed` — rather than the daemon's start)."""
+
+    def __init__(
+        self,
+        provider: str,
+        resolve: Callable[[str], Model],
+        describe: Callable[[str], Mapping[str, str]] | None = None,
+    ) -> None:
+        self.provider = provider
+        self._resolve = resolve
+        self._describe_provider = describe
+
+    def generate(self, request: ModelRequest) -> ModelResponse:
+        return self._resolve(self.provider).generate(request)
+
+    def _describe(self, attribute: str) -> str:
+        """What the provider's config says of its model (telemetry's GenAI attributes),
+        without resolving it; "" for a provider that is not configured."""
+        if self._describe_provider is None:
+            return ""
+        try:
+            return self._describe_provider(self.provider).get(attribute, "")
+        except Exception:
+            return ""
+
+    @property
+    def provider_name(self) -> str:
+        return self._describe("provider_name")
+
+    @property
+    def operation_name(self) -> str:
+        return self._describe("operation_name")
+
+    @property
+    def model(self) -> str:
+        return self._describe("model")
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelResponse]:
+        """The provider's stream (`unsupported_streaming` where it has none)."""
+        model = self._resolve(self.provider)
+        if not isinstance(model, StreamingModel):
+            raise ModelError(ErrorKind.UNSUPPORTED_STREAMING, f"{self.provider} does not stream")
+        return model.stream(request)
+
+    def __repr__(self) -> str:
+        return f"<ProviderModel {self.provider!r}>"

@@ -4,7 +4,7 @@ A supervisor is itself an `Actor`. Child exits reach it as messages (through exi
 callbacks on the child handles), so restarts are serialised with API calls exactly as in
 OTP. `SupervisorRef` is its handle: the public API, and what a parent supervisor holds.
 
-Semantics (see the README's supervision section for the full table):
+Semantics (see docs/supervision.md for the full table):
 
 - strategies `one_for_one`, `one_for_all`, `rest_for_one`, `simple_one_for_one`;
 - restart types `permanent` (always), `transient` (after an abnormal exit), `temporary`

@@ -98,6 +98,10 @@ class ToolContext:
         )
 
     @property
+    def has_workspace(self) -> bool:
+        return self._workspace is not None
+
+    @property
     def workspace(self) -> Workspace:
         if self._workspace is None:
             raise ToolFailure("no_workspace", "this tool call has no workspace")

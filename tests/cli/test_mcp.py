@@ -113,6 +113,6 @@ def test_mcp_serve_offers_tools_and_agents_to_an_sdk_client(tmp_path: Path) -> N
 
 def test_mcp_serve_usage_errors(tmp_path: Path) -> None:
     bad_tool = run_cli("mcp", "serve", "--root", str(tmp_path), "--tools", "read,nope")
-    assert bad_tool.returncode == 2 and "unknown coding tools: nope" in bad_tool.stderr
+    assert bad_tool.returncode == 2 and "unknown tool 'nope' (known: read," in bad_tool.stderr
     no_config = run_cli("mcp", "serve", "--root", str(tmp_path), "--agents", "x")
     assert no_config.returncode == 2 and "--agents needs --config" in no_config.stderr

@@ -4,7 +4,6 @@ local fake provider: one turn, an interactive loop, Ctrl-C, listing, showing, de
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.actors.sessions.conftest import harness_config
-from tests.helpers import PY, DaemonProc, running_daemon, wait_until
+from tests.helpers import PY, DaemonProc, cli_in as cli, running_daemon, wait_until
 from tests.models.fake_provider import FakeProvider, Reply, chat_calls, chat_text, chat_tool_call
 
 
@@ -28,21 +27,6 @@ def daemon(fake: FakeProvider, tmp_path: Path) -> Iterator[DaemonProc]:
 def fake() -> Iterator[FakeProvider]:
     with FakeProvider() as provider:
         yield provider
-
-
-def cli(
-    daemon: DaemonProc, cwd: Path, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PY, "-m", "phloem", *args, "--socket", str(daemon.socket)],
-        check=False,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
 
 
 def test_chat_turns_and_session_commands(

@@ -89,13 +89,6 @@ AgentStreamItem = AgentRunEvent | AgentRunEnd | ConfirmRequest
 
 
 @dataclass(frozen=True, slots=True)
-class LookupAgent:
-    """Answered with the registered `Agent` named `name` (`unknown_agent` if none)."""
-
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
 class RegisterAgent:
     """Registers `agent` with the service (an embedded tree's `register_agent`)."""
 

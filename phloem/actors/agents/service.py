@@ -27,10 +27,8 @@ most `max_concurrent_runs` runs are live; beyond that a start is refused with `b
 from __future__ import annotations
 
 import itertools
-import os
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -45,7 +43,6 @@ from phloem.actors.agents.protocol import (
     CancelAgentRun,
     ConfirmAgentRun,
     ListAgents,
-    LookupAgent,
     PlanAgent,
     RegisterAgent,
     StartAgentObject,
@@ -55,27 +52,22 @@ from phloem.actors.reload import ReloadContext, register_reloader
 from phloem.actors.services import Call, Resources, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, RunStreamForwarder, Topic
 from phloem.agents.agent import Agent
+from phloem.agents.catalogue import AgentCatalogue, build_catalogue, planned_groups
 from phloem.agents.context import CancelToken
-from phloem.agents.llm_agent import LlmAgent
 from phloem.agents.planner_agent import PlannerAgent
+from phloem.agents.preparation import RunPrep, prepare
 from phloem.agents.public import public_event, public_run
-from phloem.agents.registry import AgentRegistry, build_registry, planned_groups
 from phloem.agents.runner import run_agent
 from phloem.agents.supervised import SupervisedExecutor
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
-from phloem.instructions.confirm import ConfirmationInterceptor
-from phloem.instructions.context import run_interceptors
-from phloem.instructions.discovery import InstructionContext
 from phloem.instructions.policy import ToolPolicy
 from phloem.instructions.protocol import ConfirmRequest
-from phloem.instructions.settings import InstructionsConfig
-from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
+from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.models.providers import ProviderRegistry
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
 from phloem.protocols.refs import RefKind
-from phloem.protocols.warnings import Warnings
 from phloem.supervision import (
     Actor,
     ChildHandle,
@@ -89,7 +81,6 @@ from phloem.supervision import (
 )
 from phloem.supervision.actor import tell_if_alive
 from phloem.supervision.refs import Owner
-from phloem.tools.toolset import SourceToolset, Toolset
 
 log = get_logger("phloem.agents")
 
@@ -132,29 +123,18 @@ class _Run:
     topic: Topic | None
     interceptors: Interceptors = NO_INTERCEPTORS
     trace: Any = None  # the starting request's trace context (phloem.base.telemetry.capture)
-    # Per run (phloem.instructions): the turn's tool policy, confirmation of
-    # mutating tools, the workspace whose instructions are discovered, the warnings.
-    policy: ToolPolicy | None = None
-    by_agent: dict[str, ToolPolicy] = field(default_factory=dict)
-    confirm: ConfirmationInterceptor | None = None
-    instructions_dir: str | None = None
-    warnings: Warnings = field(default_factory=Warnings)
+    # What the run adds to the tree's chain: its tool policy, confirmation, instructions,
+    # templates and their warnings (phloem.agents.preparation).
+    prep: RunPrep | None = None
 
-    def chain(self, instructions: InstructionsConfig) -> Interceptors:
-        """The tree's interceptors, then this run's own (policy, confirmation,
-        instructions); discovery happens here, in the run's thread."""
-        context = None
-        if self.instructions_dir is not None:
-            context = InstructionContext(
-                self.instructions_dir, config=instructions, warnings=self.warnings
-            )
-        policy = None if self.policy is None or self.policy.unrestricted else self.policy
-        own = run_interceptors(
-            policy=policy, context=context, confirmation=self.confirm, by_agent=self.by_agent
-        )
-        if not own:
-            return self.interceptors
-        return Interceptors((*self.interceptors.items, *own))
+    def chain(self) -> Interceptors:
+        """The tree's interceptors, then this run's own; the instructions are discovered
+        here, in the run's thread."""
+        return self.prep.chain(self.interceptors) if self.prep is not None else self.interceptors
+
+    def close_confirmations(self) -> None:
+        if self.prep is not None:
+            self.prep.close("the run ended")
 
 
 class _Finished:
@@ -178,13 +158,10 @@ class AgentRunDriver(Actor):
 
     max_inbox = 4
 
-    def __init__(
-        self, run: _Run, request: StartAgentRun, instructions: InstructionsConfig | None = None
-    ) -> None:
+    def __init__(self, run: _Run, request: StartAgentRun) -> None:
         super().__init__()
         self.run = run
         self.request = request
-        self.instructions = instructions or InstructionsConfig()
 
     def on_receive(self, message: Any) -> Any:
         if message != "go":
@@ -198,20 +175,23 @@ class AgentRunDriver(Actor):
         reason: ExitReason | None = None
         try:
             topic.stream.wait_for_subscribers(1, self.request.subscribe_wait_s)
+            text = self.request.input
+            if text is not None and run.prep is not None:
+                text = run.prep.expand(text)  # `/name args`
             with telemetry.use(run.trace):
                 result = run_agent(
                     run.agent,
-                    input=self.request.input,
+                    input=text,
                     state=self.request.state,
                     executor=run.executor,
                     cancel=run.token,
                     on_event=forward,
-                    interceptors=run.chain(self.instructions),
+                    interceptors=run.chain(),
                 )
-            if run.confirm is not None:
-                run.confirm.close("the run ended")
+            run.close_confirmations()
             if forward.failed is None:
-                warnings = (*result.warnings, *run.warnings.drain())
+                extra = run.prep.drain() if run.prep is not None else []
+                warnings = (*result.warnings, *extra)
                 end = msgspec.structs.replace(
                     public_run(result), events=(), warnings=warnings
                 )  # the events were sent one by one
@@ -222,8 +202,7 @@ class AgentRunDriver(Actor):
             log.error("agent_run_driver_failed", run=run.id, error=type(exc).__name__)
             reason = ExitReason.from_exception(exc)
         finally:
-            if run.confirm is not None:
-                run.confirm.close("the run ended")
+            run.close_confirmations()
             topic.close(reason)
         self.exit(reason or ExitReason.normal())
         return None
@@ -237,10 +216,9 @@ class AgentService(ServiceActor):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         config = ctx.latest()
-        self.providers, self.registry = _configured(config, ctx.resources)
-        self._from_config = set(self.registry.names())
-        self.instructions: InstructionsConfig = config.instructions
-        self.llm_config: dict[str, Any] = dict(config.agents.llm)
+        self.providers, self.catalogue = _configured(config, ctx.resources)
+        ctx.resources.agents = self.catalogue  # every surface resolves agents here
+        self._from_config = set(self.catalogue.registry.names())
         self._retired: list[ProviderRegistry] = []  # in use by runs started before a reload
         self.max_runs: int = config.agents.max_concurrent_runs
         self.invocation_timeout_s: float = config.agents.invocation_timeout_s
@@ -278,9 +256,9 @@ class AgentService(ServiceActor):
 
     def handle(self, message: Any, call: Call) -> Any:
         if isinstance(message, ListAgents):
-            return [info_of(a) for a in self.registry.all()]
+            return self._infos()
         if isinstance(message, PlanAgent):
-            agent = self.registry.get(message.name)
+            agent = self.catalogue.agent(message.name)
             return AgentPlan(agent.name, planned_groups(agent, message.state))
         if isinstance(message, StartAgentRun):
             return self._start(message, call.owner)
@@ -292,7 +270,8 @@ class AgentService(ServiceActor):
         if isinstance(message, ConfirmAgentRun):
             run = self.ctx.refs.resolve(message.ref, call.owner, RUN_REF_KIND.name)
             assert isinstance(run, _Run)
-            if run.confirm is None or not run.confirm.answer(message.call_id, message.approve):
+            confirm = run.prep.confirm if run.prep is not None else None
+            if confirm is None or not confirm.answer(message.call_id, message.approve):
                 raise PhloemError(
                     ErrorKind.UNKNOWN_CALL,
                     f"no tool call {message.call_id[:80]!r} is waiting for confirmation",
@@ -312,33 +291,42 @@ class AgentService(ServiceActor):
         if isinstance(message, _Reconfigure):
             return self._reconfigure(message.config)
         if isinstance(message, RegisterAgent):
-            return self.registry.add(message.agent, replace=message.replace).name
+            return self.catalogue.registry.add(message.agent, replace=message.replace).name
         if isinstance(message, StartAgentObject):
             return self._start(message.request, message.owner, message.agent)
-        if isinstance(message, LookupAgent):
-            return self.registry.get(message.name)
         return None
 
     def _reconfigure(self, config: Any) -> list[str]:
         """Providers and configured agents from `config` (SIGHUP): built whole first, so a
         bad config changes nothing; agents registered in code stay; runs already going
         keep the agents and models they started with."""
-        providers, registry = _configured(config, self.ctx.resources)
+        providers, catalogue = _configured(config, self.ctx.resources)
+        registry = catalogue.registry
         from_config = set(registry.names())
-        for agent in self.registry.all():
+        for agent in self.catalogue.registry.all():
             if agent.name not in self._from_config and agent.name not in from_config:
                 registry.add(agent)
-        old, self.providers, self.registry = self.providers, providers, registry
+        old, self.providers, self.catalogue = self.providers, providers, catalogue
+        self.ctx.resources.agents = catalogue
         self._from_config = from_config
         self.max_runs = config.agents.max_concurrent_runs
         self.invocation_timeout_s = config.agents.invocation_timeout_s
-        self.instructions = config.instructions
-        self.llm_config = dict(config.agents.llm)
         self._retired.append(old)
         if not self.runs:
             self._close_retired()
-        log.info("agents_reconfigured", agents=registry.names(), providers=providers.names())
-        return registry.names()
+        log.info("agents_reconfigured", agents=catalogue.names(), providers=providers.names())
+        return catalogue.names()
+
+    def _infos(self) -> list[AgentInfo]:
+        """Every agent of the catalogue; one that runs only in a session from its spec."""
+        out = []
+        for name in self.catalogue.names():
+            spec = self.catalogue.spec(name)
+            if name not in self.catalogue.registry.names() and spec is not None:
+                out.append(AgentInfo(name, "LlmAgent", spec.config.description))
+            else:
+                out.append(info_of(self.catalogue.registry.get(name)))
+        return out
 
     def _close_retired(self) -> None:
         retired, self._retired = self._retired, []
@@ -350,9 +338,9 @@ class AgentService(ServiceActor):
     ) -> AgentRunStarted:
         """Start a run of `agent` (an object, from an embedded tree) or, without one, of
         the agent registered as `request.name`."""
-        named = agent is None
+        target: str | Agent = request.name if agent is None else agent
         if agent is None:
-            agent = self.registry.get(request.name)
+            agent = self.catalogue.agent(request.name)
         if request.input is not None and len(request.input) > MAX_AGENT_INPUT_CHARS:
             raise PhloemError(
                 ErrorKind.BAD_MESSAGE, f"input must be at most {MAX_AGENT_INPUT_CHARS} chars"
@@ -389,7 +377,7 @@ class AgentService(ServiceActor):
             self.ctx.interceptors.chain(),
             telemetry.capture(),
         )
-        self._configure(run, request, named)
+        self._configure(run, request, target)
         me = self.actor_ref
         ref = None
         try:
@@ -401,7 +389,7 @@ class AgentService(ServiceActor):
             driver = executor.supervisor.start_child(
                 ChildSpec(
                     "driver",
-                    (AgentRunDriver, (run, request, self.instructions), {}),
+                    (AgentRunDriver, (run, request), {}),
                     restart="temporary",
                 )
             )
@@ -418,79 +406,28 @@ class AgentService(ServiceActor):
         log.info("agent_run_started", run=run_id, agent=agent.name)
         return AgentRunStarted(run.ref, run.topic.name)
 
-    def _configure(self, run: _Run, request: StartAgentRun, named: bool) -> None:
-        """The run's tool policy, confirmation and instruction discovery: the request's
-        policy for every agent of the run; for a configured agent, each configured LLM
-        agent in it (the agent itself, a planner's sub-agents) keeps its own
-        `[agents.llm.NAME]` policy and confirmation; the workspace of the agent run
-        (when it is a configured LLM agent with `instructions = true`) gives the
-        instructions."""
-        run.policy = ToolPolicy.of(request.tools_allow, request.tools_deny)
-        if not named:
-            return
-        confirming: dict[str, float] = {}
-        for name in llm_agent_names(run.agent):
-            lc = self.llm_config.get(name)
-            if lc is None:
-                continue
-            own = ToolPolicy.of(lc.tools_allow, lc.tools_deny)
-            if not own.unrestricted:
-                run.by_agent[name] = own
-            if lc.confirmation:
-                confirming[name] = lc.confirmation_timeout_s
-        top = self.llm_config.get(run.agent.name)
-        if top is not None and top.instructions:
-            run.instructions_dir = os.path.expanduser(top.workdir)
-        if confirming:
-            table = tool_table(run.agent)
+    def _configure(self, run: _Run, request: StartAgentRun, target: str | Agent) -> None:
+        """What the run adds to the tree's chain (`phloem.agents.preparation`): the
+        request's tool policy, and for a catalogue agent each configured LLM agent's own
+        policy and confirmation (asked on the run's stream), its instructions and its
+        templates (an unknown `/name` fails the start)."""
 
-            def send(item: ConfirmRequest) -> None:
-                assert run.topic is not None
-                run.topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
+        def send(item: ConfirmRequest) -> None:
+            assert run.topic is not None
+            run.topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
 
-            confirm = ConfirmationInterceptor(send, tools=table, agents=confirming)
-            run.confirm = confirm
+        prep = prepare(
+            self.catalogue,
+            target,
+            policy=ToolPolicy.of(request.tools_allow, request.tools_deny),
+            send=send,
+        )
+        if request.input is not None:
+            prep.check(request.input)
+        run.prep = prep
+        confirm = prep.confirm
+        if confirm is not None:
             run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
-
-
-def llm_agent_names(agent: Agent) -> list[str]:
-    """The names of the LLM agents in `agent`'s tree (itself included)."""
-    names: list[str] = []
-    stack = [agent]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, LlmAgent):
-            names.append(current.name)
-        stack.extend(current.sub_agents)
-    return names
-
-
-def tool_table(agent: Agent) -> Callable[[CallInfo, str], object | None]:
-    """The lookup of a tool by (calling agent, tool name) over `agent`'s tree: an LLM
-    agent's own tools, then its toolsets' tools of the moment (MCP tools; by the time
-    one is called, its toolset has listed it)."""
-    agents: dict[str, LlmAgent] = {}
-    stack = [agent]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, LlmAgent):
-            agents.setdefault(current.name, current)
-        stack.extend(current.sub_agents)
-
-    def lookup(info: CallInfo, name: str) -> object | None:
-        owner = agents.get(info.agent)
-        if owner is None:
-            return None
-        for tool in owner.tools:
-            if tool.name == name:
-                return tool
-        for toolset in owner.toolsets:
-            for tool in toolset.tools():
-                if tool.name == name:
-                    return tool
-        return None
-
-    return lookup
 
 
 def agents_factory(ctx: ServiceContext) -> ChildSpec:
@@ -513,29 +450,20 @@ def find_sibling(handle: ChildHandle, sibling_id: str) -> SupervisorRef | None:
     return sibling if isinstance(sibling, SupervisorRef) else None
 
 
-def _configured(config: Any, resources: Resources) -> tuple[ProviderRegistry, AgentRegistry]:
-    """The provider registry and the agents a config declares (their MCP toolsets reach
-    the tree's MCP hub through `resources.mcp`)."""
+def _configured(config: Any, resources: Resources) -> tuple[ProviderRegistry, AgentCatalogue]:
+    """The provider registry and the catalogue of the agents a config declares, their
+    tools made by the tree's one tool assembly (`Resources.assembly`)."""
     from phloem.base.settings import load_component
 
-    known = {*config.mcp.servers, *config.mcp.allow_foreign}
-
-    def mcp_toolset(servers: list[str]) -> Toolset:
-        unknown = [name for name in servers if name not in known]
-        if unknown:
-            raise ValueError(f"mcp_servers names unconfigured MCP servers: {', '.join(unknown)}")
-        return SourceToolset("mcp", lambda: resources.mcp, servers)
-
     providers = ProviderRegistry(config.providers)
-    registry = build_registry(
+    catalogue = build_catalogue(
         config.agents,
         lambda path: load_component(path, what="agent"),
         providers.get,
-        config.instructions,
-        mcp_toolset,
+        resources.assembly(config),
         describe=providers.describe,
     )
-    return providers, registry
+    return providers, catalogue
 
 
 def _reload(ctx: ReloadContext) -> None:

@@ -51,18 +51,18 @@ _ids = itertools.count(1)
 
 
 def turn_output(run: AgentRun) -> TurnOutput:
-    """What one turn answered: the final text (the outcome's result, else the last text
-    an agent said) and every tool call the agents made, in order."""
+    """What one turn answered: its output (`AgentRun.output`: the outcome's result, else
+    the last text an agent said), the texts said before the last, and every tool call
+    the agents made, in order."""
     calls: list[ToolCall] = []
     texts: list[str] = []
     for event in run.events:
-        if event.author == "user" or event.content is None:
+        if event.author == "user" or event.content is None or event.planner_status is not None:
             continue
         calls.extend(ToolCall(c.name, dict(c.args)) for c in event.content.function_calls)
-        if event.text and not event.content.function_calls:
+        if event.text and not event.content.function_calls and not event.partial:
             texts.append(event.text)
-    final = run.outcome.result if run.outcome.result is not None else (texts[-1] if texts else "")
-    return TurnOutput(final, tuple(calls), tuple(texts[:-1]))
+    return TurnOutput(run.output, tuple(calls), tuple(texts[:-1]))
 
 
 @dataclass
@@ -90,15 +90,16 @@ class EvalEngine:
         cancel: CancelToken | None = None,
         on_case: Callable[[CaseResult, int], None] | None = None,
         invocation_timeout_s: float | None = None,
-        interceptors: Interceptors = NO_INTERCEPTORS,
+        chain: Callable[[], Interceptors] = lambda: NO_INTERCEPTORS,
         launcher: Launcher | None = None,
     ) -> None:
         self.agent = agent
         # Where the samples' isolated process children run (`[cluster]` kind `eval_cases`).
         self.launcher = launcher
-        # The tree's chain when the eval started: plugins, telemetry and tool policy apply
-        # to every case run as they do to any agent run.
-        self.interceptors = interceptors
+        # The chain of one sample's run, made anew for each (phloem.agents.preparation):
+        # the tree's plugins and telemetry, the agent's tool policy and its instructions
+        # apply to every case run as they do to any run of the agent.
+        self.chain = chain
         self.evalset = evalset
         self.criteria = criteria
         self.options = options
@@ -130,6 +131,7 @@ class EvalEngine:
             state=si.state if si else None,
         )
         outputs: list[TurnOutput] = []
+        interceptors = self.chain()
         for turn in case.turns:
             if job.token.cancelled:
                 raise PhloemError(ErrorKind.CANCELLED, str(job.token.reason))
@@ -140,7 +142,7 @@ class EvalEngine:
                 session=session,
                 executor=job.executor,
                 cancel=job.token,
-                interceptors=self.interceptors,
+                interceptors=interceptors,
             )
             if not run.ok:
                 outcome = run.outcome

@@ -6,12 +6,14 @@ the calling client (another client gets `not_owner`; when the client goes away t
 is cancelled and every case run it started is stopped) and the stream `eval/<ref>`
 carries an `EvalProgress` per finished case and one `EvalEnd` with the report.
 
-The agent is the one the `agents` service has registered under that name (from the
-config, or `tree.register_agent`); it is looked up there and run by the eval engine with
-the agents runtime. In the tree the service is `eval/service`, next to `eval/runs`: every
-live eval is a supervisor there (`eval-run:<n>`) holding its driver and one
-`agent-run:...` supervisor per running case sample, so `phloem tree` shows them. At most
-`[eval] max_active_evals` evals are live; one more is refused with `backpressure`.
+The agent is the one the agent catalogue holds under that name (from the config, or
+`tree.register_agent`), run by the eval engine with the agents runtime and what a run of
+it adds everywhere (its tool policy and instructions: `phloem.agents.preparation`; eval
+runs are unattended, so nothing is put to an owner for confirmation). In the tree the
+service is `eval/service`, next to `eval/runs`: every live eval is a supervisor there
+(`eval-run:<n>`) holding its driver and one `agent-run:...` supervisor per running case
+sample, so `phloem tree` shows them. At most `[eval] max_active_evals` evals are live; one
+more is refused with `backpressure`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from phloem.actors.agents.protocol import LookupAgent
 from phloem.actors.eval.engine import EvalEngine
 from phloem.actors.eval.options import check_options
 from phloem.actors.eval.protocol import (
@@ -34,9 +35,10 @@ from phloem.actors.eval.protocol import (
 )
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, Topic
-from phloem.agents.agent import Agent
 from phloem.agents.context import CancelToken
+from phloem.agents.preparation import prepare
 from phloem.base.logs import get_logger
+from phloem.models.interceptors import Interceptors
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalreport import CaseResult
 from phloem.protocols.limits import check_range
@@ -58,14 +60,12 @@ log = get_logger("phloem.eval")
 SERVICE_NAME = "eval"
 SERVICE_ID = "service"
 RUNS_ID = "runs"
-AGENTS_SERVICE = ("agents", "service")
 EVAL_REF_KIND = RefKind(
     "eval_run",
     prefix="evalrun_",
     invalid_error=ErrorKind.INVALID_REF,
     not_owner_error=ErrorKind.NOT_OWNER,
 )
-LOOKUP_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -205,10 +205,13 @@ class EvalService(ServiceActor):
             kind=ErrorKind.BAD_MESSAGE,
             integer=False,
         )
-        agent = self._sibling(*AGENTS_SERVICE).ask(
-            LookupAgent(request.agent), timeout=LOOKUP_TIMEOUT_S
-        )
-        assert isinstance(agent, Agent)
+        catalogue = self.ctx.resources.catalogue()
+        agent = catalogue.agent(request.agent)
+        tree = self.ctx.interceptors.chain()
+
+        def chain() -> Interceptors:  # unattended: no one to confirm, so no confirmation
+            return prepare(catalogue, request.agent).chain(tree)
+
         if len(self.evals) >= self.max_active:
             raise PhloemError(
                 ErrorKind.BACKPRESSURE, f"{len(self.evals)} evals live; max_active_evals reached"
@@ -241,7 +244,7 @@ class EvalService(ServiceActor):
                 parent=sup,
                 judges=self.providers.get,
                 cancel=token,
-                interceptors=self.ctx.interceptors.chain(),
+                chain=chain,
                 invocation_timeout_s=min(self.invocation_timeout_s, request.options.case_timeout_s),
                 launcher=self.ctx.resources.launcher("eval_cases"),
             )

@@ -27,7 +27,7 @@ import dataclasses
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -53,17 +53,17 @@ from phloem.actors.live.session import (
     SessionSpec,
 )
 from phloem.actors.live.settings import LiveConfig
-from phloem.actors.live.tools import declarations
+from phloem.actors.live.tools import declarations, toolbox
 from phloem.actors.live.transport import LiveLoop
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.base.logs import get_logger
-from phloem.base.settings import load_component
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
 from phloem.supervision.supervisor import SupervisorRef, sibling_of
+from phloem.tools.contract import Tool
 
 log = get_logger("phloem.live")
 
@@ -94,17 +94,7 @@ class LiveService(ServiceActor):
     def on_start(self) -> None:
         self.cfg: LiveConfig = getattr(self.ctx.config, "live", None) or LiveConfig()
         self.url = endpoint(self.cfg)
-        components = dict(getattr(self.ctx.config, "components", {}) or {})
-        self.tools: dict[str, Callable[..., Any]] = {}
-        for name in self.cfg.tools.allow:
-            if name not in components:
-                raise PhloemError(
-                    ErrorKind.CONFIG_INVALID, f"live.tools.allow: {name!r} is not in [components]"
-                )
-            target = load_component(components[name], what=f"live tool {name!r}")
-            if not callable(target):
-                raise PhloemError(ErrorKind.CONFIG_INVALID, f"live tool {name!r} is not callable")
-            self.tools[name] = target
+        self.toolbox = toolbox(self.ctx.resources.assembly(self.ctx.config), self.cfg)
         self.ctx.refs.define_kind(LIVE_REF_KIND)
         self.loop = LiveLoop()
         self._numbers = itertools.count(1)
@@ -170,8 +160,10 @@ class LiveService(ServiceActor):
 
     def _open_session(self, message: LiveOpen, call: Call) -> LiveOpened:
         options = parse_options(message.config, self.cfg.model)
-        if self.tools:
-            options = _with_managed_tools(options, self.tools)
+        box = None
+        if self.toolbox.tools or self.toolbox.toolsets:
+            box = dataclasses.replace(self.toolbox, tools=self.toolbox.now(), toolsets=())
+            options = _with_managed_tools(options, box.tools)
         api_key = os.environ.get(self.cfg.api_key_env) or None
         with self._lock:
             if self._open >= self.cfg.session_limit:
@@ -216,7 +208,7 @@ class LiveService(ServiceActor):
                 self.url,
                 api_key,
                 self.cfg,
-                self.tools,
+                box,
                 self.ctx.interceptors.chain(),
                 self.ctx.resources.launcher("tools"),
             )
@@ -254,7 +246,7 @@ def _owner_gone(entry: _Entry, reason: ExitReason) -> None:
         pass  # it already ended
 
 
-def _with_managed_tools(options: Any, tools: dict[str, Callable[..., Any]]) -> Any:
+def _with_managed_tools(options: Any, tools: Mapping[str, Tool]) -> Any:
     """Declare the managed tools the client did not declare itself."""
     setup = options.setup
     declared = {f.name for t in (setup.tools or []) for f in (t.function_declarations or [])}

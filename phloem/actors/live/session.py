@@ -39,7 +39,7 @@ import msgspec
 from phloem.actors.live import options as live_options
 from phloem.actors.live.protocol import LiveClosed, LiveEvent, LiveSend, LiveSent, LiveStatus
 from phloem.actors.live.settings import LiveConfig
-from phloem.actors.live.tools import ToolDone, ToolRunner
+from phloem.actors.live.tools import Toolbox, ToolDone, ToolRunner
 from phloem.actors.live.transport import (
     Dial,
     Link,
@@ -95,7 +95,7 @@ class SessionSpec:
     url: str
     api_key: str | None = field(repr=False)
     config: LiveConfig
-    tools: dict[str, Any]
+    tools: Toolbox | None
     # The tree's chain when the session opened: its managed tool calls go through it
     # (plugins, telemetry, tool policy), as any agent's tool calls do.
     interceptors: Interceptors = NO_INTERCEPTORS
@@ -173,11 +173,14 @@ class LiveSession(Actor):
         me = self._phloem_handle
         assert me is not None
         self._tell = me.tell
-        if self.spec.tools:
+        box = self.spec.tools
+        if box is not None and box.tools:
             self.runner = ToolRunner(
-                self.spec.tools,
-                self.cfg.tools,
+                box.tools,
+                self.cfg.tool_calls,
                 self._tool_done,
+                isolated=box.isolated,
+                tool_context=box.tool_context,
                 interceptors=self.spec.interceptors,
                 launcher=self.spec.launcher,
                 info=CallInfo(

@@ -6,8 +6,12 @@ of every Live session (see `phloem.actors.live`).
     api_key_env = "GEMINI_API_KEY"      # the key is read from this variable, never stored
     session_limit = 1024
 
-    [live.tools]                         # opt-in: Live tool calls the runtime answers
-    allow = ["lookup"]                   # names in [components] (trusted callables)
+    # opt-in: Live tool calls the runtime answers, by the names tools have everywhere
+    tools = ["ls", "read", "lookup"]     # coding tools (on workdir), [components] tools
+    workdir = "/srv/project"             # the workspace of the coding tools
+    mcp_servers = []                     # [mcp.servers.NAME] whose tools it answers too
+
+    [live.tool_calls]
     policy = "sequential"                # or "concurrent" (workers 1-32)
 """
 
@@ -27,12 +31,13 @@ SESSION_LIMIT_RANGE = (1, 16_384)
 
 _Name = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")]
 _Seconds = Annotated[float, msgspec.Meta(gt=0, le=600)]
+_ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")]
 
 
-class LiveToolsConfig(Section):
-    """`[live.tools]`: Live tool calls phloem runs itself, each in a capped process child."""
+class LiveToolCallsConfig(Section):
+    """`[live.tool_calls]`: how the Live tool calls phloem answers itself run (a
+    `[components]` tool's call in a capped process child, `max_memory_bytes` its cap)."""
 
-    allow: list[_Name] = []  # names of `[components]` entries (callables or Tools)
     policy: Literal["sequential", "concurrent"] = "sequential"
     workers: Annotated[int, msgspec.Meta(ge=1, le=32)] = 4
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 5.0
@@ -70,4 +75,9 @@ class LiveConfig(Section):
     # A new session waits this long for its first subscriber before it dials, so that
     # whoever opened it sees `ready` (0: dial at once).
     first_subscriber_wait_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 2.0
-    tools: LiveToolsConfig = section(LiveToolsConfig)
+    # Tool calls phloem answers itself, by the names tools have everywhere (the one tool
+    # assembly): coding tools on `workdir`, `[components]` tools, `mcp_servers`' tools.
+    tools: list[_ToolName] = []
+    workdir: str = ""
+    mcp_servers: list[_Name] = []
+    tool_calls: LiveToolCallsConfig = section(LiveToolCallsConfig)

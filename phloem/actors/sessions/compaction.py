@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from phloem.actors.sessions.settings import HarnessAgentConfig
+from phloem.agents.settings import LlmAgentConfig
 from phloem.models.interceptors import CallInfo, Interceptor
 from phloem.protocols.compaction import CompactionSession, Policy
 from phloem.protocols.content import ModelRequest, ModelResponse
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 SIDECAR_KIND = "compaction"
 
 
-def policy_of(agent: HarnessAgentConfig) -> Policy:
+def policy_of(agent: LlmAgentConfig) -> Policy:
     return Policy(
         context_tokens=agent.context_tokens,
         trigger_fraction=agent.trigger_fraction,

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.sessions.harness import AskResult
+from phloem.actors.sessions.results import AskResult
 from phloem.agents.events import Event
 from phloem.instructions.protocol import ConfirmRequest
 

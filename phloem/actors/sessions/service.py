@@ -9,13 +9,16 @@ goes away cancels its run (as `CancelSession` does). A second run of a busy sess
 `session_busy`. The stream `sessions/<ref>` carries the turn's events under credit, then
 the `AskResult`.
 
-A session's agent is a `[sessions.agents.NAME]` entry: built for every run
-(`harness.build_agent`) on its provider with the coding tools on the session's workspace.
-Each turn also gets what `phloem.instructions` adds (`SessionInstructions`): the
-workspace's instructions in the model request, its skills, `/name args` prompt commands,
-the tool policy (the agent's `tools_allow` / `tools_deny` ∩ the turn's) and, with
-`confirmation = true`, a `ConfirmRequest` on the stream before each mutating tool call,
-answered by the run's owner (`ConfirmSession`); its warnings join `AskResult.warnings`.
+A session's agent is an `[agents.llm.NAME]` entry of the one agent catalogue
+(`ServiceContext.resources.agents`): for every turn it is built anew
+(`phloem.agents.preparation.prepare`) as a `ConversationAgent` on the session's workspace,
+with the tools the one tool assembly gives it (coding tools with LSP diagnostics, MCP
+tools, component tools, skills) and what its capabilities add: the workspace's
+instructions in the model request (kept per session across turns), `/name args` prompt
+templates, the tool policy (the agent's `tools_allow` / `tools_deny` ∩ the turn's), and
+with `confirmation = true` a `ConfirmRequest` on the stream before each mutating tool
+call, answered by the run's owner (`ConfirmSession`); warnings join `AskResult.warnings`.
+With `context_tokens` > 0 its requests are compacted.
 In the tree the service is `sessions/service`; every live run is a driver actor under
 `sessions/runs`.
 """
@@ -32,7 +35,6 @@ from typing import Any
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
-from phloem.actors.sessions.harness import DEFAULT_INSTRUCTION, AskResult, RunSetup, select_tools
 from phloem.actors.sessions.protocol import (
     CancelSession,
     ConfirmSession,
@@ -48,16 +50,17 @@ from phloem.actors.sessions.protocol import (
     SessionSummary,
     ShowSession,
 )
-from phloem.actors.sessions.settings import HarnessAgentConfig
+from phloem.actors.sessions.results import AskResult
 from phloem.actors.sessions.turn import Turn, run_turn
 from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, RunStreamForwarder, Topic
 from phloem.agents.context import CancelToken
+from phloem.agents.conversation import ConversationAgent
+from phloem.agents.preparation import RunPrep, SessionPlace, prepare
 from phloem.agents.public import public_event
-from phloem.agents.registry import ProviderModel
 from phloem.base.logs import get_logger
-from phloem.instructions.harness import SessionInstructions, TurnExtras
+from phloem.instructions.policy import ToolPolicy
 from phloem.instructions.protocol import ConfirmRequest
-from phloem.models.interceptors import Interceptor
+from phloem.instructions.session_contexts import SessionContexts
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
 from phloem.protocols.refs import RefKind
@@ -74,8 +77,8 @@ from phloem.supervision import (
 )
 from phloem.supervision.actor import tell_if_alive
 from phloem.supervision.refs import Owner
+from phloem.tools.contract import ToolContext
 from phloem.tools.outputlimit import OutputBudget
-from phloem.tools.registry import coding_tools
 from phloem.tools.workspace import Workspace
 
 log = get_logger("phloem.sessions")
@@ -100,8 +103,9 @@ class _Run:
     ref: str
     token: CancelToken
     topic: Topic | None = None
-    # Instructions, skills, templates, tool policy, confirmation (phloem.instructions).
-    extras: TurnExtras | None = None
+    # What the turn adds to the tree's chain: tool policy, confirmation, instructions,
+    # templates and their warnings (phloem.agents.preparation).
+    prep: RunPrep | None = None
 
 
 class _Finished:
@@ -140,15 +144,15 @@ class SessionRunDriver(Actor):
                 self.service.store.release_run(run.session_id)
 
         reason: ExitReason | None = None
-        extras = run.extras
+        prep = run.prep
         try:
             topic.stream.wait_for_subscribers(1, self.wait_s)
             drain = None
             failed_expansion = None
-            if extras is not None:
-                drain = extras.drain
+            if prep is not None:
+                drain = prep.drain
                 try:
-                    self.turn.prompt = extras.expand(self.turn.prompt)  # `/name args`
+                    self.turn.prompt = prep.expand(self.turn.prompt)  # `/name args`
                 except PhloemError as exc:
                     failed_expansion = AskResult(
                         session_id=run.session_id,
@@ -165,8 +169,8 @@ class SessionRunDriver(Actor):
                 log.warning("session_turn_failed", session=run.session_id, kind=exc.kind)
                 result = AskResult(session_id=run.session_id, status="failed", error=exc.to_value())
             finally:  # the turn is over: the next may start as soon as this one's result is out
-                if extras is not None and extras.confirm is not None:
-                    extras.confirm.close("the run ended")
+                if prep is not None:
+                    prep.close("the run ended")
                 release()
             if forward.failed is None:
                 topic.send(SessionRunEnd(result), timeout=RUN_STREAM_SEND_TIMEOUT_S)
@@ -176,8 +180,8 @@ class SessionRunDriver(Actor):
             log.error("session_run_failed", session=run.session_id, error=type(exc).__name__)
             reason = ExitReason.from_exception(exc)
         finally:
-            if extras is not None and extras.confirm is not None:
-                extras.confirm.close("the run ended")
+            if prep is not None:
+                prep.close("the run ended")
             release()
             topic.close(reason)
         self.exit(reason or ExitReason.normal())
@@ -191,16 +195,11 @@ class SessionsService(ServiceActor):
 
     def __init__(self, ctx: ServiceContext) -> None:
         super().__init__(ctx)
-        from phloem.models.providers import ProviderRegistry
-
         cfg = ctx.config.sessions
         self.cfg = cfg
         self._store: DurableSessionService | None = None
-        self.providers = ProviderRegistry(ctx.config.providers)
-        self.tools = coding_tools(ctx.config.tools)
         self.budget = OutputBudget()
-        self.extra_interceptors: tuple[Interceptor, ...] = ()
-        self.instructions = SessionInstructions(ctx.config.instructions)
+        self.instructions = SessionContexts(ctx.config.instructions)
         self.runs: dict[str, _Run] = {}
         self._run_ids = itertools.count(1)
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
@@ -227,7 +226,6 @@ class SessionsService(ServiceActor):
             run.token.cancel("service stopping")
         if self._own_sup is not None:
             self._own_sup.stop(timeout=10.0)
-        self.providers.close()
         if self._store is not None:
             self._store.close()
         super().on_stop()
@@ -269,19 +267,9 @@ class SessionsService(ServiceActor):
             self.ctx.refs.discard(run.ref)
         return None
 
-    def agent_config(self, name: str) -> HarnessAgentConfig:
-        agent = self.cfg.agents.get(name)
-        if agent is None:
-            known = ", ".join(sorted(self.cfg.agents)) or "none"
-            raise PhloemError(
-                ErrorKind.UNKNOWN_AGENT,
-                f"no harness agent {name[:80]!r} ([sessions.agents.NAME]; configured: {known})",
-            )
-        return agent
-
     def _new(self, request: NewSession) -> SessionSummary:
         name = request.agent or self.cfg.default_agent
-        self.agent_config(name)
+        self.ctx.resources.catalogue().llm_spec(name)  # unknown_agent for a bad name
         workdir = request.workdir or self.cfg.workdir or os.getcwd()
         if not os.path.isabs(workdir):
             raise PhloemError(ErrorKind.INVALID_ARGUMENT, "workdir must be an absolute path")
@@ -353,65 +341,57 @@ class SessionsService(ServiceActor):
         return SessionRunStarted(run.ref, run.topic.name, sid)
 
     def _turn(
-        self,
-        session_id: str,
-        meta: dict[str, Any],
-        prompt: str,
-        run: _Run | None = None,
-        request: RunSession | None = None,
+        self, session_id: str, meta: dict[str, Any], prompt: str, run: _Run, request: RunSession
     ) -> Turn:
+        """The turn's agent, built from the catalogue on the session's workspace, with what
+        it adds to the tree's chain; an unknown `/name` fails now, not in the run."""
         name = str(meta.get("agent") or self.cfg.default_agent)
-        agent = self.agent_config(name)
-        try:
-            tools = select_tools(self.tools, agent.tools)
-        except ValueError as exc:
-            raise PhloemError(
-                ErrorKind.CONFIG_INVALID, f"sessions.agents.{name}.tools: {exc}"
-            ) from None
+        catalogue = self.ctx.resources.catalogue()
+        spec = catalogue.llm_spec(name)
         workdir = str(meta.get("workdir") or os.getcwd())
-        mine: tuple[Interceptor, ...] = ()  # policy, confirmation, instructions
-        if run is not None:
 
-            def send(item: ConfirmRequest) -> None:
-                assert run is not None and run.topic is not None
-                run.topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
+        def send(item: ConfirmRequest) -> None:
+            assert run.topic is not None
+            run.topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
 
-            extras = self.instructions.turn(
-                session_id,
-                workdir,
-                agent,
-                send=send,
-                tools=tools,
-                tools_allow=request.tools_allow if request is not None else None,
-                tools_deny=request.tools_deny if request is not None else (),
-            )
-            run.extras = extras
-            extras.check(prompt)  # an unknown `/name` fails now, not in the run
-            tools = (*tools, *extras.tools)
-            mine = extras.interceptors
-            confirm = extras.confirm
-            if confirm is not None:
-                run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
-        own: tuple[Interceptor, ...] = ()
-        if agent.context_tokens > 0:
-            own = (SessionCompaction(policy_of(agent), self.store, session_id, self.budget),)
-        setup = RunSetup(
-            instruction=agent.instruction or DEFAULT_INSTRUCTION,
-            tools=tools,
-            # the instructions go in before compaction estimates the request
-            interceptors=(*mine, *own, *self.extra_interceptors),
+        place = SessionPlace(
+            ToolContext(
+                workspace=self._workspace(session_id, workdir),
+                session=session_id,
+                budget=self.budget,
+            ),
+            context=lambda: self.instructions.context(session_id, workdir),
+            variables={"session_id": session_id},
         )
+        try:
+            prep = prepare(
+                catalogue,
+                name,
+                policy=ToolPolicy.of(request.tools_allow, request.tools_deny),
+                send=send,
+                session=place,
+            )
+        except ValueError as exc:  # the session's workspace went away since
+            raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"agents.llm.{name}: {exc}") from None
+        run.prep = prep
+        prep.check(prompt)
+        confirm = prep.confirm
+        if confirm is not None:
+            run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
+        compaction = None
+        if spec.config.context_tokens > 0:
+            compaction = SessionCompaction(
+                policy_of(spec.config), self.store, session_id, self.budget
+            )
+        assert isinstance(prep.agent, ConversationAgent)
         return Turn(
             store=self.store,
             session_id=session_id,
             prompt=prompt,
-            agent_name=name,
-            model=ProviderModel(agent.provider, self.providers.get),
-            setup=setup,
-            workspace=self._workspace(session_id, workdir),
-            budget=self.budget,
+            agent=prep.agent,
+            prep=prep,
             tree=self.ctx.interceptors.chain(),
-            max_tool_rounds=agent.max_tool_rounds,
+            compaction=compaction,
         )
 
     def _confirm(self, request: ConfirmSession, owner: Owner) -> dict[str, Any]:
@@ -423,7 +403,7 @@ class SessionsService(ServiceActor):
                 ErrorKind.UNKNOWN_CALL, f"session {request.session_id!r} has no active run"
             )
         self.ctx.refs.resolve(run.ref, owner, RUN_REF_KIND.name)
-        confirm = run.extras.confirm if run.extras is not None else None
+        confirm = run.prep.confirm if run.prep is not None else None
         if confirm is None or not confirm.answer(request.call_id, request.approve):
             raise PhloemError(
                 ErrorKind.UNKNOWN_CALL,

@@ -1,38 +1,29 @@
-"""One turn of a session: build the run's agent, drive it over the durable session,
-fold what happened into an `AskResult`.
+"""One turn of a session: drive its agent over the durable session, fold what happened
+into an `AskResult`.
 
-The turn's tools run in a `ToolContext` whose `cancel` follows the run's `CancelToken`
-(a cancel stops a running `bash` call: its process group is stopped), on the session's
-workspace, keyed by the session for the read ledger and the output budget.
+The agent was built for this turn on the session's workspace (keyed by the session for the
+read ledger and the output budget); a cancel of the run's `CancelToken` reaches the tool
+call in flight (a running `bash` is stopped: its process group) and the model call in
+flight.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from phloem.actors.sessions.harness import (
-    AskResult,
-    RunSetup,
-    TurnFold,
-    UsageMeter,
-    build_agent,
-    run_interceptors,
-)
+from phloem.actors.sessions.results import AskResult, TurnFold, UsageMeter
 from phloem.agents.context import CancelToken
+from phloem.agents.conversation import ConversationAgent
 from phloem.agents.events import Event
 from phloem.agents.executor import InlineExecutor
+from phloem.agents.preparation import RunPrep
 from phloem.agents.runner import run_agent
-from phloem.models.interceptors import Interceptors
+from phloem.models.interceptors import Interceptor, Interceptors
 from phloem.protocols.content import Content
 from phloem.protocols.errors import ErrorKind, ErrorValue
-from phloem.protocols.model import Model
 from phloem.protocols.warnings import RunWarning
-from phloem.tools.contract import ToolContext
-from phloem.tools.outputlimit import OutputBudget
-from phloem.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from phloem.actors.sessions.durable import DurableSessionService
@@ -45,20 +36,10 @@ class Turn:
     store: DurableSessionService
     session_id: str
     prompt: str
-    agent_name: str
-    model: Model
-    setup: RunSetup
-    workspace: Workspace
-    budget: OutputBudget
+    agent: ConversationAgent
+    prep: RunPrep
     tree: Interceptors
-    max_tool_rounds: int
-
-
-def linked_cancel(token: CancelToken) -> tuple[threading.Event, Callable[[], None]]:
-    """A `threading.Event` set when `token` is cancelled, and the undo of that link."""
-    event = threading.Event()
-    token.on_cancel(event.set)
-    return event, lambda: token.remove(event.set)
+    compaction: Interceptor | None = None
 
 
 def run_turn(
@@ -70,47 +51,28 @@ def run_turn(
     """Run one turn to its end (the caller holds the session's run lease)."""
     store = turn.store
     session = store.get_session(turn.session_id)
-    cancel, unlink = linked_cancel(token)
-    tool_context = ToolContext(
-        workspace=turn.workspace, session=turn.session_id, cancel=cancel, budget=turn.budget
-    )
     meter = UsageMeter()
-    setup = RunSetup(
-        turn.setup.instruction,
-        turn.setup.extra_instruction,
-        turn.setup.tools,
-        (meter, *turn.setup.interceptors),
-    )
-    on_text = None
+    agent = turn.agent
     if on_event is not None:
         show = on_event
 
         def on_text(text: str) -> None:
-            show(Event(author=turn.agent_name, content=Content.model(text), partial=True))
+            show(Event(author=agent.name, content=Content.model(text), partial=True))
 
-    agent = build_agent(
-        turn.agent_name,
-        turn.model,
-        setup,
-        tool_context,
-        max_tool_rounds=turn.max_tool_rounds,
-        on_text=on_text,
+        agent.on_text = on_text
+    inner = (meter,) if turn.compaction is None else (meter, turn.compaction)
+    run = run_agent(
+        agent,
+        input=turn.prompt,
+        sessions=store,
+        session=session,
+        app=session.app,
+        user=session.user,
+        executor=InlineExecutor(),
+        cancel=token,
+        on_event=on_event,
+        interceptors=turn.prep.chain(turn.tree, *inner),
     )
-    try:
-        run = run_agent(
-            agent,
-            input=turn.prompt,
-            sessions=store,
-            session=session,
-            app=session.app,
-            user=session.user,
-            executor=InlineExecutor(),
-            cancel=token,
-            on_event=on_event,
-            interceptors=run_interceptors(turn.tree, setup),
-        )
-    finally:
-        unlink()
     fold = TurnFold(agent.name).take_all(run.events)
     status, error = "done", None
     if token.cancelled:

@@ -10,7 +10,7 @@ import pytest
 
 from phloem import PhloemError
 from phloem.agents import FunctionAgent, PlannerAgent
-from phloem.agents.registry import build_registry, planned_groups
+from phloem.agents.catalogue import build_catalogue, planned_groups
 from phloem.agents.settings import AgentsConfig
 from phloem.base.settings import load_component
 
@@ -21,7 +21,7 @@ EX = "phloem.examples.supplier_risk"
 
 def registry(**sections: Any) -> Any:
     cfg = msgspec.convert(sections, AgentsConfig)
-    return build_registry(cfg, lambda path: load_component(path, what="agent"))
+    return build_catalogue(cfg, lambda path: load_component(path, what="agent")).registry
 
 
 FUNCS = {
@@ -135,7 +135,7 @@ def test_llm_agents_and_a_supervisor_use_configured_providers_lazily() -> None:
         },
         AgentsConfig,
     )
-    reg = build_registry(cfg, load_component, models)
+    reg = build_catalogue(cfg, load_component, models).registry
     assert asked == []  # nothing resolved before the first call
     run = run_agent(reg.get("lead"), input="a story")
     assert run.outcome.status == "done_with_result" and run.outcome.result == "written"
@@ -155,7 +155,7 @@ def test_an_unknown_provider_fails_the_call_not_the_start() -> None:
         },
         AgentsConfig,
     )
-    reg = build_registry(cfg, load_component)
+    reg = build_catalogue(cfg, load_component).registry
     run = run_agent(reg.get("lead"))
     assert run.outcome.status == "model_failed"
     assert "no provider named 'nope'" in run.outcome.message

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from phloem import Tree
-from phloem.actors.live.settings import LiveToolsConfig
+from phloem.actors.live.settings import LiveToolCallsConfig
 from phloem.actors.live.tools import ToolDone, ToolRunner
 from phloem.agents import Agent, Event, FunctionAgent, InvocationContext
 from phloem.agents.agent import invoke
@@ -30,6 +30,7 @@ from phloem.protocols.evalset import SessionInput, parse_evalset
 from phloem.protocols.result import PlanningResult
 from phloem.supervision import Supervisor, SupervisorSpec
 from phloem.supervision.spec import ChildSpec, ProcessTarget, RemoteTarget
+from phloem.tools.contract import FunctionTool
 from tests.actors.cluster import fns
 from tests.actors.cluster.conftest import MIB
 from tests.actors.eval.fixtures import case, phloem_set
@@ -295,11 +296,15 @@ def test_live_tool_calls_answer_and_time_out(tree: Tree, backend: str) -> None:
 
     # sequential: `b` starts once `a` is answered, on the worker `a` had (first use of
     # the kind may have to start one: hence a timeout well above a worker start)
-    config = LiveToolsConfig(allow=["add", "agent_sleep"], timeout_s=5.0)
+    config = LiveToolCallsConfig(timeout_s=5.0)
     runner = ToolRunner(
-        {"add": fns.add, "agent_sleep": fns.agent_sleep},
+        {
+            "add": FunctionTool("add", fns.add),
+            "agent_sleep": FunctionTool("agent_sleep", fns.agent_sleep),
+        },
         config,
         post,
+        isolated={"add", "agent_sleep"},
         launcher=tree.resources.launcher("tools"),
     )
     try:

@@ -1,4 +1,5 @@
-"""The README's two-command Ray demo, run as written (a local Ray started by the daemon)."""
+"""The two-command Ray demo of docs/cluster.md, run as written (a local Ray started by the
+daemon)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,14 @@ import shlex
 
 import pytest
 
-from tests.helpers import ROOT, DaemonProc, readme_section, run_cli, short_tmpdir
+from tests.helpers import ROOT, DaemonProc, doc_blocks, run_cli, short_tmpdir
 
 pytestmark = pytest.mark.timeout(180)
 
 
-def test_the_readme_ray_demo_runs_as_written() -> None:
+def test_the_ray_demo_of_the_docs_runs_as_written() -> None:
     pytest.importorskip("ray")
-    section = readme_section("Running on a Ray cluster")
-    [block] = re.findall(r"```sh\n(.*?)```", section, re.S)
+    [block] = doc_blocks("docs/cluster.md", "A local demo in two commands", "sh")
     daemon_line, plan_line = block.strip().splitlines()
     assert daemon_line == ".venv/bin/phloem daemon --config conf/examples/ray.toml &"
     args = shlex.split(plan_line)

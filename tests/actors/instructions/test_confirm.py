@@ -167,8 +167,8 @@ def test_confirmation_can_be_limited_to_some_agents_each_with_its_timeout() -> N
 
 
 def test_toolset_tools_are_asked_about_unless_annotated_read_only() -> None:
-    from phloem.actors.agents.service import tool_table
     from phloem.agents import LlmAgent
+    from phloem.agents.preparation import tool_table
     from phloem.models import ScriptedModel
     from phloem.tools.contract import FunctionTool
     from phloem.tools.toolset import Toolset

@@ -41,18 +41,21 @@ template_roots = ["{base}/prompts"]
 dir = "{base}/store"
 fsync = false
 
-[sessions.agents.coder]
+[agents.llm.coder]
+harness = true
 provider = "fake"
 instruction = "You are the coder."
 confirmation = true
 confirmation_timeout_s = 30
 
-[sessions.agents.hasty]
+[agents.llm.hasty]
+harness = true
 provider = "fake"
 confirmation = true
 confirmation_timeout_s = 0.3
 
-[sessions.agents.plain]
+[agents.llm.plain]
+harness = true
 provider = "fake"
 instruction = "Plain."
 tools_deny = ["bash"]

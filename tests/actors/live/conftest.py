@@ -11,7 +11,7 @@ import pytest
 
 import phloem
 from phloem.actors.live.protocol import LiveEvent
-from phloem.actors.live.settings import LiveConfig, LiveToolsConfig
+from phloem.actors.live.settings import LiveConfig, LiveToolCallsConfig
 from phloem.config import Config
 from phloem.examples.fake_live import FakeLiveServer
 
@@ -36,7 +36,8 @@ def live_tree(server: FakeLiveServer, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
     @contextlib.contextmanager
     def make(
-        tools: dict[str, Any] | None = None,
+        tools: list[str] | None = None,
+        calls: dict[str, Any] | None = None,
         components: dict[str, str] | None = None,
         **settings: Any,
     ) -> Iterator[phloem.Tree]:
@@ -44,7 +45,8 @@ def live_tree(server: FakeLiveServer, monkeypatch: pytest.MonkeyPatch) -> Iterat
         settings.setdefault("base_url", server.url)
         live = LiveConfig(
             api_key_env=KEY_ENV,
-            tools=LiveToolsConfig(**(tools or {})),
+            tools=tools or [],
+            tool_calls=LiveToolCallsConfig(**(calls or {})),
             **settings,
         )
         config = msgspec.structs.replace(Config(), live=live, components=components or {})

@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from phloem.examples.fake_live import FakeLiveServer
 from phloem.plugins import Plugin, PluginContext, Return, ToolCall
+from phloem.protocols.errors import PhloemError
 from tests.actors.live.conftest import TreeFactory, collect_until, next_kind, open_ready
 from tests.helpers import raises_kind, wait_until
 
@@ -37,8 +40,11 @@ def _responses(server: FakeLiveServer) -> list[dict[str, Any]]:
 def test_sequential_calls_answer_in_order_with_failures_as_values(
     server: FakeLiveServer, live_tree: TreeFactory
 ) -> None:
-    tools = {"allow": ALLOW, "timeout_s": 3.0, "max_response_bytes": 4096}
-    with live_tree(tools=tools, components=COMPONENTS) as tree, tree.client() as client:
+    calls = {"timeout_s": 3.0, "max_response_bytes": 4096}
+    with (
+        live_tree(tools=ALLOW, calls=calls, components=COMPONENTS) as tree,
+        tree.client() as client,
+    ):
         _ref, events = open_ready(client)
         declared = server.connection().setup["tools"][0]["functionDeclarations"]
         assert {d["name"] for d in declared} == set(ALLOW)
@@ -68,8 +74,11 @@ def test_sequential_calls_answer_in_order_with_failures_as_values(
 def test_concurrent_calls_run_at_once(
     server: FakeLiveServer, live_tree: TreeFactory, tmp_path: Path
 ) -> None:
-    tools = {"allow": ALLOW, "policy": "concurrent", "workers": 3, "timeout_s": 30.0}
-    with live_tree(tools=tools, components=COMPONENTS) as tree, tree.client() as client:
+    calls = {"policy": "concurrent", "workers": 3, "timeout_s": 30.0}
+    with (
+        live_tree(tools=ALLOW, calls=calls, components=COMPONENTS) as tree,
+        tree.client() as client,
+    ):
         _ref, events = open_ready(client)
         folder = str(tmp_path)
         server.inject(
@@ -88,8 +97,11 @@ def test_concurrent_calls_run_at_once(
 def test_cancellation_kills_the_call_and_answers_nothing(
     server: FakeLiveServer, live_tree: TreeFactory
 ) -> None:
-    tools = {"allow": ALLOW, "timeout_s": 60.0}
-    with live_tree(tools=tools, components=COMPONENTS) as tree, tree.client() as client:
+    calls = {"timeout_s": 60.0}
+    with (
+        live_tree(tools=ALLOW, calls=calls, components=COMPONENTS) as tree,
+        tree.client() as client,
+    ):
         ref, events = open_ready(client)
         server.inject(_call(("s1", "slow", {"seconds": 60})))
         next_kind(events, "tool_call")
@@ -111,8 +123,11 @@ def test_cancellation_kills_the_call_and_answers_nothing(
 
 
 def test_reconnect_cancels_in_flight_calls(server: FakeLiveServer, live_tree: TreeFactory) -> None:
-    tools = {"allow": ALLOW, "timeout_s": 60.0}
-    with live_tree(tools=tools, components=COMPONENTS) as tree, tree.client() as client:
+    calls = {"timeout_s": 60.0}
+    with (
+        live_tree(tools=ALLOW, calls=calls, components=COMPONENTS) as tree,
+        tree.client() as client,
+    ):
         ref, events = open_ready(client)
         client.live_send(ref, text="one")
         next_kind(events, "turn_complete")
@@ -143,8 +158,8 @@ def test_managed_calls_go_through_the_tree_plugins(
     server: FakeLiveServer, live_tree: TreeFactory
 ) -> None:
     guard = _Guard()
-    tools = {"allow": ALLOW, "timeout_s": 3.0}
-    with live_tree(tools=tools, components=COMPONENTS) as tree:
+    calls = {"timeout_s": 3.0}
+    with live_tree(tools=ALLOW, calls=calls, components=COMPONENTS) as tree:
         tree.add_plugin("guard", guard, mode="intervene")
         with tree.client() as client:
             _ref, events = open_ready(client)
@@ -157,3 +172,42 @@ def test_managed_calls_go_through_the_tree_plugins(
         ("boom", {}),
     ]
     assert all(agent.startswith("live-session-") for agent, _, _ in guard.seen)
+
+
+def test_coding_tools_answer_by_the_names_they_have_everywhere(
+    server: FakeLiveServer, live_tree: TreeFactory, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
+    (tmp_path / "sub").mkdir()
+    with live_tree(tools=["ls", "read"], workdir=str(tmp_path)) as tree, tree.client() as client:
+        _ref, events = open_ready(client)
+        declared = server.connection().setup["tools"][0]["functionDeclarations"]
+        assert [d["name"] for d in declared] == ["ls", "read"]
+        server.inject(_call(("l1", "ls", {"path": "."}), ("r1", "read", {"path": "notes.txt"})))
+        results = {
+            r.payload["id"]: r.payload["response"]
+            for r in (next_kind(events, "tool_result", timeout=30) for _ in range(2))
+        }
+        wait_until(lambda: len(_responses(server)) == 2)
+    names = {entry["path"] for entry in results["l1"]["entries"]}
+    assert {"notes.txt", "sub"} <= {name.rstrip("/") for name in names}
+    assert "second line" in results["r1"]["content"]
+
+
+def test_a_workspace_tool_without_a_workdir_is_a_config_error(live_tree: TreeFactory) -> None:
+    with pytest.raises(PhloemError) as err, live_tree(tools=["ls"]):
+        pass
+    assert "live.tools: ls need a workspace: set [live] workdir" in err.value.message
+    with pytest.raises(PhloemError) as err, live_tree(tools=["nope"]):
+        pass
+    assert "live.tools: unknown tool 'nope'" in err.value.message
+
+
+def test_config_check_names_a_bad_live_tool_with_its_line(tmp_path: Path) -> None:
+    from phloem.config import load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text('[live]\nmodel = "m"\ntools = ["ls", "nope"]\n')
+    with pytest.raises(PhloemError) as err:
+        load_config(path, load_components=True)
+    assert err.value.message.startswith(f"{path}:3: live.tools: unknown tool 'nope'")

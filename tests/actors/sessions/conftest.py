@@ -24,7 +24,8 @@ max_retries = 0
 [sessions]
 dir = "{store}"
 
-[sessions.agents.coder]
+[agents.llm.coder]
+harness = true
 provider = "fake"
 {extra}
 """

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import phloem
-from phloem.actors.sessions.harness import AskResult
+from phloem.actors.sessions.results import AskResult
 from tests.helpers import raises_kind, wait_until
 from tests.models.fake_provider import (
     FakeProvider,
@@ -116,7 +116,8 @@ model = "gemini-x"
 api_key_env = "PHLOEM_TEST_UNSET_KEY"
 [sessions]
 dir = "{tmp_path / "store"}"
-[sessions.agents.coder]
+[agents.llm.coder]
+harness = true
 provider = "gem"
 """
     )
@@ -151,7 +152,7 @@ def test_a_repaired_tail_comes_back_in_the_next_ask_result(
 
 
 def test_an_unanswered_call_is_closed_as_interrupted() -> None:
-    from phloem.actors.sessions.harness import INTERRUPTED, close_calls
+    from phloem.agents.conversation import INTERRUPTED, close_calls
     from phloem.protocols.content import Content, Part
 
     call = Content(role="model", parts=(Part.from_function_call("bash", {"command": "x"}, "c1"),))
@@ -182,7 +183,8 @@ base_url = "{fake.base_url}"
 max_retries = 0
 [sessions]
 dir = "{tmp_path / "store"}"
-[sessions.agents.coder]
+[agents.llm.coder]
+harness = true
 provider = "gem"
 """
     )

@@ -1,20 +1,29 @@
-"""`AgentRegistry`: agents by name, built from the `[agents]` config or registered in code.
+"""The one agent catalogue: every agent of a tree by name, built from the `[agents]` config
+or registered in code.
 
 Configured agents are trusted code named in the daemon config — FunctionAgents as
-`module:attribute` callables, LlmAgents on configured providers, other agents as
-`module:attribute` of an `Agent` (or a zero-argument factory returning one), and
-PlannerAgents assembled from those by name with one of the built-in planners. Requests
-only ever name a registered agent; nothing from a request is imported.
+`module:attribute` callables, LlmAgents on configured providers with the tools the one
+tool assembly gives them (`phloem.agents.assembly`), other agents as `module:attribute`
+of an `Agent` (or a zero-argument factory returning one), and PlannerAgents assembled
+from those by name with one of the built-in planners. Requests only ever name a
+registered agent; nothing from a request is imported.
+
+Every surface resolves agents here: agent runs, session turns (which build the agent anew
+on the session's workspace from its `LlmAgentSpec`), eval runs, `mcp serve --agents`, the
+web view. An LLM agent whose capabilities need a workspace and that has no `workdir` runs
+only in a session; any other run of it is `invalid_argument`, saying so.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from phloem.agents.agent import Agent
+from phloem.agents.assembly import ToolAssembly
+from phloem.agents.conversation import DEFAULT_CODING_INSTRUCTION, ConversationAgent
 from phloem.agents.function_agent import FunctionAgent
 from phloem.agents.llm_agent import LlmAgent
 from phloem.agents.metadata import AgentMetadata
@@ -27,13 +36,13 @@ from phloem.agents.planners.loop import LoopPlanner
 from phloem.agents.planners.p2p import P2PPlanner
 from phloem.agents.planners.parallel import ParallelPlanner
 from phloem.agents.planners.sequential import SequentialPlanner
-from phloem.protocols.content import ModelRequest, ModelResponse
+from phloem.agents.settings import AgentsConfig, LlmAgentSpec
+from phloem.models.providers import ProviderModel
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.model import Model, ModelError, StreamingModel
+from phloem.protocols.model import Model
+from phloem.protocols.warnings import Warnings
 from phloem.supervision.spec import Limits
-from phloem.tools.contract import Tool, ToolContext
-from phloem.tools.registry import coding_tools
-from phloem.tools.toolset import Toolset
+from phloem.tools.contract import ToolContext
 from phloem.tools.workspace import Workspace
 
 MAX_AGENTS = 10_000
@@ -85,56 +94,6 @@ def _why(exc: Exception) -> str:
     return exc.message if isinstance(exc, PhloemError) else str(exc)
 
 
-class ProviderModel:
-    """A configured provider's model, resolved at its first call (so a missing API key
-    fails that call — `model_failed` — rather than the daemon's start)."""
-
-    def __init__(
-        self,
-        provider: str,
-        resolve: Callable[[str], Model],
-        describe: Callable[[str], Mapping[str, str]] | None = None,
-    ) -> None:
-        self.provider = provider
-        self._resolve = resolve
-        self._describe_provider = describe
-
-    def generate(self, request: ModelRequest) -> ModelResponse:
-        return self._resolve(self.provider).generate(request)
-
-    def _describe(self, attribute: str) -> str:
-        """What the provider's config says of its model (telemetry's GenAI attributes),
-        without resolving it; "" for a provider that is not configured."""
-        if self._describe_provider is None:
-            return ""
-        try:
-            return self._describe_provider(self.provider).get(attribute, "")
-        except Exception:
-            return ""
-
-    @property
-    def provider_name(self) -> str:
-        return self._describe("provider_name")
-
-    @property
-    def operation_name(self) -> str:
-        return self._describe("operation_name")
-
-    @property
-    def model(self) -> str:
-        return self._describe("model")
-
-    def stream(self, request: ModelRequest) -> Iterator[ModelResponse]:
-        """The provider's stream (`unsupported_streaming` where it has none)."""
-        model = self._resolve(self.provider)
-        if not isinstance(model, StreamingModel):
-            raise ModelError(ErrorKind.UNSUPPORTED_STREAMING, f"{self.provider} does not stream")
-        return model.stream(request)
-
-    def __repr__(self) -> str:
-        return f"<ProviderModel {self.provider!r}>"
-
-
 def _no_models(name: str) -> Model:
     raise PhloemError(ErrorKind.UNKNOWN_PROVIDER, f"no provider named {name!r} is configured")
 
@@ -147,41 +106,112 @@ def _load(load: Callable[[str], Any], path: str, where: str) -> Any:
         raise PhloemError(exc.kind, f"{where}: {exc.message}", exc.details) from exc
 
 
-def llm_tools(lc: Any, instructions: Any = None) -> tuple[list[Tool], ToolContext | None]:
-    """The tools of an `[agents.llm.NAME]` entry: its coding tools by name on `workdir`,
-    then `list_skills` / `load_skill` when `skills` is on and `workdir` has skills."""
-    if not (lc.tools or lc.skills or lc.instructions):
-        return [], None
-    if not lc.workdir:
-        raise ValueError("tools, instructions and skills need a workdir")
-    workdir = os.path.expanduser(lc.workdir)
+class AgentCatalogue:
+    """A tree's agents (the registry) with the specs of its configured LLM agents, the tool
+    assembly they were built with, and the models they call. Thread-safe for reads;
+    registering goes through `registry.add`."""
+
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        specs: Mapping[str, LlmAgentSpec],
+        assembly: ToolAssembly,
+        models: Callable[[str], Model] = _no_models,
+        describe: Callable[[str], Mapping[str, str]] | None = None,
+        session_only: Mapping[str, str] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.specs = dict(specs)
+        self.assembly = assembly
+        self._models = models
+        self._describe = describe
+        self._session_only = dict(session_only or {})
+
+    def names(self) -> list[str]:
+        return sorted({*self.registry.names(), *self._session_only})
+
+    def agent(self, name: str) -> Agent:
+        """The agent called `name` for a run outside a session (`unknown_agent` if none;
+        `invalid_argument` for an agent that runs only in a session)."""
+        why = self._session_only.get(name)
+        if why is not None and name not in self.registry.names():
+            raise PhloemError(ErrorKind.INVALID_ARGUMENT, why)
+        return self.registry.get(name)
+
+    def spec(self, name: str) -> LlmAgentSpec | None:
+        """The resolved `[agents.llm.NAME]` entry of `name`; None for any other agent."""
+        return self.specs.get(name)
+
+    def llm_spec(self, name: str) -> LlmAgentSpec:
+        """The spec of the configured LLM agent `name` (`unknown_agent` for any other)."""
+        spec = self.specs.get(name)
+        if spec is None:
+            llm = ", ".join(sorted(self.specs)) or "none"
+            raise PhloemError(
+                ErrorKind.UNKNOWN_AGENT,
+                f"no LLM agent named {name[:80]!r} ([agents.llm.NAME]; configured: {llm})",
+            )
+        return spec
+
+    def model(self, spec: LlmAgentSpec) -> ProviderModel:
+        return ProviderModel(spec.config.provider, self._models, self._describe)
+
+    def build(
+        self,
+        spec: LlmAgentSpec,
+        tool_context: ToolContext,
+        *,
+        conversation: bool = False,
+        warnings: Warnings | None = None,
+    ) -> LlmAgent:
+        """`spec`'s agent on `tool_context`'s workspace (None: no workspace tools): an
+        `LlmAgent`, or with `conversation` a `ConversationAgent` (a session's turn)."""
+        workdir = str(tool_context.workspace.root) if tool_context.has_workspace else None
+        if workdir is None and spec.needs_workspace:
+            raise ValueError(
+                f"its tools, instructions, skills and templates need a workspace: set "
+                f"[agents.llm.{spec.name}] workdir, or run it in a session"
+            )
+        tools = self.assembly.for_agent(spec, workdir, warnings)
+        config = spec.config
+        instruction = config.instruction or (DEFAULT_CODING_INSTRUCTION if config.harness else "")
+        cls = ConversationAgent if conversation else LlmAgent
+        return cls(
+            spec.name,
+            config.description,
+            self.model(spec),
+            instruction,
+            tools.tools,
+            output_key=config.output_key,
+            max_tool_rounds=spec.max_tool_rounds,
+            max_output_tokens=config.max_output_tokens,
+            tool_context=tool_context,
+            toolsets=tools.toolsets,
+        )
+
+
+def _workspace_context(spec: LlmAgentSpec) -> ToolContext | None:
+    """The tool context of `spec`'s runs outside a session: its `workdir` (None: none)."""
+    if not spec.config.workdir:
+        return None
+    workdir = os.path.expanduser(spec.config.workdir)
     if not os.path.isdir(workdir):
-        raise ValueError(f"workdir is not a directory: {lc.workdir}")
-    available = {tool.name: tool for tool in coding_tools()}
-    unknown = [n for n in lc.tools if n not in available]
-    if unknown:
-        raise ValueError(f"unknown tools {unknown} (coding tools: {', '.join(available)})")
-    tools: list[Tool] = [available[n] for n in dict.fromkeys(lc.tools)]
-    if lc.skills:
-        from phloem.instructions.skills import SkillCatalog, skill_tools
-
-        tools += skill_tools(SkillCatalog(instructions, workdir))
-    return tools, ToolContext(workspace=Workspace(workdir))
+        raise ValueError(f"workdir is not a directory: {spec.config.workdir}")
+    return ToolContext(workspace=Workspace(workdir))
 
 
-def build_registry(
-    cfg: Any,
+def build_catalogue(
+    cfg: AgentsConfig,
     load: Callable[[str], Any],
     models: Callable[[str], Model] = _no_models,
-    instructions: Any = None,
-    mcp_toolset: Callable[[list[str]], Toolset] | None = None,
+    assembly: ToolAssembly | None = None,
     describe: Callable[[str], Mapping[str, str]] | None = None,
-) -> AgentRegistry:
-    """Agents from an `[agents]` config section; `load` resolves `module:attribute`,
-    `models` a provider name to its model, `mcp_toolset` MCP server names to the
-    toolset an LlmAgent's `mcp_servers` gives it. A component that cannot be loaded is an error
-    naming its key path (`agents.functions.NAME.fn: cannot load agent 'mod:fn': ...`).
-    `instructions` is the `[instructions]` section (skill roots) for LLM agents' skills."""
+) -> AgentCatalogue:
+    """The catalogue of an `[agents]` config section; `load` resolves `module:attribute`,
+    `models` a provider name to its model, `assembly` makes the LLM agents' tools. A
+    component that cannot be loaded is an error naming its key path
+    (`agents.functions.NAME.fn: cannot load agent 'mod:fn': ...`)."""
+    assembly = assembly or ToolAssembly()
     registry = AgentRegistry()
     for name, fc in cfg.functions.items():
         where = f"agents.functions.{name}"
@@ -204,27 +234,22 @@ def build_registry(
             )
         except (TypeError, ValueError) as exc:
             raise _invalid(f"{where}: {_why(exc)}") from None
-    for name, lc in cfg.llm.items():
+    specs = {name: lc.spec(name) for name, lc in cfg.llm.items()}
+    session_only = {
+        name: (
+            f"agent {name!r} runs only in a session: its tools, instructions, skills and "
+            f"templates need a workspace (set [agents.llm.{name}] workdir)"
+        )
+        for name, spec in specs.items()
+        if spec.needs_workspace and not spec.config.workdir
+    }
+    catalogue = AgentCatalogue(registry, specs, assembly, models, describe, session_only)
+    for name, spec in specs.items():
         try:
-            tools, tool_context = llm_tools(lc, instructions)
-            toolsets = []
-            if lc.mcp_servers:
-                if mcp_toolset is None:
-                    raise ValueError("mcp_servers needs configured [mcp.servers]")
-                toolsets.append(mcp_toolset(list(lc.mcp_servers)))
-            registry.add(
-                LlmAgent(
-                    name,
-                    lc.description,
-                    ProviderModel(lc.provider, models, describe),
-                    lc.instruction,
-                    tools,
-                    output_key=lc.output_key,
-                    max_tool_rounds=lc.max_tool_rounds,
-                    tool_context=tool_context,
-                    toolsets=toolsets,
-                )
-            )
+            if name in session_only:
+                assembly.for_agent(spec, None)  # its tool names are checked all the same
+                continue
+            registry.add(catalogue.build(spec, _workspace_context(spec) or ToolContext()))
         except (TypeError, ValueError) as exc:
             raise _invalid(f"agents.llm.{name}: {_why(exc)}") from None
     for name, path in cfg.components.items():
@@ -245,9 +270,10 @@ def build_registry(
             subs = []
             for sub in pc.sub_agents:
                 try:
-                    subs.append(registry.get(sub))
-                except PhloemError:
-                    raise _invalid(f"agents.planners.{name}: unknown sub-agent {sub!r}") from None
+                    subs.append(catalogue.agent(sub))
+                except PhloemError as exc:
+                    why = exc.message if sub in session_only else f"unknown sub-agent {sub!r}"
+                    raise _invalid(f"agents.planners.{name}: {why}") from None
             try:
                 factory = planner_factory(name, pc, subs, models, describe)
                 registry.add(
@@ -262,7 +288,7 @@ def build_registry(
                 )
             except (TypeError, ValueError) as exc:
                 raise _invalid(f"agents.planners.{name}: {_why(exc)}") from None
-    return registry
+    return catalogue
 
 
 def contracts_for(name: str, pc: Any, subs: list[Agent]) -> list[AgentMetadata]:
