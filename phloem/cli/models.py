@@ -40,7 +40,11 @@ def add_cli(commands: Commands) -> None:
     probe = model.add("probe", "check that a provider can make a tool call", cmd_probe)
     probe.add_argument("name", nargs="?", metavar="NAME", help="configured provider name")
     _adhoc_options(probe)
-    probe.add_argument("--max-output-tokens", type=int, help="default: the probe's own limit")
+    probe.add_argument(
+        "--max-output-tokens",
+        type=int,
+        help="default: the probe's own, `DEFAULT_PROBE_MAX_OUTPUT_TOKENS`",
+    )
     ask = commands.add("ask", "one-shot prompt to a provider (no tools)", cmd_ask)
     ask.add_argument("name", nargs="?", metavar="NAME", help="configured provider name")
     ask.add_argument("prompt", metavar="PROMPT")

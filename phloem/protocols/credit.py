@@ -11,8 +11,8 @@ import msgspec
 
 from phloem.protocols.limits import check_range
 
-DEFAULT_WINDOW_MESSAGES = 64
-DEFAULT_WINDOW_BYTES = 4 * 1024 * 1024
+DEFAULT_WINDOW_MESSAGES = 64  # events a consumer accepts outstanding (not yet acked)
+DEFAULT_WINDOW_BYTES = 4 * 1024 * 1024  # and their bytes
 WINDOW_MESSAGES_RANGE = (1, 65_536)
 WINDOW_BYTES_RANGE = (1, 1024 * 1024 * 1024)
 

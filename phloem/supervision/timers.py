@@ -34,7 +34,7 @@ from phloem.protocols.limits import check_range
 
 log = get_logger("phloem.supervision.timers")
 
-DEFAULT_MAX_TIMERS = 1_000_000
+DEFAULT_MAX_TIMERS = 1_000_000  # timers live at once (scheduled, not yet run or cancelled)
 MAX_TIMERS_RANGE = (1, 10_000_000)
 COMPACT_MIN_ENTRIES = 1_024  # below this many entries the heap is never rebuilt
 

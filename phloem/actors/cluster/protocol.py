@@ -6,7 +6,7 @@ import msgspec
 
 CHECK_TIMEOUT_S = 60.0
 """How long `cluster check` waits for a node's worker to start and import the modules."""
-CHECK_TIMEOUT_RANGE = (1.0, 600.0)
+CHECK_TIMEOUT_RANGE = (1.0, 600.0)  # the check timeouts accepted, in seconds
 
 
 class GetClusterStatus(msgspec.Struct, frozen=True, tag="status"):
