@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     from phloem.client.sync import Client as Client
     from phloem.instructions import (
         ConfirmationInterceptor as ConfirmationInterceptor,
-        ConfirmRequest as ConfirmRequest,
         InstructionContext as InstructionContext,
         SkillCatalog as SkillCatalog,
         TemplateCatalog as TemplateCatalog,
@@ -96,6 +95,12 @@ if TYPE_CHECKING:
     from phloem.protocols.evalset import EvalSet as EvalSet
     from phloem.protocols.model import Model as Model, ModelError as ModelError
     from phloem.protocols.result import PlanningResult as PlanningResult
+    from phloem.protocols.runs import (
+        ConfirmRequest as ConfirmRequest,
+        RunEnd as RunEnd,
+        RunEvent as RunEvent,
+        RunSummary as RunSummary,
+    )
     from phloem.protocols.warnings import RunWarning as RunWarning
     from phloem.tools.toolset import Toolset as Toolset
     from phloem.tree import Tree as Tree
@@ -110,7 +115,7 @@ _EXPORTS: dict[str, str] = {
     "AsyncClient": "phloem.client.aio",
     "BuiltInPlanner": "phloem.models.request_planners",
     "Client": "phloem.client.sync",
-    "ConfirmRequest": "phloem.instructions",
+    "ConfirmRequest": "phloem.protocols.runs",
     "ConfirmationInterceptor": "phloem.instructions",
     "Content": "phloem.protocols.content",
     "CreditWindow": "phloem.protocols.credit",
@@ -164,6 +169,9 @@ _EXPORTS: dict[str, str] = {
     "ReplanPolicy": "phloem.agents",
     "Return": "phloem.plugins",
     "RunAgents": "phloem.agents",
+    "RunEnd": "phloem.protocols.runs",
+    "RunEvent": "phloem.protocols.runs",
+    "RunSummary": "phloem.protocols.runs",
     "RunWarning": "phloem.protocols.warnings",
     "ScriptedModel": "phloem.models.scripted",
     "SequentialPlanner": "phloem.agents",

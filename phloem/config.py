@@ -119,13 +119,18 @@ class DaemonConfig(Section):
 
 
 class SupervisionConfig(Section):
-    """`[supervision]`: the root supervisor and owner-bound refs."""
+    """`[supervision]`: the root supervisor, owner-bound refs, streams, and the record of
+    recent runs (`phloem runs`: how many runs it keeps, and how many events of each)."""
 
     strategy: Literal["one_for_one", "one_for_all", "rest_for_one"] = "one_for_one"
     intensity: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 3
     period_s: Seconds = 5.0
     max_refs_per_owner: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
     max_streams: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
+    recent_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
+    """Runs the tree's record keeps (`phloem runs`; beyond it an ended one goes first)."""
+    recent_run_events: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 100
+    """Events of each run the record keeps (the oldest go first, counted)."""
 
 
 class LoggingConfig(Section):

@@ -29,6 +29,7 @@ import psutil
 
 from phloem._version import __version__
 from phloem.actors.reload import Reloader, ReloadReport, apply_reload
+from phloem.actors.runs import RunLog
 from phloem.actors.services import (
     Call,
     ConfigCell,
@@ -144,7 +145,9 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         cell = ConfigCell(cfg)
         specs = []
         names = []
-        resources = Resources()
+        resources = Resources(
+            runs=RunLog(cfg.supervision.recent_runs, cfg.supervision.recent_run_events)
+        )
         for service in _configured_services(cfg):
             ctx = ServiceContext(
                 service.name,

@@ -159,6 +159,26 @@ def pids_alive(pid: int) -> bool:
     return True
 
 
+def ps_args(pid: int) -> str:
+    """What `ps -ww -o args= -p PID` shows for a process: its title or command line."""
+    out = subprocess.run(
+        ["ps", "-ww", "-o", "args=", "-p", str(pid)], check=False, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
+def tree_node(snapshot: Any, path: str) -> Any:
+    """The node of a `TreeSnapshot` at `path` (ids from a root down, `/`-separated), or
+    None."""
+    first, *rest = path.split("/")
+    node = next((r for r in snapshot.roots if r.id == first), None)
+    for part in rest:
+        if node is None:
+            return None
+        node = next((c for c in node.children if c.id == part), None)
+    return node
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
     """Poll `predicate` until it holds, for state nothing can be waited on (another
     process's children, a file appearing); fails the test after `timeout` seconds."""

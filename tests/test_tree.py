@@ -243,31 +243,6 @@ def test_request_timeouts_default_to_and_are_capped_by_the_config() -> None:
         assert err.value.kind == "timeout" and "timeout must be > 0" in err.value.message
 
 
-def test_a_run_stream_forwarder_cancels_once_on_the_first_failed_send() -> None:
-    from phloem.actors.streams import RunStreamForwarder, StreamHub
-    from phloem.protocols.credit import CreditWindow
-
-    hub = StreamHub(max_streams=4)
-    topic = hub.open("run")
-    got: list[bytes] = []
-    topic.stream.subscribe(
-        CreditWindow(messages=1, bytes=1 << 20), got.append, max_pending_messages=1
-    )
-    cancels: list[str] = []
-    forward = RunStreamForwarder(topic, lambda event: {"e": event}, cancels.append, timeout=0.05)
-    sent = 0
-    while forward.failed is None and sent < 10:  # the window and the pending queue fill up
-        forward(sent)
-        sent += 1
-    assert forward.failed == "timeout" and cancels == ["event stream failed: timeout"]
-    forward("more")  # dropped, and no second cancel
-    assert cancels == ["event stream failed: timeout"] and sent < 10
-    topic.close()
-    closed = RunStreamForwarder(topic, lambda event: event, cancels.append)
-    closed("late")
-    assert closed.failed == "closed" and len(cancels) == 2
-
-
 def test_a_calls_deadline_is_a_timer_and_a_call_past_the_timers_bound_is_refused(
     tree: Tree, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,10 +23,11 @@ Features (planning, agents, providers, ...) add themselves in three steps:
    spec's id must be the service name. It may start a supervisor (`SupervisorChild`) of
    its own; clients then address the actor inside it by path (`planning/service`).
 
-3. Publish events on a named topic: `topic = self.open_topic(f"planning/{ref}",
-   owner=call.owner)` before replying with the ref; clients read them with
-   `client.subscribe(f"planning/{ref}", window)`, under credit. Close it with
-   `topic.close(reason)` when the work ends.
+3. Publish events on a named topic: `topic = self.open_topic(f"echo/{name}",
+   owner=call.owner)` before replying with its name; clients read them with
+   `client.subscribe(name, window)`, under credit. Close it with `topic.close(reason)`
+   when the work ends. Work that a client starts, follows and cancels is a *run*: use
+   the one run lifecycle (`phloem.actors.runs`), which owns its ref, stream and record.
 
 Requests that fail to decode against `request_type` come back to the sender as
 `bad_message`; the service never sees them and keeps running.
@@ -50,12 +51,13 @@ from phloem.base.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
-from phloem.supervision.actor import Actor
+from phloem.supervision.actor import Actor, tell_if_alive
 from phloem.supervision.refs import Owner, OwnerRegistry
 from phloem.supervision.spec import ChildSpec, Launcher, LauncherSource
 from phloem.tools.toolset import ToolDecorator, ToolSource
 
 if TYPE_CHECKING:
+    from phloem.actors.runs import RunLog
     from phloem.config import Config
 
 log = get_logger("phloem.services")
@@ -73,6 +75,7 @@ SERVICE_MODULES: list[str] = [
     "phloem.actors.lsp.service",
     "phloem.actors.plugins.service",
     "phloem.actors.sessions.service",
+    "phloem.actors.runlog",  # the tree's record of recent runs, listed and followed
 ]
 
 MAX_SERVICE_NAME_CHARS = 64
@@ -163,13 +166,16 @@ class Resources:
     - `mcp`: the configured MCP servers' tools (`ToolSource`; None: no servers);
     - `lsp`: the language servers' diagnostics on `write` / `edit` (None: no servers);
     - `agents`: the one agent catalogue (`phloem.agents.catalogue`), set by the `agents`
-      service when it starts (and again at a reload): every surface resolves agents here.
+      service when it starts (and again at a reload): every surface resolves agents here;
+    - `runs`: the tree's record of recent runs (`phloem.actors.runs.RunLog`, made by the
+      tree; None outside one: runs are not recorded).
     """
 
     cluster: LauncherSource | None = None
     mcp: ToolSource | None = None
     lsp: ToolDecorator | None = None
     agents: AgentCatalogue | None = None
+    runs: RunLog | None = None
 
     def launcher(self, kind: str) -> Launcher | None:
         """The launcher of `kind`'s process children; None when they run locally."""
@@ -227,11 +233,21 @@ class ServiceContext:
         return value if value is not None else self.config
 
 
+class _Later:
+    """Internal: a function to run in the service's own thread (`ServiceActor.later`)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+
+
 class ServiceActor(Actor):
     """Base of service actors: decoded requests arrive as `Call`s, replies go back once.
 
     Subclasses set `request_type` and implement `handle`. Messages that are not `Call`s
-    (timers, internal tells) go to `on_other`.
+    (timers, internal tells) go to `on_other`; `later(fn)` runs `fn` in the service's own
+    thread, after what it is doing now (from an exit callback, say).
     """
 
     request_type: ClassVar[Any] = None  # msgspec type of requests; None: any msgpack value
@@ -249,7 +265,18 @@ class ServiceActor(Actor):
         """Messages that are not client calls; the default ignores them."""
         return None
 
+    def later(self, fn: Callable[[], None]) -> None:
+        """Run `fn` in this service's thread, after the message in hand (not at all if the
+        service has stopped)."""
+        tell_if_alive(self.actor_ref, _Later(fn))
+
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Later):
+            try:
+                message.fn()
+            except Exception:
+                log.exception("service_later_failed", service=self.ctx.name)
+            return None
         if not isinstance(message, Call):
             return self.on_other(message)
         if message.done:  # timed out while waiting in the inbox
@@ -271,9 +298,17 @@ class ServiceActor(Actor):
 
     # -- topics --------------------------------------------------------------------------
 
-    def open_topic(self, name: str, *, owner: Owner | None = None, **limits: int) -> Topic:
-        """Open a topic in the tree's hub, counted in this actor's `credit_in_use`."""
-        topic = self.ctx.streams.open(name, owner=owner, **limits)
+    def open_topic(
+        self,
+        name: str,
+        *,
+        owner: Owner | None = None,
+        missed: Callable[[int], Any] | None = None,
+        **limits: int,
+    ) -> Topic:
+        """Open a topic in the tree's hub (`StreamHub.open`), counted in this actor's
+        `credit_in_use`."""
+        topic = self.ctx.streams.open(name, owner=owner, missed=missed, **limits)
         self._topics = {n: t for n, t in self._topics.items() if not t.closed}
         self._topics[name] = topic
         return topic

@@ -29,9 +29,9 @@ from phloem.instructions.confirm import ConfirmationInterceptor
 from phloem.instructions.context import run_interceptors
 from phloem.instructions.discovery import InstructionContext
 from phloem.instructions.policy import ToolPolicy
-from phloem.instructions.protocol import ConfirmRequest
 from phloem.instructions.templates import TemplateCatalog
 from phloem.models.interceptors import CallInfo, Interceptor, Interceptors
+from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.warnings import RunWarning, Warnings
 from phloem.tools.contract import ToolContext
 

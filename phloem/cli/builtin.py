@@ -51,8 +51,12 @@ def add_cli(commands: Commands) -> None:
 
 
 def _cmd_daemon(ctx: CommandContext) -> int:
+    import setproctitle
+
     from phloem.config import load_config
-    from phloem.daemon.server import run, with_socket
+    from phloem.daemon.server import DAEMON_TITLE, run, with_socket
+
+    setproctitle.setproctitle(DAEMON_TITLE)  # what `ps` calls this process from now on
 
     path = ctx.config_path()
     config = load_config(path, load_components=True)

@@ -16,6 +16,7 @@ eval and every case run it started, and exits 130 as every command does.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import time
@@ -37,8 +38,13 @@ def add_cli(commands: Commands) -> None:
     run = group._sub.add_parser(
         "run", help="run an eval set against an agent", description=__doc__.split("\n\n")[0]
     )
-    run.add_argument("--socket", metavar="PATH", help="daemon socket path")
-    run.add_argument("--config", metavar="FILE", help="phloem TOML config file")
+    # SUPPRESS: given before `eval` (`phloem --socket S eval run ...`) they stay given
+    run.add_argument(
+        "--socket", metavar="PATH", help="daemon socket path", default=argparse.SUPPRESS
+    )
+    run.add_argument(
+        "--config", metavar="FILE", help="phloem TOML config file", default=argparse.SUPPRESS
+    )
     run.add_argument("evalset", help="eval set file (.json, .evalset.json, .test.json)")
     run.add_argument("--agent", help="registered agent name (default: metadata.agent)")
     run.add_argument("--criteria", metavar="FILE", help="criteria file or ADK test_config.json")

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError
 
 if TYPE_CHECKING:
-    from phloem.instructions.protocol import ConfirmRequest
     from phloem.instructions.settings import InstructionsConfig
+    from phloem.protocols.runs import ConfirmRequest
 
 MAX_SHOWN_ARGS_CHARS = 2_000
 

@@ -27,8 +27,8 @@ from phloem.cli.commands import CommandContext, Commands
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
-    from phloem.actors.planning.events import PlanningEvent
     from phloem.protocols.result import PlanningResult
+    from phloem.protocols.runs import RunEvent
 
 
 def add_cli(commands: Commands) -> None:
@@ -77,7 +77,7 @@ def _request(args: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
     return planner, executor, goal, context, options
 
 
-def render_event(event: PlanningEvent) -> str:
+def render_event(event: RunEvent[Any]) -> str:
     """One human-readable line for a progress event."""
     data = event.data
     if event.kind in ("plan_accepted", "replan"):
@@ -127,7 +127,7 @@ def _emit_result(ctx: CommandContext, result: PlanningResult) -> int:
 def _cmd_run(ctx: CommandContext) -> int:
     planner, executor, goal, context, options = _request(ctx.args)
 
-    def on_event(event: PlanningEvent) -> None:
+    def on_event(event: RunEvent[Any]) -> None:
         if ctx.json:
             ctx.emit({"event": event.kind, "seq": event.seq, "data": event.data})
         else:

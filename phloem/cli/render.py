@@ -80,7 +80,8 @@ def _telemetry_line(st: Any) -> str:
     return f"telemetry  {t.exported} exported · {dropped} · {t.failed} failed exports"
 
 
-def _where(node: Any) -> str:
+def where_of(node: Any) -> str:
+    """`pid N` (`on NODE` for a cluster child), `thread NAME`, or `-`."""
     if node.pid is not None:
         remote = getattr(node, "node", None)
         return f"pid {node.pid} on {remote}" if remote else f"pid {node.pid}"
@@ -96,11 +97,16 @@ def _tree_memory(node: Any) -> str:
     return f"tree {human_bytes(node.tree_rss_bytes)} in {n} procs / cap {cap} (rss watchdog)"
 
 
+def unlisted(n: int) -> str:
+    """The line standing for a node's process children the snapshot counted, not listed."""
+    return f"… {n} more process{'' if n == 1 else 'es'} (not listed)"
+
+
 def render_tree(snap: Any) -> str:
     lines: list[str] = []
 
     def label(node: Any) -> str:
-        parts = [node.id, node.type, node.state, _where(node)]
+        parts = [node.id, node.type, node.state, where_of(node)]
         if node.strategy:
             parts.insert(2, node.strategy)
         if node.restarts:
@@ -122,8 +128,11 @@ def render_tree(snap: Any) -> str:
         else:
             lines.append(prefix + ("└── " if last else "├── ") + label(node))
             child_prefix = prefix + ("    " if last else "│   ")
+        more = node.unlisted_processes
         for i, child in enumerate(node.children):
-            walk(child, child_prefix, i == len(node.children) - 1, False)
+            walk(child, child_prefix, i == len(node.children) - 1 and not more, False)
+        if more:
+            lines.append(f"{child_prefix}└── {unlisted(more)}")
 
     for root in snap.roots:
         walk(root, "", True, True)
@@ -155,7 +164,7 @@ def table_rows(snap: Any) -> list[tuple[str, ...]]:
             (
                 "  " * depth + node.id,
                 node.type,
-                _where(node),
+                where_of(node),
                 node.state,
                 str(node.restarts),
                 str(node.mailbox_depth),
@@ -165,6 +174,8 @@ def table_rows(snap: Any) -> list[tuple[str, ...]]:
         )
         for child in node.children:
             walk(child, depth + 1)
+        if node.unlisted_processes:
+            rows.append(("  " * (depth + 1) + unlisted(node.unlisted_processes), *[""] * 7))
 
     for root in snap.roots:
         walk(root, 0)

@@ -18,7 +18,14 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree as RichTree
 
-from phloem.cli.render import TABLE_COLUMNS, human_bytes, human_duration, table_rows
+from phloem.cli.render import (
+    TABLE_COLUMNS,
+    human_bytes,
+    human_duration,
+    table_rows,
+    unlisted,
+    where_of,
+)
 
 STATE_STYLES = {"running": "green", "restarting": "yellow", "stopped": "dim"}
 MIN_ID_WIDTH = 8
@@ -62,7 +69,7 @@ def tree_view(snap: Any) -> RenderableType:
     views = []
 
     def label(node: Any) -> Text:
-        where = f"pid {node.pid}" if node.pid is not None else (node.thread or "-")
+        where = where_of(node)
         text = Text.assemble((node.id, "bold"), f"  {node.type}  ")
         if node.strategy:
             text.append(f"{node.strategy}  ")
@@ -77,6 +84,8 @@ def tree_view(snap: Any) -> RenderableType:
     def add(branch: RichTree, node: Any) -> None:
         for child in node.children:
             add(branch.add(label(child)), child)
+        if node.unlisted_processes:
+            branch.add(Text(unlisted(node.unlisted_processes), style="dim"))
 
     for root in snap.roots:
         view = RichTree(label(root), guide_style="dim")

@@ -12,31 +12,25 @@ config).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from phloem.client.base import AsyncClientBase, ClientBase
+from phloem.client.runs import Followed, afollow_run, follow_run
 from phloem.protocols.credit import CreditWindow
-from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
-    from phloem.actors.agents.protocol import (
-        AgentInfo,
-        AgentRunStarted,
-        AgentStreamItem,
-        StartAgentRun,
-    )
+    from phloem.actors.agents.protocol import AgentInfo, AgentRunStarted, StartAgentRun
     from phloem.agents.agent import Agent
     from phloem.agents.events import Event
     from phloem.agents.runner import AgentRun
-    from phloem.instructions.protocol import ConfirmRequest
+    from phloem.protocols.runs import ConfirmRequest, RunEvent
     from phloem.supervision.actor import ActorHandle
 
-# The agents service's messages carry the engine's `Event` and `AgentRun`: they are
-# imported by the methods that use them, so that `import phloem.client` (every CLI
+# The agents service's messages carry the engine's `Agent`, `Event` and `AgentRun`: they
+# are imported by the methods that use them, so that `import phloem.client` (every CLI
 # command) does not load the agent engine.
 
 SERVICE = "agents/service"  # the service actor inside the `agents` supervisor
@@ -45,35 +39,18 @@ DEFAULT_RUN_TIMEOUT_S = 3_600.0  # waiting for the next stream item; a run that 
 # longer than this is abandoned by the client (the daemon keeps its own limits)
 
 
-class _RunFold:
-    """Folds an agent run's stream items into its `AgentRun` (both clients use it)."""
+def _agent_run(followed: Followed) -> AgentRun:
+    """The finished run from its stream: the end's `AgentRun` with the events put back
+    (they came one by one) and a warning if some were missed."""
+    run: AgentRun = followed.result()
+    events = tuple(e.data for e in followed.events)
+    return msgspec.structs.replace(
+        run, events=events, warnings=(*run.warnings, *followed.warnings())
+    )
 
-    def __init__(self, ref: str) -> None:
-        self.ref = ref
-        self.events: list[Event] = []
 
-    def take(self, item: AgentStreamItem) -> Event | AgentRun | ConfirmRequest:
-        """An event to show, a confirmation to answer, or the finished run (the end
-        carries outcome and state; the events came one by one)."""
-        from phloem.actors.agents.protocol import AgentRunEvent
-        from phloem.instructions.protocol import ConfirmRequest
-
-        if isinstance(item, ConfirmRequest):
-            return item
-        if isinstance(item, AgentRunEvent):
-            self.events.append(item.event)
-            return item.event
-        return msgspec.structs.replace(item.run, events=tuple(self.events))
-
-    def ended(self, err: PhloemError) -> PhloemError:
-        """What a stream end before the result means: the stream's own error, or
-        `run_incomplete` when it merely closed."""
-        if err.kind != ErrorKind.CLOSED:
-            return err
-        return PhloemError(
-            ErrorKind.RUN_INCOMPLETE,
-            f"the event stream of run {self.ref} ended without its result",
-        )
+def _events(on_event: Callable[[Event], Any] | None) -> Callable[[RunEvent[Any]], Any] | None:
+    return None if on_event is None else (lambda item: on_event(item.data))
 
 
 def _start_request(
@@ -198,32 +175,19 @@ class AgentClientMethods(ClientBase):
         `on_confirm` answers each confirmation (without it, a confirmation waits for
         `confirm_agent_run` or its timeout)."""
         from phloem.actors.agents.protocol import AgentStreamItem
-        from phloem.agents.runner import AgentRun
-        from phloem.instructions.protocol import ConfirmRequest
 
-        stream = self.subscribe(
-            started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
+        followed = follow_run(
+            self,
+            started.stream,
+            AgentStreamItem,
+            what=f"agent run {started.ref}",
+            on_event=_events(on_event),
+            on_confirm=on_confirm,
+            answer=lambda call_id, approve: self.confirm_agent_run(started.ref, call_id, approve),
+            window=window or DEFAULT_EVENT_WINDOW,
+            timeout=timeout,
         )
-        fold = _RunFold(started.ref)
-        with stream:
-            while True:
-                try:
-                    got = fold.take(stream.recv(timeout))
-                except PhloemError as err:
-                    raise fold.ended(err) from None
-                if isinstance(got, AgentRun):
-                    return got
-                if isinstance(got, ConfirmRequest):
-                    if on_confirm is not None:
-                        approve = bool(on_confirm(got))
-                        try:
-                            self.confirm_agent_run(started.ref, got.call_id, approve)
-                        except PhloemError as err:
-                            if err.kind != ErrorKind.UNKNOWN_CALL:
-                                raise
-                    continue
-                if on_event is not None:
-                    on_event(got)
+        return _agent_run(followed)
 
 
 class _TreeLike(Protocol):
@@ -388,33 +352,19 @@ class AsyncAgentMethods(AsyncClientBase):
     ) -> AgentRun:
         """Follow a started run's stream to its end; `on_event` sees each event."""
         from phloem.actors.agents.protocol import AgentStreamItem
-        from phloem.agents.runner import AgentRun
-        from phloem.instructions.protocol import ConfirmRequest
 
-        stream = await self.subscribe(
-            started.stream, window or DEFAULT_EVENT_WINDOW, event_type=AgentStreamItem
+        async def answer(call_id: str, approve: bool) -> None:
+            await self.confirm_agent_run(started.ref, call_id, approve)
+
+        followed = await afollow_run(
+            self,
+            started.stream,
+            AgentStreamItem,
+            what=f"agent run {started.ref}",
+            on_event=_events(on_event),
+            on_confirm=on_confirm,
+            answer=answer,
+            window=window or DEFAULT_EVENT_WINDOW,
+            timeout=timeout,
         )
-        fold = _RunFold(started.ref)
-        async with stream:
-            while True:
-                try:
-                    got = fold.take(await stream.recv(timeout))
-                except PhloemError as err:
-                    raise fold.ended(err) from None
-                if isinstance(got, AgentRun):
-                    return got
-                if isinstance(got, ConfirmRequest):
-                    if on_confirm is not None:
-                        answer = on_confirm(got)
-                        if inspect.isawaitable(answer):
-                            answer = await answer
-                        try:
-                            await self.confirm_agent_run(started.ref, got.call_id, bool(answer))
-                        except PhloemError as err:
-                            if err.kind != ErrorKind.UNKNOWN_CALL:
-                                raise
-                    continue
-                if on_event is not None:
-                    outcome = on_event(got)
-                    if inspect.isawaitable(outcome):
-                        await outcome
+        return _agent_run(followed)

@@ -56,6 +56,7 @@ from phloem.client.protocol import (
     Welcomed,
     connect_error,
 )
+from phloem.client.runs import AsyncRunsMethods
 from phloem.client.sessions import AsyncSessionMethods
 from phloem.client.socket import connect_unix
 from phloem.client.telemetry import AsyncTelemetryMethods
@@ -97,6 +98,7 @@ class AsyncClient(
     AsyncLiveMethods,
     AsyncMcpMethods,
     AsyncPlanningMethods,
+    AsyncRunsMethods,
     AsyncSessionMethods,
     AsyncPluginMethods,
     AsyncTelemetryMethods,

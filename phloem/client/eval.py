@@ -12,7 +12,6 @@ Ctrl-C out of the call) cancels the eval and every case run it started.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -24,13 +23,13 @@ from phloem.actors.eval.baseline import check_tolerances, compare, read_baseline
 from phloem.actors.eval.options import EvalOptions, check_options
 from phloem.actors.eval.protocol import (
     CancelEval,
-    EvalEnd,
     EvalProgress,
     EvalStarted,
     EvalStreamItem,
     StartEval,
 )
 from phloem.client.base import AsyncClientBase, ClientBase
+from phloem.client.runs import afollow_run, follow_run
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalcriteria import Criteria, default_criteria, read_criteria
@@ -124,12 +123,6 @@ def _item_timeout(options: EvalOptions) -> float:
     return options.timeout_s + options.case_timeout_s + STREAM_SLACK_S
 
 
-def _ended(err: PhloemError, ref: str) -> PhloemError:
-    if err.kind != ErrorKind.CLOSED:
-        return err
-    return PhloemError(ErrorKind.RUN_INCOMPLETE, f"eval {ref} ended without its report")
-
-
 class EvalClientMethods(ClientBase):
     def start_eval(self, request: StartEval, *, timeout: float | None = None) -> EvalStarted:
         started: EvalStarted = self.ask(SERVICE, request, timeout=timeout, reply_type=EvalStarted)
@@ -156,17 +149,16 @@ class EvalClientMethods(ClientBase):
         request = _request(evalset, agent, criteria, options, samples, concurrency)
         before = load_baseline(baseline, max_pass_rate_drop, metric_tolerances)
         started = self.start_eval(request)
-        stream = self.subscribe(started.stream, EVENT_WINDOW, event_type=EvalStreamItem)
-        with stream:
-            while True:
-                try:
-                    item = stream.recv(_item_timeout(request.options))
-                except PhloemError as err:
-                    raise _ended(err, started.ref) from None
-                if isinstance(item, EvalEnd):
-                    return _finish(item.report, before, max_pass_rate_drop, metric_tolerances)
-                if on_progress is not None:
-                    on_progress(item)
+        followed = follow_run(
+            self,
+            started.stream,
+            EvalStreamItem,
+            what=f"eval {started.ref}",
+            on_event=None if on_progress is None else (lambda item: on_progress(item.data)),
+            window=EVENT_WINDOW,
+            timeout=_item_timeout(request.options),
+        )
+        return _finish(followed.result(), before, max_pass_rate_drop, metric_tolerances)
 
 
 class AsyncEvalMethods(AsyncClientBase):
@@ -199,16 +191,13 @@ class AsyncEvalMethods(AsyncClientBase):
         request = _request(evalset, agent, criteria, options, samples, concurrency)
         before = load_baseline(baseline, max_pass_rate_drop, metric_tolerances)
         started = await self.start_eval(request)
-        stream = await self.subscribe(started.stream, EVENT_WINDOW, event_type=EvalStreamItem)
-        async with stream:
-            while True:
-                try:
-                    item = await stream.recv(_item_timeout(request.options))
-                except PhloemError as err:
-                    raise _ended(err, started.ref) from None
-                if isinstance(item, EvalEnd):
-                    return _finish(item.report, before, max_pass_rate_drop, metric_tolerances)
-                if on_progress is not None:
-                    outcome = on_progress(item)
-                    if inspect.isawaitable(outcome):
-                        await outcome
+        followed = await afollow_run(
+            self,
+            started.stream,
+            EvalStreamItem,
+            what=f"eval {started.ref}",
+            on_event=None if on_progress is None else (lambda item: on_progress(item.data)),
+            window=EVENT_WINDOW,
+            timeout=_item_timeout(request.options),
+        )
+        return _finish(followed.result(), before, max_pass_rate_drop, metric_tolerances)

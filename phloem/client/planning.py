@@ -2,39 +2,32 @@
 
 Each client is its own owner: a ref from `start_planning` works only on the client that
 made it (`not_planning_owner` elsewhere), and closing the client kills the active
-callback worker of every run it still owned and ends them. `AsyncClient` exposes the same
-methods as coroutines.
+callback worker of every run it still owned and ends them. A run starts at once;
+`start_planning_run` also names its event stream, which `follow_planning` reads from its
+first event (events wait for the owner to subscribe) to the result. `AsyncClient`
+exposes the same methods as coroutines.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from phloem.actors.planning.events import (
-    DEFAULT_EVENT_WINDOW_BYTES,
-    DEFAULT_EVENT_WINDOW_MESSAGES,
-    PlanningEvent,
-)
 from phloem.actors.planning.protocol import (
     AwaitPlanning,
     CancelPlanning,
-    OpenPlanningEvents,
     PlanningCancelled,
     PlanningStarted,
+    PlanningStreamItem,
     StartPlanning,
 )
-from phloem.client.base import AsyncClientBase, ClientBase, EventStream
+from phloem.client.base import AsyncClientBase, ClientBase
+from phloem.client.runs import afollow_run, follow_run
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.plan import DEFAULT_OPTIONS, PlanningOptions
 from phloem.protocols.result import PlanningResult, decode_result
-
-if TYPE_CHECKING:
-    from phloem.client.aiostream import AsyncEventStream
+from phloem.protocols.runs import RunEvent
 
 PLANNING_SERVICE = "planning/service"
 # An await without a timeout waits in slices of this many seconds, so no single request
@@ -42,6 +35,7 @@ PLANNING_SERVICE = "planning/service"
 AWAIT_SLICE_S = 20.0
 # Added to an await's own timeout for the request carrying it.
 REQUEST_SLACK_S = 5.0
+EVENT_WINDOW = CreditWindow(64, 8 * 1024 * 1024)
 
 Options = Mapping[str, Any] | PlanningOptions | None
 
@@ -70,20 +64,11 @@ def _unavailable(err: PhloemError) -> PhloemError:
 
 
 def _start_request(
-    planner: Any, executor: Any, goal: Any, context: Any, options: Options, events: str | None
+    planner: Any, executor: Any, goal: Any, context: Any, options: Options
 ) -> StartPlanning:
     return StartPlanning(
-        planner=planner,
-        executor=executor,
-        goal=goal,
-        context=context,
-        options=_options(options),
-        events=events,
+        planner=planner, executor=executor, goal=goal, context=context, options=_options(options)
     )
-
-
-def _event_window(window: CreditWindow | None) -> CreditWindow:
-    return window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
 
 
 def _await_request(ref: str, timeout: float | None) -> tuple[AwaitPlanning, float]:
@@ -97,13 +82,29 @@ def _still_running(err: PhloemError) -> bool:
 
 
 class PlanningMethods(ClientBase):
-    """`run_planning`, `start_planning`, `await_planning`, `cancel_planning`."""
+    """`run_planning`, `start_planning`, `start_planning_run`, `follow_planning`,
+    `await_planning`, `cancel_planning`."""
 
     def _planning_ask(self, message: Any, reply_type: Any, timeout: float | None = None) -> Any:
         try:
             return self.ask(PLANNING_SERVICE, message, reply_type=reply_type, timeout=timeout)
         except PhloemError as err:
             raise _unavailable(err) from None
+
+    def start_planning_run(
+        self,
+        planner: Any,
+        executor: Any,
+        goal: Any = None,
+        context: Any = None,
+        options: Options = None,
+    ) -> PlanningStarted:
+        """Start a run; its opaque, owner-bound ref and the name of its event stream.
+        Configuration errors raise `PhloemError` (`invalid_planning_adapter`,
+        `invalid_planning_options`, ...)."""
+        request = _start_request(planner, executor, goal, context, options)
+        started: PlanningStarted = self._planning_ask(request, PlanningStarted)
+        return started
 
     def start_planning(
         self,
@@ -112,27 +113,28 @@ class PlanningMethods(ClientBase):
         goal: Any = None,
         context: Any = None,
         options: Options = None,
-        *,
-        events: EventStream[Any] | None = None,
     ) -> str:
-        """Start a run; its opaque, owner-bound ref. Configuration errors raise
-        `PhloemError` (`invalid_planning_adapter`, `invalid_planning_options`, ...).
+        """Start a run; its opaque, owner-bound ref (see `start_planning_run`)."""
+        return self.start_planning_run(planner, executor, goal, context, options).ref
 
-        Pass `events=client.open_planning_events()` to receive every event of the run.
-        """
-        request = _start_request(
-            planner, executor, goal, context, options, events.name if events else None
+    def follow_planning(
+        self,
+        started: PlanningStarted,
+        *,
+        on_event: Callable[[RunEvent[Any]], None] | None = None,
+        window: CreditWindow | None = None,
+    ) -> PlanningResult:
+        """Read a started run's events (`on_event` sees each `RunEvent`: `plan_accepted`,
+        `step_started`, `observation`, `replan`, `terminal`) to its end; its result."""
+        follow_run(
+            self,
+            started.stream,
+            PlanningStreamItem,
+            what=f"planning run {started.ref}",
+            on_event=on_event,
+            window=window or EVENT_WINDOW,
         )
-        started: PlanningStarted = self._planning_ask(request, PlanningStarted)
-        return started.ref
-
-    def open_planning_events(
-        self, window: CreditWindow | None = None
-    ) -> EventStream[PlanningEvent]:
-        """A stream for the next `start_planning(events=...)`: subscribed before it starts,
-        so no event is missed. Ends after the run's `terminal` event."""
-        name = self._planning_ask(OpenPlanningEvents(), str)
-        return self.subscribe(name, _event_window(window), event_type=PlanningEvent)
+        return self.await_planning(started.ref)
 
     def await_planning(self, ref: str, timeout: float | None = None) -> PlanningResult:
         """The run's result; `planning_await_timeout` if it is still running after
@@ -160,33 +162,13 @@ class PlanningMethods(ClientBase):
         context: Any = None,
         options: Options = None,
         *,
-        on_event: Callable[[PlanningEvent], None] | None = None,
+        on_event: Callable[[RunEvent[Any]], None] | None = None,
     ) -> PlanningResult:
         """Start a run and wait for its result; `on_event(event)` sees its progress."""
+        started = self.start_planning_run(planner, executor, goal, context, options)
         if on_event is None:
-            ref = self.start_planning(planner, executor, goal, context, options)
-            return self.await_planning(ref)
-        stream = self.open_planning_events()
-        failure: list[BaseException] = []
-
-        def pump() -> None:
-            try:
-                for event in stream:
-                    on_event(event)
-            except BaseException as exc:
-                failure.append(exc)
-
-        reader = threading.Thread(target=pump, name="planning-events", daemon=True)
-        reader.start()
-        try:
-            ref = self.start_planning(planner, executor, goal, context, options, events=stream)
-            result = self.await_planning(ref)
-            reader.join(REQUEST_SLACK_S)
-        finally:
-            stream.close()
-        if failure and not isinstance(failure[0], PhloemError):
-            raise failure[0]
-        return result
+            return self.await_planning(started.ref)
+        return self.follow_planning(started, on_event=on_event)
 
 
 class AsyncPlanningMethods(AsyncClientBase):
@@ -200,6 +182,19 @@ class AsyncPlanningMethods(AsyncClientBase):
         except PhloemError as err:
             raise _unavailable(err) from None
 
+    async def start_planning_run(
+        self,
+        planner: Any,
+        executor: Any,
+        goal: Any = None,
+        context: Any = None,
+        options: Options = None,
+    ) -> PlanningStarted:
+        """Start a run; its ref and event stream (see `Client.start_planning_run`)."""
+        request = _start_request(planner, executor, goal, context, options)
+        started: PlanningStarted = await self._planning_ask(request, PlanningStarted)
+        return started
+
     async def start_planning(
         self,
         planner: Any,
@@ -207,22 +202,28 @@ class AsyncPlanningMethods(AsyncClientBase):
         goal: Any = None,
         context: Any = None,
         options: Options = None,
-        *,
-        events: AsyncEventStream[Any] | None = None,
     ) -> str:
         """Start a run; its opaque, owner-bound ref (see `Client.start_planning`)."""
-        request = _start_request(
-            planner, executor, goal, context, options, events.name if events else None
-        )
-        started: PlanningStarted = await self._planning_ask(request, PlanningStarted)
+        started = await self.start_planning_run(planner, executor, goal, context, options)
         return started.ref
 
-    async def open_planning_events(
-        self, window: CreditWindow | None = None
-    ) -> AsyncEventStream[PlanningEvent]:
-        """A stream for the next `start_planning(events=...)`; ends after `terminal`."""
-        name = await self._planning_ask(OpenPlanningEvents(), str)
-        return await self.subscribe(name, _event_window(window), event_type=PlanningEvent)
+    async def follow_planning(
+        self,
+        started: PlanningStarted,
+        *,
+        on_event: Callable[[RunEvent[Any]], Awaitable[None] | None] | None = None,
+        window: CreditWindow | None = None,
+    ) -> PlanningResult:
+        """Read a started run's events to its end; its result (see the sync client)."""
+        await afollow_run(
+            self,
+            started.stream,
+            PlanningStreamItem,
+            what=f"planning run {started.ref}",
+            on_event=on_event,
+            window=window or EVENT_WINDOW,
+        )
+        return await self.await_planning(started.ref)
 
     async def await_planning(self, ref: str, timeout: float | None = None) -> PlanningResult:
         """The run's result; `planning_await_timeout` if it is still running after
@@ -250,37 +251,11 @@ class AsyncPlanningMethods(AsyncClientBase):
         context: Any = None,
         options: Options = None,
         *,
-        on_event: Callable[[PlanningEvent], Awaitable[None] | None] | None = None,
+        on_event: Callable[[RunEvent[Any]], Awaitable[None] | None] | None = None,
     ) -> PlanningResult:
         """Start a run and wait for its result; `on_event(event)` (a function or a
         coroutine function) sees its progress."""
-        import asyncio  # loaded by whoever runs this coroutine; not by the blocking client
-
+        started = await self.start_planning_run(planner, executor, goal, context, options)
         if on_event is None:
-            ref = await self.start_planning(planner, executor, goal, context, options)
-            return await self.await_planning(ref)
-        stream = await self.open_planning_events()
-
-        async def pump() -> None:
-            async for event in stream:
-                outcome = on_event(event)
-                if inspect.isawaitable(outcome):
-                    await outcome
-
-        reader = asyncio.create_task(pump(), name="planning-events")
-        try:
-            ref = await self.start_planning(
-                planner, executor, goal, context, options, events=stream
-            )
-            result = await self.await_planning(ref)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reader), REQUEST_SLACK_S)
-        finally:
-            if not reader.done():
-                reader.cancel()
-            await asyncio.wait([reader])
-            await stream.aclose()
-        failure = None if reader.cancelled() else reader.exception()
-        if failure is not None and not isinstance(failure, PhloemError):
-            raise failure
-        return result
+            return await self.await_planning(started.ref)
+        return await self.follow_planning(started, on_event=on_event)

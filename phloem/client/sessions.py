@@ -16,12 +16,14 @@ run belongs to this client: closing the client cancels it, as `session_cancel` d
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from phloem.client.base import AsyncClientBase, ClientBase
+from phloem.client.runs import Followed, afollow_run, follow_run
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 
@@ -35,11 +37,11 @@ if TYPE_CHECKING:
     )
     from phloem.actors.sessions.results import AskResult
     from phloem.agents.events import Event
-    from phloem.instructions.protocol import ConfirmRequest
+    from phloem.protocols.runs import ConfirmRequest, RunEvent
 
-# The sessions service's messages carry the engine's `Event` and the harness's
-# `AskResult`: they are imported by the methods that use them, so that
-# `import phloem.client` (every CLI command) does not load the agent engine.
+# The sessions service's messages carry the engine's `Event` and the turn's `AskResult`:
+# they are imported by the methods that use them, so that `import phloem.client` (every
+# CLI command) does not load the agent engine.
 
 SERVICE = "sessions/service"
 DEFAULT_EVENT_WINDOW = CreditWindow(64, 4 * 1024 * 1024)
@@ -54,16 +56,17 @@ def _new(agent: str | None, workdir: str | None, session_id: str | None) -> NewS
     return NewSession(agent, workdir, session_id)
 
 
-def _item(item: Any, started: SessionRunStarted) -> Event | AskResult | ConfirmRequest:
-    from phloem.actors.sessions.protocol import SessionRunEvent
-    from phloem.instructions.protocol import ConfirmRequest
+def _result(followed: Followed) -> AskResult:
+    """The turn's `AskResult` from its stream (a warning added if events were missed)."""
+    result: AskResult = followed.result()
+    missed = followed.warnings()
+    return (
+        msgspec.structs.replace(result, warnings=[*result.warnings, *missed]) if missed else result
+    )
 
-    if isinstance(item, ConfirmRequest):
-        return item
-    if isinstance(item, SessionRunEvent):
-        return item.event
-    result: AskResult = item.result
-    return result
+
+def _events(on_event: Callable[[Event], Any] | None) -> Callable[[RunEvent[Any]], Any] | None:
+    return None if on_event is None else (lambda item: on_event(item.data))
 
 
 def _run_request(
@@ -76,15 +79,6 @@ def _run_request(
             raise TypeError(f"{what} must be a list of tool names, not a str")
     allow = None if tools_allow is None else list(tools_allow)
     return RunSession(session_id, prompt, tools_allow=allow, tools_deny=list(tools_deny))
-
-
-def _ended(err: PhloemError, started: SessionRunStarted) -> PhloemError:
-    if err.kind != ErrorKind.CLOSED:
-        return err
-    return PhloemError(
-        ErrorKind.RUN_INCOMPLETE,
-        f"the run of session {started.session_id} ended without its result",
-    )
 
 
 def _timed_out(started: SessionRunStarted, timeout: float) -> PhloemError:
@@ -221,40 +215,30 @@ class SessionClientMethods(ClientBase):
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
+        """Follow a started turn to its `AskResult`; past `timeout` (default
+        `DEFAULT_TURN_TIMEOUT_S`) the run is cancelled and `timeout` raised."""
         from phloem.actors.sessions.protocol import SessionStreamItem
-        from phloem.actors.sessions.results import AskResult
-        from phloem.instructions.protocol import ConfirmRequest
 
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        stream = self.subscribe(
-            started.stream, window or DEFAULT_EVENT_WINDOW, event_type=SessionStreamItem
-        )
-        with stream:
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    if remaining <= 0:
-                        raise PhloemError(ErrorKind.TIMEOUT, "turn deadline passed")
-                    got = _item(stream.recv(remaining), started)
-                except PhloemError as err:
-                    if err.kind == ErrorKind.TIMEOUT:
-                        self.session_cancel(started.session_id, timeout=CANCEL_TIMEOUT_S)
-                        raise _timed_out(started, limit) from None
-                    raise _ended(err, started) from None
-                if isinstance(got, AskResult):
-                    return got
-                if isinstance(got, ConfirmRequest):
-                    if on_confirm is not None:
-                        approve = bool(on_confirm(got))
-                        try:
-                            self.session_confirm(started.session_id, got.call_id, approve)
-                        except PhloemError as err:
-                            if err.kind != ErrorKind.UNKNOWN_CALL:  # too late: dropped
-                                raise
-                    continue
-                if on_event is not None:
-                    on_event(got)
+        sid = started.session_id
+        try:
+            followed = follow_run(
+                self,
+                started.stream,
+                SessionStreamItem,
+                what=f"the run of session {sid}",
+                on_event=_events(on_event),
+                on_confirm=on_confirm,
+                answer=lambda call_id, approve: self.session_confirm(sid, call_id, approve),
+                window=window or DEFAULT_EVENT_WINDOW,
+                deadline=time.monotonic() + limit,
+            )
+        except PhloemError as err:
+            if err.kind != ErrorKind.TIMEOUT:
+                raise
+            self.session_cancel(sid, timeout=CANCEL_TIMEOUT_S)
+            raise _timed_out(started, limit) from None
+        return _result(followed)
 
 
 class AsyncSessionMethods(AsyncClientBase):
@@ -378,42 +362,28 @@ class AsyncSessionMethods(AsyncClientBase):
         window: CreditWindow | None = None,
     ) -> AskResult:
         from phloem.actors.sessions.protocol import SessionStreamItem
-        from phloem.actors.sessions.results import AskResult
-        from phloem.instructions.protocol import ConfirmRequest
 
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        stream = await self.subscribe(
-            started.stream, window or DEFAULT_EVENT_WINDOW, event_type=SessionStreamItem
-        )
-        async with stream:
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    if remaining <= 0:
-                        raise PhloemError(ErrorKind.TIMEOUT, "turn deadline passed")
-                    got = _item(await stream.recv(remaining), started)
-                except PhloemError as err:
-                    if err.kind == ErrorKind.TIMEOUT:
-                        await self.session_cancel(started.session_id, timeout=CANCEL_TIMEOUT_S)
-                        raise _timed_out(started, limit) from None
-                    raise _ended(err, started) from None
-                if isinstance(got, AskResult):
-                    return got
-                if isinstance(got, ConfirmRequest):
-                    if on_confirm is not None:
-                        answer = on_confirm(got)
-                        if inspect.isawaitable(answer):
-                            answer = await answer
-                        try:
-                            await self.session_confirm(
-                                started.session_id, got.call_id, bool(answer)
-                            )
-                        except PhloemError as err:
-                            if err.kind != ErrorKind.UNKNOWN_CALL:
-                                raise
-                    continue
-                if on_event is not None:
-                    outcome = on_event(got)
-                    if inspect.isawaitable(outcome):
-                        await outcome
+        sid = started.session_id
+
+        async def answer(call_id: str, approve: bool) -> None:
+            await self.session_confirm(sid, call_id, approve)
+
+        try:
+            followed = await afollow_run(
+                self,
+                started.stream,
+                SessionStreamItem,
+                what=f"the run of session {sid}",
+                on_event=_events(on_event),
+                on_confirm=on_confirm,
+                answer=answer,
+                window=window or DEFAULT_EVENT_WINDOW,
+                deadline=time.monotonic() + limit,
+            )
+        except PhloemError as err:
+            if err.kind != ErrorKind.TIMEOUT:
+                raise
+            await self.session_cancel(sid, timeout=CANCEL_TIMEOUT_S)
+            raise _timed_out(started, limit) from None
+        return _result(followed)

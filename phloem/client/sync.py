@@ -23,6 +23,7 @@ from phloem.client.mcp import McpClientMethods
 from phloem.client.planning import PlanningMethods
 from phloem.client.plugins import PluginMethods
 from phloem.client.protocol import DEFAULT_CONNECT_TIMEOUT_S
+from phloem.client.runs import RunsClientMethods
 from phloem.client.sessions import SessionClientMethods
 from phloem.client.socket import SocketTransport
 from phloem.client.telemetry import TelemetryMethods
@@ -35,6 +36,7 @@ class Client(
     LiveMethods,
     McpClientMethods,
     PlanningMethods,
+    RunsClientMethods,
     SessionClientMethods,
     PluginMethods,
     TelemetryMethods,

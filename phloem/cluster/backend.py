@@ -86,16 +86,22 @@ class RayLauncher(Launcher):
         self.pool = pool
 
     def launch(
-        self, target: ProcessTarget, *, name: str, limits: Limits | None, ready_timeout: float
+        self,
+        target: ProcessTarget,
+        *,
+        name: str,
+        limits: Limits | None,
+        ready_timeout: float,
+        title: str | None = None,
     ) -> RemoteCall:
         blob = encode_job(target, name)
         worker = self.pool.lease(name, min(ready_timeout, self.backend.config.ready_timeout_s))
-        call = RemoteCall(name, worker, self.pool)
+        call = RemoteCall(name, worker, self.pool, limits.rss_cap if limits else None)
         caps = dataclasses.asdict(limits) if limits is not None else {}
         self.pool.track(call)
         try:
             ref = worker.actor.call.remote(
-                call.token, blob, caps, self.backend.allowed_modules(), ready_timeout
+                call.token, blob, caps, self.backend.allowed_modules(), ready_timeout, title
             )
         except Exception as exc:
             self.pool.discard(worker)

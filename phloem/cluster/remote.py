@@ -28,13 +28,16 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import math
 import pickle
 import threading
+import time
 import types
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from phloem.cluster.worker import CONTROL_GROUP
 from phloem.supervision._child import serve_call
 from phloem.supervision.channel import ChannelClosed, ChannelTimeout
 from phloem.supervision.childwire import MAX_PAYLOAD_BYTES
@@ -52,6 +55,8 @@ STOP_WAIT_S = 5.0
 """How long `stop` waits for a killed call's exit to be recorded."""
 KILL_WAIT_S = 10.0
 """How long a kill waits for Ray to report the worker dead (its call's object fails)."""
+USAGE_INTERVAL_S = 1.0
+"""Least time between two questions to a worker about a call's pid and memory."""
 
 _tokens = itertools.count(1)
 
@@ -98,14 +103,24 @@ class _ByName(pickle.Pickler):
 
 
 class RemoteCall(CallChild):
-    """One call on a leased worker (see the module docstring)."""
+    """One call on a leased worker (see the module docstring).
 
-    def __init__(self, name: str, worker: Worker, pool: WorkerPool) -> None:
+    In the tree it shows its node and, once its worker has said (`worker.usage`, asked
+    when a snapshot reads it, at most every `USAGE_INTERVAL_S`, never waited for), the
+    pid and resident memory of the process running it there; until then its worker's
+    pid. `rss_cap` is the call's cap on that process's tree."""
+
+    def __init__(
+        self, name: str, worker: Worker, pool: WorkerPool, rss_cap: int | None = None
+    ) -> None:
         super().__init__(name)
         self.worker = worker
         self.pool = pool
         self.pid = worker.pid
         self.node = worker.node
+        self.rss_cap = rss_cap
+        self._usage: tuple[int, int | None] | None = None  # the worker's last reading
+        self._usage_asked = -math.inf  # when it was last asked (monotonic)
         self.token = next(_tokens)  # names this call to its worker's `cancel`
         self._lock = threading.Lock()
         self._answered = threading.Event()
@@ -204,7 +219,33 @@ class RemoteCall(CallChild):
                 future.exception(KILL_WAIT_S)
 
     def stats(self) -> HandleStats:
-        return HandleStats(pid=self.pid, node=self.node)
+        self._ask_usage()
+        pid, rss = self._usage or (self.pid, None)
+        return HandleStats(pid=pid, rss_bytes=rss, rss_cap_bytes=self.rss_cap, node=self.node)
+
+    def _ask_usage(self) -> None:
+        """Ask the worker for the call's pid and memory, if it is time (see the class
+        docstring); the answer lands in `_usage` when it comes."""
+        now = time.monotonic()
+        with self._lock:
+            if self._settled or self._killing or now - self._usage_asked < USAGE_INTERVAL_S:
+                return
+            self._usage_asked = now
+        try:
+            ref = self.worker.actor.usage.options(concurrency_group=CONTROL_GROUP).remote(
+                self.token
+            )
+        except Exception:  # a worker already gone: its call ends through its object
+            return
+        ref.future().add_done_callback(self._on_usage)
+
+    def _on_usage(self, future: Any) -> None:
+        with contextlib.suppress(BaseException):  # no reading: keep the last one
+            reading = future.result()
+            if isinstance(reading, tuple | list) and len(reading) == 2:
+                pid, rss = reading
+                if isinstance(pid, int) and (rss is None or isinstance(rss, int)):
+                    self._usage = (pid, rss)
 
     def __repr__(self) -> str:
         return f"<RemoteCall {self.name!r} pid {self.pid} on {self.node} {self.state.value}>"

@@ -126,9 +126,11 @@ class RemoteWorker:
         limits: dict[str, Any],
         allowed_modules: list[str],
         ready_s: float,
+        title: str | None = None,
     ) -> Answer:
         """Run one call (`token` names it for `cancel`) in a process child of this node
-        that must start within `ready_s` seconds (see the module docstring)."""
+        that must start within `ready_s` seconds, titled `title` (the daemon's name for
+        it, `owners.title`; see the module docstring)."""
         from phloem.supervision.childcall import CallControl
         from phloem.supervision.process import READY_TIMEOUT_RANGE
         from phloem.supervision.spec import Limits
@@ -146,20 +148,29 @@ class RemoteWorker:
         if cancelled:  # the cancel overtook the call
             control.cancel()
         try:
-            return self._run(token, job, caps, min(hi, max(lo, float(ready_s))), control)
+            ready = min(hi, max(lo, float(ready_s)))
+            return self._run(token, job, caps, ready, control, title)
         finally:
             with self._lock:
                 self._token, self._control, self._handle = None, None, None
 
     def _run(
-        self, token: int, job: Any, caps: Limits, ready: float, control: CallControl
+        self,
+        token: int,
+        job: Any,
+        caps: Limits,
+        ready: float,
+        control: CallControl,
+        title: str | None,
     ) -> Answer:
         from phloem.supervision.childcall import ChildCallError, call_in_child
         from phloem.supervision.process import start_process
         from phloem.supervision.spec import ProcessTarget
 
         def start(target: ProcessTarget, _default: float) -> ChildHandle:
-            return start_process(target, name="remote-call", limits=caps, ready_timeout=ready)
+            return start_process(
+                target, name="remote-call", limits=caps, ready_timeout=ready, title=title
+            )
 
         match job:
             case ("call", fn, arg) if callable(fn):
@@ -178,6 +189,7 @@ class RemoteWorker:
                         name="remote-target",
                         limits=caps,
                         ready_timeout=ready,
+                        title=title,
                     )
                 except Exception as exc:
                     return _refused(exc)
@@ -203,6 +215,24 @@ class RemoteWorker:
             handle.wait(wait_s)
         elif control is not None:
             control.cancel(wait_s)
+
+    def usage(self, token: int) -> tuple[int, int | None] | None:
+        """(pid, resident bytes) of the process running call `token` on this node, for
+        the daemon's tree; None when that call is not running. Runs in the `control`
+        group, beside the call."""
+        import psutil
+
+        with self._lock:
+            if token != self._token:
+                return None
+            control, handle = self._control, self._handle
+        pid = handle.stats().pid if handle is not None else control.pid if control else None
+        if not pid:
+            return None
+        try:
+            return pid, psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            return pid, None
 
     def check(self, modules: list[str]) -> dict[str, str]:
         """Import each module; `""` for one that imports, else why not (`cluster check`)."""

@@ -71,6 +71,11 @@ MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, kept from then 
 _M_MMAP_THRESHOLD = -3  # mallopt parameter numbers, from glibc's malloc.h
 
 
+DAEMON_TITLE = "phloem: daemon"
+"""What `ps` calls the daemon's process (`phloem daemon` sets it; an embedding host keeps
+its own); its process children have titles of their own (`supervision.owners`)."""
+
+
 def configure_logging(cfg: LoggingConfig, stream: TextIO | None = None) -> None:
     """structlog to `stream` (stderr): JSON lines, or console for humans."""
     logs.configure_logging(cfg.level, cfg.format, stream)

@@ -40,9 +40,6 @@ if TYPE_CHECKING:
         ToolPolicyInterceptor as ToolPolicyInterceptor,
         TurnPolicy as TurnPolicy,
     )
-    from phloem.instructions.protocol import (
-        ConfirmRequest as ConfirmRequest,
-    )
     from phloem.instructions.settings import (
         ForeignConfig as ForeignConfig,
         InstructionsConfig as InstructionsConfig,
@@ -58,7 +55,6 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
-    "ConfirmRequest": "phloem.instructions.protocol",
     "ConfirmationInterceptor": "phloem.instructions.confirm",
     "Document": "phloem.instructions.documents",
     "ForeignConfig": "phloem.instructions.settings",

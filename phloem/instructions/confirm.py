@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from phloem.base.logs import get_logger
-from phloem.instructions.protocol import ConfirmRequest
 from phloem.models.interceptors import JSON, CallInfo, Interceptor, ToolCall
 from phloem.protocols.limits import check_range
+from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.secrets import prune_secrets, redact_value
 
 __all__ = [

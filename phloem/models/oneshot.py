@@ -51,6 +51,7 @@ from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.limits import check_range
 from phloem.protocols.model import Model, ModelError
 from phloem.protocols.openai_chat import INVALID_ARGUMENTS_KEY
+from phloem.supervision.owners import carry
 from phloem.tools.contract import (
     JSON,
     Tool,
@@ -325,8 +326,9 @@ class _Run:
         if not self.parallel or len(calls) == 1:
             outcomes = [self.run_tool(c) for c in calls]
         else:
+            run_tool = carry(self.run_tool)  # a command a tool starts is the run's child
             with ThreadPoolExecutor(max_workers=min(len(calls), MAX_PARALLEL_TOOLS)) as pool:
-                futures = [pool.submit(self.run_tool, c) for c in calls]
+                futures = [pool.submit(run_tool, c) for c in calls]
                 outcomes = []
                 first_stop: _Stop | None = None
                 for future in futures:  # response order, whatever the finishing order

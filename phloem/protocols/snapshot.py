@@ -11,8 +11,11 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     """One supervisor or child.
 
     `kind` is `supervisor` or `worker`; `type` is `supervisor`, `actor` or `process`;
-    `pid` is set for process children (a remote one's is its worker's pid on `node`),
-    `thread` for actors and supervisors. A process
+    `pid` is set for process children (a remote one's is the pid of the process running
+    it on `node`, its worker's until the worker has said), `thread` for actors and
+    supervisors. `children` are a supervisor's children, then
+    the process children started for the node's work (`owners`; at most
+    `MAX_LISTED_PROCESSES`, the rest counted in `unlisted_processes`). A process
     child with a memory cap also has `rss_cap_bytes` (the cap on its whole tree's summed
     RSS, enforced by the RSS watchdog) and the watchdog's latest reading of that tree
     (`tree_rss_bytes`, `tree_processes`).
@@ -35,6 +38,7 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     tree_rss_bytes: int | None = None
     tree_processes: int | None = None
     node: str | None = None  # a remote process child's cluster node (`ip/node-id`)
+    unlisted_processes: int = 0  # attached process children past MAX_LISTED_PROCESSES
 
 
 class TreeSnapshot(msgspec.Struct, frozen=True):

@@ -30,6 +30,7 @@ import socket
 import time
 
 import msgspec
+import setproctitle
 
 from phloem.protocols import framing
 from phloem.supervision._child import RECV_BYTES, fresh_child, idle_child, libc
@@ -60,6 +61,8 @@ requests is served before the server spends time forking."""
 REFILL_RETRY_S = 1.0
 """Wait before trying again when forking an idle child failed."""
 _PR_SET_CHILD_SUBREAPER = 36
+SERVER_TITLE = "phloem: fork server"
+"""What `ps` calls the server (its children take their own titles, `owners`)."""
 
 
 class _Server:
@@ -254,6 +257,7 @@ def _ignore_signal(signum: int, frame: object) -> None:
 def serve(ctl_fd: int, preload: list[str]) -> None:
     """Run the fork server on the socket `ctl_fd` until the daemon closes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the daemon, which decides
+    setproctitle.setproctitle(SERVER_TITLE)
     ctl = socket.socket(fileno=ctl_fd)
     ctl.setblocking(True)
     server = _Server(ctl)

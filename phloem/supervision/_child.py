@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import msgspec
+import setproctitle
 
 from phloem.protocols import framing
 from phloem.protocols.secrets import MAX_MESSAGE_CHARS, redact
@@ -35,6 +36,8 @@ from phloem.supervision.childwire import (
     HEAP_RECORD,
     MARKER_ENV,
     MAX_CONTROL_FRAME_BYTES,
+    MAX_REPORTED_SPAWNS,
+    MAX_SPAWN_NAME_CHARS,
     STATUS_FD,
     CommandStart,
     Exec,
@@ -42,6 +45,7 @@ from phloem.supervision.childwire import (
     Raised,
     Ready,
     Spawn,
+    Spawned,
     StartFailed,
     StatusRecord,
     encode,
@@ -50,6 +54,11 @@ from phloem.supervision.childwire import (
 CPU_KILL_GRACE_S = 1
 """Seconds between RLIMIT_CPU's soft limit (SIGXCPU) and its hard limit (SIGKILL)."""
 RECV_BYTES = 64 * 1024
+IDLE_TITLE = "phloem: fork server (idle child)"
+"""What `ps` calls a child forked ahead of time, until it is given its work."""
+
+_specialized = False  # this process is a child `_specialize` made (its fd 3 is ours)
+_spawns_reported = 0
 
 _PR_SET_PDEATHSIG = 1
 libc = ctypes.CDLL(None, use_errno=True)  # loaded once, in the fork server
@@ -68,6 +77,7 @@ def idle_child(sock_fd: int, zygote_pid: int) -> NoReturn:
     """A child forked ahead of time: prepare, wait for a request (and its fds), become it."""
     try:
         _prepare(zygote_pid)
+        setproctitle.setproctitle(IDLE_TITLE)
         os.closerange(3, sock_fd)
         os.closerange(sock_fd + 1, 2**31 - 1)
         sock = socket.socket(fileno=sock_fd)
@@ -93,6 +103,17 @@ def serve_call(channel: Any, fn: Callable[[Any], Any], arg: Any) -> None:
 
     An exception ends the child (reported as the target's, like any other)."""
     channel.send(fn(arg))
+
+
+def report_spawned(pid: int, name: str) -> None:
+    """Tell the daemon that this child started program `pid` (a bridge's server), so the
+    tree lists it under the child with its own pid and memory. At most
+    `MAX_REPORTED_SPAWNS` per child; a no-op outside a process child."""
+    global _spawns_reported
+    if not _specialized or _spawns_reported >= MAX_REPORTED_SPAWNS:
+        return
+    _spawns_reported += 1
+    _report(Spawned(pid, name[:MAX_SPAWN_NAME_CHARS]))
 
 
 # --- setup before user code -------------------------------------------------------------
@@ -150,7 +171,9 @@ def _apply_limits(
 
 def _specialize(req: Spawn, fds: list[int]) -> NoReturn:
     """Only our fds, the marker, the rlimits — then the target or the command."""
+    global _specialized
     _keep_only(fds[0], fds[1] if len(fds) > 1 else None)
+    _specialized = True
     if req.env is not None:
         os.environ.clear()
         os.environ.update(req.env)
@@ -160,7 +183,9 @@ def _specialize(req: Spawn, fds: list[int]) -> NoReturn:
     except (ValueError, OSError) as exc:
         _fail_start(exc)
     if isinstance(req.start, CommandStart):
-        _exec_command(req.start)
+        _exec_command(req.start)  # a command keeps its own command line
+    if req.title:
+        setproctitle.setproctitle(req.title)
     _run_target(req.start.pickled, req.start.sys_path)
 
 

@@ -34,6 +34,7 @@ from phloem.supervision.handle import (
     HandleKind,
     HandleStats,
 )
+from phloem.supervision.owners import set_current_owner
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.threadpark import run_parked
 
@@ -70,11 +71,16 @@ class Actor(pykka.ThreadingActor):
       with `backpressure` instead of queueing without bound.
     - `message_type`: a msgspec type; raw `bytes` (msgpack) or mappings sent with
       `ActorHandle.ask_raw` are decoded against it before they are queued.
+    - `owns_work`: process children started on its thread are attached to it
+      (`owners`); False for supervisors.
     """
 
     use_daemon_thread: ClassVar[bool] = True
     max_inbox: ClassVar[int] = DEFAULT_MAX_INBOX
     message_type: ClassVar[Any] = None
+    # Process children its thread starts are listed under it in the tree (`owners`);
+    # a supervisor lists the children of its specs instead.
+    owns_work: ClassVar[bool] = True
 
     _phloem_handle: ActorHandle | None = None
 
@@ -117,6 +123,9 @@ class Actor(pykka.ThreadingActor):
                 handle._started.set()
 
     def _actor_loop(self) -> None:
+        # The loop runs in a fresh context (`threadpark`): the owner ends with it.
+        if self.owns_work:
+            set_current_owner(self._phloem_handle)
         try:
             super()._actor_loop()
         finally:
@@ -155,7 +164,6 @@ class ActorHandle(ChildHandle):
         super().__init__(name)
         self._started = threading.Event()
         self._start_failed = False
-        self._parent: ChildHandle | None = None  # the supervisor that started it, if any
         self._failure: BaseException | None = None
         self._stop_requested = False
         self._killed = False

@@ -21,6 +21,9 @@ kinds. By default the child is started with `start_process`; `launcher=` starts 
 through a cluster backend instead (`spec.Launcher`: the same call, the same failure kinds,
 on a remote worker); `start=` lets a caller start it some other way, e.g. as a temporary
 child of a supervisor (wrapping the target in a `RemoteTarget` when it has a launcher).
+A child started here (locally or through a launcher) is attached to the calling thread's
+owner (`owners`): `phloem tree` lists it under that actor while it runs, titled
+`phloem: <owner's path> <name>`.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.supervision._child import serve_call
 from phloem.supervision.channel import ChannelError, ChannelTimeout
 from phloem.supervision.handle import CallChild, ChildHandle, ChildStartError
+from phloem.supervision.owners import attach_to_owner, child_title
 from phloem.supervision.process import READY_TIMEOUT_RANGE, start_process
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Launcher, Limits, ProcessTarget
@@ -258,8 +262,13 @@ def _finish(
 def _launch(launcher: Launcher, name: str, limits: Limits | None) -> Starter:
     def start(target: ProcessTarget, ready_timeout: float) -> ChildHandle:
         handle: ChildHandle = launcher.launch(
-            target, name=name, limits=limits, ready_timeout=ready_timeout
+            target,
+            name=name,
+            limits=limits,
+            ready_timeout=ready_timeout,
+            title=child_title(name),
         )
+        attach_to_owner(handle)  # as `start_process` attaches a local one
         return handle
 
     return start

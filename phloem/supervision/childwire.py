@@ -9,8 +9,9 @@ msgpack and decoded with a typed decoder on the other side:
   fork server → daemon: `Idle`, `Started`, `SpawnFailed`, `Exited`, `Notice`;
 - the status pipe (fd `STATUS_FD`), child → daemon: `Ready` (target loaded, about to
   run), `Exec` (about to exec), `StartFailed`, `Raised` (the target raised; message
-  redacted) and `HeapExceeded` (out of memory — pre-encoded as `HEAP_RECORD`, so that
-  reporting it allocates nothing). The pipe is close-on-exec, so for a command
+  redacted), `HeapExceeded` (out of memory — pre-encoded as `HEAP_RECORD`, so that
+  reporting it allocates nothing) and `Spawned` (the target started a program of its
+  own, listed under the child in the tree). The pipe is close-on-exec, so for a command
   end-of-file without a `StartFailed` means the exec succeeded.
 
 Lean on purpose: the fork server and every child import it (msgspec and framing only).
@@ -31,6 +32,11 @@ MAX_CONTROL_FRAME_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 MAX_STATUS_BYTES = 64 * 1024
 """Most status-pipe bytes read from one child, and so its largest record (records are a
 few hundred bytes: messages are capped at `protocols.secrets.MAX_MESSAGE_CHARS`)."""
+
+MAX_REPORTED_SPAWNS = 8
+"""Programs one child may report it started (`Spawned`); later reports are ignored."""
+MAX_SPAWN_NAME_CHARS = 64
+"""Longest name of a reported program (cut beyond)."""
 
 STATUS_FD = 3
 CHANNEL_FD = 4
@@ -70,6 +76,7 @@ class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
     max_cpu_seconds: int | None
     nfds: int  # the status pipe's write end, then the channel's child end if any
     env: dict[str, str] | None = None  # the daemon's environment, if it changed since
+    title: str | None = None  # the process title of a target's child (`owners.title`)
 
 
 class Started(msgspec.Struct, frozen=True, tag="started"):
@@ -147,7 +154,15 @@ class HeapExceeded(msgspec.Struct, frozen=True, tag="heap"):
     error_type: str = "MemoryError"
 
 
-StatusRecord = Ready | Exec | StartFailed | Raised | HeapExceeded
+class Spawned(msgspec.Struct, frozen=True, tag="spawned"):
+    """The target started a program of its own (a stdio bridge's server): its pid and a
+    name for the tree (at most `MAX_REPORTED_SPAWNS` per child are listed)."""
+
+    pid: int
+    name: str
+
+
+StatusRecord = Ready | Exec | StartFailed | Raised | HeapExceeded | Spawned
 
 _encoder = msgspec.msgpack.Encoder()
 

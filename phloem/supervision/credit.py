@@ -21,6 +21,12 @@ Decisions worth knowing:
 - `publish` never blocks (it queues or detaches); `send` waits up to a timeout until every
   subscriber can take the item without overflowing, for producers that prefer to slow
   down over losing a consumer.
+- A stream made with `retain_messages` / `retain_bytes` keeps what it carries until its
+  first subscriber arrives (a run that starts before its owner subscribes): at most that
+  many items and bytes, the oldest dropped first and counted (the newest is always kept).
+  The first subscriber gets them, after `missed(count)` when some were dropped — also
+  from a stream already closed normally, which it then leaves once they are delivered.
+  Later subscribers get only what is published after they arrive.
 
 `CreditReceiver` is the in-process pull side (embedded users, tests): `recv(timeout)`
 returns the next item and acks for you (lazily, in batches, always before it waits), or
@@ -58,6 +64,9 @@ PENDING_BYTES_RANGE = (0, 4 * 1024 * 1024 * 1024)
 
 DEFAULT_MAX_SUBSCRIBERS = 1_024
 MAX_SUBSCRIBERS_RANGE = (1, 100_000)
+
+RETAIN_MESSAGES_RANGE = (0, 1_000_000)
+RETAIN_BYTES_RANGE = (0, 1024 * 1024 * 1024)
 
 
 class CreditUsage(msgspec.Struct, frozen=True):
@@ -173,6 +182,9 @@ class CreditStream(Generic[T]):
         max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
         max_pending_messages: int = DEFAULT_PENDING_MESSAGES,
         max_pending_bytes: int = DEFAULT_PENDING_BYTES,
+        retain_messages: int = 0,
+        retain_bytes: int = 0,
+        missed: Callable[[int], T] | None = None,
     ) -> None:
         self.name = name
         self._size_of = size_of
@@ -195,6 +207,17 @@ class CreditStream(Generic[T]):
         self._closed: ExitReason | None = None
         self._detached_total = 0
         self._room_waiters = 0  # producers waiting in `send` / `wait_for_subscribers`
+        # Kept for the first subscriber (None: not retaining, or handed over already).
+        self.retain_messages = check_range(
+            "retain_messages", retain_messages, *RETAIN_MESSAGES_RANGE
+        )
+        self.retain_bytes = check_range("retain_bytes", retain_bytes, *RETAIN_BYTES_RANGE)
+        self._retained: collections.deque[tuple[Any, int]] | None = (
+            collections.deque() if retain_messages > 0 else None
+        )
+        self._retained_bytes = 0
+        self._missed = missed
+        self.missed_count = 0  # retained items dropped before the first subscriber came
 
     # -- subscribing ---------------------------------------------------------------------
 
@@ -219,8 +242,9 @@ class CreditStream(Generic[T]):
             max_pending_bytes = self.max_pending_bytes
         check_range("max_pending_messages", max_pending_messages, *PENDING_MESSAGES_RANGE)
         check_range("max_pending_bytes", max_pending_bytes, *PENDING_BYTES_RANGE)
+        post: _Post = []
         with self._lock:
-            if self._closed is not None:
+            if self._closed is not None and not self.unread:
                 raise PhloemError("closed", f"stream {self.name!r} is closed")
             if len(self._subs) >= self.max_subscribers:
                 raise PhloemError(
@@ -238,7 +262,10 @@ class CreditStream(Generic[T]):
                 max_pending_bytes=max_pending_bytes,
             )
             self._subs[sub.id] = sub
+            if self._retained is not None:
+                self._hand_over(sub, post)
             self._room.notify_all()
+        _run(post)
         hook = self.on_subscribe
         if hook is not None:
             try:
@@ -293,6 +320,7 @@ class CreditStream(Generic[T]):
             for sub in list(self._subs.values()):
                 if self._offer(sub, item, size, post):
                     count += 1
+            self._retain(item, size)
         _run(post)
         return count
 
@@ -322,6 +350,7 @@ class CreditStream(Generic[T]):
                     for sub in list(self._subs.values()):
                         if self._offer(sub, item, size, post):
                             count += 1
+                    self._retain(item, size)
                     break
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -403,6 +432,29 @@ class CreditStream(Generic[T]):
     def closed(self) -> bool:
         return self._closed is not None
 
+    @property
+    def retaining(self) -> bool:
+        """Whether items are being kept for a first subscriber that has not come yet."""
+        return self._retained is not None
+
+    @property
+    def unread(self) -> bool:
+        """Closed normally with items kept for a first subscriber that has not come yet."""
+        closed = self._closed
+        return self._retained is not None and closed is not None and closed.kind is ExitKind.NORMAL
+
+    def retained(self) -> int:
+        """Items kept for the first subscriber (0 once one came)."""
+        with self._lock:
+            return len(self._retained) if self._retained is not None else 0
+
+    def drop_retained(self) -> int:
+        """Stop keeping items for a first subscriber (nobody will come); how many went."""
+        with self._lock:
+            kept, self._retained = self._retained, None
+            self._retained_bytes = 0
+            return len(kept) if kept is not None else 0
+
     def subscriber_count(self) -> int:
         with self._lock:
             return len(self._subs)
@@ -467,6 +519,40 @@ class CreditStream(Generic[T]):
         sub._pending.append((item, size))
         sub._pending_bytes += size
         return True
+
+    def _retain(self, item: Any, size: int) -> None:
+        """Keep `item` for the first subscriber, within the retain bounds (oldest go first;
+        the newest always stays)."""
+        kept = self._retained
+        if kept is None:
+            return
+        kept.append((item, size))
+        self._retained_bytes += size
+        while len(kept) > 1 and (
+            len(kept) > self.retain_messages or self._retained_bytes > self.retain_bytes
+        ):
+            _, dropped = kept.popleft()
+            self._retained_bytes -= dropped
+            self.missed_count += 1
+
+    def _hand_over(self, sub: Subscription, post: _Post) -> None:
+        """Give the first subscriber what was kept for it (`missed(count)` first), past its
+        pending bound (the retain bounds hold it), then deliver what its credit allows."""
+        kept, self._retained = self._retained, None
+        self._retained_bytes = 0
+        assert kept is not None
+        if self.missed_count and self._missed is not None:
+            gap = self._missed(self.missed_count)
+            kept.appendleft((gap, self._size_of(gap)))
+        for item, size in kept:
+            if size > sub.window.bytes:
+                self._detach(sub, _too_large(size, sub.window), post)
+                return
+            sub._pending.append((item, size))
+            sub._pending_bytes += size
+        if self._closed is not None:
+            sub.closing = self._closed
+        self._drain(sub, post)
 
     def _deliver(self, sub: Subscription, item: Any, size: int, post: _Post) -> bool:
         sub.in_flight_messages += 1

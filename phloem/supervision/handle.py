@@ -80,6 +80,8 @@ class ChildHandle(abc.ABC):
         self._state = ChildState.STARTING
         self._forced: ExitReason | None = None
         self._callback_thread: int | None = None
+        self._parent: ChildHandle | None = None  # the supervisor that started it, if any
+        self._attached: dict[str, ChildHandle] = {}  # live process children of its work
 
     # -- state ---------------------------------------------------------------------------
 
@@ -137,6 +139,26 @@ class ChildHandle(abc.ABC):
                 log.exception("exit_callback_failed", handle=self.handle_id)
         self._exited.set()
         return True
+
+    # -- process children of its work (`owners`) ----------------------------------------
+
+    def attach(self, child: ChildHandle) -> None:
+        """List `child`, a process child started for this one's work, under it (in
+        `attached()` and the snapshot) until the child ends."""
+        key = child.handle_id
+        with self._exit_lock:
+            self._attached[key] = child
+
+        def detach(_reason: ExitReason) -> None:
+            with self._exit_lock:
+                self._attached.pop(key, None)
+
+        child.add_exit_callback(detach)  # at once if it has ended already
+
+    def attached(self) -> list[ChildHandle]:
+        """The live process children attached to this one, oldest first."""
+        with self._exit_lock:
+            return list(self._attached.values())
 
     # -- control -------------------------------------------------------------------------
 

@@ -51,13 +51,28 @@ from phloem.base.logs import get_logger
 from phloem.protocols.limits import check_range
 from phloem.protocols.secrets import redact
 from phloem.supervision.channel import Channel, ChannelError
-from phloem.supervision.childwire import MAX_PAYLOAD_BYTES, CommandStart, Spawn, TargetStart
+from phloem.supervision.childwire import (
+    MAX_PAYLOAD_BYTES,
+    MAX_REPORTED_SPAWNS,
+    CommandStart,
+    Spawn,
+    Spawned,
+    TargetStart,
+)
 from phloem.supervision.forkserver import ForkServer, ForkServerLost, get_server
-from phloem.supervision.handle import CallChild, ChildStartError, ChildState, HandleStats
+from phloem.supervision.handle import (
+    CallChild,
+    ChildHandle,
+    ChildStartError,
+    ChildState,
+    HandleStats,
+)
 from phloem.supervision.leftovers import kill_procs, outside_group, sweep, wait_gone
 from phloem.supervision.notifier import ExitNotifier
+from phloem.supervision.owners import attach_to_owner, child_title
 from phloem.supervision.proctree import freeze_tree, kill_all
 from phloem.supervision.reasons import ExitKind, ExitReason
+from phloem.supervision.reported import ReportedProcess
 from phloem.supervision.spec import Command, Limits, ProcessTarget
 from phloem.supervision.status import ChildStatus, exit_reason, with_wait_status
 from phloem.supervision.watchdog import RssWatchdog
@@ -88,8 +103,13 @@ def start_process(
     name: str,
     limits: Limits | None = None,
     ready_timeout: float = 10.0,
+    title: str | None = None,
 ) -> ProcessHandle:
-    """Start a process child from the fork server; raises `ChildStartError` if it cannot."""
+    """Start a process child from the fork server; raises `ChildStartError` if it cannot.
+
+    Once it runs it is attached to the calling thread's owner (`owners`), so the tree
+    lists it there until it ends. A target's child is titled `title` (default:
+    `owners.child_title(name)`); a command keeps its own command line."""
     if not isinstance(start, ProcessTarget | Command):
         raise TypeError("start must be a ProcessTarget or a Command")
     if limits is not None and not isinstance(limits, Limits):
@@ -117,7 +137,8 @@ def start_process(
         limits=limits or Limits(),
         with_channel=isinstance(start, ProcessTarget) and start.pass_channel,
     )
-    handle._start(how, float(ready_timeout))
+    handle._start(how, float(ready_timeout), title or child_title(name))
+    attach_to_owner(handle)
     return handle
 
 
@@ -152,10 +173,11 @@ class ProcessHandle(CallChild):
         self._starting = True
         self._psproc: psutil.Process | None = None
         self._frozen: list[int] = []  # the tree killed over its memory cap, to await
+        self._reported = 0  # `Spawned` records turned into attached children
 
     # -- starting ------------------------------------------------------------------------
 
-    def _start(self, how: TargetStart | CommandStart, ready_timeout: float) -> None:
+    def _start(self, how: TargetStart | CommandStart, ready_timeout: float, title: str) -> None:
         deadline = time.monotonic() + ready_timeout
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         self._status = ChildStatus(status_r)
@@ -174,6 +196,7 @@ class ProcessHandle(CallChild):
             max_open_files=limits.max_open_files,
             max_cpu_seconds=limits.max_cpu_seconds,
             nfds=len(fds),
+            title=None if self._command else title,
         )
         try:
             self._server, pooled = self._spawn(request, fds)
@@ -477,6 +500,19 @@ class ProcessHandle(CallChild):
         return self._require_channel().request(obj, timeout)
 
     # -- introspection -------------------------------------------------------------------
+
+    def attached(self) -> list[ChildHandle]:
+        """Its attached children, with the programs it reported starting (read from its
+        status pipe now: the snapshot's read, never on the path of a call)."""
+        if not self._command and not self._reaped.is_set():
+            with self._status_lock:
+                if not self._starting:
+                    self._status.read(block=False)
+                spawned = [r for r in self._status.records if isinstance(r, Spawned)]
+                for record in spawned[self._reported : MAX_REPORTED_SPAWNS]:
+                    self.attach(ReportedProcess(record.name, record.pid, self))
+                    self._reported += 1
+        return super().attached()
 
     def stats(self) -> HandleStats:
         rss: int | None = None

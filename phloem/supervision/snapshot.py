@@ -2,7 +2,9 @@
 
 Snapshots read each supervisor's child list under its lock instead of asking the
 supervisor actor, so taking one never waits on a supervisor that is busy restarting or
-stopping children. This is what `phloem tree`, `status` and `top` render.
+stopping children. Under each node come the process children started for its work
+(`owners`: a run's callback, a bash command, a bridge's server), read from the handles
+when the snapshot is taken. This is what `phloem tree`, `status` and `top` render.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from phloem.supervision.spec import Command, ProcessTarget, RemoteTarget, Superv
 from phloem.supervision.supervisor import SupervisorRef, _child_info, root_supervisors
 
 MAX_SNAPSHOT_DEPTH = 64  # nesting of supervisors a snapshot follows
+MAX_LISTED_PROCESSES = 32
+"""Process children attached to one node (`owners`) that a snapshot lists; the rest are
+counted in its `unlisted_processes`."""
 
 
 def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: int) -> NodeSnapshot:
@@ -41,6 +46,12 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
                         restarts=info.restarts,
                     )
                 )
+    unlisted = 0
+    if depth < MAX_SNAPSHOT_DEPTH:
+        attached = handle.attached()
+        unlisted = max(0, len(attached) - MAX_LISTED_PROCESSES)
+        for proc in attached[:MAX_LISTED_PROCESSES]:
+            children.append(_node(proc, proc.name, "worker", 0, depth + 1))
     return NodeSnapshot(
         id=child_id,
         kind=kind,
@@ -59,6 +70,7 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
         tree_rss_bytes=stats.tree_rss_bytes,
         tree_processes=stats.tree_processes,
         node=stats.node,
+        unlisted_processes=unlisted,
     )
 
 
@@ -85,6 +97,7 @@ def tree_snapshot(roots: list[SupervisorRef] | None = None) -> TreeSnapshot:
         nonlocal restarts
         if node.state != "undefined":
             counts[node.type] = counts.get(node.type, 0) + 1
+        counts["process"] += node.unlisted_processes
         restarts += node.restarts
         for child in node.children:
             walk(child)

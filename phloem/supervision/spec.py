@@ -122,9 +122,16 @@ class Launcher(abc.ABC):
 
     @abc.abstractmethod
     def launch(
-        self, target: ProcessTarget, *, name: str, limits: Limits | None, ready_timeout: float
+        self,
+        target: ProcessTarget,
+        *,
+        name: str,
+        limits: Limits | None,
+        ready_timeout: float,
+        title: str | None = None,
     ) -> Any:
-        """Start `target`; a running `CallChild` handle, or `ChildStartError`."""
+        """Start `target`; a running `CallChild` handle, or `ChildStartError`. `title`:
+        what `ps` calls the process that runs it (`owners.title`)."""
 
 
 class LauncherSource(Protocol):

@@ -9,6 +9,8 @@ and copies bytes both ways — each chunk the program writes is one channel fram
 program's stdin, and a `None` frame closes its stdin. The bridge exits with the program's
 exit status (a signal N is status 128+N), so the supervisor sees a crash as a crash; a
 stop of the child kills its process group, and so the program, like any process child.
+The bridge reports the program's pid (`_child.report_spawned`), so `phloem tree` lists
+the program under the bridge with its own pid and memory.
 
 The framing of what flows (newline-delimited JSON, Content-Length headers) is the
 caller's business; the bridge moves bytes only.
@@ -23,6 +25,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from phloem.supervision._child import report_spawned
 from phloem.supervision.channel import ChannelClosed, ChannelTimeout
 from phloem.supervision.spec import ProcessTarget
 
@@ -52,6 +55,7 @@ def run_bridge(channel: Any, argv: list[str], env: dict[str, str], cwd: str | No
         close_fds=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    report_spawned(proc.pid, os.path.basename(argv[0]))  # the tree shows its pid and memory
     out_fd = proc.stdout.fileno()
 
     def pump_out() -> None:

@@ -43,6 +43,7 @@ from phloem.supervision.handle import (
     HandleKind,
     HandleStats,
 )
+from phloem.supervision.owners import path_under, title
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import (
     ChildSpec,
@@ -124,11 +125,15 @@ class _Call:
 # --- starting one child -----------------------------------------------------------------
 
 
-def start_handle(spec: ChildSpec, start_args: Sequence[Any] = ()) -> ChildHandle:
-    """Start what `spec.start` describes and return its handle (raises ChildStartError)."""
+def start_handle(
+    spec: ChildSpec, start_args: Sequence[Any] = (), parent: ChildHandle | None = None
+) -> ChildHandle:
+    """Start what `spec.start` describes and return its handle (raises ChildStartError).
+    A process child is titled by its place in the tree, under `parent` (`owners`)."""
     start = spec.start
     if isinstance(start, SupervisorChild):
-        return Supervisor.start(start.spec, start.children, name=spec.id)
+        return Supervisor.start(start.spec, start.children, name=spec.id, parent=parent)
+    where = spec.id if parent is None else path_under(parent, spec.id)
     if isinstance(start, ProcessTarget | Command):
         from phloem.supervision.process import start_process
 
@@ -136,7 +141,7 @@ def start_handle(spec: ChildSpec, start_args: Sequence[Any] = ()) -> ChildHandle
             start = ProcessTarget(
                 start.fn, (*start.args, *start_args), start.kwargs, start.pass_channel
             )
-        return start_process(start, name=spec.id, limits=spec.limits)
+        return start_process(start, name=spec.id, limits=spec.limits, title=title(where))
     if isinstance(start, RemoteTarget):
         target = start.target
         if start_args:
@@ -144,7 +149,11 @@ def start_handle(spec: ChildSpec, start_args: Sequence[Any] = ()) -> ChildHandle
                 target.fn, (*target.args, *start_args), target.kwargs, target.pass_channel
             )
         handle: ChildHandle = start.launcher.launch(
-            target, name=spec.id, limits=spec.limits, ready_timeout=REMOTE_READY_TIMEOUT_S
+            target,
+            name=spec.id,
+            limits=spec.limits,
+            ready_timeout=REMOTE_READY_TIMEOUT_S,
+            title=title(where),
         )
         return handle
     if isinstance(start, tuple):
@@ -175,6 +184,7 @@ class SupervisorActor(Actor):
     """The actor behind a `SupervisorRef`. Not used directly."""
 
     max_inbox = 1_000_000  # exits of children must never be refused
+    owns_work = False  # its children are its specs', listed as such
 
     def __init__(self, spec: SupervisorSpec, children: Sequence[ChildSpec], name: str) -> None:
         super().__init__()
@@ -238,9 +248,8 @@ class SupervisorActor(Actor):
     # -- starting and stopping children ---------------------------------------------------
 
     def _start_child(self, child: _Child, start_args: Sequence[Any] = ()) -> ChildHandle:
-        handle = start_handle(child.spec, start_args)
-        if isinstance(handle, ActorHandle):
-            handle._parent = self.ref
+        handle = start_handle(child.spec, start_args, self.ref)
+        handle._parent = self.ref
         child.handle = handle
         child.restarting = False
         me = self.actor_ref
@@ -610,15 +619,18 @@ class Supervisor:
         spec: SupervisorSpec | None = None,
         children: Sequence[ChildSpec] = (),
         name: str | None = None,
+        parent: ChildHandle | None = None,
     ) -> SupervisorRef:
         """Start a supervisor and its children in order; raise `ChildStartError` if one fails.
 
         Validation errors (duplicate ids, a simple_one_for_one without exactly one
-        template) raise `ValueError` before anything starts.
+        template) raise `ValueError` before anything starts. `parent`: the supervisor
+        starting this one (known before its children start: their titles name it).
         """
         spec = spec or SupervisorSpec()
         name = name or "supervisor"
         ref = SupervisorRef(name)
+        ref._parent = parent
         actor = SupervisorActor(spec, children, name)
         actor.ref = ref
         ref._start_existing(actor)

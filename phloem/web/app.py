@@ -1,7 +1,7 @@
 """The aiohttp application of `phloem web`: pages, the event stream, the access check.
 
 Routes (all GET but the login form's POST; nothing here changes the daemon):
-`/` tree · `/runs` · `/live` · `/evals` and `/evals/NAME` · `/telemetry` ·
+`/` tree · `/runs` · `/sessions` · `/live` · `/evals` and `/evals/NAME` · `/telemetry` ·
 `/events?sections=a,b` (server-sent events, one event per changed section) ·
 `/api/stats` (the web process's own counters, JSON) · `/static/...` (the CSS and JS
 shipped in this package) · `/login` (the token form, for a non-loopback server).

@@ -1,9 +1,10 @@
 """The one reader of the daemon and the fan-out to browsers, under credit-like bounds.
 
-`Hub.run()` keeps one `AsyncClient` connection to the daemon and reads the tree every
-`refresh_ms` (status and Live sessions every `SLOW_EVERY` reads), renders each live
-section, and hands a section that changed to every browser that follows it. However many
-browsers watch, the daemon answers one reader.
+`Hub.run()` keeps one `AsyncClient` connection to the daemon: it reads the tree every
+`refresh_ms` (status, harness sessions and Live sessions every `SLOW_EVERY` reads) and
+follows the tree's record of runs (`follow_runs`: every change as it happens, under
+credit), renders each live section, and hands a section that changed to every browser
+that follows it. However many browsers watch, the daemon answers one reader.
 
 Each browser (`Follower`) has a queue of at most `client_queue` updates. The hub never
 waits for a browser: an update that finds the queue full drops that browser instead
@@ -27,14 +28,14 @@ import psutil
 
 from phloem.client.aio import AsyncClient
 from phloem.config import WebConfig
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.web import views
-from phloem.web.runs import RunTracker
+from phloem.web.runs import RunBoard
 
-SLOW_EVERY = 5  # status and Live sessions are read once every this many tree reads
+SLOW_EVERY = 5  # status and sessions are read once every this many tree reads
 RECONNECT_DELAY_S = 1.0
 ASK_TIMEOUT_S = 10.0
-SECTIONS = ("summary", "tree", "runs", "live", "telemetry")
+SECTIONS = ("summary", "tree", "runs", "sessions", "live", "telemetry")
 
 
 def sse_frame(event: str, html: str) -> bytes:
@@ -81,12 +82,21 @@ class Hub:
         self.status: dict[str, Any] | None = None
         self.snapshot: dict[str, Any] | None = None
         self.sessions: list[dict[str, Any]] | None = None
+        self.harness: list[dict[str, Any]] | None = None  # `session_list()`
         self.error: str | None = "not connected yet"
         self.live_error: str | None = None
-        self.runs = RunTracker()
+        self.harness_error: str | None = None
+        self.runs = RunBoard()
+        self.runs_error: str | None = None
         self.rendered: dict[str, str] = {}
         self.followers: set[Follower] = set()
-        self.counters = {"polls": 0, "poll_errors": 0, "followers_dropped": 0, "updates": 0}
+        self.counters = {
+            "polls": 0,
+            "poll_errors": 0,
+            "followers_dropped": 0,
+            "updates": 0,
+            "run_updates": 0,
+        }
         self._process = psutil.Process()
 
     # -- followers ------------------------------------------------------------------------
@@ -141,7 +151,11 @@ class Hub:
         while True:
             try:
                 async with await AsyncClient.connect(self.socket) as client:
-                    await self._poll(client)
+                    runs = asyncio.create_task(self._follow_runs(client), name="phloem-web-runs")
+                    try:
+                        await self._poll(client)
+                    finally:
+                        await cancel_and_wait(runs)
             except Exception as err:  # any failure: show it, reconnect, keep serving
                 self.error = f"{getattr(err, 'kind', type(err).__name__)}: {err}"
                 self.status = None
@@ -159,7 +173,6 @@ class Hub:
             tree = await asyncio.wait_for(client.tree(), ASK_TIMEOUT_S)
             self.snapshot = msgspec.to_builtins(tree)
             self.error = None
-            self.runs.update(self.snapshot)
             self.counters["polls"] += 1
             self._render_all()
             n += 1
@@ -173,11 +186,43 @@ class Hub:
             self.live_error = None
         except PhloemError as err:
             self.sessions, self.live_error = None, err.kind
+        try:
+            listed = await asyncio.wait_for(client.session_list(), ASK_TIMEOUT_S)
+            self.harness, self.harness_error = msgspec.to_builtins(listed), None
+        except PhloemError as err:
+            self.harness, self.harness_error = None, err.kind
+
+    async def _follow_runs(self, client: AsyncClient) -> None:
+        """Keep `runs` up to date from the record's follow stream; follow again after a
+        gap (updates missed) or a lost stream, until the connection goes."""
+        while True:
+            try:
+                runs, updates = await asyncio.wait_for(client.follow_runs(), ASK_TIMEOUT_S)
+                async with updates:
+                    self.runs.reset(runs)
+                    self.runs_error = None
+                    self._render_runs()
+                    async for update in updates:
+                        self.runs.apply(update)
+                        self.counters["run_updates"] += 1
+                        if self.runs.missed:
+                            break
+                        self._render_runs()
+            except PhloemError as err:
+                if err.kind in (ErrorKind.CONNECTION_LOST, ErrorKind.CLOSED):
+                    return
+                self.runs_error = err.kind
+                self._render_runs()
+            await asyncio.sleep(RECONNECT_DELAY_S)
+
+    def _render_runs(self) -> None:
+        self._publish("runs", views.runs(self.runs.views(), self.runs_error))
 
     def _render_all(self) -> None:
         self._publish("summary", views.summary(self.status, self.error))
         self._publish("tree", views.tree(self.snapshot))
-        self._publish("runs", views.runs(self.runs.views()))
+        self._render_runs()
+        self._publish("sessions", views.sessions(self.harness, self.harness_error))
         self._publish("live", views.live(self.sessions, self.live_error))
         self._publish("telemetry", views.telemetry(self.status))
 

@@ -1,10 +1,10 @@
 """Server-rendered HTML: the page frame and one fragment per live section.
 
-Every fragment is a pure function of JSON-ready data (what `phloem status --json`,
-`phloem tree --json` and `phloem live list --json` print, run views, eval reports), so
-the same code renders the first page and every update the browser receives. Every value
-is escaped; only allow-listed, content-free fields are shown (ids, states, counters),
-never inputs, outputs, media or credentials.
+Every fragment is a pure function of data (what `phloem status --json`, `phloem tree
+--json`, `phloem runs --json`, `phloem live list --json` and the sessions listing print,
+eval reports), so the same code renders the first page and every update the browser
+receives. Every value is escaped; only allow-listed, content-free fields are shown (ids,
+names, states, counters), never inputs, outputs, prompts, media or credentials.
 """
 
 from __future__ import annotations
@@ -15,17 +15,19 @@ from html import escape
 from typing import Any
 
 from phloem.protocols.evalreport import EvalReport
-from phloem.web.runs import RunView
+from phloem.protocols.runs import RunSummary
 
 PAGES: list[tuple[str, str, list[str]]] = [
     # (path, title, live sections)
     ("/", "Supervision tree", ["summary", "tree"]),
     ("/runs", "Runs", ["summary", "runs"]),
+    ("/sessions", "Sessions", ["summary", "sessions"]),
     ("/live", "Live sessions", ["summary", "live"]),
     ("/evals", "Evaluation reports", ["summary"]),
     ("/telemetry", "Telemetry", ["summary", "telemetry"]),
 ]
 LIVE_FIELDS = ("session", "state", "model", "reconnects", "turn_epoch", "generation_epoch")
+SESSION_FIELDS = ("id", "agent", "workdir", "events")
 MAX_ERROR_CHARS = 200  # of an error shown on a page
 MAX_TREE_ROWS = 2000  # nodes drawn of one tree (every update resends the section)
 
@@ -126,7 +128,15 @@ def _tree_rows(node: Mapping[str, Any], path: str, depth: int, out: list[str]) -
         f"<td class=num>{e(node.get('mailbox_depth', 0))}</td>"
         f"<td class=num>{e(node.get('credit_in_use', 0))}</td></tr>"
     )
-    return sum(_tree_rows(child, where, depth + 1, out) for child in node.get("children", ()))
+    left_out = sum(_tree_rows(child, where, depth + 1, out) for child in node.get("children", ()))
+    more = int(node.get("unlisted_processes", 0))
+    if more:  # the snapshot counted them, did not list them
+        out.append(
+            f'<tr data-unlisted="{more}"><td style="padding-left:{0.4 + (depth + 1) * 1.2:.1f}em"'
+            f" colspan=8 class=warn>… {more} more process{'' if more == 1 else 'es'}"
+            " (not listed)</td></tr>"
+        )
+    return left_out
 
 
 def _count(node: Mapping[str, Any]) -> int:
@@ -150,21 +160,56 @@ def tree(snapshot: Mapping[str, Any] | None) -> str:
     )
 
 
-def runs(views: Iterable[RunView]) -> str:
+def runs(views: Iterable[RunSummary], error: str | None = None) -> str:
+    """One article per run: kind, name, id, outcome (or running), times, owner, and its
+    last events with their content-free details."""
     blocks = []
     for run in views:
-        events = "".join(f"<li>{clock(at)} {e(text)}</li>" for at, text in run.events)
-        more = f"<li>({run.events_dropped} older events dropped)</li>" if run.events_dropped else ""
-        took = "" if run.ended_at is None else f" · took {run.ended_at - run.started_at:.1f} s"
+        state = run.outcome or "running"
+        events = "".join(
+            f'<li data-kind="{e(n.kind)}">{clock(n.at)} <b>{e(n.kind)}</b>'
+            + "".join(f" {e(k)}={e(v)}" for k, v in n.detail.items())
+            + "</li>"
+            for n in run.events
+        )
+        more = f"<li>({run.events_dropped} older events)</li>" if run.events_dropped else ""
+        took = "" if run.ended_at is None else f" · took {run.ended_at - run.started_at:.3f} s"
+        why = f" · <span class=bad>{e(run.error)}</span>" if run.error else ""
         blocks.append(
-            f'<article class="run {"ended" if run.ended_at else "active"}" data-run="{e(run.key)}"'
-            f' data-state="{e(run.state)}" data-events="{len(run.events)}">'
-            f"<h2>{e(run.service)} · {e(run.id)}</h2>"
-            f"<p>{e(run.state)} · started {clock(run.started_at)} UTC{took}"
-            f"{' · restarts ' + str(run.restarts) if run.restarts else ''}</p>"
+            f'<article class="run {"ended" if run.outcome else "active"}" data-run="{e(run.id)}"'
+            f' data-kind="{e(run.kind)}" data-state="{e(state)}"'
+            f' data-events="{run.event_count}">'
+            f"<h2>{e(run.kind)} · {e(run.name)} <small>{e(run.id)}</small></h2>"
+            f'<p><span class="st-{e(state)}">{e(state)}</span>{why} · started '
+            f"{clock(run.started_at)} UTC{took} · {e(run.owner)} · {run.event_count} events</p>"
             f"<ol>{more}{events}</ol></article>"
         )
-    return "".join(blocks) or "<p class=empty>no runs yet</p>"
+    note = f"<p class=bad>runs unavailable: {e(error[:MAX_ERROR_CHARS])}</p>" if error else ""
+    return note + ("".join(blocks) or "<p class=empty>no runs yet</p>")
+
+
+def _cell(value: Any) -> str:
+    return "&ndash;" if value is None else e(value)
+
+
+def sessions(listed: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> str:
+    """The harness sessions: id, agent, workdir, events, and whether a turn runs now."""
+    if listed is None:
+        return f"<p>Sessions unavailable: {e((error or '')[:MAX_ERROR_CHARS])}</p>"
+    if not listed:
+        return "<p class=empty>no sessions</p>"
+    head = "".join(f"<th>{e(f)}</th>" for f in SESSION_FIELDS)
+    rows = "".join(
+        f'<tr data-session="{e(s.get("id"))}" data-busy="{"yes" if s.get("busy") else "no"}">'
+        + "".join(f"<td>{_cell(s.get(f))}</td>" for f in SESSION_FIELDS)
+        + f"<td>{'busy' if s.get('busy') else 'idle'}</td>"
+        + f"<td>{clock(s.get('updated'))}</td></tr>"
+        for s in listed
+    )
+    return (
+        f"<table><thead><tr>{head}<th>state</th><th>updated (UTC)</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
 
 
 def live(sessions: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> str:

@@ -203,6 +203,9 @@ def test_errors_exit_1_with_one_line(daemon: DaemonProc, tmp_path: Path) -> None
     assert code == 1 and "[eval_criteria_invalid]" in err
     code, _, err = cli(daemon, "eval", "run", str(EVALSET), "--agent", "nobody")
     assert code == 1 and "[unknown_agent]" in err
+    # the global --socket, given before the command, reaches the same daemon
+    before = run_cli("--socket", str(daemon.socket), "eval", "run", str(EVALSET), "--agent", "x")
+    assert before.returncode == 1 and "[unknown_agent]" in before.stderr, before.stderr
     code, _, err = cli(daemon, "eval", "run", str(EVALSET))
     assert code == 1 and "--agent" in err
     code, _, err = cli(

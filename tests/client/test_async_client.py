@@ -17,10 +17,12 @@ from phloem.client import aio, protocol
 from phloem.client.agents import AgentClientMethods
 from phloem.client.aio import AsyncClient, AsyncEventStream
 from phloem.client.planning import PlanningMethods
+from phloem.client.runs import RunsClientMethods
 from phloem.client.sync import Client
 from phloem.config import DEFAULT_MAX_INFLIGHT
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorValue, PhloemError
+from phloem.protocols.runs import RunBegan, RunFinished, RunNoted
 from phloem.protocols.wire import (
     Fail,
     FrameReader,
@@ -223,26 +225,37 @@ def test_a_consumer_that_does_not_keep_up_gets_backpressure(daemon: DaemonProc) 
 def test_a_quiet_stream_times_out_and_a_cancelled_recv_leaves_it_usable(
     daemon: DaemonProc,
 ) -> None:
-    async def main() -> list[str]:
+    async def main() -> tuple[list[str], list[str]]:
         async with await AsyncClient.connect(daemon.socket) as client:
             assert await kind_of(client.subscribe("echo/none")) == "unknown_stream"
-            events = await client.open_planning_events()  # quiet until a run starts
+            _, updates = await client.follow_runs()  # quiet until a run starts
             t0 = time.monotonic()
-            assert await kind_of(events.recv(0.2)) == "timeout"
+            assert await kind_of(updates.recv(0.2)) == "timeout"
             assert time.monotonic() - t0 < 3
-            waiting = asyncio.create_task(events.recv())
+            waiting = asyncio.create_task(updates.recv())
             await asyncio.sleep(0.05)
             waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiting
-            ref = await client.start_planning("scripted", "scripted", 1, events=events)
-            kinds = [event.kind async for event in events]  # ends after `terminal`
-            assert (await client.await_planning(ref, 10)).status == "completed"
-            await events.aclose()
-            assert await kind_of(events.recv(0.2)) == "closed"
-            return kinds
+            started = await client.start_planning_run("scripted", "scripted", 1)
+            kinds: list[str] = []
+            result = await client.follow_planning(started, on_event=lambda e: kinds.append(e.kind))
+            assert result.status == "completed"
+            noted: list[str] = []
+            async for update in updates:  # the record saw the same events
+                if isinstance(update, RunBegan) and update.run.kind == "planning":
+                    mine = update.run.id
+                elif isinstance(update, RunNoted) and update.id == mine:
+                    noted.append(update.note.kind)
+                elif isinstance(update, RunFinished) and update.id == mine:
+                    assert update.outcome == "done"
+                    break
+            await updates.aclose()
+            assert await kind_of(updates.recv(0.2)) == "closed"
+            return kinds, noted
 
-    assert run(main()) == ["plan_accepted", "step_started", "observation", "terminal"]
+    kinds = ["plan_accepted", "step_started", "observation", "terminal"]
+    assert run(main()) == (kinds, kinds)
 
 
 def test_unsubscribing_ends_the_stream(daemon: DaemonProc) -> None:
@@ -407,7 +420,7 @@ def test_the_daemon_dying_fails_pending_requests_and_ends_streams(tmp_short: Pat
 
     async def main() -> None:
         client = await AsyncClient.connect(daemon.socket)
-        stream = await client.open_planning_events()
+        _, stream = await client.follow_runs()
         reader = asyncio.create_task(stream.recv())  # no timeout: only the end can wake it
         pending = [asyncio.create_task(client.ask("echo", {"sleep": 30})) for _ in range(10)]
         await asyncio.sleep(0.1)
@@ -432,7 +445,7 @@ def test_stop_daemon_with_requests_pending(tmp_short: Path) -> None:
 
     async def main() -> tuple[list[str], str]:
         async with await AsyncClient.connect(daemon.socket) as client:
-            stream = await client.open_planning_events()
+            _, stream = await client.follow_runs()
             pending = [asyncio.create_task(client.ask("echo", {"sleep": 30})) for _ in range(5)]
             await asyncio.sleep(0.1)
             await client.stop_daemon()
@@ -501,7 +514,7 @@ def test_status_tree_and_ping(daemon: DaemonProc) -> None:
 def test_the_methods_match_the_blocking_client() -> None:
     core = {n: getattr(Client, n) for n in ("ask", "tell", "status", "tree", "ping")}
     core |= {"subscribe": Client.subscribe, "stop_daemon": Client.stop_daemon}
-    for mixin in (PlanningMethods, AgentClientMethods):
+    for mixin in (PlanningMethods, AgentClientMethods, RunsClientMethods):
         core |= {n: m for n, m in vars(mixin).items() if not n.startswith("_") and callable(m)}
     assert len(core) >= 17  # new feature methods join the check by themselves
     for name, method in core.items():

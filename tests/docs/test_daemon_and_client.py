@@ -38,3 +38,13 @@ def test_live_status(at_docs_daemon: DaemonProc, capsys: pytest.CaptureFixture[s
     (block,) = doc_python_blocks(GUIDE, "Live status")
     run_doc_block(block, f"{GUIDE}#live-status")
     assert "├── echo  actor  running" in capsys.readouterr().out
+
+
+def test_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = doc_python_blocks(GUIDE, "Runs")
+    run_doc_block(block, f"{GUIDE}#runs")
+    assert capsys.readouterr().out.splitlines() == [
+        "done hello Ada",
+        "agent greeter done ['agent_event']",
+        "['author', 'invocation', 'writes']",
+    ]

@@ -22,6 +22,12 @@ def test_process_children() -> None:
     run_doc_block(block, f"{GUIDE}#process-children")
 
 
+def test_every_process_child_in_the_tree(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = doc_python_blocks(GUIDE, "Every process child in the tree")
+    run_doc_block(block, f"{GUIDE}#every-process-child-in-the-tree")
+    assert capsys.readouterr().out == "phloem: worker helper\n"
+
+
 def test_timers(capsys: pytest.CaptureFixture[str]) -> None:
     (block,) = doc_python_blocks(GUIDE, "Timers")
     run_doc_block(block, f"{GUIDE}#timers")

@@ -402,3 +402,89 @@ def test_an_abnormal_close_detaches_at_once_dropping_what_is_pending() -> None:
     with pytest.raises(PhloemError) as err:
         rx.recv(1)
     assert err.value.kind == "owner_down"
+
+
+# --- keeping items for the first subscriber ------------------------------------------------
+
+
+def _retaining(messages: int, nbytes: int = 1 << 20) -> CreditStream[bytes]:
+    return CreditStream(
+        "kept",
+        size_of=len,
+        retain_messages=messages,
+        retain_bytes=nbytes,
+        missed=lambda n: f"missed {n}".encode(),
+    )
+
+
+def test_items_wait_for_the_first_subscriber_up_to_exactly_the_retain_bound() -> None:
+    stream = _retaining(3)
+    for i in range(3):
+        assert stream.publish(b"%d" % i) == 0  # nobody yet, and nothing blocks
+    assert stream.retained() == 3 and stream.missed_count == 0
+    first, second = Sink(), Sink()
+    stream.subscribe(CreditWindow(8, 1 << 20), first.deliver, first.on_detach)
+    stream.subscribe(CreditWindow(8, 1 << 20), second.deliver, second.on_detach)
+    stream.publish(b"3")
+    assert first.items == [b"0", b"1", b"2", b"3"]  # the first gets what was kept
+    assert second.items == [b"3"]  # a later one only what came after it
+    assert not stream.retaining and stream.retained() == 0
+
+
+def test_one_item_over_the_bound_drops_the_oldest_and_tells_how_many() -> None:
+    stream = _retaining(3)
+    for i in range(5):
+        stream.publish(b"%d" % i)
+    assert stream.retained() == 3 and stream.missed_count == 2
+    sink = Sink()
+    stream.subscribe(CreditWindow(8, 1 << 20), sink.deliver, sink.on_detach)
+    assert sink.items == [b"missed 2", b"2", b"3", b"4"]
+
+
+def test_the_byte_bound_drops_the_oldest_but_never_the_newest() -> None:
+    stream = _retaining(100, nbytes=4)
+    stream.publish(b"ab")
+    stream.publish(b"cd")  # exactly 4 bytes: both kept
+    assert stream.retained() == 2 and stream.missed_count == 0
+    stream.publish(b"e")
+    assert stream.retained() == 2 and stream.missed_count == 1  # "ab" went
+    stream.publish(b"much too large")
+    assert stream.retained() == 1 and stream.missed_count == 3  # alone, over the bound, kept
+    sink = Sink()
+    stream.subscribe(CreditWindow(8, 1 << 20), sink.deliver, sink.on_detach)
+    assert sink.items == [b"missed 3", b"much too large"]
+
+
+def test_a_stream_closed_unread_is_read_by_its_first_subscriber_within_its_credit() -> None:
+    stream = _retaining(10)
+    for i in range(4):
+        stream.publish(b"%d" % i)
+    stream.close()
+    assert stream.closed and stream.unread
+    sink = Sink()
+    sub = stream.subscribe(CreditWindow(2, 1 << 20), sink.deliver, sink.on_detach)
+    assert sink.items == [b"0", b"1"] and not sink.detached.is_set()  # its window, no more
+    stream.ack(sub, 2)
+    assert sink.items == [b"0", b"1", b"2", b"3"]
+    assert [r.kind for r in sink.reasons] == [ExitKind.NORMAL]  # left once all was delivered
+    assert not stream.unread
+    with pytest.raises(PhloemError) as info:
+        stream.subscribe(CreditWindow(), Sink().deliver)
+    assert info.value.kind == "closed"
+
+
+def test_a_stream_closed_abnormally_or_dropped_keeps_nothing_for_a_reader() -> None:
+    stopped = _retaining(10)
+    stopped.publish(b"x")
+    stopped.close(ExitReason.shutdown())
+    assert not stopped.unread
+    with pytest.raises(PhloemError):
+        stopped.subscribe(CreditWindow(), Sink().deliver)
+    dropped = _retaining(10)
+    dropped.publish(b"x")
+    assert dropped.drop_retained() == 1 and not dropped.retaining
+    sink = Sink()
+    dropped.subscribe(CreditWindow(), sink.deliver)
+    assert sink.items == []
+    with pytest.raises(ValueError):
+        CreditStream("bad", retain_messages=-1)

@@ -33,6 +33,7 @@ from tests.web.webproc import BROWSER_TIMEOUT_MS, CHROMIUM, SLOW_AGENT_CONFIG, W
 PAGES = [
     ("tree", "/", 'tr[data-path="phloem/echo"]'),
     ("runs", "/runs", "article.run"),
+    ("sessions", "/sessions", "#s-sessions"),
     ("live", "/live", "tr[data-session]"),
     ("evals", "/evals", "tr[data-report]"),
     ("eval-report", "/evals/helpdesk.json", "p.report"),

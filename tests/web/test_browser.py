@@ -1,10 +1,11 @@
 """The web view in a real browser (headless Chromium driven by Playwright).
 
-One daemon (with a restartable `holder` service and a slow two-step agent), one
-`phloem web` process and one browser serve the module: the tree renders, a restart
-shows within 1 s without a reload, a run's events stream in, an eval report renders, a
-non-loopback request without the token is refused (401), and a slow client is dropped
-without growing the daemon's (or the web process's) memory.
+One daemon (with a restartable `holder` service, a slow two-step agent and scripted
+planning adapters), one `phloem web` process and one browser serve the module: the tree
+renders, a restart shows within 1 s without a reload, a planning run's `plan_accepted`
+and `step_started` show while it runs and its outcome once it ended, an eval report
+renders, a non-loopback request without the token is refused (401), and a slow client is
+dropped without growing the daemon's (or the web process's) memory.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ import phloem
 from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult, encode_json
 from tests.daemon.fixture_services import Die
 from tests.helpers import DaemonProc, running_daemon, short_tmpdir, wait_until
-from tests.web.webproc import BROWSER_TIMEOUT_MS, WEB_CONFIG, browser_or_skip, running_web
+from tests.web.webproc import (
+    BROWSER_TIMEOUT_MS,
+    SLEEPING_PLAN,
+    WEB_CONFIG,
+    browser_or_skip,
+    running_web,
+)
 
 pytestmark = pytest.mark.timeout(600)  # generous: browsers on a loaded machine
 
@@ -109,25 +116,40 @@ def test_a_restart_shows_within_a_second_without_reload(
     assert latency < RESTART_VISIBLE_S, f"the restart showed after {latency:.3f} s"
 
 
-def test_a_runs_events_stream_in(daemon: DaemonProc, web: Any, page: Any) -> None:
+def test_a_planning_runs_events_show_while_it_runs(daemon: DaemonProc, web: Any, page: Any) -> None:
     page.goto(web.url + "/runs")
     _live(page)
     page.evaluate("window.__notReloaded = true")
     with phloem.Client.connect(daemon.socket) as client:
-        started = client.start_agent_run("slowPair", state={"topic": "web"})
-        run = page.wait_for_selector('article.run.active[data-run^="phloem/agents/runs/"]')
-        key = run.get_attribute("data-run")
-        first = int(run.get_attribute("data-events"))
-        # The run goes on once its stream is followed; its steps are process children.
-        for _ in client.subscribe(started.stream, phloem.CreditWindow(64, 1 << 20)):
-            pass
-        page.wait_for_selector(f'article.run[data-run="{key}"][data-state="ended"]')
-    article = page.locator(f'article.run[data-run="{key}"]')
-    events = article.locator("li").all_inner_texts()
-    assert int(article.get_attribute("data-events")) > first
-    assert any("started" in e for e in events) and events[-1].endswith("ended")
-    assert any("step started" in e for e in events), events
+        started = client.start_planning_run(SLEEPING_PLAN, "scripted", {"task": "web"})
+        [mine] = [r for r in client.list_runs() if r.kind == "planning" and r.outcome is None]
+        running = f'article.run[data-run="{mine.id}"][data-state="running"]'
+        page.wait_for_selector(f'{running} li[data-kind="plan_accepted"]')
+        page.wait_for_selector(f'{running} li[data-kind="step_started"]')
+        events = page.locator(f"{running} li").all_inner_texts()
+        assert any("step_id=s1" in e for e in events), events  # the step, never its action
+        assert not any("sleep" in e for e in events), events
+        assert client.cancel_planning(started.ref) is True
+        page.wait_for_selector(f'article.run[data-run="{mine.id}"][data-state="cancelled"]')
+        assert client.await_planning(started.ref, 30).status == "cancelled"
+    ended = page.locator(f'article.run[data-run="{mine.id}"] li').all_inner_texts()
+    assert "terminal" in ended[-1] and "status=cancelled" in ended[-1]
     assert page.evaluate("window.__notReloaded") is True
+
+
+def test_an_agent_run_shows_with_its_steps_and_outcome(
+    daemon: DaemonProc, web: Any, page: Any
+) -> None:
+    page.goto(web.url + "/runs")
+    _live(page)
+    with phloem.Client.connect(daemon.socket) as client:
+        run = client.run_agent("slowPair", state={"topic": "web"})
+        assert run.ok
+        mine = [r for r in client.list_runs() if r.kind == "agent" and r.name == "slowPair"][-1]
+    article = page.wait_for_selector(f'article.run[data-run="{mine.id}"][data-state="done"]')
+    events = article.inner_text()
+    assert "author=stepA" in events and "author=stepB" in events
+    assert "b(a(3))" not in events  # the agents' outputs stay out of the record
 
 
 def _report() -> EvalReport:

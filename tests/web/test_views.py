@@ -1,5 +1,6 @@
 """The rendered sections: content-free, escaped, telemetry on and off, eval reports,
-run events from tree snapshots, and the bounded fan-out to browsers."""
+the runs of the tree's record with their updates, sessions, and the bounded fan-out to
+browsers."""
 
 from __future__ import annotations
 
@@ -18,10 +19,19 @@ from phloem.protocols.evalreport import (
     SampleResult,
     encode_json,
 )
+from phloem.protocols.runs import (
+    RunBegan,
+    RunFinished,
+    RunForgotten,
+    RunMissed,
+    RunNote,
+    RunNoted,
+    RunSummary,
+)
 from phloem.web import views
 from phloem.web.app import MAX_REPORT_FILES, read_report, read_reports
 from phloem.web.hub import Follower, Hub, TooManyFollowers, cancel_and_wait, sse_frame
-from phloem.web.runs import MAX_ENDED_RUNS, MAX_RUN_EVENTS, RunTracker
+from phloem.web.runs import MAX_RUN_EVENTS, MAX_RUNS, RunBoard
 from tests.helpers import run_cli
 
 STATUS: dict[str, Any] = {
@@ -119,76 +129,78 @@ def test_the_tree_renders_each_node_with_its_restarts() -> None:
     assert "<td>pid 7 on 10.0.0.7/3f2a9c1b</td>" in html  # a child on a Ray worker
 
 
-def _snapshot(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "roots": [
-            {
-                "id": "phloem",
-                "type": "supervisor",
-                "state": "running",
-                "children": [
-                    {
-                        "id": "agents",
-                        "type": "supervisor",
-                        "state": "running",
-                        "children": [
-                            {
-                                "id": "runs",
-                                "type": "supervisor",
-                                "state": "running",
-                                "children": runs,
-                            },
-                            {"id": "service", "type": "actor", "state": "running"},
-                        ],
-                    }
-                ],
-            }
-        ]
-    }
+def _summary(rid: str, at: float, **fields: Any) -> RunSummary:
+    return RunSummary(
+        id=rid, kind="planning", name="p / e", owner="client t", started_at=at, **fields
+    )
 
 
-def _run(rid: str, *children: str, restarts: int = 0) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "type": "supervisor",
-        "state": "running",
-        "restarts": restarts,
-        "children": [{"id": c, "type": "actor", "state": "running"} for c in children],
-    }
+def test_the_runs_board_folds_each_update_into_the_record() -> None:
+    board = RunBoard()
+    board.reset([_summary("planning-1", 1.0, outcome="done", ended_at=1.5)])
+    board.apply(RunBegan(_summary("planning-2", 2.0)))
+    note = RunNote(1, 2.1, "plan_accepted", {"plan_id": "p<1>", "steps": 2})
+    board.apply(RunNoted("planning-2", note))
+    board.apply(RunNoted("planning-2", RunNote(2, 2.2, "step_started", {"step_id": "s1"})))
+    html = views.runs(board.views())
+    running, ended = board.views()
+    assert running.id == "planning-2" and running.event_count == 2 and ended.id == "planning-1"
+    assert '<article class="run active" data-run="planning-2" data-kind="planning"' in html
+    assert 'data-state="running" data-events="2"' in html
+    assert '<li data-kind="plan_accepted">' in html and "plan_id=p&lt;1&gt;" in html
+    assert '<li data-kind="step_started">' in html
+    board.apply(RunFinished("planning-2", 3.0, "failed", "executor_failed"))
+    html = views.runs(board.views())
+    assert 'data-run="planning-2" data-kind="planning" data-state="failed"' in html
+    assert "<span class=bad>executor_failed</span>" in html and "took 1.000 s" in html
+    board.apply(RunForgotten("planning-1"))
+    assert [r.id for r in board.views()] == ["planning-2"]
+    board.apply(RunNoted("nobody", note))  # a run it does not know changes nothing
+    assert not board.missed
+    board.apply(RunMissed(3))
+    assert board.missed  # the hub reads the whole record again
+    assert "runs unavailable: unknown_actor" in views.runs([], "unknown_actor")
+    assert "no runs yet" in views.runs([])
 
 
-def test_run_events_come_from_successive_snapshots() -> None:
-    tracker = RunTracker()
-    assert tracker.update(_snapshot([_run("agent-run:a-1", "driver")]), now=1.0)
-    assert not tracker.update(_snapshot([_run("agent-run:a-1", "driver")]), now=2.0)
-    tracker.update(_snapshot([_run("agent-run:a-1", "driver", "stepA#1")]), now=3.0)
-    tracker.update(_snapshot([_run("agent-run:a-1", "driver", restarts=1)]), now=4.0)
-    tracker.update(_snapshot([]), now=5.0)
-    (run,) = tracker.views()
-    assert run.key == "phloem/agents/runs/agent-run:a-1" and run.service == "agents"
-    assert [text for _, text in run.events] == [
-        "started (running)",
-        "step started: driver",
-        "step started: stepA#1",
-        "restarted (1)",
-        "step ended: stepA#1",
-        "step ended: driver",
-        "ended",
+def test_the_runs_board_keeps_its_bounds() -> None:
+    board = RunBoard()
+    board.reset([])
+    board.apply(RunBegan(_summary("old", 0.0)))
+    board.apply(RunFinished("old", 0.5, "done"))
+    board.apply(RunBegan(_summary("live", 0.1)))
+    for i in range(MAX_RUNS - 1):
+        board.apply(RunBegan(_summary(f"r{i}", 1.0 + i)))
+    assert len(board.runs) == MAX_RUNS and "old" not in board.runs  # an ended one went first
+    assert "live" in board.runs
+    for i in range(MAX_RUN_EVENTS + 3):
+        board.apply(RunNoted("live", RunNote(i + 1, 2.0, "agent_event")))
+    live = board.runs["live"]
+    assert len(live.events) == MAX_RUN_EVENTS and live.events_dropped == 3
+    assert live.event_count == MAX_RUN_EVENTS + 3 and live.events[0].seq == 4
+    assert "(3 older events)" in views.runs([live])
+
+
+def test_the_sessions_page_shows_each_session_without_its_transcript() -> None:
+    listed = [
+        {
+            "id": "s<1>",
+            "agent": "coder",
+            "workdir": "/w",
+            "events": 12,
+            "busy": True,
+            "updated": 0.0,
+            "transcript": "/secret/place.jsonl",
+        },
+        {"id": "s2", "agent": "coder", "workdir": "/w", "events": None, "busy": False},
     ]
-    assert run.ended_at == 5.0 and 'data-state="ended"' in views.runs(tracker.views())
-
-
-def test_run_events_and_ended_runs_are_bounded() -> None:
-    tracker = RunTracker()
-    for i in range(MAX_RUN_EVENTS + 10):
-        tracker.update(_snapshot([_run("r", f"step{i}")]), now=float(i))
-    (run,) = tracker.views()
-    assert len(run.events) == MAX_RUN_EVENTS and run.events_dropped > 0
-    assert f"({run.events_dropped} older events dropped)" in views.runs([run])
-    for i in range(MAX_ENDED_RUNS + 5):
-        tracker.update(_snapshot([_run(f"n{i}")]), now=1000.0 + i)
-    tracker.update(_snapshot([]), now=2000.0)
-    assert len(tracker.ended) == MAX_ENDED_RUNS
+    html = views.sessions(listed)
+    assert '<tr data-session="s&lt;1&gt;" data-busy="yes"><td>s&lt;1&gt;</td>' in html
+    assert "<td>coder</td><td>/w</td><td>12</td><td>busy</td>" in html
+    assert "<td>&ndash;</td><td>idle</td>" in html  # events not known without reading
+    assert "/secret/place.jsonl" not in html
+    assert "no sessions" in views.sessions([])
+    assert "Sessions unavailable: unknown_actor" in views.sessions(None, "unknown_actor")
 
 
 def test_a_follower_is_dropped_at_its_queue_limit_not_buffered() -> None:
@@ -284,6 +296,21 @@ def test_phloem_web_is_off_without_an_address() -> None:
     assert "the web view is off: pass --listen HOST:PORT or set [web] listen" in result.stderr
     result = run_cli("web", "--socket", "/x.sock", "--listen", "127.0.0.1:1", "--refresh-ms", "49")
     assert result.returncode == 2 and "--refresh-ms" in result.stderr
+
+
+def test_process_children_a_snapshot_counted_but_did_not_list_get_one_row() -> None:
+    owner = {
+        "id": "run",
+        "type": "actor",
+        "state": "running",
+        "children": [{"id": "executor.execute", "type": "process", "state": "running", "pid": 5}],
+        "unlisted_processes": 3,
+    }
+    root = {"id": "phloem", "type": "supervisor", "state": "running", "children": [owner]}
+    html = views.tree({"roots": [root], "processes": 4})
+    assert html.count("<tr data-path=") == 3
+    assert '<tr data-unlisted="3">' in html and "… 3 more processes (not listed)" in html
+    assert "4 processes" in html
 
 
 def test_a_huge_tree_is_drawn_up_to_its_row_limit() -> None:

@@ -44,13 +44,22 @@ isolate = true
 planner = "sequential"
 sub_agents = ["stepA", "stepB"]
 """
+PLANNING_CONFIG = """
+[planning.planners]
+scripted = "tests.actors.planning.adapters:ScriptedPlanner"
+[planning.executors]
+scripted = "tests.actors.planning.adapters:ScriptedExecutor"
+"""
 WEB_CONFIG = (
     """
 [services.extra]
 holder = "tests.daemon.fixture_services:HolderService"
 """
     + SLOW_AGENT_CONFIG
+    + PLANNING_CONFIG
 )
+# A planning run whose one step sleeps until it is cancelled (the test ends it).
+SLEEPING_PLAN = {"name": "scripted", "target": {"steps": [{"op": "sleep", "s": 600}]}}
 
 
 class WebProc:

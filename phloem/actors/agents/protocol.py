@@ -1,11 +1,11 @@
 """Messages of the `agents` service, shared by the service and the client methods.
 
-Requests are a tagged union (`AgentRequest`); a run's stream carries `AgentStreamItem`s:
-`AgentRunEvent` for every event as it happens, then one `AgentRunEnd` with the run's
-outcome and final state (its `events` are empty: they were sent one by one; the client
-puts them back). A stream that ends without `AgentRunEnd` is `run_incomplete`. With
-confirmation on, a `ConfirmRequest` (kind `confirm`) asks the owner about a mutating
-tool call; the owner answers with `ConfirmAgentRun(ref, call_id, approve)`.
+Requests are a tagged union (`AgentRequest`); a run's stream carries the run items of
+`phloem.protocols.runs` (`AgentStreamItem`): an `agent_event` `RunEvent` for every event
+as it happens (its data the `Event`), then one `RunEnd` with the `AgentRun` — outcome and
+final state (its `events` are empty: they were sent one by one; the client puts them
+back). With confirmation on, a `ConfirmRequest` (kind `confirm`) asks the owner about a
+mutating tool call; the owner answers with `ConfirmAgentRun(ref, call_id, approve)`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import msgspec
 from phloem.agents.agent import Agent
 from phloem.agents.events import Event
 from phloem.agents.runner import AgentRun
-from phloem.instructions.protocol import ConfirmRequest
+from phloem.protocols.runs import run_item_type
 from phloem.supervision.refs import Owner
 
 
@@ -35,7 +35,6 @@ class StartAgentRun(msgspec.Struct, frozen=True, tag="run"):
     name: str
     input: str | None = None
     state: dict[str, Any] = msgspec.field(default_factory=dict)
-    subscribe_wait_s: float = 5.0
     # This run's own tool policy, intersected with the agent's (denials win).
     tools_allow: list[str] | None = None
     tools_deny: list[str] = []
@@ -74,15 +73,7 @@ class AgentRunStarted(msgspec.Struct, frozen=True):
     stream: str
 
 
-class AgentRunEvent(msgspec.Struct, frozen=True, tag="event"):
-    event: Event
-
-
-class AgentRunEnd(msgspec.Struct, frozen=True, tag="end"):
-    run: AgentRun
-
-
-AgentStreamItem = AgentRunEvent | AgentRunEnd | ConfirmRequest
+AgentStreamItem = run_item_type(Event, AgentRun)
 
 
 # --- in-process messages (never on the wire: they carry objects) -------------------------

@@ -3,10 +3,12 @@
 Requests (msgspec, tagged): `ListAgents`, `PlanAgent(name, state)`,
 `StartAgentRun(name, input, state, tools_allow, tools_deny)`, `CancelAgentRun(ref)` and
 `ConfirmAgentRun(ref, call_id, approve)`. A started run answers
-`AgentRunStarted(ref, stream)`: the ref is bound to the calling client (another client
-gets `not_owner`; when the client goes away the run is cancelled) and the stream
-`agents/<ref>` carries `AgentRunEvent`s as they happen and one final `AgentRunEnd`
-with the whole `AgentRun`, under the subscriber's credit.
+`AgentRunStarted(ref, stream)` at once: it is a run of the one run lifecycle
+(`phloem.actors.runs`) — the ref is bound to the calling client (another client gets
+`not_owner`; when the client goes away the run is cancelled) and the stream
+`agents/<ref>` carries an `agent_event` `RunEvent` per event (the `Event`) and one
+final `RunEnd` with the whole `AgentRun` (its events sent one by one before), under the
+subscriber's credit; what comes before the client subscribes waits for it.
 
 A configured LLM agent's run gets its own interceptors after the tree's: its tool policy
 (`[agents.llm.NAME] tools_allow` / `tools_deny` ∩ the request's), confirmation
@@ -19,13 +21,14 @@ Credential-shaped state keys (`api_key`, `password`, ... — token *counts* are 
 pruned from every event and from the final state before they leave the service.
 
 In the tree the service is `agents/service`, next to `agents/runs`: every run gets its
-own supervisor there (`agent-run:<run>`), holding the run's driver actor and one
-temporary actor per sub-agent invocation, so `phloem tree` shows every live run. At
+own supervisor there (`agent-run:<run>`), holding the run's driver (a `RunDriver`) and
+one temporary actor per sub-agent invocation, so `phloem tree` shows every live run. At
 most `max_concurrent_runs` runs are live; beyond that a start is refused with `backpressure`.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from dataclasses import dataclass
@@ -37,8 +40,6 @@ from phloem.actors.agents.protocol import (
     AgentInfo,
     AgentPlan,
     AgentRequest,
-    AgentRunEnd,
-    AgentRunEvent,
     AgentRunStarted,
     CancelAgentRun,
     ConfirmAgentRun,
@@ -49,27 +50,26 @@ from phloem.actors.agents.protocol import (
     StartAgentRun,
 )
 from phloem.actors.reload import ReloadContext, register_reloader
+from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, Resources, ServiceActor, ServiceContext, register_service
-from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, RunStreamForwarder, Topic
 from phloem.agents.agent import Agent
 from phloem.agents.catalogue import AgentCatalogue, build_catalogue, planned_groups
 from phloem.agents.context import CancelToken
+from phloem.agents.events import Event
+from phloem.agents.outcome import PlannerOutcome
 from phloem.agents.planner_agent import PlannerAgent
 from phloem.agents.preparation import RunPrep, prepare
-from phloem.agents.public import public_event, public_run
+from phloem.agents.public import event_note, public_event, public_run
 from phloem.agents.runner import run_agent
 from phloem.agents.supervised import SupervisedExecutor
-from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.instructions.policy import ToolPolicy
-from phloem.instructions.protocol import ConfirmRequest
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.models.providers import ProviderRegistry
-from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.limits import check_range
+from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.refs import RefKind
+from phloem.protocols.runs import ConfirmRequest
 from phloem.supervision import (
-    Actor,
     ChildHandle,
     ChildSpec,
     ExitReason,
@@ -79,7 +79,6 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
-from phloem.supervision.actor import tell_if_alive
 from phloem.supervision.refs import Owner
 
 log = get_logger("phloem.agents")
@@ -115,14 +114,14 @@ def info_of(agent: Agent) -> AgentInfo:
 
 @dataclass
 class _Run:
+    """What the agents service keeps of one run (the lifecycle's `Run.context`)."""
+
     id: str
-    ref: str
     agent: Agent
     token: CancelToken
     executor: SupervisedExecutor
-    topic: Topic | None
     interceptors: Interceptors = NO_INTERCEPTORS
-    trace: Any = None  # the starting request's trace context (phloem.base.telemetry.capture)
+    lifecycle: Run | None = None  # set when the run starts
     # What the run adds to the tree's chain: its tool policy, confirmation, instructions,
     # templates and their warnings (phloem.agents.preparation).
     prep: RunPrep | None = None
@@ -137,13 +136,6 @@ class _Run:
             self.prep.close("the run ended")
 
 
-class _Finished:
-    __slots__ = ("run_id",)
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-
-
 class _Reconfigure:
     """Internal: rebuild providers and configured agents from a re-read config."""
 
@@ -153,59 +145,44 @@ class _Reconfigure:
         self.config = config
 
 
-class AgentRunDriver(Actor):
-    """Drives one run: waits for the subscriber, runs the agent, streams, ends the topic."""
+def drive(state: _Run, request: StartAgentRun, run: Run) -> None:
+    """The work of one agent run (its `RunDriver`'s): run the agent, each event to the
+    run's stream as it happens, then the `AgentRun` as the end."""
 
-    max_inbox = 4
+    def on_event(event: Event) -> None:
+        public = public_event(event)
+        run.emit("agent_event", public, event_note(public), record=not public.partial)
 
-    def __init__(self, run: _Run, request: StartAgentRun) -> None:
-        super().__init__()
-        self.run = run
-        self.request = request
-
-    def on_receive(self, message: Any) -> Any:
-        if message != "go":
-            return None
-        run, topic = self.run, self.run.topic
-        assert topic is not None
-        forward = RunStreamForwarder(
-            topic, lambda event: AgentRunEvent(public_event(event)), run.token.cancel
+    try:
+        text = request.input
+        if text is not None and state.prep is not None:
+            text = state.prep.expand(text)  # `/name args`
+        result = run_agent(
+            state.agent,
+            input=text,
+            state=request.state,
+            executor=state.executor,
+            cancel=run.token,
+            on_event=on_event,
+            interceptors=state.chain(),
         )
+    finally:
+        state.close_confirmations()
+    extra = state.prep.drain() if state.prep is not None else []
+    end = msgspec.structs.replace(
+        public_run(result), events=(), warnings=(*result.warnings, *extra)
+    )  # the events were sent one by one
+    outcome = result.outcome
+    run.end(outcome_of(outcome.status), error=outcome_error(outcome), result=end)
 
-        reason: ExitReason | None = None
-        try:
-            topic.stream.wait_for_subscribers(1, self.request.subscribe_wait_s)
-            text = self.request.input
-            if text is not None and run.prep is not None:
-                text = run.prep.expand(text)  # `/name args`
-            with telemetry.use(run.trace):
-                result = run_agent(
-                    run.agent,
-                    input=text,
-                    state=self.request.state,
-                    executor=run.executor,
-                    cancel=run.token,
-                    on_event=forward,
-                    interceptors=run.chain(),
-                )
-            run.close_confirmations()
-            if forward.failed is None:
-                extra = run.prep.drain() if run.prep is not None else []
-                warnings = (*result.warnings, *extra)
-                end = msgspec.structs.replace(
-                    public_run(result), events=(), warnings=warnings
-                )  # the events were sent one by one
-                topic.send(AgentRunEnd(end), timeout=RUN_STREAM_SEND_TIMEOUT_S)
-        except PhloemError as exc:
-            log.warning("agent_run_end_undelivered", run=run.id, kind=exc.kind)
-        except Exception as exc:
-            log.error("agent_run_driver_failed", run=run.id, error=type(exc).__name__)
-            reason = ExitReason.from_exception(exc)
-        finally:
-            run.close_confirmations()
-            topic.close(reason)
-        self.exit(reason or ExitReason.normal())
+
+def outcome_error(outcome: PlannerOutcome) -> ErrorValue | None:
+    """Why a run with this outcome did not end `done` (None when it did)."""
+    if outcome.ok:
         return None
+    if outcome.error is not None:
+        return outcome.error
+    return ErrorValue(kind=outcome.status, message=outcome.message)
 
 
 class AgentService(ServiceActor):
@@ -220,14 +197,14 @@ class AgentService(ServiceActor):
         ctx.resources.agents = self.catalogue  # every surface resolves agents here
         self._from_config = set(self.catalogue.registry.names())
         self._retired: list[ProviderRegistry] = []  # in use by runs started before a reload
-        self.max_runs: int = config.agents.max_concurrent_runs
         self.invocation_timeout_s: float = config.agents.invocation_timeout_s
-        self.runs: dict[str, _Run] = {}
+        self.runs = ServiceRuns.of(
+            self, "agent", RUN_REF_KIND, max_live=config.agents.max_concurrent_runs
+        )
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._sup: SupervisorRef | None = None
         self._own_sup: SupervisorRef | None = None
-        ctx.refs.define_kind(RUN_REF_KIND)  # idempotent across restarts of this service
 
     def runs_supervisor(self) -> SupervisorRef:
         """The `runs` supervisor next to this service in the tree (found on first use);
@@ -244,8 +221,7 @@ class AgentService(ServiceActor):
         return self._sup
 
     def on_stop(self) -> None:
-        for run in list(self.runs.values()):
-            run.token.cancel("service stopping")
+        self.runs.stop()
         if self._own_sup is not None:
             self._own_sup.stop(timeout=10.0)
         self.providers.close()
@@ -263,12 +239,10 @@ class AgentService(ServiceActor):
         if isinstance(message, StartAgentRun):
             return self._start(message, call.owner)
         if isinstance(message, CancelAgentRun):
-            run = self.ctx.refs.resolve(message.ref, call.owner, RUN_REF_KIND.name)
-            assert isinstance(run, _Run)
-            run.token.cancel("cancelled by its owner")
+            self.runs.cancel(message.ref, call.owner)
             return {"cancelled": message.ref}
         if isinstance(message, ConfirmAgentRun):
-            run = self.ctx.refs.resolve(message.ref, call.owner, RUN_REF_KIND.name)
+            run = self.runs.resolve(message.ref, call.owner).context
             assert isinstance(run, _Run)
             confirm = run.prep.confirm if run.prep is not None else None
             if confirm is None or not confirm.answer(message.call_id, message.approve):
@@ -280,14 +254,6 @@ class AgentService(ServiceActor):
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
 
     def on_other(self, message: Any) -> Any:
-        if isinstance(message, _Finished):
-            run = self.runs.pop(message.run_id, None)
-            if run is not None:
-                self.ctx.refs.discard(run.ref)
-                run.executor.close()
-            if not self.runs:
-                self._close_retired()
-            return None
         if isinstance(message, _Reconfigure):
             return self._reconfigure(message.config)
         if isinstance(message, RegisterAgent):
@@ -309,10 +275,10 @@ class AgentService(ServiceActor):
         old, self.providers, self.catalogue = self.providers, providers, catalogue
         self.ctx.resources.agents = catalogue
         self._from_config = from_config
-        self.max_runs = config.agents.max_concurrent_runs
+        self.runs.max_live = config.agents.max_concurrent_runs
         self.invocation_timeout_s = config.agents.invocation_timeout_s
         self._retired.append(old)
-        if not self.runs:
+        if not self.runs.live():
             self._close_retired()
         log.info("agents_reconfigured", agents=catalogue.names(), providers=providers.names())
         return catalogue.names()
@@ -345,66 +311,39 @@ class AgentService(ServiceActor):
             raise PhloemError(
                 ErrorKind.BAD_MESSAGE, f"input must be at most {MAX_AGENT_INPUT_CHARS} chars"
             )
-        check_range(
-            "subscribe_wait_s",
-            request.subscribe_wait_s,
-            0,
-            60,
-            kind=ErrorKind.BAD_MESSAGE,
-            integer=False,
-        )
-        if len(self.runs) >= self.max_runs:
-            raise PhloemError(
-                ErrorKind.BACKPRESSURE,
-                f"{len(self.runs)} agent runs live; max_concurrent_runs reached",
-            )
-        runs = self.runs_supervisor()
+        self.runs.check_room()
         run_id = f"{agent.name}-{next(self._ids)}"
-        token = CancelToken()
         executor = SupervisedExecutor(
             run_id,
-            parent=runs,
+            parent=self.runs_supervisor(),
             invocation_timeout_s=self.invocation_timeout_s,
             launcher=self.ctx.resources.launcher("isolated_agents"),
         )
-        run = _Run(
-            run_id,
-            "",
-            agent,
-            token,
-            executor,
-            None,
-            self.ctx.interceptors.chain(),
-            telemetry.capture(),
-        )
-        self._configure(run, request, target)
-        me = self.actor_ref
-        ref = None
+        state = _Run(run_id, agent, CancelToken(), executor, self.ctx.interceptors.chain())
+
+        def launch(run: Run) -> ChildHandle:
+            state.lifecycle = run
+            work = functools.partial(drive, state, request)
+            spec = ChildSpec("driver", (RunDriver, (run, work), {}), restart="temporary")
+            return executor.supervisor.start_child(spec)
+
         try:
-            ref = self.ctx.refs.create(
-                owner, run, lambda reason: token.cancel(str(reason)), RUN_REF_KIND.name
-            )
-            run.ref = ref.text
-            run.topic = self.open_topic(f"agents/{ref.text}", owner=owner)
-            driver = executor.supervisor.start_child(
-                ChildSpec(
-                    "driver",
-                    (AgentRunDriver, (run, request), {}),
-                    restart="temporary",
-                )
+            self._configure(state, request, target)
+            run = self.runs.start(
+                owner, agent.name, launch, context=state, token=state.token, on_exit=self._exited
             )
         except Exception:
-            if ref is not None:
-                self.ctx.refs.discard(ref.text)
-            if run.topic is not None:
-                run.topic.close()
             executor.close()
             raise
-        driver.add_exit_callback(lambda reason: tell_if_alive(me, _Finished(run_id)))
-        self.runs[run_id] = run
-        driver.tell("go")  # type: ignore[attr-defined]
-        log.info("agent_run_started", run=run_id, agent=agent.name)
-        return AgentRunStarted(run.ref, run.topic.name)
+        return AgentRunStarted(run.ref, run.stream)
+
+    def _exited(self, run: Run, reason: ExitReason) -> None:
+        """A run's driver is gone (in this service's thread): its supervisor goes too."""
+        state = run.context
+        assert isinstance(state, _Run)
+        state.executor.close()
+        if not self.runs.live():
+            self._close_retired()
 
     def _configure(self, run: _Run, request: StartAgentRun, target: str | Agent) -> None:
         """What the run adds to the tree's chain (`phloem.agents.preparation`): the
@@ -413,8 +352,8 @@ class AgentService(ServiceActor):
         templates (an unknown `/name` fails the start)."""
 
         def send(item: ConfirmRequest) -> None:
-            assert run.topic is not None
-            run.topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
+            assert run.lifecycle is not None
+            run.lifecycle.confirm(item)
 
         prep = prepare(
             self.catalogue,

@@ -41,6 +41,7 @@ from phloem.protocols.evalcriteria import LLM_JUDGE, Criteria
 from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult
 from phloem.protocols.evalset import EvalCase, EvalSet, ToolCall
 from phloem.protocols.model import Model
+from phloem.supervision.owners import carry
 from phloem.supervision.spec import Launcher
 from phloem.supervision.supervisor import SupervisorRef
 
@@ -299,7 +300,10 @@ class EvalEngine:
                 sample = SampleResult(sid, key[1], "error", {}, error=error)
             results.put((key, sample))
 
-        threading.Thread(target=work, name=f"eval-sample-{case.id[:32]}", daemon=True).start()
+        # carried: process children of the sample's run are listed under the eval's driver
+        threading.Thread(
+            target=carry(work), name=f"eval-sample-{case.id[:32]}", daemon=True
+        ).start()
 
 
 _WAKE = SampleResult("", -1, "error")

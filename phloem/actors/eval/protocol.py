@@ -2,8 +2,10 @@
 
 `StartEval` answers `EvalStarted(ref, stream)`: the ref is bound to the calling client
 (another client gets `not_owner`; when the client goes away the eval and every case run
-it started are cancelled). The stream `eval/<ref>` carries one `EvalProgress` per
-finished case and then one `EvalEnd` with the report, under the subscriber's credit.
+it started are cancelled). The stream `eval/<ref>` carries the run items of
+`phloem.protocols.runs` (`EvalStreamItem`): a `case_done` `RunEvent` per finished case
+(its data an `EvalProgress`), then one `RunEnd` with the report, under the subscriber's
+credit.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from phloem.actors.eval.options import EvalOptions
 from phloem.protocols.evalcriteria import Criteria
 from phloem.protocols.evalreport import EvalReport
 from phloem.protocols.evalset import EvalSet
+from phloem.protocols.runs import run_item_type
 
 
 class StartEval(msgspec.Struct, frozen=True, tag="start"):
@@ -21,7 +24,6 @@ class StartEval(msgspec.Struct, frozen=True, tag="start"):
     agent: str
     criteria: Criteria
     options: EvalOptions = msgspec.field(default_factory=EvalOptions)
-    subscribe_wait_s: float = 5.0
 
 
 class CancelEval(msgspec.Struct, frozen=True, tag="cancel"):
@@ -37,7 +39,7 @@ class EvalStarted(msgspec.Struct, frozen=True):
     total: int  # cases
 
 
-class EvalProgress(msgspec.Struct, frozen=True, tag="progress"):
+class EvalProgress(msgspec.Struct, frozen=True):
     case_id: str
     status: str
     done: int
@@ -47,8 +49,4 @@ class EvalProgress(msgspec.Struct, frozen=True, tag="progress"):
     elapsed_s: float
 
 
-class EvalEnd(msgspec.Struct, frozen=True, tag="end"):
-    report: EvalReport
-
-
-EvalStreamItem = EvalProgress | EvalEnd
+EvalStreamItem = run_item_type(EvalProgress, EvalReport)

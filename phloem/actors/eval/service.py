@@ -1,51 +1,50 @@
 """The `eval` service: run an eval set against a registered agent, under the tree.
 
 Requests (msgspec, tagged): `StartEval(evalset, agent, criteria, options)` and
-`CancelEval(ref)`. A start answers `EvalStarted(ref, stream, total)`: the ref is bound to
-the calling client (another client gets `not_owner`; when the client goes away the eval
-is cancelled and every case run it started is stopped) and the stream `eval/<ref>`
-carries an `EvalProgress` per finished case and one `EvalEnd` with the report.
+`CancelEval(ref)`. A start answers `EvalStarted(ref, stream, total)` at once, a run of the
+one run lifecycle (`phloem.actors.runs`): the ref is bound to the calling client (another
+client gets `not_owner`; when the client goes away the eval is cancelled and every case
+run it started is stopped) and the stream `eval/<ref>` carries a `case_done` `RunEvent`
+per finished case (its data an `EvalProgress`) and one `RunEnd` with the report.
 
 The agent is the one the agent catalogue holds under that name (from the config, or
 `tree.register_agent`), run by the eval engine with the agents runtime and what a run of
 it adds everywhere (its tool policy and instructions: `phloem.agents.preparation`; eval
 runs are unattended, so nothing is put to an owner for confirmation). In the tree the
 service is `eval/service`, next to `eval/runs`: every live eval is a supervisor there
-(`eval-run:<n>`) holding its driver and one `agent-run:...` supervisor per running case
-sample, so `phloem tree` shows them. At most `[eval] max_active_evals` evals are live; one
-more is refused with `backpressure`.
+(`eval-run:<n>`) holding its driver (a `RunDriver`) and one `agent-run:...` supervisor per
+running case sample, so `phloem tree` shows them. At most `[eval] max_active_evals` evals
+are live; one more is refused with `backpressure`.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from phloem.actors.eval.engine import EvalEngine
 from phloem.actors.eval.options import check_options
 from phloem.actors.eval.protocol import (
     CancelEval,
-    EvalEnd,
     EvalProgress,
     EvalRequest,
     EvalStarted,
     StartEval,
 )
+from phloem.actors.runs import Run, RunDriver, ServiceRuns
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
-from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, Topic
 from phloem.agents.context import CancelToken
 from phloem.agents.preparation import prepare
 from phloem.base.logs import get_logger
 from phloem.models.interceptors import Interceptors
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalreport import CaseResult
-from phloem.protocols.limits import check_range
 from phloem.protocols.refs import RefKind
 from phloem.supervision import (
-    Actor,
     ActorHandle,
+    ChildHandle,
     ChildSpec,
     ExitReason,
     SupervisorChild,
@@ -53,7 +52,6 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
-from phloem.supervision.actor import tell_if_alive
 
 log = get_logger("phloem.eval")
 
@@ -68,74 +66,35 @@ EVAL_REF_KIND = RefKind(
 )
 
 
-@dataclass
-class _Eval:
-    id: str
-    ref: str
-    token: CancelToken
-    supervisor: SupervisorRef
-    topic: Topic | None = None
+def drive(engine: EvalEngine, run: Run) -> None:
+    """The work of one eval (its `RunDriver`'s): run the engine, a `case_done` event per
+    finished case, then the report as the end (`cancelled` when the eval was)."""
+    total = len(engine.evalset.cases)
+    counts = {"passed": 0, "evaluated": 0}
 
+    def progress(case: CaseResult, done: int) -> None:
+        counts["passed"] += case.status == "passed"
+        counts["evaluated"] += case.status != "not_evaluated"
+        item = EvalProgress(
+            case.id,
+            case.status,
+            done,
+            total,
+            counts["passed"],
+            counts["evaluated"],
+            round(time.monotonic() - engine.started, 3),
+        )
+        note = {"case": case.id, "status": case.status, "done": done, "total": total}
+        run.emit("case_done", item, {**note, "passed": counts["passed"]})
 
-class _Finished:
-    __slots__ = ("eval_id",)
-
-    def __init__(self, eval_id: str) -> None:
-        self.eval_id = eval_id
-
-
-class EvalDriver(Actor):
-    """Drives one eval: waits for the subscriber, runs the engine, streams, ends the topic."""
-
-    max_inbox = 4
-
-    def __init__(self, run: _Eval, engine: EvalEngine, subscribe_wait_s: float) -> None:
-        super().__init__()
-        self.run = run
-        self.engine = engine
-        self.subscribe_wait_s = subscribe_wait_s
-
-    def on_receive(self, message: Any) -> Any:
-        if message != "go":
-            return None
-        run, topic, engine = self.run, self.run.topic, self.engine
-        assert topic is not None
-        total = len(engine.evalset.cases)
-        counts = {"passed": 0, "evaluated": 0}
-
-        def progress(case: CaseResult, done: int) -> None:
-            counts["passed"] += case.status == "passed"
-            counts["evaluated"] += case.status != "not_evaluated"
-            item = EvalProgress(
-                case.id,
-                case.status,
-                done,
-                total,
-                counts["passed"],
-                counts["evaluated"],
-                round(time.monotonic() - engine.started, 3),
-            )
-            try:
-                topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
-            except PhloemError as exc:
-                run.token.cancel(f"progress stream failed: {exc.kind}")
-
-        engine.on_case = progress
-        reason: ExitReason | None = None
-        try:
-            topic.stream.wait_for_subscribers(1, self.subscribe_wait_s)
-            report = engine.run()
-            topic.send(EvalEnd(report), timeout=RUN_STREAM_SEND_TIMEOUT_S)
-        except PhloemError as exc:
-            log.info("eval_ended_without_report", eval=run.id, kind=exc.kind)
-            reason = ExitReason.shutdown() if exc.kind == ErrorKind.CANCELLED else None
-        except Exception as exc:
-            log.error("eval_driver_failed", eval=run.id, error=type(exc).__name__)
-            reason = ExitReason.from_exception(exc)
-        finally:
-            topic.close(reason)
-        self.exit(ExitReason.normal())
-        return None
+    engine.on_case = progress
+    try:
+        report = engine.run()
+    except PhloemError as exc:
+        log.info("eval_ended_without_report", eval=run.id, kind=exc.kind)
+        run.end("cancelled" if exc.kind == ErrorKind.CANCELLED else "failed", error=exc.to_value())
+        return
+    run.end("done", result=report)
 
 
 class EvalService(ServiceActor):
@@ -148,15 +107,14 @@ class EvalService(ServiceActor):
         from phloem.models.providers import ProviderRegistry
 
         self.providers = ProviderRegistry(ctx.config.providers)
-        self.max_active: int = ctx.config.eval.max_active_evals
         self.invocation_timeout_s: float = ctx.config.agents.invocation_timeout_s
-        self.evals: dict[str, _Eval] = {}
+        self.runs = ServiceRuns.of(
+            self, "eval", EVAL_REF_KIND, max_live=ctx.config.eval.max_active_evals
+        )
         self._ids = itertools.count(1)
-        ctx.refs.define_kind(EVAL_REF_KIND)
 
     def on_stop(self) -> None:
-        for run in list(self.evals.values()):
-            run.token.cancel("service stopping")
+        self.runs.stop()
         self.providers.close()
         super().on_stop()
 
@@ -180,31 +138,19 @@ class EvalService(ServiceActor):
         if isinstance(message, StartEval):
             return self._start(message, call)
         if isinstance(message, CancelEval):
-            run = self.ctx.refs.resolve(message.ref, call.owner, EVAL_REF_KIND.name)
-            assert isinstance(run, _Eval)
-            run.token.cancel("cancelled by its owner")
+            self.runs.cancel(message.ref, call.owner)
             return {"cancelled": message.ref}
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
 
-    def on_other(self, message: Any) -> Any:
-        if isinstance(message, _Finished):
-            run = self.evals.pop(message.eval_id, None)
-            if run is not None:
-                self.ctx.refs.discard(run.ref)
-                if run.supervisor.is_alive():
-                    run.supervisor.stop(timeout=15.0)
-        return None
+    def _exited(self, run: Run, reason: ExitReason) -> None:
+        """An eval's driver is gone (in this service's thread): its supervisor goes too."""
+        sup = run.context
+        assert isinstance(sup, SupervisorRef)
+        if sup.is_alive():
+            sup.stop(timeout=15.0)
 
     def _start(self, request: StartEval, call: Call) -> EvalStarted:
         check_options(request.options, len(request.evalset.cases))
-        check_range(
-            "subscribe_wait_s",
-            request.subscribe_wait_s,
-            0,
-            60,
-            kind=ErrorKind.BAD_MESSAGE,
-            integer=False,
-        )
         catalogue = self.ctx.resources.catalogue()
         agent = catalogue.agent(request.agent)
         tree = self.ctx.interceptors.chain()
@@ -212,10 +158,7 @@ class EvalService(ServiceActor):
         def chain() -> Interceptors:  # unattended: no one to confirm, so no confirmation
             return prepare(catalogue, request.agent).chain(tree)
 
-        if len(self.evals) >= self.max_active:
-            raise PhloemError(
-                ErrorKind.BACKPRESSURE, f"{len(self.evals)} evals live; max_active_evals reached"
-            )
+        self.runs.check_room()
         runs = self._sibling(RUNS_ID)
         assert isinstance(runs, SupervisorRef)
         eval_id = f"eval-{next(self._ids)}"
@@ -228,14 +171,7 @@ class EvalService(ServiceActor):
             )
         )
         assert isinstance(sup, SupervisorRef)
-        run = _Eval(eval_id, "", token, sup)
-        ref = None
         try:
-            ref = self.ctx.refs.create(
-                call.owner, run, lambda reason: token.cancel(str(reason)), EVAL_REF_KIND.name
-            )
-            run.ref = ref.text
-            run.topic = topic = self.open_topic(f"eval/{ref.text}", owner=call.owner)
             engine = EvalEngine(
                 agent,
                 request.evalset,
@@ -248,28 +184,27 @@ class EvalService(ServiceActor):
                 invocation_timeout_s=min(self.invocation_timeout_s, request.options.case_timeout_s),
                 launcher=self.ctx.resources.launcher("eval_cases"),
             )
-            driver = sup.start_child(
-                ChildSpec(
-                    "driver",
-                    (EvalDriver, (run, engine, request.subscribe_wait_s), {}),
-                    restart="temporary",
-                )
+
+            def launch(run: Run) -> ChildHandle:
+                work = functools.partial(drive, engine)
+                spec = ChildSpec("driver", (RunDriver, (run, work), {}), restart="temporary")
+                return sup.start_child(spec)
+
+            run = self.runs.start(
+                call.owner,
+                request.evalset.id,
+                launch,
+                context=sup,
+                token=token,
+                on_exit=self._exited,
             )
         except Exception:
-            if ref is not None:
-                self.ctx.refs.discard(ref.text)
-            if run.topic is not None:
-                run.topic.close()
             sup.stop(timeout=10.0)
             raise
-        me = self.actor_ref
-        driver.add_exit_callback(lambda reason: tell_if_alive(me, _Finished(eval_id)))
-        self.evals[eval_id] = run
-        driver.tell("go")  # type: ignore[attr-defined]
         log.info(
             "eval_started", eval=eval_id, agent=request.agent, cases=len(request.evalset.cases)
         )
-        return EvalStarted(run.ref, topic.name, len(request.evalset.cases))
+        return EvalStarted(run.ref, run.stream, len(request.evalset.cases))
 
 
 def eval_factory(ctx: ServiceContext) -> ChildSpec:

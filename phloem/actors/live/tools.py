@@ -33,6 +33,7 @@ from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
+from phloem.supervision.owners import carry
 from phloem.supervision.spec import Launcher, Limits
 from phloem.tools.contract import FunctionTool, Tool, ToolContext, is_failure
 from phloem.tools.toolset import Toolset
@@ -184,7 +185,7 @@ class ToolRunner:
                     workers, thread_name_prefix="live-tool"
                 )
             pool = self._pool
-        pool.submit(self._run, link, call, control)
+        pool.submit(carry(self._run), link, call, control)  # its child: the session's
 
     def _run(self, link: int, call: wire.FunctionCall, control: _Flight) -> None:
         call_id = call.id or ""

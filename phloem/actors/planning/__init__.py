@@ -27,7 +27,6 @@ if TYPE_CHECKING:
         CallbackOutcome as CallbackOutcome,
         CallbackRunner as CallbackRunner,
     )
-    from phloem.actors.planning.events import PlanningEvent as PlanningEvent
     from phloem.actors.planning.runtime import (
         PLANNING_REF_KIND as PLANNING_REF_KIND,
         PlanningRuntime as PlanningRuntime,
@@ -40,7 +39,6 @@ _EXPORTS: dict[str, str] = {
     "Planner": "phloem.actors.planning.adapters",
     "CallbackOutcome": "phloem.actors.planning.callbacks",
     "CallbackRunner": "phloem.actors.planning.callbacks",
-    "PlanningEvent": "phloem.actors.planning.events",
     "PLANNING_REF_KIND": "phloem.actors.planning.runtime",
     "PlanningRuntime": "phloem.actors.planning.runtime",
 }

@@ -25,6 +25,7 @@ from phloem.actors.planning import outcomes, worker
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
+from phloem.supervision.owners import carry
 from phloem.supervision.reasons import ExitKind
 from phloem.supervision.spec import Launcher, Limits
 
@@ -87,7 +88,7 @@ class CallbackRunner:
         """`trace`: the callback's span; the child runs in its context."""
         task = CallbackTask()
         thread = threading.Thread(
-            target=self._run,
+            target=carry(self._run),  # its child is listed under the run in the tree
             args=(task, request, timeout_s, max_memory_bytes, on_done, name, trace),
             name=name,
             daemon=True,

@@ -11,10 +11,11 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from phloem.protocols.runs import run_item_type
+
 __all__ = [
     "AwaitPlanning",
     "CancelPlanning",
-    "OpenPlanningEvents",
     "PlanningCancelled",
     "PlanningRequest",
     "PlanningStarted",
@@ -22,22 +23,14 @@ __all__ = [
 ]
 
 
-class OpenPlanningEvents(msgspec.Struct, frozen=True, tag="open_events"):
-    """Open an owner-bound event topic for a run about to start; the reply is its name."""
-
-
 class StartPlanning(msgspec.Struct, frozen=True, tag="start"):
-    """Start a run. Adapters are configured names or `{name, target, config}` mappings.
-
-    `events` names a topic from `OpenPlanningEvents` that receives the run's events.
-    """
+    """Start a run. Adapters are configured names or `{name, target, config}` mappings."""
 
     planner: Any
     executor: Any
     goal: Any = None
     context: Any = None
     options: dict[str, Any] | None = None
-    events: str | None = None
 
 
 class AwaitPlanning(msgspec.Struct, frozen=True, tag="await"):
@@ -54,13 +47,22 @@ class CancelPlanning(msgspec.Struct, frozen=True, tag="cancel"):
     reason: Any = "user_cancelled"
 
 
-PlanningRequest: TypeAlias = OpenPlanningEvents | StartPlanning | AwaitPlanning | CancelPlanning
+PlanningRequest: TypeAlias = StartPlanning | AwaitPlanning | CancelPlanning
 
 
 class PlanningStarted(msgspec.Struct, frozen=True):
-    """The reply to `StartPlanning`: the run's opaque, owner-bound ref."""
+    """The reply to `StartPlanning`: the run's opaque, owner-bound ref, and its stream of
+    `phloem.protocols.runs` items (`PlanningStreamItem`)."""
 
     ref: str
+    stream: str
+
+
+PlanningStreamItem = run_item_type(dict[str, Any], str)
+"""A planning run's stream: `RunEvent`s whose `kind` is `plan_accepted`, `step_started`
+(`plan_id`, `revision`, `step_id`, `attempt`), `observation`, `replan` or `terminal`
+(`status`, `error`) and whose `data` is secret-pruned JSON, then a `RunEnd` whose result
+is the run's result as canonical JSON text (`decode_result`)."""
 
 
 class PlanningCancelled(msgspec.Struct, frozen=True):

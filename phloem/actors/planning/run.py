@@ -15,6 +15,11 @@ deadline (`timeout_ms`) capping every callback's own `callback_timeout_ms`. Ever
 `PlanningResult` handed to the run's `RunRecord`, except when the owner went away: then
 the active worker is killed and the run stops without a result.
 
+The actor is the driver of a run of the one run lifecycle (`phloem.actors.runs`): its
+events (`plan_accepted`, `step_started`, `observation`, `replan`, `terminal`) go to the
+run's stream as they happen, each recorded with a content-free note (plan and step ids,
+counts, statuses, error kinds), and its end carries the result's canonical JSON.
+
 Size: one module on purpose — it is the run's state machine above, every transition of
 which checks the same budgets and ends in the same `finish`.
 """
@@ -32,7 +37,6 @@ import pykka
 
 from phloem.actors.planning.adapters import AdapterRef
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
-from phloem.actors.planning.events import PlanningEvent, event_size
 from phloem.actors.planning.outcomes import (
     CompleteOutcome,
     ContinueOutcome,
@@ -50,9 +54,10 @@ from phloem.actors.planning.worker import (
     PlanCall,
     ReviewCall,
 )
+from phloem.actors.runs import Run, outcome_of
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
-from phloem.protocols.errors import ErrorKind as K
+from phloem.protocols.errors import ErrorKind as K, ErrorValue
 from phloem.protocols.jsonvalue import canonical_json
 from phloem.protocols.plan import (
     Plan,
@@ -66,7 +71,6 @@ from phloem.protocols.plan import (
 from phloem.protocols.result import Observation, PlanningResult, ResultError, encode_result
 from phloem.protocols.secrets import MAX_MESSAGE_CHARS, prune_secrets, redact_value
 from phloem.supervision.actor import Actor, ActorHandle
-from phloem.supervision.credit import CreditStream
 from phloem.supervision.reasons import ExitReason
 
 log = get_logger("phloem.planning")
@@ -89,10 +93,11 @@ class RunSpec:
 
 @dataclass(eq=False)
 class RunRecord:
-    """What the runtime and the run actor share: the result slot and the event stream."""
+    """What the runtime and the run actor share: the result slot and the lifecycle's run
+    (its stream, its record; the record is that run's `context`)."""
 
     spec: RunSpec
-    stream: CreditStream[PlanningEvent]
+    run: Run | None = None  # set when the run starts
     result: PlanningResult | None = None
     abandoned: bool = False
     owner_gone: bool = False
@@ -187,7 +192,6 @@ class PlanningRun(Actor):
         self.observations: list[Observation] = []
         self.task: CallbackTask | None = None
         self.seq = 0
-        self.event_seq = 0
         self.ended = False
         self.capped = False
         self.started = time.monotonic()
@@ -249,7 +253,8 @@ class PlanningRun(Actor):
             self._finish("cancelled", error=ResultError(K.CANCELLED, "shutdown"), stop=False)
 
     def credit_in_use(self) -> int:
-        return self.record.stream.credit_in_use()
+        run = self.record.run
+        return run.credit_in_use() if run is not None else 0
 
     # -- callbacks -----------------------------------------------------------------------
 
@@ -290,7 +295,7 @@ class PlanningRun(Actor):
             min(own, remaining),
             self.options.max_memory_bytes,
             post,
-            name=f"planning-{adapter.role}-{tag}",
+            name=f"{adapter.role}.{tag}",
             trace=self.callback_span,
         )
 
@@ -333,7 +338,7 @@ class PlanningRun(Actor):
                     self._fail(ResultError(K.INVALID_INITIAL_PLAN, _plan_reason(exc)))
                     return
                 self.plan = plan
-                self._event("plan_accepted", {"plan": plan.to_builtins()})
+                self._event("plan_accepted", {"plan": plan.to_builtins()}, _plan_note(plan))
                 self._next_step()
             case CompleteOutcome(value=value):
                 self._finish("completed", result=prune_secrets(value))
@@ -359,15 +364,13 @@ class PlanningRun(Actor):
             return
         step = plan.steps[self.cursor]
         self.steps_executed += 1
-        self._event(
-            "step_started",
-            {
-                "plan_id": plan.id,
-                "revision": plan.revision,
-                "step_id": step.id,
-                "attempt": self.steps_executed,
-            },
-        )
+        started = {
+            "plan_id": plan.id,
+            "revision": plan.revision,
+            "step_id": step.id,
+            "attempt": self.steps_executed,
+        }
+        self._event("step_started", started, started)
         call = ExecuteCall(target=self.spec.executor.target, step=step, context=self.spec.context)
         self._callback(self.spec.executor, call, self._on_execute)
 
@@ -396,7 +399,8 @@ class PlanningRun(Actor):
         obs = _observation(plan, step.id, self.steps_executed, output, error)
         self.observations.append(obs)
         observation = obs.to_builtins()
-        self._event("observation", observation)
+        note = {"step_id": step.id, "status": obs.status}
+        self._event("observation", observation, {**note, "error": error.kind if error else None})
         call = ReviewCall(
             target=self.spec.planner.target,
             plan=plan.to_builtins(),
@@ -455,7 +459,7 @@ class PlanningRun(Actor):
         self.replans += 1
         self.plan = new
         self.cursor = 0
-        self._event("replan", {"plan": new.to_builtins()})
+        self._event("replan", {"plan": new.to_builtins()}, _plan_note(new))
         self._next_step()
 
     # -- endings -------------------------------------------------------------------------
@@ -473,8 +477,11 @@ class PlanningRun(Actor):
         self.ended = True
         self._kill_task()
         telemetry.end_span(self.span, "owner_down")
+        run = self.record.run
+        if run is not None:
+            why = ErrorValue(kind=K.OWNER_DOWN, message=detail or "the owner went away")
+            run.end("cancelled", error=why, wait=False)
         self.record.finish(None)
-        self.record.stream.close(ExitReason.owner_down(detail))
         log.info("planning_run_abandoned", reason="owner_down")
         self.exit(ExitReason.owner_down(detail))
 
@@ -526,19 +533,31 @@ class PlanningRun(Actor):
         telemetry.count("phloem.runs", kind="planning", outcome=res.status)
         terminal: dict[str, Any] = {"status": res.status}
         terminal["error"] = None if res.error is None else res.error.to_builtins()
-        self._event("terminal", terminal)
+        kind = None if res.error is None else res.error.kind
+        self._event("terminal", terminal, {"status": res.status, "error": kind})
+        run = self.record.run
+        if run is not None:
+            why = None
+            if res.error is not None:
+                why = ErrorValue(
+                    kind=res.error.kind,
+                    message=f"planning run {res.status}",
+                    details=res.error.to_builtins(),
+                )
+            run.end(outcome_of(res.status), error=why, result=encode_result(res).decode())
         self.record.finish(res)
-        self.record.stream.close()
         if stop:
             self.exit(ExitReason.normal())
 
-    def _event(self, kind: Any, data: dict[str, Any]) -> None:
-        self.event_seq += 1
-        event = PlanningEvent(seq=self.event_seq, kind=kind, data=data)
-        try:
-            self.record.stream.publish(event)
-        except Exception as exc:  # a closed stream or a failing subscriber never stops a run
-            log.debug("planning_event_dropped", kind=kind, error=type(exc).__name__)
+    def _event(self, kind: str, data: dict[str, Any], note: dict[str, Any]) -> None:
+        """One event to the run's stream (`data`: secret-pruned JSON) and its note."""
+        run = self.record.run
+        if run is not None:
+            run.emit(kind, data, note)
+
+
+def _plan_note(plan: Plan) -> dict[str, Any]:
+    return {"plan_id": plan.id, "revision": plan.revision, "steps": len(plan.steps)}
 
 
 def _observation(
@@ -564,5 +583,4 @@ __all__ = [
     "RunRecord",
     "RunSpec",
     "clean_reason",
-    "event_size",
 ]

@@ -1,8 +1,10 @@
 """The planning runtime: validates requests, starts runs, answers await/cancel for owners.
 
 `PlanningRuntime` owns the `planning` supervisor (simple_one_for_one, every run a
-`temporary` `PlanningRun` child) and binds each run to its owner with an owner-bound ref
-(`plan_` + 32 hex digits). Rules:
+`temporary` `PlanningRun` child) and starts each run through the one run lifecycle
+(`phloem.actors.runs`): an owner-bound ref (`plan_` + 32 hex digits), the run's event
+stream (`planning/<ref>`, whose first events wait for the owner to subscribe) and its
+entry in the tree's record of runs. Rules:
 
 - configuration errors — unknown adapter, bad options, non-JSON goal/context — raise
   `PhloemError` before anything starts;
@@ -18,19 +20,11 @@
 
 from __future__ import annotations
 
-import itertools
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
-from phloem.actors.planning.events import (
-    DEFAULT_EVENT_WINDOW_BYTES,
-    DEFAULT_EVENT_WINDOW_MESSAGES,
-    PlanningEvent,
-    event_size,
-)
 from phloem.actors.planning.run import (
     DEFAULT_CANCEL_REASON,
     CancelRun,
@@ -39,6 +33,8 @@ from phloem.actors.planning.run import (
     RunRecord,
     RunSpec,
 )
+from phloem.actors.runs import Run, RunLog, ServiceRuns
+from phloem.actors.streams import StreamHub
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.protocols.credit import CreditWindow
@@ -55,7 +51,8 @@ from phloem.protocols.refs import OwnedRef, RefKind
 from phloem.protocols.result import PlanningResult, ResultError
 from phloem.supervision import forkserver
 from phloem.supervision.actor import ActorHandle
-from phloem.supervision.credit import CreditStream, Subscription
+from phloem.supervision.credit import CreditReceiver
+from phloem.supervision.handle import ChildHandle
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner, OwnerRegistry
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorSpec
@@ -81,8 +78,6 @@ MAX_AWAIT_TIMEOUT_S = 24 * 3600.0
 # Slack over a run's own deadline that `run_planning` waits before giving up.
 RUN_WAIT_SLACK_S = 30.0
 
-EventSink = tuple[CreditWindow, Callable[[PlanningEvent], None], Callable[[ExitReason], None]]
-
 
 def _request_error(message: str) -> PhloemError:
     return PhloemError(ErrorKind.INVALID_PLANNING_REQUEST, message)
@@ -100,17 +95,27 @@ class PlanningRuntime:
         max_active_runs: int = DEFAULT_MAX_ACTIVE_RUNS,
         name: str = "planning",
         supervisor: SupervisorRef | None = None,
+        streams: StreamHub | None = None,
+        log: RunLog | None = None,
     ) -> None:
+        """`refs`, `streams` and `log` are the tree's (its owners, its topics, its record
+        of runs); without them the runtime keeps its own, and records nothing."""
         check_range("max_active_runs", max_active_runs, *MAX_ACTIVE_RUNS_RANGE)
         self.adapters = adapters
         preload_callback_modules(adapters.modules())
         self.refs = refs or OwnerRegistry()
-        self.refs.define_kind(PLANNING_REF_KIND)
         self.runner = runner or CallbackRunner()
         self.max_active_runs = max_active_runs
-        self._lock = threading.Lock()
-        self._active = 0
-        self._ids = itertools.count(1)
+        self.runs = ServiceRuns(
+            "planning",
+            PLANNING_REF_KIND,
+            refs=self.refs,
+            streams=streams if streams is not None else StreamHub(),
+            log=log,
+            prefix="planning",
+            max_live=max_active_runs,
+            keep_refs=True,  # until the result is awaited
+        )
         self._own_supervisor = supervisor is None
         self.supervisor: SupervisorRef = supervisor or Supervisor.start(
             runs_supervisor_spec(), [run_child_spec()], name=name
@@ -148,67 +153,48 @@ class PlanningRuntime:
         goal: Any,
         context: Any = None,
         options: Mapping[str, Any] | PlanningOptions | None = None,
-        events: EventSink | None = None,
-    ) -> OwnedRef:
-        """Start a run for `owner`; its ref. `events` subscribes before the first event."""
+    ) -> Run:
+        """Start a run for `owner`: its `ref`, and its event `stream` (the owner's to read;
+        what comes before the owner subscribes waits for it)."""
         spec = self.prepare(planner, executor, goal, context, options)
-        with self._lock:
-            if not self.supervisor.is_alive():
-                raise PhloemError(ErrorKind.PLANNING_UNAVAILABLE, "the planning runtime is stopped")
-            if self._active >= self.max_active_runs:
+        if not self.supervisor.is_alive():
+            raise PhloemError(ErrorKind.PLANNING_UNAVAILABLE, "the planning runtime is stopped")
+        record = RunRecord(spec)
+        record.trace = telemetry.capture()
+
+        def launch(run: Run) -> ChildHandle:
+            record.run = run
+            try:
+                return self.supervisor.start_child((record, self.runner))
+            except PhloemError as exc:
                 raise PhloemError(
-                    ErrorKind.BACKPRESSURE,
-                    f"{self._active} planning runs are active; max_active_runs is "
-                    f"{self.max_active_runs}",
-                )
-            self._active += 1
-        release = self._slot_releaser()
-        try:
-            stream: CreditStream[PlanningEvent] = CreditStream(
-                f"planning-events-{next(self._ids)}", size_of=event_size
-            )
-            if events is not None:
-                window, deliver, on_detach = events
-                stream.subscribe(window, deliver, on_detach)
-            record = RunRecord(spec, stream)
-            record.on_end = release
-            record.trace = telemetry.capture()
-            ref = self.refs.create(
-                owner, record, lambda reason: self._owner_gone(record, reason), "planning"
-            )
-        except BaseException:
-            release()
-            raise
-        try:
-            handle = self.supervisor.start_child((record, self.runner))
-        except PhloemError as exc:
-            if record.done.is_set():
-                # It ran to its end before the supervisor saw it start (an instant
-                # deadline): the start is reported as failed, but the result is there.
-                release()
-                return ref
-            self.refs.discard(ref)
-            release()
-            raise PhloemError(
-                ErrorKind.PLANNING_UNAVAILABLE, f"run could not start: {exc}"
-            ) from None
+                    ErrorKind.PLANNING_UNAVAILABLE, f"run could not start: {exc}"
+                ) from None
+
+        run = self.runs.start(
+            owner,
+            f"{spec.planner.name} / {spec.executor.name}",
+            launch,
+            context=record,
+            on_exit=self._ended,
+            on_owner_down=lambda run, reason: self._owner_gone(record, reason),
+        )
+        handle = run.handle
         assert isinstance(handle, ActorHandle)
-        handle.add_exit_callback(lambda reason: self._ended(record, reason, release))
         with record._lock:
             record.handle = handle
             gone = record.owner_gone
         if gone:
             self._tell(handle, OwnerGone("owner went away while the run started"))
-        return ref
-
-    def _release_slot(self) -> None:
-        with self._lock:
-            self._active -= 1
+        # the run's own cancel (its stream failed, its service stops) ends it cancelled
+        run.token.on_cancel(lambda: self._tell(handle, CancelRun(run.token.reason)))
+        return run
 
     @staticmethod
-    def _ended(record: RunRecord, reason: ExitReason, release: Callable[[], None]) -> None:
+    def _ended(run: Run, reason: ExitReason) -> None:
         """The run's actor exited: if it left no result (killed), record `run_crashed`."""
-        release()
+        record = run.context
+        assert isinstance(record, RunRecord)
         if not record.done.is_set():
             record.finish(
                 PlanningResult(
@@ -223,31 +209,23 @@ class PlanningRuntime:
                     metadata=record.spec.options.result_metadata,
                 )
             )
-            record.stream.close(reason)
-
-    def _slot_releaser(self) -> Callable[[], None]:
-        """A callable that frees one run slot, the first time it is called."""
-        once = threading.Lock()
-
-        def release() -> None:
-            if once.acquire(blocking=False):
-                self._release_slot()
-
-        return release
 
     @property
     def active_runs(self) -> int:
-        with self._lock:
-            return self._active
+        return len(self.runs.live())
 
     # -- owner operations ----------------------------------------------------------------
 
+    def run_of(self, owner: Owner, ref: Any) -> Run:
+        """The run behind `ref` (its text, an `OwnedRef` or the `Run`), for its owner only
+        (`invalid_planning_ref` / `not_planning_owner` otherwise)."""
+        if isinstance(ref, Run | OwnedRef):
+            ref = ref.ref if isinstance(ref, Run) else ref.text
+        return self.runs.resolve(ref, owner)
+
     def record(self, owner: Owner, ref: Any) -> RunRecord:
-        """The run behind `ref`, for its owner only (`invalid_planning_ref` /
-        `not_planning_owner` otherwise)."""
-        if isinstance(ref, OwnedRef):
-            ref = ref.text
-        record = self.refs.resolve(ref, owner, "planning")
+        """The result slot of the run behind `ref`, for its owner only."""
+        record = self.run_of(owner, ref).context
         assert isinstance(record, RunRecord)
         return record
 
@@ -268,8 +246,10 @@ class PlanningRuntime:
             raise PhloemError(
                 ErrorKind.NOT_PLANNING_OWNER, "planning ref is not held by this owner"
             )
+        run = record.run
         try:
-            self.refs.release(str(ref), owner, "planning")
+            if run is not None:
+                self.runs.release(run, owner)
         except PhloemError:
             pass  # a concurrent await of the same owner already released it
         return result
@@ -295,18 +275,16 @@ class PlanningRuntime:
         self,
         owner: Owner,
         ref: Any,
-        deliver: Callable[[PlanningEvent], None],
-        on_detach: Callable[[ExitReason], None] | None = None,
         window: CreditWindow | None = None,
-    ) -> Subscription:
-        """Stream the run's future events to `deliver`, under `window` credit."""
-        record = self.record(owner, ref)
-        window = window or CreditWindow(DEFAULT_EVENT_WINDOW_MESSAGES, DEFAULT_EVENT_WINDOW_BYTES)
-        return record.stream.subscribe(window, deliver, on_detach)
-
-    def ack(self, owner: Owner, ref: Any, sub: Subscription, messages: int = 1) -> None:
-        record = self.record(owner, ref)
-        record.stream.ack(sub, messages)
+        *,
+        auto_ack: bool = True,
+    ) -> CreditReceiver[bytes]:
+        """Read the run's stream in-process (msgpack `PlanningStreamItem`s) under `window`
+        credit: every event from the first when this is its first subscriber, else from
+        now on."""
+        run = self.run_of(owner, ref)
+        topic = self.runs.streams.get(run.stream, owner)
+        return topic.stream.receiver(window, auto_ack=auto_ack)
 
     def run(
         self,
@@ -316,12 +294,11 @@ class PlanningRuntime:
         goal: Any,
         context: Any = None,
         options: Mapping[str, Any] | PlanningOptions | None = None,
-        events: EventSink | None = None,
     ) -> PlanningResult:
         """Start a run and wait for its result."""
         opts = parse_options(options)
-        ref = self.start(owner, planner, executor, goal, context, opts, events)
-        return self.await_result(owner, ref, opts.timeout_ms / 1000 + RUN_WAIT_SLACK_S)
+        run = self.start(owner, planner, executor, goal, context, opts)
+        return self.await_result(owner, run, opts.timeout_ms / 1000 + RUN_WAIT_SLACK_S)
 
     def owner_down(self, owner: Owner, detail: str | None = None) -> int:
         """The owner went away: end its runs without results; how many refs it held."""

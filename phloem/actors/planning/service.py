@@ -7,12 +7,13 @@ In the tree it is a small subtree (`rest_for_one`)::
     └── service         PlanningService (actor path `planning/service`)
 
 Requests (`protocol.PlanningRequest`) carry the calling client as owner:
-`StartPlanning` → `PlanningStarted(ref)`, `AwaitPlanning` → the result as canonical JSON
-text (decode it with `decode_result`), `CancelPlanning` → `PlanningCancelled`.
-`OpenPlanningEvents` opens an owner-bound topic (`planning/events-…`) that a following
-`StartPlanning(events=name)` fills with the run's events, so a client can subscribe
-before the run starts and miss nothing. Awaits never block the service: they are
-answered when the run ends or their timeout passes.
+`StartPlanning` → `PlanningStarted(ref, stream)` at once, `AwaitPlanning` → the result as
+canonical JSON text (decode it with `decode_result`), `CancelPlanning` →
+`PlanningCancelled`. A run is a run of the one run lifecycle (`phloem.actors.runs`): its
+stream (`planning/<ref>`, the caller's to read) carries its events as `RunEvent`s and
+its result's JSON in the `RunEnd`, and what comes before the caller subscribes waits for
+it, so nothing is missed. Awaits never block the service: they are answered when the
+run ends or their timeout passes.
 
 Adapters come from `[planning.planners]` / `[planning.executors]` of the config and are
 loaded when the service starts: a bad entry stops the daemon from starting. With none
@@ -21,18 +22,13 @@ configured the service is not started (clients then get `planning_unavailable`).
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
-
-import msgspec
 
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
-from phloem.actors.planning.events import PlanningEvent
 from phloem.actors.planning.protocol import (
     AwaitPlanning,
     CancelPlanning,
-    OpenPlanningEvents,
     PlanningCancelled,
     PlanningRequest,
     PlanningStarted,
@@ -48,24 +44,16 @@ from phloem.actors.planning.runtime import (
     runs_supervisor_spec,
 )
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
-from phloem.actors.streams import Topic
 from phloem.base.logs import get_logger
-from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.result import encode_result
 from phloem.supervision import timers
-from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
 from phloem.supervision.supervisor import SupervisorRef, sibling_of
 
 log = get_logger("phloem.planning")
 
 SERVICE_PATH = "planning/service"
-# Topics opened with OpenPlanningEvents and not yet used by a StartPlanning.
-MAX_PENDING_EVENT_TOPICS = 1024
-# The run → topic forwarding window: the topic applies each client's own credit.
-# Bound on the walk that finds the runs supervisor at the first request.
-FORWARD_WINDOW = CreditWindow(65_536, 1024 * 1024 * 1024)
 
 
 class PlanningService(ServiceActor):
@@ -76,7 +64,6 @@ class PlanningService(ServiceActor):
     def __init__(self, ctx: ServiceContext) -> None:
         super().__init__(ctx)
         self.runtime: PlanningRuntime | None = None
-        self._pending_topics: dict[str, Topic] = {}
 
     def on_start(self) -> None:
         cfg = getattr(self.ctx.config, "planning", None)
@@ -95,6 +82,8 @@ class PlanningService(ServiceActor):
                 runner=CallbackRunner(self.ctx.resources.launcher("planning_callbacks")),
                 max_active_runs=self.max_active_runs,
                 supervisor=self._runs_supervisor(),
+                streams=self.ctx.streams,
+                log=self.ctx.resources.runs,
             )
         return self.runtime
 
@@ -110,8 +99,6 @@ class PlanningService(ServiceActor):
 
     def handle(self, message: Any, call: Call) -> Any:
         match message:
-            case OpenPlanningEvents():
-                return self._open_events(call)
             case StartPlanning():
                 return self._start(message, call)
             case AwaitPlanning():
@@ -122,40 +109,16 @@ class PlanningService(ServiceActor):
 
     # -- requests ------------------------------------------------------------------------
 
-    def _open_events(self, call: Call) -> str:
-        self._pending_topics = {n: t for n, t in self._pending_topics.items() if not t.closed}
-        if len(self._pending_topics) >= MAX_PENDING_EVENT_TOPICS:
-            raise PhloemError(
-                ErrorKind.BACKPRESSURE,
-                f"{MAX_PENDING_EVENT_TOPICS} planning event topics are unused",
-            )
-        name = f"planning/events-{secrets.token_hex(12)}"
-        self._pending_topics[name] = self.open_topic(name, owner=call.owner)
-        return name
-
     def _start(self, message: StartPlanning, call: Call) -> PlanningStarted:
-        runtime = self._runtime()
-        sink = None
-        topic: Topic | None = None
-        if message.events is not None:
-            topic = self._pending_topics.get(message.events)
-            if topic is None or topic.closed or topic.owner != call.owner:
-                raise PhloemError(
-                    ErrorKind.UNKNOWN_STREAM, "events must name a topic from open_events"
-                )
-            sink = _forward_to(topic)
-        ref = runtime.start(
+        run = self._runtime().start(
             call.owner,
             message.planner,
             message.executor,
             message.goal,
             message.context,
             message.options,
-            sink,
         )
-        if topic is not None:
-            self._pending_topics.pop(topic.name, None)
-        return PlanningStarted(str(ref))
+        return PlanningStarted(run.ref, run.stream)
 
     def _await(self, message: AwaitPlanning, call: Call) -> Any:
         runtime = self._runtime()
@@ -199,16 +162,6 @@ def _await_timeout(timeout: float | None) -> PhloemError:
     return PhloemError(
         ErrorKind.PLANNING_AWAIT_TIMEOUT, f"planning run still running after {timeout} s"
     )
-
-
-def _forward_to(topic: Topic) -> Any:
-    def deliver(event: PlanningEvent) -> None:
-        topic.publish(msgspec.structs.asdict(event))
-
-    def on_detach(reason: ExitReason) -> None:
-        topic.close(reason)
-
-    return (FORWARD_WINDOW, deliver, on_detach)
 
 
 def planning_service(ctx: ServiceContext) -> ChildSpec | None:

@@ -45,6 +45,7 @@ from phloem.actors.sessions.journal import StateJournal
 from phloem.actors.sessions.transcript import (
     Header,
     Transcript,
+    count_events,
     header_line,
     new_header,
     persistable,
@@ -348,6 +349,16 @@ class DurableSessionService:
     def busy(self, session_id: str) -> bool:
         with self._lock:
             return session_id in self._busy
+
+    def event_count(self, info: SessionInfo) -> int | None:
+        """How many events the session of `info` holds: counted in memory while it is
+        loaded, else read from its transcript's last event line (None: not found)."""
+        with self._lock:
+            entry = self._open.get(info.id)
+        if entry is not None:
+            with entry.lock:
+                return len(entry.transcript.events)
+        return count_events(Path(info.path))
 
     def close(self) -> None:
         with self._lock:

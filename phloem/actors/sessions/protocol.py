@@ -1,10 +1,10 @@
 """Messages of the `sessions` service, shared by the service and the client methods.
 
 Requests are a tagged union (`SessionRequest`). A run's stream `sessions/<ref>` carries
-`SessionRunEvent`s as they happen, then one `SessionRunEnd` with the turn's `AskResult`;
-a stream that ends without it is `run_incomplete`. With confirmation on, a
-`ConfirmRequest` (kind `confirm`) asks the run's owner about a mutating tool call; the
-owner answers with `ConfirmSession(session_id, call_id, approve)`.
+the run items of `phloem.protocols.runs` (`SessionStreamItem`): an `agent_event`
+`RunEvent` per event as it happens, then one `RunEnd` with the turn's `AskResult`. With
+confirmation on, a `ConfirmRequest` (kind `confirm`) asks the run's owner about a
+mutating tool call; the owner answers with `ConfirmSession(session_id, call_id, approve)`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import msgspec
 
 from phloem.actors.sessions.results import AskResult
 from phloem.agents.events import Event
-from phloem.instructions.protocol import ConfirmRequest
+from phloem.protocols.runs import run_item_type
 
 
 class NewSession(msgspec.Struct, frozen=True, tag="new"):
@@ -27,7 +27,6 @@ class NewSession(msgspec.Struct, frozen=True, tag="new"):
 class RunSession(msgspec.Struct, frozen=True, tag="run"):
     session_id: str
     prompt: str
-    subscribe_wait_s: float = 5.0
     # This turn's own tool policy, intersected with the agent's (denials win).
     tools_allow: list[str] | None = None
     tools_deny: list[str] = []
@@ -79,6 +78,7 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     updated: float
     transcript: str
     busy: bool = False
+    events: int | None = None  # None: not known without reading the whole transcript
 
 
 class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,12 +96,4 @@ class SessionRunStarted(msgspec.Struct, frozen=True):
     session_id: str
 
 
-class SessionRunEvent(msgspec.Struct, frozen=True, tag="event"):
-    event: Event
-
-
-class SessionRunEnd(msgspec.Struct, frozen=True, tag="end"):
-    result: AskResult
-
-
-SessionStreamItem = SessionRunEvent | SessionRunEnd | ConfirmRequest
+SessionStreamItem = run_item_type(Event, AskResult)

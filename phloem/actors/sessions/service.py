@@ -4,10 +4,11 @@ Requests (`protocol.py`): `NewSession(agent, workdir, session_id)`, `RunSession(
 prompt, tools_allow, tools_deny)`, `CancelSession`, `ListSessions`, `ShowSession`,
 `DeleteSession`, `ConfirmSession(session_id, call_id, approve)`. Sessions are
 durable, named state and belong to no client; a *run* does: `RunSession` answers
-`SessionRunStarted(ref, stream)` with a ref bound to the calling client, so a client that
-goes away cancels its run (as `CancelSession` does). A second run of a busy session is
-`session_busy`. The stream `sessions/<ref>` carries the turn's events under credit, then
-the `AskResult`.
+`SessionRunStarted(ref, stream)` at once, a run of the one run lifecycle
+(`phloem.actors.runs`) with a ref bound to the calling client, so a client that goes away
+cancels its run (as `CancelSession` does). A second run of a busy session is
+`session_busy`. The stream `sessions/<ref>` carries the turn's events (`agent_event`
+`RunEvent`s) under credit, then a `RunEnd` with the `AskResult`.
 
 A session's agent is an `[agents.llm.NAME]` entry of the one agent catalogue
 (`ServiceContext.resources.agents`): for every turn it is built anew
@@ -19,12 +20,13 @@ templates, the tool policy (the agent's `tools_allow` / `tools_deny` ∩ the tur
 with `confirmation = true` a `ConfirmRequest` on the stream before each mutating tool
 call, answered by the run's owner (`ConfirmSession`); warnings join `AskResult.warnings`.
 With `context_tokens` > 0 its requests are compacted.
-In the tree the service is `sessions/service`; every live run is a driver actor under
-`sessions/runs`.
+In the tree the service is `sessions/service`; every live run is a driver actor (a
+`RunDriver`) under `sessions/runs`.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -32,6 +34,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.actors.sessions.compaction import SessionCompaction, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
@@ -44,29 +47,27 @@ from phloem.actors.sessions.protocol import (
     RunSession,
     SessionDetail,
     SessionRequest,
-    SessionRunEnd,
-    SessionRunEvent,
     SessionRunStarted,
     SessionSummary,
     ShowSession,
 )
 from phloem.actors.sessions.results import AskResult
 from phloem.actors.sessions.turn import Turn, run_turn
-from phloem.actors.streams import RUN_STREAM_SEND_TIMEOUT_S, RunStreamForwarder, Topic
 from phloem.agents.context import CancelToken
 from phloem.agents.conversation import ConversationAgent
+from phloem.agents.events import Event
 from phloem.agents.preparation import RunPrep, SessionPlace, prepare
-from phloem.agents.public import public_event
+from phloem.agents.public import event_note, public_event
 from phloem.base.logs import get_logger
 from phloem.instructions.policy import ToolPolicy
-from phloem.instructions.protocol import ConfirmRequest
 from phloem.instructions.session_contexts import SessionContexts
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
 from phloem.protocols.refs import RefKind
+from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
-    Actor,
+    ChildHandle,
     ChildSpec,
     ExitReason,
     Supervisor,
@@ -75,7 +76,6 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
-from phloem.supervision.actor import tell_if_alive
 from phloem.supervision.refs import Owner
 from phloem.tools.contract import ToolContext
 from phloem.tools.outputlimit import OutputBudget
@@ -99,93 +99,45 @@ MAX_SHOW_EVENTS = 10_000
 
 @dataclass
 class _Run:
+    """What the sessions service keeps of one turn (the lifecycle's `Run.context`)."""
+
     session_id: str
-    ref: str
     token: CancelToken
-    topic: Topic | None = None
+    lifecycle: Run | None = None  # set when the run starts
     # What the turn adds to the tree's chain: tool policy, confirmation, instructions,
     # templates and their warnings (phloem.agents.preparation).
     prep: RunPrep | None = None
 
 
-class _Finished:
-    __slots__ = ("run",)
+def drive(service: SessionsService, state: _Run, turn: Turn, run: Run) -> None:
+    """The work of one turn (its `RunDriver`'s): expand a `/name args` prompt, run the
+    turn with each event to the run's stream, then the `AskResult` as the end. The
+    session's run lease is given back as soon as the turn is over."""
+    prep = state.prep
 
-    def __init__(self, run: _Run) -> None:
-        self.run = run
+    def on_event(event: Event) -> None:
+        public = public_event(event)
+        run.emit("agent_event", public, event_note(public), record=not public.partial)
 
-
-class SessionRunDriver(Actor):
-    """Drives one turn: waits for the subscriber, runs it, streams, ends the topic."""
-
-    max_inbox = 4
-
-    def __init__(self, service: SessionsService, run: _Run, turn: Turn, wait_s: float) -> None:
-        super().__init__()
-        self.service = service
-        self.run = run
-        self.turn = turn
-        self.wait_s = wait_s
-
-    def on_receive(self, message: Any) -> Any:
-        if message != "go":
-            return None
-        run, topic = self.run, self.run.topic
-        assert topic is not None
-        forward = RunStreamForwarder(
-            topic, lambda event: SessionRunEvent(public_event(event)), run.token.cancel
-        )
-
-        released: list[bool] = []
-
-        def release() -> None:  # once: a newer run of the session may hold the slot next
-            if not released:
-                released.append(True)
-                self.service.store.release_run(run.session_id)
-
-        reason: ExitReason | None = None
-        prep = run.prep
+    try:
+        drain = prep.drain if prep is not None else None
         try:
-            topic.stream.wait_for_subscribers(1, self.wait_s)
-            drain = None
-            failed_expansion = None
             if prep is not None:
-                drain = prep.drain
-                try:
-                    self.turn.prompt = prep.expand(self.turn.prompt)  # `/name args`
-                except PhloemError as exc:
-                    failed_expansion = AskResult(
-                        session_id=run.session_id,
-                        status="failed",
-                        error=exc.to_value(),
-                        warnings=drain(),
-                    )
-            try:
-                if failed_expansion is not None:
-                    result = failed_expansion
-                else:
-                    result = run_turn(self.turn, run.token, forward, drain)
-            except PhloemError as exc:  # the store failed under the turn (session_io, ...)
-                log.warning("session_turn_failed", session=run.session_id, kind=exc.kind)
-                result = AskResult(session_id=run.session_id, status="failed", error=exc.to_value())
-            finally:  # the turn is over: the next may start as soon as this one's result is out
-                if prep is not None:
-                    prep.close("the run ended")
-                release()
-            if forward.failed is None:
-                topic.send(SessionRunEnd(result), timeout=RUN_STREAM_SEND_TIMEOUT_S)
-        except PhloemError as exc:
-            log.warning("session_run_end_undelivered", session=run.session_id, kind=exc.kind)
-        except Exception as exc:
-            log.error("session_run_failed", session=run.session_id, error=type(exc).__name__)
-            reason = ExitReason.from_exception(exc)
-        finally:
-            if prep is not None:
-                prep.close("the run ended")
-            release()
-            topic.close(reason)
-        self.exit(reason or ExitReason.normal())
-        return None
+                turn.prompt = prep.expand(turn.prompt)  # `/name args`
+            result = run_turn(turn, run.token, on_event, drain)
+        except PhloemError as exc:  # the expansion or the store under the turn failed
+            log.warning("session_turn_failed", session=state.session_id, kind=exc.kind)
+            result = AskResult(
+                session_id=state.session_id,
+                status="failed",
+                error=exc.to_value(),
+                warnings=drain() if drain is not None else [],
+            )
+    finally:  # the turn is over: the next may start as soon as this one's result is out
+        if prep is not None:
+            prep.close("the run ended")
+        service.store.release_run(state.session_id)
+    run.end(outcome_of(result.status), error=result.error, result=result)
 
 
 class SessionsService(ServiceActor):
@@ -200,14 +152,14 @@ class SessionsService(ServiceActor):
         self._store: DurableSessionService | None = None
         self.budget = OutputBudget()
         self.instructions = SessionContexts(ctx.config.instructions)
-        self.runs: dict[str, _Run] = {}
+        self.runs = ServiceRuns.of(self, "session", RUN_REF_KIND, max_live=cfg.max_concurrent_runs)
+        self.turns: dict[str, Run] = {}  # the live run of each busy session
         self._run_ids = itertools.count(1)
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
         self._lock = threading.Lock()
         self._workspace_lock = threading.Lock()
         self._sup: SupervisorRef | None = None
         self._own_sup: SupervisorRef | None = None
-        ctx.refs.define_kind(RUN_REF_KIND)
 
     @property
     def store(self) -> DurableSessionService:
@@ -222,8 +174,7 @@ class SessionsService(ServiceActor):
             return self._store
 
     def on_stop(self) -> None:
-        for run in list(self.runs.values()):
-            run.token.cancel("service stopping")
+        self.runs.stop()
         if self._own_sup is not None:
             self._own_sup.stop(timeout=10.0)
         if self._store is not None:
@@ -239,10 +190,10 @@ class SessionsService(ServiceActor):
             return self._start(message, call.owner)
         if isinstance(message, CancelSession):
             self.store.get_session(message.session_id)  # unknown_session for a bad id
-            run = self.runs.get(message.session_id)
+            run = self.turns.get(message.session_id)
             active = run is not None and self.store.busy(message.session_id)
             if run is not None and active:
-                run.token.cancel("cancelled")
+                run.cancel("cancelled")
             return {"cancelled": active}
         if isinstance(message, ListSessions):
             return [self._summary(info) for info in self.store.infos()]
@@ -259,13 +210,12 @@ class SessionsService(ServiceActor):
             return {"deleted": deleted}
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
 
-    def on_other(self, message: Any) -> Any:
-        if isinstance(message, _Finished):
-            run = message.run
-            if self.runs.get(run.session_id) is run:  # not a newer run of the session
-                del self.runs[run.session_id]
-            self.ctx.refs.discard(run.ref)
-        return None
+    def _exited(self, run: Run, reason: ExitReason) -> None:
+        """A turn's driver is gone (in this service's thread)."""
+        state = run.context
+        assert isinstance(state, _Run)
+        if self.turns.get(state.session_id) is run:  # not a newer run of the session
+            del self.turns[state.session_id]
 
     def _new(self, request: NewSession) -> SessionSummary:
         name = request.agent or self.cfg.default_agent
@@ -290,55 +240,34 @@ class SessionsService(ServiceActor):
                 ErrorKind.INVALID_ARGUMENT,
                 f"prompt must be at most {self.cfg.max_prompt_chars} chars",
             )
-        check_range(
-            "subscribe_wait_s",
-            request.subscribe_wait_s,
-            0,
-            60,
-            kind=ErrorKind.BAD_MESSAGE,
-            integer=False,
-        )
         sid = request.session_id
         header = self.store.header(sid)
-        if len(self.runs) >= self.cfg.max_concurrent_runs:
-            raise PhloemError(
-                ErrorKind.BACKPRESSURE, f"{len(self.runs)} session runs live; max_concurrent_runs"
-            )
-        token = CancelToken()
-        run = _Run(sid, "", token)
-        turn = self._turn(sid, header.meta, request.prompt, run, request)
+        self.runs.check_room()
+        state = _Run(sid, CancelToken())
+        turn = self._turn(sid, header.meta, request.prompt, state, request)
         self.store.acquire_run(sid)
-        me = self.actor_ref
-        ref = None
-        try:
-            ref = self.ctx.refs.create(
-                owner, run, lambda reason: token.cancel(f"owner gone: {reason}"), RUN_REF_KIND.name
-            )
-            run.ref = ref.text
-            run.topic = self.open_topic(f"sessions/{ref.text}", owner=owner)
-            driver = self.runs_supervisor().start_child(
+
+        def launch(run: Run) -> ChildHandle:
+            state.lifecycle = run
+            work = functools.partial(drive, self, state, turn)
+            return self.runs_supervisor().start_child(
                 ChildSpec(
                     f"run:{sid}#{next(self._run_ids)}",
-                    (SessionRunDriver, (self, run, turn, request.subscribe_wait_s), {}),
+                    (RunDriver, (run, work), {}),
                     restart="temporary",
                     shutdown=15.0,
                 )
             )
+
+        try:
+            run = self.runs.start(
+                owner, sid, launch, context=state, token=state.token, on_exit=self._exited
+            )
         except Exception:
-            if ref is not None:
-                self.ctx.refs.discard(ref.text)
-            if run.topic is not None:
-                run.topic.close()
             self.store.release_run(sid)
             raise
-
-        def finished(reason: ExitReason) -> None:
-            tell_if_alive(me, _Finished(run))  # the service may be stopping itself
-
-        driver.add_exit_callback(finished)
-        self.runs[sid] = run
-        driver.tell("go")  # type: ignore[attr-defined]
-        return SessionRunStarted(run.ref, run.topic.name, sid)
+        self.turns[sid] = run
+        return SessionRunStarted(run.ref, run.stream, sid)
 
     def _turn(
         self, session_id: str, meta: dict[str, Any], prompt: str, run: _Run, request: RunSession
@@ -351,8 +280,8 @@ class SessionsService(ServiceActor):
         workdir = str(meta.get("workdir") or os.getcwd())
 
         def send(item: ConfirmRequest) -> None:
-            assert run.topic is not None
-            run.topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
+            assert run.lifecycle is not None
+            run.lifecycle.confirm(item)
 
         place = SessionPlace(
             ToolContext(
@@ -396,14 +325,15 @@ class SessionsService(ServiceActor):
 
     def _confirm(self, request: ConfirmSession, owner: Owner) -> dict[str, Any]:
         """The run owner's answer to a confirmation (`not_owner` for anyone else)."""
-        run = self.runs.get(request.session_id)
+        run = self.turns.get(request.session_id)
         if run is None:
             self.store.header(request.session_id)  # unknown_session for a bad id
             raise PhloemError(
                 ErrorKind.UNKNOWN_CALL, f"session {request.session_id!r} has no active run"
             )
-        self.ctx.refs.resolve(run.ref, owner, RUN_REF_KIND.name)
-        confirm = run.prep.confirm if run.prep is not None else None
+        state = self.runs.resolve(run.ref, owner).context
+        assert isinstance(state, _Run)
+        confirm = state.prep.confirm if state.prep is not None else None
         if confirm is None or not confirm.answer(request.call_id, request.approve):
             raise PhloemError(
                 ErrorKind.UNKNOWN_CALL,
@@ -434,6 +364,7 @@ class SessionsService(ServiceActor):
             updated=info.updated,
             transcript=info.path,
             busy=self.store.busy(info.id),
+            events=self.store.event_count(info),
         )
 
     def _show(self, request: ShowSession) -> SessionDetail:

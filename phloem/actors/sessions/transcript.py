@@ -25,6 +25,9 @@ from phloem.protocols.warnings import RunWarning
 
 VERSION = 1
 _encode = msgspec.json.encode
+EVENT_LINE_PREFIX = b'{"type":"event","order":'
+MAX_COUNT_SCAN_BYTES = 1024 * 1024
+"""How far from its end `count_events` reads a transcript for its last event line."""
 
 
 class Header(msgspec.Struct, frozen=True, kw_only=True):
@@ -183,7 +186,7 @@ class Transcript:
             return False
         body = _encode(event)
         order = len(self.events) + 1
-        line = b'{"type":"event","order":%d,"event":' % order + body + b"}\n"
+        line = EVENT_LINE_PREFIX + b'%d,"event":' % order + body + b"}\n"
         self._write(line)
         self._index[event.id] = event
         self.events.append(event)
@@ -211,3 +214,21 @@ class Transcript:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def count_events(path: Path, max_bytes: int = MAX_COUNT_SCAN_BYTES) -> int | None:
+    """The events in the transcript at `path`, read from the order of its last event line
+    within its last `max_bytes` (None: not found there, or the file is unreadable)."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            start = max(0, size - max_bytes)
+            f.seek(start)
+            tail = f.read(max_bytes)
+    except OSError:
+        return None
+    at = tail.rfind(b"\n" + EVENT_LINE_PREFIX)
+    if at < 0:
+        return 0 if start == 0 else None
+    digits = tail[at + 1 + len(EVENT_LINE_PREFIX) :].split(b",", 1)[0]
+    return int(digits) if digits.isdigit() else None

@@ -143,8 +143,8 @@ def test_a_running_planner_agent_is_cancelled_by_its_owner_ref_only(tree: Tree) 
         owner.cancel_agent_run(run.ref)
         items = list(stream)
         end = msgspec.convert(items[-1], dict)
-        assert end["type"] == "end"
-        assert end["run"]["outcome"]["status"] == "cancelled"
+        assert end["type"] == "end" and end["outcome"] == "cancelled"
+        assert end["result"]["outcome"]["status"] == "cancelled"
     finally:
         owner.close()
         other.close()

@@ -35,7 +35,7 @@ from tests.actors.cluster import fns
 from tests.actors.cluster.conftest import MIB
 from tests.actors.eval.fixtures import case, phloem_set
 from tests.actors.planning.conftest import read_pids
-from tests.helpers import wait_until
+from tests.helpers import ps_args, tree_node, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -213,13 +213,45 @@ def test_a_remote_child_shows_in_the_tree_with_its_pid_and_node(
         wait_until(lambda: len(_children(tree, "slow.process#")) == 1, 10, "child in the tree")
         [child] = _children(tree, "slow.process#")
         assert child.type == "process" and child.state == "running"
-        if backend == "ray":  # the worker's pid (the call runs in a child of its fork server)
-            assert child.pid == ray_worker_of(pid)
+        if backend == "ray":  # its worker's pid, until the worker says which process runs it
+            assert child.pid in (pid, ray_worker_of(pid))
+            wait_until(lambda: _children(tree, "slow.process#")[0].pid == pid, 10, "its pid")
+            [child] = _children(tree, "slow.process#")
             assert child.node is not None and "/" in child.node
         else:
             assert child.pid == pid and child.node is None
+        assert child.rss_bytes and child.rss_bytes > 0
         client.cancel_agent_run(started.ref)
     assert gone(pid)
+
+
+@pytest.mark.warm("planning_callbacks")
+def test_a_running_callback_is_in_the_tree_under_its_run_titled(
+    tree: Tree, backend: str, tmp_path: Path
+) -> None:
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    with tree.client() as client:
+        ref = client.start_planning(scripted(steps=[{"op": "sleep", "fifo": fifo}]), "scripted")
+        [pid] = read_pids(fifo)
+
+        def callback() -> Any:
+            found = _children(tree, "executor.execute")
+            return found[0] if found and found[0].pid == pid and found[0].rss_bytes else None
+
+        # on Ray its worker's pid first, this one's once the worker has said
+        wait_until(lambda: callback() is not None, 10, "the callback under its run")
+        child = callback()
+        runs = tree_node(tree.snapshot(), "phloem/planning/runs")
+        [run] = [r for r in runs.children if child in r.children]
+        assert child.type == "process" and child.state == "running"
+        assert child.rss_cap_bytes == 256 * MIB  # the run's max_memory_bytes
+        assert (child.node is not None) == (backend == "ray")
+        assert on_ray_worker(pid) == (backend == "ray")
+        assert ps_args(pid) == f"phloem: planning/runs/{run.id} executor.execute"
+        client.cancel_planning(ref)
+    assert gone(pid)
+    wait_until(lambda: not _children(tree, "executor.execute"), 10, "gone from the tree")
 
 
 def _children(tree: Tree, prefix: str) -> list[Any]:

@@ -74,9 +74,20 @@ def test_helpdesk_example_passes_with_its_criteria(tree: Tree) -> None:
             criteria="conf/examples/eval/criteria.json",
             on_progress=seen.append,
         )
+        [run] = client.list_runs()  # the tree's record of the eval: its cases, its outcome
     assert report.status == "passed" and report.pass_rate == 1.0
     assert report.metrics == {"answer": 1.0, "response_match_score": 1.0, "tools": 1.0}
     assert [p.done for p in seen] == [1, 2, 3, 4] and seen[-1].total == 4
+    assert (run.kind, run.name, run.outcome) == ("eval", report.eval_set_id, "done")
+    assert [n.kind for n in run.events] == ["case_done"] * 4
+    assert [n.detail["case"] for n in run.events] == [p.case_id for p in seen]
+    assert run.events[-1].detail == {
+        "case": seen[-1].case_id,
+        "status": "passed",
+        "done": 4,
+        "total": 4,
+        "passed": 4,
+    }
 
 
 def test_each_sample_is_a_fresh_session_and_turns_share_one(tree: Tree) -> None:

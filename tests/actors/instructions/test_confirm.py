@@ -14,10 +14,10 @@ from phloem.instructions.confirm import (
     ConfirmationInterceptor,
     is_mutating,
 )
-from phloem.instructions.protocol import ConfirmRequest
 from phloem.instructions.settings import InstructionsConfig
 from phloem.models.interceptors import CallInfo, ToolCall
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.runs import ConfirmRequest
 from phloem.tools import default_registry
 from tests.helpers import wait_until
 

@@ -15,8 +15,8 @@ import pytest
 
 from phloem import Client
 from phloem.actors.agents.protocol import AgentStreamItem
-from phloem.instructions.protocol import ConfirmRequest
 from phloem.protocols.credit import CreditWindow
+from phloem.protocols.runs import ConfirmRequest, RunEnd
 from tests.helpers import DaemonProc, raises_kind, run_cli, running_daemon, short_tmpdir
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
 
@@ -180,7 +180,7 @@ def test_only_the_owner_may_answer_and_a_late_answer_is_unknown(setup: Setup) ->
             "unknown_call",
             "invalid_ref",  # the run may already have ended
         )
-        while not hasattr(source.recv(30), "run"):
+        while not isinstance(source.recv(30), RunEnd):
             pass
         source.close()
     assert (setup.ws / "d.txt").read_text() == "owner said yes"

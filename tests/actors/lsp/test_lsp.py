@@ -17,7 +17,7 @@ from phloem.tools.contract import ToolContext
 from phloem.tools.registry import ToolRegistry, coding_tools
 from phloem.tools.workspace import Workspace
 from phloem.tree import Tree
-from tests.helpers import pids_alive, wait_until
+from tests.helpers import pids_alive, ps_args, tree_node, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -144,6 +144,11 @@ def test_no_language_server_survives_the_tree_stop(tmp_path: Path) -> None:
         assert server["state"] == "running" and server["server"] == "ruff"
         bridge = server["pid"]
         program = program_pid(bridge)
+        # in the tree: the bridge under lsp/servers, the program under it with its own pid
+        (child,) = tree_node(tree.snapshot(), "phloem/lsp/servers").children
+        assert child.pid == bridge and ps_args(bridge) == f"phloem: lsp/servers/{child.id}"
+        (node,) = child.children
+        assert (node.id, node.pid) == ("ruff", program) and node.rss_bytes
     finally:
         tree.stop()
     wait_until(lambda: not pids_alive(program), what="ruff server outlived the tree")

@@ -28,7 +28,7 @@ from phloem.tools.contract import ToolContext
 from phloem.tools.outputlimit import OutputPolicy
 from phloem.tools.toolset import SourceToolset
 from phloem.tree import Tree
-from tests.helpers import ROOT, pids_alive, wait_until
+from tests.helpers import ROOT, pids_alive, ps_args, tree_node, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -104,6 +104,32 @@ def test_stdio_server_connects_lazily_as_a_supervised_child_and_stops_with_the_t
         tree.stop()
     wait_until(lambda: not pids_alive(server_pid), what="the server outlived the tree")
     wait_until(lambda: not pids_alive(pid), what="the bridge outlived the tree")
+
+
+def test_a_stdio_servers_own_pid_and_memory_are_in_the_tree_under_its_bridge() -> None:
+    tree = tree_with(t=stdio())
+    try:
+        hub = tree.resources.mcp
+        assert isinstance(hub, McpHub)
+        pid_tool = tree.tool_registry().get("mcp__t__pid")
+        assert pid_tool is not None
+        server_pid = int(pid_tool.run({}, ToolContext())["content"])
+        snapshot = tree.snapshot()
+        bridge = tree_node(snapshot, "phloem/mcp/servers/t")
+        assert bridge is not None and bridge.pid == hub.info()[0]["pid"]
+        (server,) = bridge.children  # the bridge reported it before it served a byte
+        assert (server.id, server.type, server.state) == (
+            Path(SERVER[0]).name,
+            "process",
+            "running",
+        )
+        assert server.pid == server_pid != bridge.pid
+        assert server.rss_bytes and server.rss_bytes > 0
+        assert snapshot.processes == 2  # the bridge and its server
+        assert ps_args(bridge.pid) == "phloem: mcp/servers/t"
+        assert ps_args(server_pid) == " ".join(stdio().command)  # the server's own
+    finally:
+        tree.stop()
 
 
 def test_bounds_tool_count_and_result_size() -> None:

@@ -9,19 +9,20 @@ import contextlib
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psutil
 import pytest
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
-from phloem.actors.planning.events import PlanningEvent
+from phloem.actors.planning.protocol import PlanningStreamItem
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.result import PlanningResult, decode_result, encode_result
+from phloem.protocols.runs import RunEnd, RunEvent
 from phloem.supervision.refs import Owner
 from tests.actors.planning.conftest import on_ray, read_pids
 
@@ -328,9 +329,9 @@ def _alive(pid: int) -> bool:
 # --- cancellation and refs --------------------------------------------------------------
 
 
-def sleeping_run(rt: PlanningRuntime, owner: Owner, fifo: str) -> Any:
+def sleeping_run(rt: PlanningRuntime, owner: Owner, fifo: str) -> str:
     os.mkfifo(fifo)
-    return rt.start(owner, scripted(steps=[{"op": "sleep", "fifo": fifo}]), "scripted", 1)
+    return rt.start(owner, scripted(steps=[{"op": "sleep", "fifo": fifo}]), "scripted", 1).ref
 
 
 def test_cancellation_kills_the_active_worker_and_redacts_the_reason(
@@ -378,6 +379,19 @@ def test_a_mismatched_cancel_ref_is_rejected_without_stopping_the_run(
     assert psutil.pid_exists(pid)
     runtime.cancel(owner, ref)
     assert runtime.await_result(owner, ref, 5).status == "cancelled"
+
+
+def test_the_runs_own_cancel_a_failed_stream_or_a_stopping_service_ends_it_cancelled(
+    runtime: PlanningRuntime, owner: Owner, tmp_path: Path
+) -> None:
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    run = runtime.start(owner, scripted(steps=[{"op": "sleep", "fifo": fifo}]), "scripted", 1)
+    [pid] = read_pids(fifo)
+    run.token.cancel("event stream failed: timeout")  # what a stalled subscriber does
+    result = runtime.await_result(owner, run, 10)
+    assert result.status == "cancelled" and not psutil.pid_exists(pid)
+    assert error_of(result) == {"kind": "cancelled", "reason": "event stream failed: timeout"}
 
 
 def test_an_unregistered_adapter_name_imports_nothing(
@@ -433,7 +447,7 @@ def test_owner_down_kills_the_worker_and_ends_the_run_without_a_result(
     owner = Owner.client("leaving")
     ref = sleeping_run(runtime, owner, str(tmp_path / "fifo"))
     [pid] = read_pids(str(tmp_path / "fifo"))
-    record = runtime.refs.resolve(str(ref), owner, "planning")
+    record = runtime.record(owner, ref)
     handle = record.handle
     assert runtime.owner_down(owner) == 1
     reason = handle.wait(5)
@@ -445,13 +459,24 @@ def test_owner_down_kills_the_worker_and_ends_the_run_without_a_result(
     assert info.value.kind == "owner_down"
 
 
+def items_of(receiver: Any, timeout: float = 10.0) -> list[Any]:
+    """Every item a run's stream gives `receiver`, decoded, to its end."""
+    items = []
+    while True:
+        try:
+            items.append(msgspec.msgpack.decode(receiver.recv(timeout), type=PlanningStreamItem))
+        except PhloemError as err:
+            assert err.kind == "closed", err
+            return items
+
+
 def test_progress_events_stream_in_order(runtime: PlanningRuntime, owner: Owner) -> None:
-    events: list[PlanningEvent] = []
-    ended = threading.Event()
     target = scripted(steps=[{"op": "fail"}], review="replan_on_error", recovery=[{"op": "echo"}])
-    sink = (CreditWindow(64, 1 << 20), events.append, lambda reason: ended.set())
-    result = runtime.run(owner, target, "scripted", 1, None, None, sink)
-    assert ended.wait(5)
+    run = runtime.start(owner, target, "scripted", 1)
+    assert runtime.record(owner, run).done.wait(30)
+    # subscribed after the run ended: its first subscriber still gets every event
+    *events, end = items_of(runtime.subscribe(owner, run))
+    result = runtime.await_result(owner, run, 0)
     assert [e.kind for e in events] == [
         "plan_accepted",
         "step_started",
@@ -461,48 +486,45 @@ def test_progress_events_stream_in_order(runtime: PlanningRuntime, owner: Owner)
         "observation",
         "terminal",
     ]
+    assert all(isinstance(e, RunEvent) for e in events)
     assert [e.seq for e in events] == list(range(1, 8))
     assert events[-1].data == {"status": "completed", "error": None}
-    assert result.status == "completed"
+    assert isinstance(end, RunEnd) and end.seq == 8 and end.outcome == "done"
+    assert decode_result(end.result) == result and result.status == "completed"
 
 
 def test_events_beyond_the_credit_window_wait_for_acks(
     runtime: PlanningRuntime, owner: Owner
 ) -> None:
-    events: list[PlanningEvent] = []
-    result = runtime.run(
-        owner,
-        scripted(),
-        "scripted",
-        1,
-        None,
-        None,
-        (CreditWindow(2, 1 << 20), events.append, print),
-    )
-    assert result.status == "completed"
-    assert [e.kind for e in events] == ["plan_accepted", "step_started"]
+    run = runtime.start(owner, scripted(), "scripted", 1)
+    receiver = runtime.subscribe(owner, run, CreditWindow(2, 1 << 20), auto_ack=False)
+    assert runtime.record(owner, run).done.wait(30)
+    assert receiver.buffered() == 2  # no acks: nothing beyond the window was delivered
+    first = msgspec.msgpack.decode(receiver.recv(1), type=PlanningStreamItem)
+    assert first.kind == "plan_accepted"
 
 
-def test_a_late_subscriber_gets_the_events_from_then_on_within_its_window(
+def test_a_later_subscriber_gets_the_events_from_then_on(
     runtime: PlanningRuntime, owner: Owner, tmp_path: Path
 ) -> None:
     ref = sleeping_run(runtime, owner, str(tmp_path / "fifo"))
     read_pids(str(tmp_path / "fifo"))
-    events: list[PlanningEvent] = []
-    ended = threading.Event()
-    sub = runtime.subscribe(
-        owner, ref, events.append, lambda reason: ended.set(), CreditWindow(1, 1 << 20)
-    )
+    first = runtime.subscribe(owner, ref)
+    second = runtime.subscribe(owner, ref, CreditWindow(1, 1 << 20))
     runtime.cancel(owner, ref, "late")
-    assert ended.wait(5)
-    assert [e.kind for e in events] == ["terminal"]
-    assert events[0].data == {
-        "status": "cancelled",
-        "error": {"kind": "cancelled", "reason": "late"},
-    }
-    assert sub.in_flight_messages == 1
+    early = items_of(first)
+    assert [getattr(i, "kind", "end") for i in early] == [
+        "plan_accepted",
+        "step_started",
+        "terminal",
+        "end",
+    ]
+    late = items_of(second)
+    assert [getattr(i, "kind", "end") for i in late] == ["terminal", "end"]
+    assert late[0].data == {"status": "cancelled", "error": {"kind": "cancelled", "reason": "late"}}
+    assert late[1].outcome == "cancelled" and late[1].error.kind == "cancelled"
     with pytest.raises(PhloemError) as info:
-        runtime.subscribe(Owner.client("other"), ref, events.append)
+        runtime.subscribe(Owner.client("other"), ref)
     assert info.value.kind == "not_planning_owner"
 
 

@@ -13,7 +13,7 @@ import phloem
 from phloem.agents import LlmAgent
 from phloem.models import ScriptedModel
 from phloem.protocols.errors import PhloemError
-from tests.helpers import wait_until
+from tests.helpers import ps_args, wait_until
 
 from .helpers import chain, run, slot
 from .sample_plugins import Counter, Hang, Hog, Pid
@@ -158,6 +158,7 @@ def test_isolated_stateful_instance_is_a_supervised_process_child() -> None:
         assert sorted(c.id for c in instance.children) == ["process", "state"]
         pid = next(c for c in instance.children if c.id == "process").pid
         assert pid is not None and pid != os.getpid()
+        assert ps_args(pid) == "phloem: plugins/instances/instance:counter/process"
         assert tree.run_agent(LlmAgent("f", "", ScriptedModel(["ok"])), input="hog").ok
         status = counted(tree, "counter")
         assert not status.available and "process child" in status.exit

@@ -1,6 +1,7 @@
 """Cancelling stops the call in flight: a model call hanging at the provider and a
-`sleep 600` bash call both end within 1 s of the cancel, and nothing is left running.
-The same holds for one-shot runs."""
+`sleep 600` bash call both end within 1 s of the cancel, and nothing is left running —
+for session turns and agent runs alike, each ending `cancelled` on its stream and in the
+tree's record of runs. The same holds for one-shot runs."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from pathlib import Path
 import psutil
 
 import phloem
+from phloem.agents.llm_agent import LlmAgent
 from phloem.models.oneshot import run as oneshot_run
 from phloem.models.openai import OpenAIModel
+from phloem.tools.contract import ToolContext
+from phloem.tools.registry import coding_tools
+from phloem.tools.workspace import Workspace
 from tests.helpers import wait_until
 from tests.models.fake_provider import FakeProvider, Reply, chat_calls, chat_text, chat_tool_call
 
@@ -59,6 +64,8 @@ def test_a_hanging_model_call_stops_within_a_second(
         assert elapsed < CANCEL_BUDGET_S, elapsed
         wait_until(lambda: not other.session_list()[0].busy, timeout=5, what="idle")
         wait_until(lambda: not run_children(other.tree()), timeout=5, what="no run actor")
+        [run] = other.list_runs()
+        assert (run.kind, run.name, run.outcome) == ("session", sid, "cancelled")
 
 
 def test_a_sleeping_bash_call_stops_within_a_second(
@@ -80,6 +87,66 @@ def test_a_sleeping_bash_call_stops_within_a_second(
         assert call.response is not None and call.response["error"] == "cancelled"
         assert sleepers() == []
         assert len(fake.requests) == 1  # the model was not asked again
+        [run] = other.list_runs()
+        assert run.outcome == "cancelled"
+        calls = [n.detail.get("calls") for n in run.events]
+        assert "bash" in calls and command not in str(run.events)  # the tool's name only
+
+
+def fake_model(fake: FakeProvider) -> OpenAIModel:
+    return OpenAIModel(
+        "chat_completions",
+        "fake",
+        f"{fake.base_url}/v1",
+        "",
+        chat_token_limit="max_tokens",
+        max_retries=0,
+    )
+
+
+def test_an_agent_runs_hanging_model_call_stops_and_the_run_ends_cancelled(
+    tree: phloem.Tree, fake: FakeProvider
+) -> None:
+    fake.add(Reply(delay=60.0, body=b"{}"))
+    model = fake_model(fake)
+    tree.register_agent(LlmAgent("waiting", "", model))
+    try:
+        with tree.client() as client:
+            started = client.start_agent_run("waiting", input="hang")
+            wait_until(lambda: len(fake.requests) == 1, what="the model call")
+            t0 = time.monotonic()
+            client.cancel_agent_run(started.ref)
+            run = client.follow_agent_run(started, timeout=30)
+            elapsed = time.monotonic() - t0
+            [record] = client.list_runs()
+    finally:
+        model.close()
+    assert run.outcome.status == "cancelled" and elapsed < CANCEL_BUDGET_S, elapsed
+    assert (record.kind, record.name, record.outcome) == ("agent", "waiting", "cancelled")
+
+
+def test_an_agent_runs_sleeping_bash_call_stops_and_the_run_ends_cancelled(
+    tree: phloem.Tree, fake: FakeProvider, workspace: Path
+) -> None:
+    command = "sleep 600; echo phloem-test-marker"
+    fake.add(chat_calls(chat_tool_call("bash", json.dumps({"command": command}))), chat_text("x"))
+    model = fake_model(fake)
+    context = ToolContext(workspace=Workspace(str(workspace)))
+    tree.register_agent(LlmAgent("sleepy", "", model, tools=coding_tools(), tool_context=context))
+    try:
+        with tree.client() as client:
+            started = client.start_agent_run("sleepy", input="sleep")
+            wait_until(lambda: bool(sleepers()), timeout=20, what="the sleep to start")
+            t0 = time.monotonic()
+            client.cancel_agent_run(started.ref)
+            run = client.follow_agent_run(started, timeout=30)
+            elapsed = time.monotonic() - t0
+            [record] = client.list_runs()
+    finally:
+        model.close()
+    assert run.outcome.status == "cancelled" and elapsed < CANCEL_BUDGET_S, elapsed
+    assert sleepers() == [] and len(fake.requests) == 1
+    assert record.outcome == "cancelled"
 
 
 def test_a_one_shot_run_stops_its_model_call_in_flight(fake: FakeProvider) -> None:

@@ -1,0 +1,95 @@
+"""`phloem runs`: the tree's record of recent runs — every run, however short.
+
+    phloem runs [--follow] [--json]
+
+Lists each run the daemon keeps a record of (agent runs, session turns, evals, planning
+runs; `[supervision] recent_runs`, oldest first): its id, kind, name, outcome (or
+`running`), times, owner, and its last events (`[supervision] recent_run_events`), each
+with its kind and content-free details. `--json` prints the list as one JSON array.
+`--follow` then prints every change as it happens (one line each; `--json`: one JSON
+object per line — a `RunUpdate` with its `type`: `began`, `noted`, `finished`,
+`forgotten` or `missed` — after the list) until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from phloem.cli.commands import EXIT_OK, CommandContext, Commands, to_json
+
+if TYPE_CHECKING:
+    from phloem.protocols.runs import RunNote, RunSummary, RunUpdate
+
+
+def add_cli(commands: Commands) -> None:
+    runs = commands.add("runs", "list the recent runs and their events", _cmd_runs)
+    runs.add_argument("--follow", action="store_true", help="then print every change until Ctrl-C")
+
+
+def clock(at: float | None) -> str:
+    if at is None:
+        return ""
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 1000) % 1000:03d}"
+
+
+def render_note(note: RunNote) -> str:
+    details = " ".join(f"{k}={v}" for k, v in note.detail.items())
+    return f"#{note.seq} {clock(note.at)} {note.kind}{' ' + details if details else ''}"
+
+
+def render_run(run: RunSummary) -> str:
+    """The run's line, then one indented line per kept event."""
+    state: str = run.outcome or "running"
+    if run.error:
+        state += f" ({run.error})"
+    took = ""
+    if run.ended_at is not None:
+        took = f" → {clock(run.ended_at)} ({(run.ended_at - run.started_at) * 1000:.0f} ms)"
+    lines = [
+        f"{run.id} {run.kind} {run.name}: {state} · {clock(run.started_at)}{took} · "
+        f"{run.owner} · {run.event_count} events"
+    ]
+    if run.events_dropped:
+        lines.append(f"  ({run.events_dropped} older events not kept)")
+    lines.extend(f"  {render_note(n)}" for n in run.events)
+    return "\n".join(lines)
+
+
+def render_update(update: RunUpdate) -> str:
+    from phloem.protocols.runs import RunBegan, RunFinished, RunMissed, RunNoted
+
+    if isinstance(update, RunBegan):
+        run = update.run
+        return f"{run.id} began: {run.kind} {run.name} · {clock(run.started_at)} · {run.owner}"
+    if isinstance(update, RunNoted):
+        return f"{update.id} {render_note(update.note)}"
+    if isinstance(update, RunFinished):
+        error = f" ({update.error})" if update.error else ""
+        return f"{update.id} {update.outcome}{error} · {clock(update.ended_at)}"
+    if isinstance(update, RunMissed):
+        return f"({update.count} changes missed)"
+    return f"{update.id} forgotten"
+
+
+def _cmd_runs(ctx: CommandContext) -> int:
+    with ctx.client() as client:
+        if not ctx.args.follow:
+            runs = client.list_runs()
+            _print_runs(ctx, runs)
+            return EXIT_OK
+        runs, updates = client.follow_runs()
+        with updates:
+            _print_runs(ctx, runs)
+            for update in updates:
+                ctx.emit(update, text=render_update(update))
+    return EXIT_OK
+
+
+def _print_runs(ctx: CommandContext, runs: list[RunSummary]) -> None:
+    if ctx.json:
+        ctx.out.write(to_json(runs) + "\n")
+        ctx.out.flush()
+        return
+    text = "\n".join(render_run(r) for r in runs) if runs else "no runs yet"
+    ctx.emit(None, text=text)
