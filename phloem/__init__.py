@@ -7,10 +7,10 @@ when something asks for them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from phloem._version import __version__
+from phloem.protocols.exports import lazy_exports
 
 if TYPE_CHECKING:
     from phloem.actors.eval.options import EvalOptions as EvalOptions
@@ -52,7 +52,8 @@ if TYPE_CHECKING:
         Session as Session,
         SupervisorPlanner as SupervisorPlanner,
     )
-    from phloem.client import AsyncClient as AsyncClient, Client as Client
+    from phloem.client.aio import AsyncClient as AsyncClient
+    from phloem.client.sync import Client as Client
     from phloem.instructions import (
         ConfirmationInterceptor as ConfirmationInterceptor,
         InstructionContext as InstructionContext,
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
         Part as Part,
         ThinkingConfig as ThinkingConfig,
     )
+    from phloem.protocols.credit import CreditWindow as CreditWindow
     from phloem.protocols.errors import (
         ErrorKind as ErrorKind,
         ErrorValue as ErrorValue,
@@ -100,7 +102,6 @@ if TYPE_CHECKING:
         RunSummary as RunSummary,
     )
     from phloem.protocols.warnings import RunWarning as RunWarning
-    from phloem.supervision.credit import CreditWindow as CreditWindow
     from phloem.tools.toolset import Toolset as Toolset
     from phloem.tree import Tree as Tree
 
@@ -117,7 +118,7 @@ _EXPORTS: dict[str, str] = {
     "ConfirmRequest": "phloem.protocols.runs",
     "ConfirmationInterceptor": "phloem.instructions",
     "Content": "phloem.protocols.content",
-    "CreditWindow": "phloem.supervision.credit",
+    "CreditWindow": "phloem.protocols.credit",
     "Decision": "phloem.agents",
     "DfsSearch": "phloem.agents",
     "Done": "phloem.agents",
@@ -187,15 +188,5 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [*sorted(_EXPORTS), "__version__"]  # noqa: PLE0604 (the one export table)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'phloem' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -8,54 +8,71 @@ answer the agents' local callbacks (`LlmAgent(..., before_model_callback=...)`).
 machinery lives in `phloem.actors.plugins`.
 """
 
+# ruff: noqa: PLC0414 (a face: `import X as X` marks the re-exports for type checkers)
 from __future__ import annotations
 
-from phloem.actors.plugins.builtins import (
-    ContextFilter,
-    GlobalInstruction,
-    Logging,
-    ToolRetry,
-    build_builtin,
-)
-from phloem.actors.plugins.instance import InstanceStatus
-from phloem.actors.plugins.interceptor import PluginInterceptor
-from phloem.actors.plugins.protocol import PluginInfo
-from phloem.actors.plugins.settings import PluginOptions
-from phloem.agents.hooks import (
-    HOOK_VALUES,
-    HOOKS,
-    NOTIFY_ONLY,
-    Amend,
-    Halt,
-    Outcome,
-    Plugin,
-    PluginContext,
-    Return,
-    RunSummary,
-    ToolCall,
-    ToolResult,
-)
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "HOOKS",
-    "HOOK_VALUES",
-    "NOTIFY_ONLY",
-    "Amend",
-    "ContextFilter",
-    "GlobalInstruction",
-    "Halt",
-    "InstanceStatus",
-    "Logging",
-    "Outcome",
-    "Plugin",
-    "PluginContext",
-    "PluginInfo",
-    "PluginInterceptor",
-    "PluginOptions",
-    "Return",
-    "RunSummary",
-    "ToolCall",
-    "ToolResult",
-    "ToolRetry",
-    "build_builtin",
-]
+from phloem.protocols.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from phloem.actors.plugins.builtins import (
+        ContextFilter as ContextFilter,
+        GlobalInstruction as GlobalInstruction,
+        Logging as Logging,
+        ToolRetry as ToolRetry,
+        build_builtin as build_builtin,
+    )
+    from phloem.actors.plugins.interceptor import (
+        PluginInterceptor as PluginInterceptor,
+    )
+    from phloem.actors.plugins.protocol import (
+        InstanceStatus as InstanceStatus,
+        PluginInfo as PluginInfo,
+    )
+    from phloem.actors.plugins.settings import (
+        PluginOptions as PluginOptions,
+    )
+    from phloem.agents.hooks import (
+        HOOK_VALUES as HOOK_VALUES,
+        HOOKS as HOOKS,
+        NOTIFY_ONLY as NOTIFY_ONLY,
+        Amend as Amend,
+        Halt as Halt,
+        Outcome as Outcome,
+        Plugin as Plugin,
+        PluginContext as PluginContext,
+        Return as Return,
+        RunSummary as RunSummary,
+        ToolCall as ToolCall,
+        ToolResult as ToolResult,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "Amend": "phloem.agents.hooks",
+    "ContextFilter": "phloem.actors.plugins.builtins",
+    "GlobalInstruction": "phloem.actors.plugins.builtins",
+    "HOOKS": "phloem.agents.hooks",
+    "HOOK_VALUES": "phloem.agents.hooks",
+    "Halt": "phloem.agents.hooks",
+    "InstanceStatus": "phloem.actors.plugins.protocol",
+    "Logging": "phloem.actors.plugins.builtins",
+    "NOTIFY_ONLY": "phloem.agents.hooks",
+    "Outcome": "phloem.agents.hooks",
+    "Plugin": "phloem.agents.hooks",
+    "PluginContext": "phloem.agents.hooks",
+    "PluginInfo": "phloem.actors.plugins.protocol",
+    "PluginInterceptor": "phloem.actors.plugins.interceptor",
+    "PluginOptions": "phloem.actors.plugins.settings",
+    "Return": "phloem.agents.hooks",
+    "RunSummary": "phloem.agents.hooks",
+    "ToolCall": "phloem.agents.hooks",
+    "ToolResult": "phloem.agents.hooks",
+    "ToolRetry": "phloem.actors.plugins.builtins",
+    "build_builtin": "phloem.actors.plugins.builtins",
+}
+
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 (the one export table)
+
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -15,8 +15,6 @@ the target stops first the caller gets `noproc`. Nothing waits without a bound.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 import os
 import threading
@@ -49,8 +47,10 @@ from phloem.client.agents import AgentTreeMethods
 from phloem.client.plugins import PluginTreeMethods
 from phloem.config import Config, load_config
 from phloem.models.interceptors import InterceptorRegistry
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
+from phloem.protocols.snapshot import TreeSnapshot
 from phloem.protocols.wire import (
     MAX_ACTOR_PATH_CHARS,
     TOO_DEEP,
@@ -58,12 +58,13 @@ from phloem.protocols.wire import (
     DaemonStatus,
     TelemetryCounts,
 )
+from phloem.supervision import timers
 from phloem.supervision.actor import ActorHandle
-from phloem.supervision.credit import CreditWindow, Subscription
+from phloem.supervision.credit import Subscription
 from phloem.supervision.handle import ChildHandle, ChildStartError
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner, OwnerRegistry
-from phloem.supervision.snapshot import TreeSnapshot, tree_snapshot
+from phloem.supervision.snapshot import tree_snapshot
 from phloem.supervision.spec import SupervisorSpec
 from phloem.supervision.supervisor import Supervisor, SupervisorRef
 
@@ -91,57 +92,11 @@ def _decoder_for(request_type: Any) -> msgspec.msgpack.Decoder[Any]:
     return decoder
 
 
+_LATE = PhloemError(ErrorKind.TIMEOUT, "no reply before the deadline")
+
+
 def _error(kind: str, message: str) -> Outcome:
     return (False, ErrorValue(kind=kind, message=message))
-
-
-class _Deadlines:
-    """One thread that fails calls whose deadline passed. Bounded: completed calls are
-    compacted away once they outnumber the open ones."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, Call]] = []
-        self._seq = itertools.count()
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="phloem-deadlines", daemon=True)
-        self._thread.start()
-
-    def add(self, deadline: float, call: Call) -> None:
-        with self._cond:
-            if len(self._heap) > 1024 and len(self._heap) > 4 * self._open():
-                self._heap = [e for e in self._heap if not e[2].done]
-                heapq.heapify(self._heap)
-            first = not self._heap or deadline < self._heap[0][0]
-            heapq.heappush(self._heap, (deadline, next(self._seq), call))
-            if first:
-                self._cond.notify()
-
-    def _open(self) -> int:
-        return sum(1 for e in self._heap if not e[2].done)
-
-    def _run(self) -> None:
-        while True:
-            expired: list[Call] = []
-            with self._cond:
-                while not self._stopped:
-                    now = time.monotonic()
-                    while self._heap and (self._heap[0][2].done or self._heap[0][0] <= now):
-                        _, _, call = heapq.heappop(self._heap)
-                        if not call.done:
-                            expired.append(call)
-                    if expired:
-                        break
-                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
-                if self._stopped and not expired:
-                    return
-            for call in expired:
-                call.fail(PhloemError(ErrorKind.TIMEOUT, "no reply before the deadline"))
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
 
 
 class Tree(AgentTreeMethods, PluginTreeMethods):
@@ -164,7 +119,6 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         self.streams = streams
         self.services = services
         self.started_at = time.time()
-        self._deadlines = _Deadlines()
         self._pending_lock = threading.Lock()
         self._pending: dict[str, set[Call]] = {}
         self._plain_asks = threading.BoundedSemaphore(MAX_PLAIN_ASKS)
@@ -249,7 +203,6 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
             pending = [c for calls in self._pending.values() for c in calls]
         for call in pending:
             call.fail(PhloemError(ErrorKind.SHUTTING_DOWN, "the tree is stopping"))
-        self._deadlines.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("tree_stopped", reason=str(reason))
         return reason
@@ -415,8 +368,11 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
             if seconds <= 0:
                 respond(_error(ErrorKind.TIMEOUT, "timeout must be > 0"))
                 return
-            self._track(handle, call)
-            self._deadlines.add(time.monotonic() + seconds, call)
+            try:
+                self._track(handle, call, seconds)
+            except PhloemError as err:
+                respond((False, err.to_value()))
+                return
         try:
             handle.tell(call)
         except PhloemError as err:
@@ -428,7 +384,11 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         if tell:
             respond((True, _NIL))
 
-    def _track(self, handle: ActorHandle, call: Call) -> None:
+    def _track(self, handle: ActorHandle, call: Call, seconds: float) -> None:
+        """Hold `call` until it is answered: failed `noproc` if `handle` exits first,
+        `timeout` once `seconds` pass (the deadline is cancelled when it is answered).
+        `backpressure` (nothing held) when the scheduler has no room for the deadline."""
+        deadline = timers.call_later(seconds, call.fail, _LATE)
         key = handle.handle_id
         with self._pending_lock:
             calls = self._pending.get(key)
@@ -437,7 +397,12 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
                 handle.add_exit_callback(lambda reason: self._target_exited(key, reason))
             calls.add(call)
         call._tag = key
-        call._on_done = self._untrack
+
+        def answered(done: Call) -> None:
+            deadline.cancel()
+            self._untrack(done)
+
+        call._on_done = answered
 
     def _untrack(self, call: Call) -> None:
         with self._pending_lock:

@@ -232,14 +232,59 @@ def test_the_checker_sees_lazy_imports_and_ignores_type_checking(tmp_path: Path)
     assert set(imports_of("phloem.protocols.probe", path, modules)) == {"phloem.cli.main"}
 
 
-@pytest.mark.parametrize("name", phloem.__all__)
-def test_every_public_name_imports(name: str) -> None:
-    assert getattr(phloem, name) is not None
+def lazy_faces() -> dict[str, ast.Module]:
+    """The package faces that export through a table (`protocols.exports.lazy_exports`)."""
+    faces = {}
+    for name, path in all_modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(
+            isinstance(node, ast.AnnAssign | ast.Assign) and "_EXPORTS" in ast.unparse(node)
+            for node in tree.body
+        ):
+            faces[name] = tree
+    return faces
 
 
-def test_the_export_table_points_at_defining_modules() -> None:
-    for name, module in phloem._EXPORTS.items():
-        assert hasattr(importlib.import_module(module), name), (name, module)
+def face_exports() -> list[tuple[str, str]]:
+    return [
+        (face, name)
+        for face in sorted(lazy_faces())
+        for name in sorted(importlib.import_module(face)._EXPORTS)
+    ]
+
+
+def test_the_faces_are_lazy() -> None:
+    assert {"phloem", "phloem.agents", "phloem.client", "phloem.supervision"} <= set(lazy_faces())
+
+
+@pytest.mark.parametrize(("face", "name"), face_exports())
+def test_every_export_of_a_face_imports_from_its_defining_module(face: str, name: str) -> None:
+    module = importlib.import_module(face)
+    source = importlib.import_module(module._EXPORTS[name])
+    assert getattr(module, name) is getattr(source, name)
+    assert name in module.__all__ and name in dir(module)
+
+
+@pytest.mark.parametrize("face", sorted(lazy_faces()))
+def test_a_faces_type_checking_imports_are_its_export_table(face: str) -> None:
+    """What type checkers see (`if TYPE_CHECKING:` imports) is what the face exports."""
+    declared: dict[str, str] = {}
+    for node in ast.walk(lazy_faces()[face]):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for child in node.body:
+                if isinstance(child, ast.ImportFrom) and child.module:
+                    declared.update({a.asname or a.name: child.module for a in child.names})
+    assert declared == importlib.import_module(face)._EXPORTS
+    # A name its package also has as a submodule would be shadowed by that module as
+    # soon as anything imported it.
+    package = all_modules()[face]
+    if package.name == "__init__.py":
+        assert not {n for n in declared if (package.parent / f"{n}.py").exists()}
+
+
+def test_an_unknown_name_of_a_face_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = phloem.Nope  # type: ignore[attr-defined]
 
 
 def test_every_module_logs_through_phloem_logs() -> None:

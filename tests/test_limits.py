@@ -7,9 +7,9 @@ import math
 import msgspec
 import pytest
 
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import RangeError, RangeTypeError, check_range, format_number
-from phloem.supervision.credit import CreditWindow
 
 
 def test_values_at_both_edges_pass_and_come_back() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 
 import msgspec
@@ -10,12 +11,13 @@ import pytest
 
 import phloem
 from phloem.config import parse_config
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
-from phloem.supervision.credit import CreditWindow
+from phloem.supervision import timers
 from phloem.supervision.snapshot import tree_snapshot
 from phloem.tree import Tree
 from tests.daemon.fixture_services import Cancelled, Crash, Hold, Peek
-from tests.helpers import FIXTURE_CONFIG
+from tests.helpers import FIXTURE_CONFIG, raises_kind, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -239,3 +241,33 @@ def test_request_timeouts_default_to_and_are_capped_by_the_config() -> None:
         with pytest.raises(PhloemError) as err:
             client.ask("echo", 1, timeout=0)
         assert err.value.kind == "timeout" and "timeout must be > 0" in err.value.message
+
+
+def test_a_calls_deadline_is_a_timer_and_a_call_past_the_timers_bound_is_refused(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every open call holds one timer of the one scheduler until it is answered; when
+    the scheduler is full a call is answered `backpressure` at once, holding nothing."""
+    small = timers.Scheduler(max_timers=1)
+    monkeypatch.setattr(timers, "_current", small)
+    try:
+        with tree.client() as client:
+            assert client.ask("echo", 1) == 1
+            # answered: its deadline is cancelled (just after the reply is handed over)
+            wait_until(lambda: small.live == 0, what="the answered call's deadline gone")
+            kinds: list[str] = []
+            waiting = threading.Thread(
+                target=lambda: kinds.append(
+                    raises_kind(client.ask, "holder", Cancelled(wait_for="never"), timeout=1.0)
+                )
+            )
+            waiting.start()
+            wait_until(lambda: small.live == 1, what="the waiting call's deadline")
+            with pytest.raises(PhloemError) as err:
+                client.ask("echo", 2)
+            assert err.value.kind == "backpressure"
+            waiting.join(20)
+            assert kinds == ["timeout"] and small.live == 0
+            assert client.ask("echo", 3) == 3
+    finally:
+        small.stop()

@@ -17,6 +17,7 @@ from typing import Any
 from phloem.actors.services import DEFER, Call, ServiceActor, register_service, service_factory
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
+from phloem.supervision import timers
 from phloem.supervision.reasons import ExitReason
 
 MAX_SLEEP_S = 60.0
@@ -36,9 +37,7 @@ class EchoService(ServiceActor):
 
     def _sleep(self, seconds: Any, call: Call) -> Any:
         check_range("sleep", seconds, 0, MAX_SLEEP_S, kind=ErrorKind.BAD_MESSAGE, integer=False)
-        timer = threading.Timer(float(seconds), call.reply, args=({"slept": seconds},))
-        timer.daemon = True
-        timer.start()
+        timers.call_later(float(seconds), call.reply, {"slept": seconds})
         return DEFER
 
     def _stream(self, message: dict[str, Any], call: Call) -> Any:

@@ -56,6 +56,7 @@ from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.limits import check_range
+from phloem.protocols.refs import RefKind
 from phloem.protocols.runs import (
     MAX_NOTE_DETAILS,
     MAX_NOTE_TEXT_CHARS,
@@ -77,7 +78,7 @@ from phloem.protocols.secrets import is_secret_key, redact
 from phloem.supervision.actor import Actor
 from phloem.supervision.handle import ChildHandle
 from phloem.supervision.reasons import ExitReason
-from phloem.supervision.refs import Owner, OwnerRegistry, RefKind
+from phloem.supervision.refs import Owner, OwnerRegistry
 
 log = get_logger("phloem.runs")
 
@@ -540,9 +541,7 @@ class ServiceRuns:
         assert isinstance(run, Run)
         return run
 
-    def cancel(
-        self, ref: str, owner: Owner, reason: str = "cancelled by its owner"
-    ) -> Run | None:
+    def cancel(self, ref: str, owner: Owner, reason: str = "cancelled by its owner") -> Run | None:
         """Cancel the run behind `ref` (its owner only); None when it has already ended
         (one of the last `MAX_ENDED_REFS` of this service): a cancel may cross the end."""
         try:

@@ -14,6 +14,9 @@
 Every module logs through `get_logger` (never `structlog.get_logger`, whose global
 configuration belongs to the host program; `tests/test_layout.py` keeps to that).
 
+structlog (with the trace-id hook) is imported when the first record is made, not with
+this module: a CLI command that logs nothing does not pay the ~150 ms it costs to load.
+
 Logging never raises into its caller: a line that cannot be written (a closed stream, a
 pipe whose reader has gone away, a full disk) is dropped and counted (`dropped_lines()`;
 the daemon reports the count in its `daemon_stopped` line). Code such as the daemon's stop
@@ -22,27 +25,20 @@ path logs before acting, and a dead log sink must not stop it from acting.
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from collections.abc import MutableMapping
 from typing import Any, Literal, TextIO
 
-import structlog
-
-from phloem.base import telemetry
 from phloem.protocols.secrets import REDACTED, is_secret_key, redact, redact_value
 
 _lock = threading.Lock()
 _dropped = 0
 
 ROOT_LOGGER = "phloem"
-LEVELS: dict[str, int] = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
+# The standard library's levels (`logging` itself is imported where a record goes to it).
+DEBUG, INFO, WARNING, ERROR, CRITICAL = 10, 20, 30, 40, 50
+LEVELS: dict[str, int] = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
 Format = Literal["json", "console"]
 
 
@@ -101,6 +97,8 @@ def redact_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
 def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
     """structlog processor: `trace_id` and `span_id` (hex) of the current span, if any,
     so a log line can be found from its trace and the other way round."""
+    from phloem.base import telemetry
+
     ids = telemetry.current_ids()
     if ids is not None:
         event.setdefault("trace_id", ids[0])
@@ -137,6 +135,10 @@ def _stdlib_message(
 def _wrap(name: str) -> Any:
     """A structlog logger for `name` on the current sink (built from explicit arguments,
     so structlog's global configuration is neither read nor written)."""
+    import logging
+
+    import structlog  # with the first record: a process that logs nothing never loads it
+
     if not _sink.owned:
         return structlog.wrap_logger(
             logging.getLogger(name),
@@ -194,24 +196,37 @@ class Logger:
         self.name = name
 
     def debug(self, event: str, **kw: Any) -> None:
-        _logger_for(self.name).debug(event, **kw)
+        self._log(DEBUG, "debug", event, kw)
 
     def info(self, event: str, **kw: Any) -> None:
-        _logger_for(self.name).info(event, **kw)
+        self._log(INFO, "info", event, kw)
 
     def warning(self, event: str, **kw: Any) -> None:
-        _logger_for(self.name).warning(event, **kw)
+        self._log(WARNING, "warning", event, kw)
 
     warn = warning
 
     def error(self, event: str, **kw: Any) -> None:
-        _logger_for(self.name).error(event, **kw)
+        self._log(ERROR, "error", event, kw)
 
     def critical(self, event: str, **kw: Any) -> None:
-        _logger_for(self.name).critical(event, **kw)
+        self._log(CRITICAL, "critical", event, kw)
 
     def exception(self, event: str, **kw: Any) -> None:
-        _logger_for(self.name).error(event, exc_info=True, **kw)
+        self._log(ERROR, "error", event, {"exc_info": True, **kw})
+
+    def _log(self, level: int, method: str, event: str, kw: dict[str, Any]) -> None:
+        """Hand the record to the current sink, unless its level is off there (then no
+        logger is built, and structlog need not even be loaded)."""
+        if _sink.owned:
+            if level < LEVELS[_sink.level]:
+                return
+        else:
+            import logging
+
+            if not logging.getLogger(self.name).isEnabledFor(level):
+                return
+        getattr(_logger_for(self.name), method)(event, **kw)
 
 
 def get_logger(name: str = ROOT_LOGGER) -> Logger:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from phloem.base.paths import CONFIG_ENV, config_candidates
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, to_json
 from phloem.cli.render import is_terminal, render_status, render_table, render_tree
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import RangeError, RangeTypeError, check_range
+
+if TYPE_CHECKING:
+    import psutil  # `stop` only: imported by the functions that watch the daemon exit
 
 DEFAULT_TOP_INTERVAL_S = 1.0
 TOP_INTERVAL_RANGE = (0.05, 3600.0)
@@ -199,6 +200,8 @@ def _cmd_stop(ctx: CommandContext) -> int:
 
 def _local_process(pid: int) -> psutil.Process | None:
     """The daemon's process as seen from here (its start time guards against pid reuse)."""
+    import psutil
+
     try:
         return psutil.Process(pid)
     except (psutil.NoSuchProcess, ValueError):
@@ -206,6 +209,8 @@ def _local_process(pid: int) -> psutil.Process | None:
 
 
 def _exited(process: psutil.Process) -> bool:
+    import psutil
+
     try:
         return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:  # ZombieProcess included

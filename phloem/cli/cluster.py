@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from phloem.actors.cluster.protocol import CHECK_TIMEOUT_RANGE, CHECK_TIMEOUT_S
 from phloem.cli.commands import CommandContext, Commands, UsageError
-from phloem.cluster.backend import CHECK_TIMEOUT_S
-
-MAX_CHECK_TIMEOUT_S = 600.0
 
 
 def add_cli(commands: Commands) -> None:
@@ -77,8 +75,9 @@ def _cmd_status(ctx: CommandContext) -> int:
 
 def _cmd_check(ctx: CommandContext) -> int:
     timeout = ctx.args.timeout
-    if not 1 <= timeout <= MAX_CHECK_TIMEOUT_S:
-        raise UsageError(f"--timeout must be between 1 and {MAX_CHECK_TIMEOUT_S:g}")
+    low, high = CHECK_TIMEOUT_RANGE
+    if not low <= timeout <= high:
+        raise UsageError(f"--timeout must be between {low:g} and {high:g}")
     with ctx.client(timeout=timeout + 15) as client:
         report = client.cluster_check(timeout)
     ctx.emit(report, render_check(report))

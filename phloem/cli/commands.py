@@ -4,8 +4,9 @@ on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argumen
 interrupted (Ctrl-C). Errors always go to stderr; with `--json` the error value is also
 printed on stdout.
 
-A feature adds its commands in its own module under `phloem.cli` (listed in
-`phloem.cli.main.FEATURE_CLI_MODULES`), defining `add_cli(commands: Commands)`:
+A feature adds its commands in its own module under `phloem.cli` (listed, with the
+top-level commands it adds, in `phloem.cli.main.FEATURE_CLI_MODULES`: a run of one
+command imports only its module), defining `add_cli(commands: Commands)`:
 
     def add_cli(commands: Commands) -> None:
         p = commands.add("plan", "run a plan and print its result", _plan)

@@ -17,10 +17,8 @@ eval and every case run it started, and exits 130 as every command does.
 from __future__ import annotations
 
 import argparse
-
 import contextlib
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -82,6 +80,8 @@ def add_cli(commands: Commands) -> None:
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace `path` with `data` atomically (a synced temp file renamed over it)."""
+    import tempfile
+
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
     try:

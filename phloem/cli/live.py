@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from phloem.cli.commands import CommandContext, Commands, UsageError
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.supervision.credit import CreditWindow
 
 CHAT_WINDOW = CreditWindow(256, 8 * 1024 * 1024)
 DEFAULT_TURN_TIMEOUT_S = 60.0

@@ -28,28 +28,32 @@ from phloem.cli.commands import (
 )
 from phloem.protocols.errors import PhloemError
 
-# Modules defining `add_cli(commands)`, in the order their commands are listed.
-FEATURE_CLI_MODULES: list[str] = [
-    "phloem.cli.builtin",
-    "phloem.cli.runs",
-    "phloem.cli.agents",
-    "phloem.cli.eval",
-    "phloem.cli.models",
-    "phloem.cli.planning",
-    "phloem.cli.plugins",
-    "phloem.cli.sessions",
-    "phloem.cli.tools",
-    "phloem.cli.instructions",
-    "phloem.cli.live",
-    "phloem.cli.mcp",
-    "phloem.cli.completion",
-    "phloem.cli.telemetry",
-    "phloem.cli.cluster",
-    "phloem.cli.web",
-]
+# Modules defining `add_cli(commands)`, in the order their commands are listed, each
+# with the top-level commands it adds: a run of one command builds only its module's part
+# of the parser (importing that module only). A test keeps the names true.
+FEATURE_CLI_MODULES: dict[str, tuple[str, ...]] = {
+    "phloem.cli.builtin": ("daemon", "config", "status", "tree", "top", "send", "stop"),
+    "phloem.cli.runs": ("runs",),
+    "phloem.cli.agents": ("agent",),
+    "phloem.cli.eval": ("eval",),
+    "phloem.cli.models": ("model", "ask"),
+    "phloem.cli.planning": ("plan",),
+    "phloem.cli.plugins": ("plugin",),
+    "phloem.cli.sessions": ("session", "chat"),
+    "phloem.cli.tools": ("tool",),
+    "phloem.cli.instructions": ("instructions",),
+    "phloem.cli.live": ("live",),
+    "phloem.cli.mcp": ("mcp",),
+    "phloem.cli.completion": ("completion",),
+    "phloem.cli.telemetry": ("telemetry",),
+    "phloem.cli.cluster": ("cluster",),
+    "phloem.cli.web": ("web",),
+}
+_TOP_VALUED = ("--socket", "--config")  # the top-level options that take a value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `phloem` parser with the commands of `modules` (default: every feature's)."""
     parser = argparse.ArgumentParser(
         prog="phloem", description="phloem: a supervised runtime for AI-agent workloads"
     )
@@ -57,9 +61,24 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands = Commands(sub)
-    for module in FEATURE_CLI_MODULES:
+    for module in FEATURE_CLI_MODULES if modules is None else modules:
         importlib.import_module(module).add_cli(commands)
     return parser
+
+
+def modules_for(argv: Sequence[str]) -> list[str] | None:
+    """The feature modules a run with `argv` needs: the one adding its command; none for
+    a bare `--version`; None (all of them) for help, usage errors and unknown commands."""
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-h", "--help", "--"):
+            return None  # the top-level help lists every command
+        if arg in _TOP_VALUED:
+            next(args, None)
+        elif not arg.startswith("-"):
+            found = [m for m, names in FEATURE_CLI_MODULES.items() if arg in names]
+            return found or None
+    return [] if "--version" in argv else None
 
 
 def main(
@@ -67,7 +86,9 @@ def main(
 ) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(modules_for(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

@@ -12,21 +12,22 @@ with the error kind on stderr otherwise; `--json` prints the result or the error
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from phloem.base.paths import find_config
 from phloem.cli.commands import CommandContext, Commands
-from phloem.models import oneshot
-from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
-from phloem.models.providers import (
-    PROTOCOLS,
-    ProviderConfig,
-    api_key_for,
-    build_model,
-    load_providers,
-)
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.model import PROVIDER_PROTOCOLS
+
+if TYPE_CHECKING:
+    from phloem.models.interceptors import Interceptors
+    from phloem.models.oneshot import OneShotResult
+    from phloem.models.providers import ProviderConfig
+
+# The providers and the HTTP stack are imported by the commands that call a model, not
+# with the parser every `phloem` command builds.
 
 DEFAULT_ASK_MAX_OUTPUT_TOKENS = 1024
 DEFAULT_ASK_MAX_TEXT_BYTES = 64 * 1024
@@ -40,7 +41,9 @@ def add_cli(commands: Commands) -> None:
     probe.add_argument("name", nargs="?", metavar="NAME", help="configured provider name")
     _adhoc_options(probe)
     probe.add_argument(
-        "--max-output-tokens", type=int, default=oneshot.DEFAULT_PROBE_MAX_OUTPUT_TOKENS
+        "--max-output-tokens",
+        type=int,
+        help="default: the probe's own, `DEFAULT_PROBE_MAX_OUTPUT_TOKENS`",
     )
     ask = commands.add("ask", "one-shot prompt to a provider (no tools)", cmd_ask)
     ask.add_argument("name", nargs="?", metavar="NAME", help="configured provider name")
@@ -53,7 +56,7 @@ def add_cli(commands: Commands) -> None:
 
 def _adhoc_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("ad-hoc provider (instead of NAME)")
-    group.add_argument("--protocol", choices=PROTOCOLS)
+    group.add_argument("--protocol", choices=PROVIDER_PROTOCOLS)
     group.add_argument("--base-url", metavar="URL")
     group.add_argument("--model", metavar="MODEL")
     group.add_argument("--api-key-env", metavar="VAR", help="environment variable with the key")
@@ -65,12 +68,16 @@ def _adhoc_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _providers(args: argparse.Namespace) -> dict[str, ProviderConfig]:
+    from phloem.models.providers import load_providers
+
     path = find_config(getattr(args, "config", None))
     return {} if path is None else load_providers(path)
 
 
 def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
     """The provider a command names, or the ad-hoc one its options describe."""
+    from phloem.models.providers import ProviderConfig
+
     adhoc = args.protocol or args.model or args.base_url or args.api_key_env
     if args.name and adhoc:
         raise PhloemError(
@@ -106,6 +113,8 @@ def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
 
 
 def cmd_list(ctx: CommandContext) -> int:
+    from phloem.models.providers import api_key_for
+
     providers = _providers(ctx.args)
     rows = []
     for name, cfg in providers.items():
@@ -132,7 +141,7 @@ def cmd_list(ctx: CommandContext) -> int:
     return 0
 
 
-def _finish(ctx: CommandContext, result: oneshot.OneShotResult, text: str) -> int:
+def _finish(ctx: CommandContext, result: OneShotResult, text: str) -> int:
     if ctx.json:
         ctx.emit(result)
     if result.error is not None:
@@ -145,10 +154,14 @@ def _finish(ctx: CommandContext, result: oneshot.OneShotResult, text: str) -> in
 
 
 def cmd_probe(ctx: CommandContext) -> int:
+    from phloem.models import oneshot
+    from phloem.models.providers import build_model
+
     name, config = resolve_provider(ctx.args)
+    limit = ctx.args.max_output_tokens
     model = build_model(config)
     try:
-        result = oneshot.probe(model, ctx.args.max_output_tokens)
+        result = oneshot.probe(model) if limit is None else oneshot.probe(model, limit)
     finally:
         model.close()
     return _finish(ctx, result, f"{name}: tool calling works ({config.protocol} {config.model})")
@@ -160,6 +173,7 @@ def ask_plugins(args: argparse.Namespace) -> Interceptors:
     from phloem.actors.plugins.interceptor import PluginInterceptor
     from phloem.actors.plugins.service import slot_from_config
     from phloem.config import load_config
+    from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 
     path = find_config(getattr(args, "config", None))
     if path is None:
@@ -172,6 +186,9 @@ def ask_plugins(args: argparse.Namespace) -> Interceptors:
 
 
 def cmd_ask(ctx: CommandContext) -> int:
+    from phloem.models import oneshot
+    from phloem.models.providers import build_model
+
     _, config = resolve_provider(ctx.args)
     interceptors = ask_plugins(ctx.args)
     model = build_model(config)

@@ -25,11 +25,9 @@ from typing import TYPE_CHECKING, Any
 from phloem.cli.args import json_arg, key_values
 from phloem.cli.commands import CommandContext, Commands
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.files import read_bounded
-from phloem.protocols.plan import MAX_PLAN_DOCUMENT_BYTES, PlanError, decode, encode
-from phloem.protocols.result import PlanningResult, encode_result
 
 if TYPE_CHECKING:
+    from phloem.protocols.result import PlanningResult
     from phloem.protocols.runs import RunEvent
 
 
@@ -112,6 +110,8 @@ def render_result(result: PlanningResult) -> str:
 
 
 def _emit_result(ctx: CommandContext, result: PlanningResult) -> int:
+    from phloem.protocols.result import encode_result
+
     if ctx.json:
         ctx.out.write(encode_result(result).decode() + "\n")
         ctx.out.flush()
@@ -163,6 +163,9 @@ def _cmd_start(ctx: CommandContext) -> int:
 
 
 def _cmd_validate(ctx: CommandContext) -> int:
+    from phloem.protocols.files import read_bounded
+    from phloem.protocols.plan import MAX_PLAN_DOCUMENT_BYTES, PlanError, decode, encode
+
     path = ctx.args.file
     if path == "-":
         data = sys.stdin.buffer.read(MAX_PLAN_DOCUMENT_BYTES + 1)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from phloem.cli.commands import EXIT_ERROR, EXIT_OK, CommandContext, Commands, UsageError
-from phloem.tools.contract import is_failure
-from phloem.tools.registry import default_registry, run_tool
+
+# The tools are imported by the commands that use them, not with the parser.
 
 
 def add_cli(commands: Commands) -> None:
@@ -42,6 +42,8 @@ def _print(ctx: CommandContext, value: Any) -> None:
 
 
 def _list(ctx: CommandContext) -> int:
+    from phloem.tools.registry import default_registry
+
     tools = default_registry().tools()
     if ctx.json:
         _print(ctx, [tool.describe() for tool in tools])
@@ -55,6 +57,8 @@ def _list(ctx: CommandContext) -> int:
 
 
 def _schema(ctx: CommandContext) -> int:
+    from phloem.tools.registry import default_registry
+
     tool = default_registry().get(ctx.args.name)
     if tool is None:
         raise UsageError(f"unknown tool {ctx.args.name}")
@@ -63,6 +67,9 @@ def _schema(ctx: CommandContext) -> int:
 
 
 def _run(ctx: CommandContext) -> int:
+    from phloem.tools.contract import is_failure
+    from phloem.tools.registry import default_registry, run_tool
+
     try:
         arguments = json.loads(ctx.args.arguments)
     except json.JSONDecodeError as exc:

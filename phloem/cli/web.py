@@ -10,7 +10,6 @@ is a directory of JSON eval reports to render. It runs until SIGTERM or Ctrl-C.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import msgspec
@@ -26,6 +25,8 @@ def add_cli(commands: Commands) -> None:
 
 
 def _web(ctx: CommandContext) -> int:
+    import asyncio
+
     from phloem.config import WebConfig, load_config
     from phloem.web.serve import serve
 

@@ -17,27 +17,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from phloem.actors.agents.protocol import (
-    AgentInfo,
-    AgentPlan,
-    AgentRunStarted,
-    AgentStreamItem,
-    CancelAgentRun,
-    ConfirmAgentRun,
-    ListAgents,
-    PlanAgent,
-    StartAgentRun,
-)
-from phloem.agents.agent import Agent
-from phloem.agents.events import Event
-from phloem.agents.runner import AgentRun
 from phloem.client.base import AsyncClientBase, ClientBase
 from phloem.client.runs import Followed, afollow_run, follow_run
-from phloem.protocols.runs import ConfirmRequest, RunEvent
-from phloem.supervision.credit import CreditWindow
+from phloem.protocols.credit import CreditWindow
 
 if TYPE_CHECKING:
+    from phloem.actors.agents.protocol import AgentInfo, AgentRunStarted, StartAgentRun
+    from phloem.agents.agent import Agent
+    from phloem.agents.events import Event
+    from phloem.agents.runner import AgentRun
+    from phloem.protocols.runs import ConfirmRequest, RunEvent
     from phloem.supervision.actor import ActorHandle
+
+# The agents service's messages carry the engine's `Agent`, `Event` and `AgentRun`: they
+# are imported by the methods that use them, so that `import phloem.client` (every CLI
+# command) does not load the agent engine.
 
 SERVICE = "agents/service"  # the service actor inside the `agents` supervisor
 DEFAULT_EVENT_WINDOW = CreditWindow(64, 4 * 1024 * 1024)
@@ -66,6 +60,8 @@ def _start_request(
     tools_allow: Sequence[str] | None,
     tools_deny: Sequence[str],
 ) -> StartAgentRun:
+    from phloem.actors.agents.protocol import StartAgentRun
+
     allow = None if tools_allow is None else _tool_list("tools_allow", tools_allow)
     return StartAgentRun(
         name,
@@ -89,6 +85,8 @@ def _check_name(name: object) -> None:
 
 class AgentClientMethods(ClientBase):
     def list_agents(self, *, timeout: float | None = None) -> list[AgentInfo]:
+        from phloem.actors.agents.protocol import AgentInfo, ListAgents
+
         result: list[AgentInfo] = self.ask(
             SERVICE, ListAgents(), timeout=timeout, reply_type=list[AgentInfo]
         )
@@ -98,6 +96,8 @@ class AgentClientMethods(ClientBase):
         self, name: str, state: Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> list[list[str]]:
         """The groups `name` would run first given `state` (GOAP and fixed planners)."""
+        from phloem.actors.agents.protocol import AgentPlan, PlanAgent
+
         plan = self.ask(
             SERVICE, PlanAgent(name, dict(state or {})), timeout=timeout, reply_type=AgentPlan
         )
@@ -115,6 +115,8 @@ class AgentClientMethods(ClientBase):
     ) -> AgentRunStarted:
         """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`.
         `tools_allow` / `tools_deny` restrict this run's tools (denials win)."""
+        from phloem.actors.agents.protocol import AgentRunStarted
+
         started: AgentRunStarted = self.ask(
             SERVICE,
             _start_request(name, input, state, tools_allow, tools_deny),
@@ -124,6 +126,8 @@ class AgentClientMethods(ClientBase):
         return started
 
     def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
+        from phloem.actors.agents.protocol import CancelAgentRun
+
         self.ask(SERVICE, CancelAgentRun(ref), timeout=timeout)
 
     def confirm_agent_run(
@@ -131,6 +135,8 @@ class AgentClientMethods(ClientBase):
     ) -> None:
         """Answer a run's `confirm` item: run the tool call `call_id` or refuse it.
         Only the run's owner may (`not_owner`); `unknown_call` when nothing waits."""
+        from phloem.actors.agents.protocol import ConfirmAgentRun
+
         self.ask(SERVICE, ConfirmAgentRun(ref, call_id, bool(approve)), timeout=timeout)
 
     def run_agent(
@@ -168,6 +174,8 @@ class AgentClientMethods(ClientBase):
         """Follow a started run's stream to its end; `on_event` sees each event,
         `on_confirm` answers each confirmation (without it, a confirmation waits for
         `confirm_agent_run` or its timeout)."""
+        from phloem.actors.agents.protocol import AgentStreamItem
+
         followed = follow_run(
             self,
             started.stream,
@@ -194,6 +202,7 @@ class AgentTreeMethods:
     def register_agent(self: _TreeLike, agent: Agent, *, replace: bool = False) -> str:
         """Make `agent` runnable by name in this tree; returns its name."""
         from phloem.actors.agents.protocol import RegisterAgent
+        from phloem.agents.agent import Agent
 
         if not isinstance(agent, Agent):
             raise TypeError("agent must be an Agent")
@@ -214,6 +223,8 @@ class AgentTreeMethods:
         """Run an agent to its end: the one registered under a name, or an `Agent` object
         itself (not registered: build one per invocation, or share one between runs —
         each run has its own session, state and invocation ids)."""
+        from phloem.actors.agents.protocol import StartAgentObject, StartAgentRun
+        from phloem.agents.agent import Agent
         from phloem.client.local import LocalTransport
 
         client = self.client("run_agent")
@@ -229,8 +240,6 @@ class AgentTreeMethods:
                     tools_deny=tools_deny,
                 )
                 return run
-            from phloem.actors.agents.protocol import StartAgentObject
-
             transport = client.transport
             assert isinstance(transport, LocalTransport)
             # Through msgpack, as a named run's request is: the same checks, and the run
@@ -254,6 +263,8 @@ class AsyncAgentMethods(AsyncClientBase):
     """The agent methods of `AsyncClient`, as coroutines (same requests and errors)."""
 
     async def list_agents(self, *, timeout: float | None = None) -> list[AgentInfo]:
+        from phloem.actors.agents.protocol import AgentInfo, ListAgents
+
         result: list[AgentInfo] = await self.ask(
             SERVICE, ListAgents(), timeout=timeout, reply_type=list[AgentInfo]
         )
@@ -263,6 +274,8 @@ class AsyncAgentMethods(AsyncClientBase):
         self, name: str, state: Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> list[list[str]]:
         """The groups `name` would run first given `state` (GOAP and fixed planners)."""
+        from phloem.actors.agents.protocol import AgentPlan, PlanAgent
+
         plan = await self.ask(
             SERVICE,
             PlanAgent(name, dict(state or {})),
@@ -282,6 +295,8 @@ class AsyncAgentMethods(AsyncClientBase):
         timeout: float | None = None,
     ) -> AgentRunStarted:
         """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`."""
+        from phloem.actors.agents.protocol import AgentRunStarted
+
         started: AgentRunStarted = await self.ask(
             SERVICE,
             _start_request(name, input, state, tools_allow, tools_deny),
@@ -291,12 +306,16 @@ class AsyncAgentMethods(AsyncClientBase):
         return started
 
     async def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
+        from phloem.actors.agents.protocol import CancelAgentRun
+
         await self.ask(SERVICE, CancelAgentRun(ref), timeout=timeout)
 
     async def confirm_agent_run(
         self, ref: str, call_id: str, approve: bool, *, timeout: float | None = None
     ) -> None:
         """Answer a run's `confirm` item (see the sync client)."""
+        from phloem.actors.agents.protocol import ConfirmAgentRun
+
         await self.ask(SERVICE, ConfirmAgentRun(ref, call_id, bool(approve)), timeout=timeout)
 
     async def run_agent(
@@ -332,6 +351,7 @@ class AsyncAgentMethods(AsyncClientBase):
         timeout: float = DEFAULT_RUN_TIMEOUT_S,
     ) -> AgentRun:
         """Follow a started run's stream to its end; `on_event` sees each event."""
+        from phloem.actors.agents.protocol import AgentStreamItem
 
         async def answer(call_id: str, approve: bool) -> None:
             await self.confirm_agent_run(started.ref, call_id, approve)

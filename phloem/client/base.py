@@ -17,16 +17,19 @@ or plain data, encoded as msgpack; replies are decoded into `reply_type`.
 from __future__ import annotations
 
 import abc
-from collections import deque
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import msgspec
 
+from phloem.base.paths import SOCKET_ENV, default_socket_path
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.wire import DaemonStatus
-from phloem.supervision.credit import CreditWindow
-from phloem.supervision.snapshot import TreeSnapshot
+from phloem.protocols.snapshot import TreeSnapshot
+from phloem.protocols.wire import DaemonStatus, TraceContext
 
 if TYPE_CHECKING:
     from phloem.client.aiostream import AsyncEventStream
@@ -50,6 +53,28 @@ def decode_as(data: bytes, type_: Any) -> Any:
         ) from exc
     except RecursionError:
         raise PhloemError(ErrorKind.BAD_MESSAGE, "reply nested too deeply to decode") from None
+
+
+def resolve_socket_path(path: str | os.PathLike[str] | None) -> Path:
+    """`path`, else `$PHLOEM_SOCKET`, else the default config's socket path."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get(SOCKET_ENV)
+    if env:
+        return Path(env)
+    return default_socket_path()
+
+
+def trace_context() -> TraceContext | None:
+    """The caller's W3C trace context, for a request's envelope (None: nothing to carry).
+
+    Without OpenTelemetry loaded in this process no span can be current, so there is
+    nothing to carry, and a CLI command does not pay the ~50 ms its import costs."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from phloem.base import telemetry
+
+    return TraceContext.from_carrier(telemetry.carrier())
 
 
 class StreamSource(Protocol):
@@ -237,17 +262,3 @@ def _encode(message: Any) -> bytes:
         return _encoder.encode(message)
     except (TypeError, msgspec.EncodeError) as exc:
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"message is not encodable: {exc}") from exc
-
-
-class Backlog:
-    """A small bounded FIFO used by transports' stream buffers."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.items: deque[bytes] = deque()
-
-    def push(self, item: bytes) -> bool:
-        if len(self.items) >= self.limit:
-            return False
-        self.items.append(item)
-        return True

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from phloem.actors.cluster.protocol import CheckCluster, GetClusterStatus
+from phloem.actors.cluster.protocol import CHECK_TIMEOUT_S, CheckCluster, GetClusterStatus
 from phloem.client.base import AsyncClientBase, ClientBase
-from phloem.cluster.backend import CHECK_TIMEOUT_S
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 CLUSTER_SERVICE = "cluster"

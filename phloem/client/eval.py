@@ -30,11 +30,11 @@ from phloem.actors.eval.protocol import (
 )
 from phloem.client.base import AsyncClientBase, ClientBase
 from phloem.client.runs import afollow_run, follow_run
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalcriteria import Criteria, default_criteria, read_criteria
 from phloem.protocols.evalreport import EvalReport
 from phloem.protocols.evalset import EvalSet, read_evalset
-from phloem.supervision.credit import CreditWindow
 
 SERVICE = "eval/service"
 ADK_CONFIG_NAME = "test_config.json"

@@ -17,7 +17,7 @@ falls `max_subscriber_messages` behind is detached (`backpressure`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from phloem.actors.live.protocol import (
     LIVE_REF_KIND,
@@ -34,11 +34,13 @@ from phloem.actors.live.protocol import (
     ToolResponseIn,
     topic_name,
 )
-from phloem.client.aiostream import AsyncEventStream
 from phloem.client.base import AsyncClientBase, ClientBase, EventStream
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.supervision.credit import CreditWindow
-from phloem.supervision.refs import parse_ref
+from phloem.protocols.refs import parse_ref
+
+if TYPE_CHECKING:
+    from phloem.client.aiostream import AsyncEventStream
 
 DEFAULT_LIVE_WINDOW = CreditWindow(256, 8 * 1024 * 1024)
 

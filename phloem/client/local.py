@@ -9,10 +9,10 @@ import msgspec
 
 from phloem.base import telemetry
 from phloem.client.base import StreamSource
-from phloem.client.socket import REPLY_GRACE_S
+from phloem.client.protocol import REPLY_GRACE_S
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.wire import NIL
-from phloem.supervision.credit import CreditWindow
 
 if TYPE_CHECKING:
     from phloem.supervision.credit import CreditReceiver

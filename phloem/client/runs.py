@@ -37,7 +37,7 @@ from phloem.protocols.warnings import RunWarning
 
 if TYPE_CHECKING:
     from phloem.client.aiostream import AsyncEventStream
-    from phloem.supervision.credit import CreditWindow
+    from phloem.protocols.credit import CreditWindow
 
 SERVICE = "runs"
 MISSED_WARNING = "events_missed"

@@ -18,30 +18,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from phloem.actors.sessions.protocol import (
-    CancelSession,
-    ConfirmSession,
-    DeleteSession,
-    ListSessions,
-    NewSession,
-    RunSession,
-    SessionDetail,
-    SessionRunStarted,
-    SessionStreamItem,
-    SessionSummary,
-    ShowSession,
-)
-from phloem.actors.sessions.results import AskResult
-from phloem.agents.events import Event
 from phloem.client.base import AsyncClientBase, ClientBase
 from phloem.client.runs import Followed, afollow_run, follow_run
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.runs import ConfirmRequest, RunEvent
-from phloem.supervision.credit import CreditWindow
+
+if TYPE_CHECKING:
+    from phloem.actors.sessions.protocol import (
+        NewSession,
+        RunSession,
+        SessionDetail,
+        SessionRunStarted,
+        SessionSummary,
+    )
+    from phloem.actors.sessions.results import AskResult
+    from phloem.agents.events import Event
+    from phloem.protocols.runs import ConfirmRequest, RunEvent
+
+# The sessions service's messages carry the engine's `Event` and the turn's `AskResult`:
+# they are imported by the methods that use them, so that `import phloem.client` (every
+# CLI command) does not load the agent engine.
 
 SERVICE = "sessions/service"
 DEFAULT_EVENT_WINDOW = CreditWindow(64, 4 * 1024 * 1024)
@@ -51,6 +51,8 @@ CANCEL_TIMEOUT_S = 5.0
 
 
 def _new(agent: str | None, workdir: str | None, session_id: str | None) -> NewSession:
+    from phloem.actors.sessions.protocol import NewSession
+
     return NewSession(agent, workdir, session_id)
 
 
@@ -70,6 +72,8 @@ def _events(on_event: Callable[[Event], Any] | None) -> Callable[[RunEvent[Any]]
 def _run_request(
     session_id: str, prompt: str, tools_allow: Sequence[str] | None, tools_deny: Sequence[str]
 ) -> RunSession:
+    from phloem.actors.sessions.protocol import RunSession
+
     for what, names in (("tools_allow", tools_allow), ("tools_deny", tools_deny)):
         if isinstance(names, str):
             raise TypeError(f"{what} must be a list of tool names, not a str")
@@ -96,12 +100,16 @@ class SessionClientMethods(ClientBase):
         """Create a durable session; its id. `agent` names an `[agents.llm.NAME]`
         (default: `[sessions] default_agent`), `workdir` its workspace (an absolute
         path; default: `[sessions] workdir`, else the daemon's directory)."""
+        from phloem.actors.sessions.protocol import SessionSummary
+
         summary = self.ask(
             SERVICE, _new(agent, workdir, session_id), timeout=timeout, reply_type=SessionSummary
         )
         return summary.id
 
     def session_list(self, *, timeout: float | None = None) -> list[SessionSummary]:
+        from phloem.actors.sessions.protocol import ListSessions, SessionSummary
+
         result: list[SessionSummary] = self.ask(
             SERVICE, ListSessions(), timeout=timeout, reply_type=list[SessionSummary]
         )
@@ -110,16 +118,22 @@ class SessionClientMethods(ClientBase):
     def session_show(
         self, session_id: str, *, max_events: int = 1_000, timeout: float | None = None
     ) -> SessionDetail:
+        from phloem.actors.sessions.protocol import SessionDetail, ShowSession
+
         result: SessionDetail = self.ask(
             SERVICE, ShowSession(session_id, max_events), timeout=timeout, reply_type=SessionDetail
         )
         return result
 
     def session_delete(self, session_id: str, *, timeout: float | None = None) -> bool:
+        from phloem.actors.sessions.protocol import DeleteSession
+
         return bool(self.ask(SERVICE, DeleteSession(session_id), timeout=timeout)["deleted"])
 
     def session_cancel(self, session_id: str, *, timeout: float | None = None) -> bool:
         """Cancel the session's active run (True if there was one)."""
+        from phloem.actors.sessions.protocol import CancelSession
+
         return bool(self.ask(SERVICE, CancelSession(session_id), timeout=timeout)["cancelled"])
 
     def session_start(
@@ -132,6 +146,8 @@ class SessionClientMethods(ClientBase):
     ) -> SessionRunStarted:
         """Start a turn; follow it with `session_follow` (or `subscribe`).
         `tools_allow` / `tools_deny` restrict this turn's tools (denials win)."""
+        from phloem.actors.sessions.protocol import SessionRunStarted
+
         started: SessionRunStarted = self.ask(
             SERVICE,
             _run_request(session_id, prompt, tools_allow, tools_deny),
@@ -145,6 +161,8 @@ class SessionClientMethods(ClientBase):
         """Answer a `confirm` item of the session's run: run the tool call `call_id` or
         refuse it. Only the run's owner may (`not_owner`); `unknown_call` when nothing
         waits under that id."""
+        from phloem.actors.sessions.protocol import ConfirmSession
+
         self.ask(SERVICE, ConfirmSession(session_id, call_id, bool(approve)), timeout=timeout)
 
     def session_run(
@@ -199,6 +217,8 @@ class SessionClientMethods(ClientBase):
     ) -> AskResult:
         """Follow a started turn to its `AskResult`; past `timeout` (default
         `DEFAULT_TURN_TIMEOUT_S`) the run is cancelled and `timeout` raised."""
+        from phloem.actors.sessions.protocol import SessionStreamItem
+
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
         sid = started.session_id
         try:
@@ -232,12 +252,16 @@ class AsyncSessionMethods(AsyncClientBase):
         *,
         timeout: float | None = None,
     ) -> str:
+        from phloem.actors.sessions.protocol import SessionSummary
+
         summary = await self.ask(
             SERVICE, _new(agent, workdir, session_id), timeout=timeout, reply_type=SessionSummary
         )
         return str(summary.id)
 
     async def session_list(self, *, timeout: float | None = None) -> list[SessionSummary]:
+        from phloem.actors.sessions.protocol import ListSessions, SessionSummary
+
         result: list[SessionSummary] = await self.ask(
             SERVICE, ListSessions(), timeout=timeout, reply_type=list[SessionSummary]
         )
@@ -246,16 +270,22 @@ class AsyncSessionMethods(AsyncClientBase):
     async def session_show(
         self, session_id: str, *, max_events: int = 1_000, timeout: float | None = None
     ) -> SessionDetail:
+        from phloem.actors.sessions.protocol import SessionDetail, ShowSession
+
         result: SessionDetail = await self.ask(
             SERVICE, ShowSession(session_id, max_events), timeout=timeout, reply_type=SessionDetail
         )
         return result
 
     async def session_delete(self, session_id: str, *, timeout: float | None = None) -> bool:
+        from phloem.actors.sessions.protocol import DeleteSession
+
         reply = await self.ask(SERVICE, DeleteSession(session_id), timeout=timeout)
         return bool(reply["deleted"])
 
     async def session_cancel(self, session_id: str, *, timeout: float | None = None) -> bool:
+        from phloem.actors.sessions.protocol import CancelSession
+
         reply = await self.ask(SERVICE, CancelSession(session_id), timeout=timeout)
         return bool(reply["cancelled"])
 
@@ -267,6 +297,8 @@ class AsyncSessionMethods(AsyncClientBase):
         tools_allow: Sequence[str] | None = None,
         tools_deny: Sequence[str] = (),
     ) -> SessionRunStarted:
+        from phloem.actors.sessions.protocol import SessionRunStarted
+
         started: SessionRunStarted = await self.ask(
             SERVICE,
             _run_request(session_id, prompt, tools_allow, tools_deny),
@@ -278,6 +310,8 @@ class AsyncSessionMethods(AsyncClientBase):
         self, session_id: str, call_id: str, approve: bool, *, timeout: float | None = None
     ) -> None:
         """Answer a `confirm` item of the session's run (see the sync client)."""
+        from phloem.actors.sessions.protocol import ConfirmSession
+
         await self.ask(SERVICE, ConfirmSession(session_id, call_id, bool(approve)), timeout=timeout)
 
     async def session_run(
@@ -327,6 +361,8 @@ class AsyncSessionMethods(AsyncClientBase):
         timeout: float | None = None,
         window: CreditWindow | None = None,
     ) -> AskResult:
+        from phloem.actors.sessions.protocol import SessionStreamItem
+
         limit = DEFAULT_TURN_TIMEOUT_S if timeout is None else timeout
         sid = started.session_id
 

@@ -2,68 +2,52 @@
 
 One transport may be used from several threads: requests are pipelined over the one
 connection, and whichever thread is waiting reads replies for everyone (no extra reader
-thread, so a round trip costs one wake-up per direction). Each connection is its own
+thread, so a round trip costs one wake-up per direction). What is said on the connection
+is `ClientProtocol`'s business; this module moves its bytes. Each connection is its own
 owner: refs and streams it opens are cancelled when it closes or drops.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import select
 import socket
+import struct
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import msgspec
-
-from phloem.base import telemetry
-from phloem.client.base import StreamSource
-from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.wire import (
-    DEFAULT_MAX_FRAME_BYTES,
-    PROTOCOL_VERSION,
-    Ask,
-    Credit,
-    Event,
-    Fail,
-    FrameReader,
-    GetStatus,
-    GetTree,
-    Hello,
-    Ping,
-    Reply,
-    StopDaemon,
-    StreamEnd,
-    Subscribe,
-    Tell,
-    TraceContext,
-    Unsubscribe,
-    Welcome,
-    decode_server,
-    encode_frame,
+from phloem.client.base import StreamSource, trace_context
+from phloem.client.protocol import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    RECV_BYTES,
+    Answered,
+    ClientProtocol,
+    Outgoing,
+    Subscription,
+    connect_error,
 )
-from phloem.supervision.credit import CreditWindow
-
-DEFAULT_CONNECT_TIMEOUT_S = 5.0
-REPLY_GRACE_S = 5.0  # how long past the daemon's own deadline a client waits for a reply
-RECV_BYTES = 64 * 1024  # below malloc's mmap threshold: a bigger read buffer costs an mmap per read
-DEFAULT_REQUEST_TIMEOUT_S = 30.0
+from phloem.protocols.credit import CreditWindow
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 
-def no_daemon_error(path: Path | str) -> PhloemError:
-    return PhloemError(
-        ErrorKind.NO_DAEMON,
-        f"no phloem daemon at {path} (start one with `phloem daemon --config ...`)",
-    )
-
-
-# --- socket transport -------------------------------------------------------------------
+def connect_unix(path: Path, timeout: float) -> socket.socket:
+    """A blocking socket connected to `path` within `timeout` (else `PhloemError`): a
+    daemon whose listen backlog is full is waited for (the kernel honours the send timeout
+    while it waits for room), where a non-blocking connect would fail at once."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    seconds = max(timeout, 0.001)
+    wait = struct.pack("ll", int(seconds), int((seconds % 1) * 1_000_000))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, wait)
+        sock.connect(str(path))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 0))
+    except OSError as exc:
+        sock.close()
+        raise connect_error(path, exc) from exc
+    return sock
 
 
 class SocketTransport:
@@ -73,45 +57,18 @@ class SocketTransport:
         self._sock = sock
         self.path = path
         self._wlock = threading.Lock()
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # guards the protocol and the fields below
         self._reading = False
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
-        self._frames = FrameReader(DEFAULT_MAX_FRAME_BYTES)
-        self._ids = itertools.count(1)
+        self._proto = ClientProtocol(f"phloem-python/{os.getpid()}")
         self._waiting: set[int] = set()
-        self._results: dict[int, Reply | Fail] = {}
-        self._pending_subs: dict[int, RemoteStream] = {}
-        self._subs: dict[int, RemoteStream] = {}
-        self._error: PhloemError | None = None
+        self._answers: dict[int, Answered] = {}
         self._closed = False
-        self.welcome: Welcome | None = None
-        self.request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
 
     @classmethod
     def connect(cls, path: Path, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> SocketTransport:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(str(path))
-            sock.settimeout(None)
-        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
-            sock.close()
-            raise no_daemon_error(path) from exc
-        except PermissionError as exc:
-            sock.close()
-            raise PhloemError(
-                ErrorKind.PERMISSION_DENIED, f"cannot connect to {path}: {exc}"
-            ) from exc
-        except TimeoutError as exc:
-            sock.close()
-            raise PhloemError(ErrorKind.TIMEOUT, f"connecting to {path} timed out") from exc
-        except OSError as exc:
-            sock.close()
-            raise PhloemError(
-                ErrorKind.CONNECTION_LOST, f"cannot connect to {path}: {exc}"
-            ) from exc
-        transport = cls(sock, path)
+        transport = cls(connect_unix(path, timeout), path)
         try:
             transport._handshake(timeout)
         except BaseException:
@@ -120,39 +77,37 @@ class SocketTransport:
         return transport
 
     def _handshake(self, timeout: float) -> None:
-        self._send(Hello(version=PROTOCOL_VERSION, client=f"phloem-python/{os.getpid()}"))
+        self._send(self._proto.hello())
         deadline = time.monotonic() + timeout
         with self._cond:
-            self._pump(lambda: self.welcome is not None, deadline)
-        assert self.welcome is not None
-        self._frames.max_frame_bytes = max(self.welcome.max_frame_bytes, 1024)
-        self.request_timeout_s = self.welcome.request_timeout_s
+            self._pump(lambda: self._proto.welcome is not None, deadline)
 
     # -- io ------------------------------------------------------------------------------
 
-    def _send(self, message: Any) -> None:
-        frame = encode_frame(message)
+    def _send(self, data: bytes) -> None:
+        if not data:
+            return
         with self._wlock:
             if self._closed:
                 raise PhloemError(ErrorKind.CLOSED, "the client is closed")
             try:
-                self._sock.sendall(frame)
+                self._sock.sendall(data)
             except OSError as exc:
                 raise self._lost(f"send failed: {exc}") from exc
 
     def _lost(self, why: str) -> PhloemError:
         err = PhloemError(ErrorKind.CONNECTION_LOST, f"connection to {self.path} lost: {why}")
         with self._cond:
-            if self._error is None:
-                self._error = err
+            self._proto.fail(err)
             self._cond.notify_all()
-            return self._error
+            assert self._proto.error is not None
+            return self._proto.error
 
-    def _read(self, timeout: float | None) -> list[bytes]:
-        """One read (waiting up to `timeout`); the complete frames it yields."""
+    def _read(self, timeout: float | None) -> bytes:
+        """One read, waiting up to `timeout` (b"" if nothing came in time)."""
         ms = None if timeout is None else max(0, int(timeout * 1000) + 1)
         if not self._poller.poll(ms):
-            return []
+            return b""
         try:
             data = self._sock.recv(RECV_BYTES)
         except OSError as exc:
@@ -161,13 +116,13 @@ class SocketTransport:
             raise PhloemError(
                 ErrorKind.CONNECTION_LOST, f"the daemon at {self.path} closed the connection"
             )
-        return self._frames.feed(data)
+        return data
 
     def _pump(self, done: Callable[[], bool], deadline: float | None) -> None:
         """With `_cond` held: wait until `done()`, reading frames if nobody else is."""
+        proto = self._proto
         while not done():
-            if self._error is not None:
-                raise self._error
+            proto.check()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise PhloemError(ErrorKind.TIMEOUT, "no reply from the daemon in time")
@@ -176,114 +131,70 @@ class SocketTransport:
                 continue
             self._reading = True
             self._cond.release()
-            frames: list[bytes] = []
+            data = b""
             error: PhloemError | None = None
             try:
-                frames = self._read(remaining)
+                data = self._read(remaining)
             except PhloemError as exc:
                 error = exc
             finally:
                 self._cond.acquire()
                 self._reading = False
-            for frame in frames:
-                self._dispatch(frame)
-            if error is not None and self._error is None:
-                self._error = error
+            for event in proto.receive(data) if data else ():
+                if isinstance(event, Answered) and event.rid in self._waiting:
+                    self._answers[event.rid] = event
+            if error is not None:
+                proto.fail(error)
+            self._send_queued()
             self._cond.notify_all()
 
-    def _dispatch(self, frame: bytes) -> None:
+    def _send_queued(self) -> None:
+        """Send what the protocol queued itself (credit, unsubscriptions); `_cond` held."""
+        data = self._proto.data_to_send()
+        if data:
+            with contextlib.suppress(PhloemError):  # a lost connection fails the waiters
+                self._send(data)
+
+    def _roundtrip(self, make: Callable[[], Outgoing]) -> Answered:
+        """Send the request `make()` builds and wait for its answer."""
+        with self._cond:
+            out = make()
+            self._waiting.add(out.rid)
         try:
-            message = decode_server(frame)
-        except PhloemError as err:
-            self._error = err
-            return
-        if isinstance(message, Reply | Fail):
-            rid = message.id
-            if rid is None:
-                assert isinstance(message, Fail)
-                self._error = PhloemError.from_value(message.error)
-                return
-            stream = self._pending_subs.pop(rid, None)
-            if stream is not None and isinstance(message, Reply):
-                sub_id = msgspec.msgpack.decode(message.body, type=int)
-                stream.sub = sub_id
-                self._subs[sub_id] = stream
-            if rid in self._waiting:
-                self._results[rid] = message
-        elif isinstance(message, Event):
-            stream = self._subs.get(message.sub)
-            if stream is not None:
-                stream._buffer.append(bytes(message.body))
-                if len(stream._buffer) > stream.window.messages:
-                    self._error = PhloemError(
-                        ErrorKind.BAD_FRAME, "the daemon sent beyond the granted credit"
-                    )
-        elif isinstance(message, StreamEnd):
-            stream = self._subs.pop(message.sub, None)
-            if stream is not None:
-                stream._end = (message.kind, message.detail)
-        elif isinstance(message, Welcome):
-            self.welcome = message
+            self._send(out.frame)
+            with self._cond:
+                self._pump(lambda: out.rid in self._answers, time.monotonic() + out.wait_s)
+                return self._answers.pop(out.rid)
+        finally:
+            with self._cond:
+                self._waiting.discard(out.rid)
+                if self._answers.pop(out.rid, None) is None:
+                    self._proto.forget(out.rid)
 
     # -- Transport -----------------------------------------------------------------------
 
     def request(self, op: str, actor: str, body: bytes, timeout: float | None) -> bytes:
-        rid = next(self._ids)
-        wait: float | None
+        proto = self._proto
         if op == "ask":
-            trace = TraceContext.from_carrier(telemetry.carrier())
-            message: Any = Ask(rid, actor, msgspec.Raw(body), timeout, trace)
-            wait = (timeout if timeout is not None else self.request_timeout_s) + REPLY_GRACE_S
+            trace = trace_context()
+            answer = self._roundtrip(lambda: proto.ask(actor, body, timeout, trace))
         elif op == "tell":
-            trace = TraceContext.from_carrier(telemetry.carrier())
-            message = Tell(rid, actor, msgspec.Raw(body), trace)
-            wait = self.request_timeout_s + REPLY_GRACE_S
-        else:
-            factory = {"status": GetStatus, "tree": GetTree, "stop": StopDaemon, "ping": Ping}
-            if op not in factory:
-                raise ValueError(f"unknown op {op!r}")
-            message = factory[op](rid)
-            wait = (timeout if timeout is not None else self.request_timeout_s) + REPLY_GRACE_S
-        return self._roundtrip(rid, message, wait)
-
-    def _roundtrip(self, rid: int, message: Any, wait: float | None) -> bytes:
-        with self._cond:
-            if self._error is not None:
-                raise self._error
-            self._waiting.add(rid)
-        try:
-            self._send(message)
-            deadline = None if wait is None else time.monotonic() + wait
-            with self._cond:
-                self._pump(lambda: rid in self._results, deadline)
-                result = self._results.pop(rid)
-        finally:
-            with self._cond:
-                self._waiting.discard(rid)
-                self._results.pop(rid, None)
-                self._pending_subs.pop(rid, None)
-        if isinstance(result, Fail):
-            raise PhloemError.from_value(result.error)
-        return bytes(result.body)
+            trace = trace_context()
+            answer = self._roundtrip(lambda: proto.tell(actor, body, trace))
+        else:  # status, tree, stop, ping
+            answer = self._roundtrip(lambda: proto.control(op, timeout))
+        return answer.body()
 
     def subscribe(self, stream: str, window: CreditWindow) -> StreamSource:
-        rid = next(self._ids)
         remote = RemoteStream(self, stream, window)
-        with self._cond:
-            self._pending_subs[rid] = remote
-        message = Subscribe(rid, stream, window.messages, window.bytes)
-        self._roundtrip(rid, message, self.request_timeout_s + REPLY_GRACE_S)
+        try:
+            self._roundtrip(lambda: self._proto.subscribe(remote)).body()
+        except BaseException:
+            with self._cond:
+                self._proto.abandon(remote)
+                self._send_queued()
+            raise
         return remote
-
-    def wait_closed(self, timeout: float | None) -> bool:
-        """Wait until the daemon closes this connection (after `stop`); False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            try:
-                self._pump(lambda: False, deadline)
-            except PhloemError as err:
-                return err.kind == ErrorKind.CONNECTION_LOST
-        return False
 
     def close(self) -> None:
         with self._wlock:
@@ -294,8 +205,7 @@ class SocketTransport:
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
         with self._cond:
-            if self._error is None:
-                self._error = PhloemError(ErrorKind.CLOSED, "the client is closed")
+            self._proto.fail(PhloemError(ErrorKind.CLOSED, "the client is closed"))
             self._cond.notify_all()
 
     @property
@@ -303,62 +213,41 @@ class SocketTransport:
         return self._closed
 
 
-class RemoteStream:
-    """A subscription over the socket: buffered events (at most the window) and acks."""
+class RemoteStream(Subscription):
+    """A subscription over the socket: its events are read by whichever thread waits."""
 
     def __init__(self, transport: SocketTransport, name: str, window: CreditWindow) -> None:
+        super().__init__(name, window)
         self._t = transport
-        self.name = name
-        self.window = window
-        self.sub: int | None = None
-        self._buffer: deque[bytes] = deque()
-        self._end: tuple[str, str | None] | None = None
-        self._unacked_msgs = 0
-        self._unacked_bytes = 0
-        self._batch_msgs = max(1, window.messages // 2)
-        self._batch_bytes = max(1, window.bytes // 2)
 
     def recv(self, timeout: float | None = None) -> bytes:
-        t = self._t
+        t, proto = self._t, self._t._proto
         deadline = None if timeout is None else time.monotonic() + timeout
         with t._cond:
-            if not self._buffer:
-                self._flush()
+            if not self.ready:
+                proto.flush(self)  # credit for what was taken, before waiting for more
+                t._send_queued()
                 try:
-                    t._pump(lambda: bool(self._buffer) or self._end is not None, deadline)
+                    t._pump(lambda: self.ready, deadline)
                 except PhloemError as err:
                     if err.kind == ErrorKind.TIMEOUT:
                         raise PhloemError(
                             ErrorKind.TIMEOUT, f"no event within {timeout} s"
                         ) from err
-                    raise
-            if not self._buffer:
-                assert self._end is not None
-                kind, detail = self._end
-                if kind == "normal":
-                    raise PhloemError(ErrorKind.CLOSED, f"stream {self.name!r} ended")
-                raise PhloemError(kind, f"stream {self.name!r} ended: {detail or kind}")
-            item = self._buffer.popleft()
-            self._unacked_msgs += 1
-            self._unacked_bytes += len(item)
-            if self._unacked_msgs >= self._batch_msgs or self._unacked_bytes >= self._batch_bytes:
-                self._flush()
-            return item
-
-    def _flush(self) -> None:
-        if self._unacked_msgs and self.sub is not None and self._end is None:
-            msgs, nbytes = self._unacked_msgs, self._unacked_bytes
-            self._unacked_msgs = self._unacked_bytes = 0
-            self._t._send(Credit(self.sub, msgs, nbytes))
+                    if not self.ready:
+                        raise
+            try:
+                return proto.take(self)
+            finally:
+                t._send_queued()
 
     def close(self) -> None:
-        sub = self.sub
-        if sub is None or self._end is not None or self._t.closed:
+        """Unsubscribe (waits at most `REPLY_GRACE_S` for the daemon's answer); events
+        still buffered are dropped and `recv` raises `closed` from now on."""
+        t = self._t
+        with t._cond:
+            request = t._proto.unsubscribe(self)
+        if request is None or t.closed:
             return
         with contextlib.suppress(PhloemError):
-            rid = next(self._t._ids)
-            self._t._roundtrip(rid, Unsubscribe(rid, sub), REPLY_GRACE_S)
-        with self._t._cond:
-            self._t._subs.pop(sub, None)
-            if self._end is None:
-                self._end = ("normal", "unsubscribed")
+            t._roundtrip(lambda: request)

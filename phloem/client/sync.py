@@ -13,19 +13,19 @@ drops. Feature methods come from one mixin module per feature in this package.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from phloem.client.agents import AgentClientMethods
-from phloem.client.base import ClientBase
+from phloem.client.base import ClientBase, resolve_socket_path
 from phloem.client.cluster import ClusterMethods
 from phloem.client.eval import EvalClientMethods
 from phloem.client.live import LiveMethods
 from phloem.client.mcp import McpClientMethods
 from phloem.client.planning import PlanningMethods
 from phloem.client.plugins import PluginMethods
+from phloem.client.protocol import DEFAULT_CONNECT_TIMEOUT_S
 from phloem.client.runs import RunsClientMethods
 from phloem.client.sessions import SessionClientMethods
-from phloem.client.socket import DEFAULT_CONNECT_TIMEOUT_S, SocketTransport
+from phloem.client.socket import SocketTransport
 from phloem.client.telemetry import TelemetryMethods
 
 
@@ -54,11 +54,7 @@ class Client(
     ) -> Client:
         """Connect to the daemon at `path` (default: `$PHLOEM_SOCKET`, else the default
         config's socket path)."""
-        from phloem.base.paths import default_socket_path
-
-        env = os.environ.get("PHLOEM_SOCKET")
-        target = Path(path) if path is not None else Path(env) if env else default_socket_path()
-        return cls(SocketTransport.connect(target, timeout))
+        return cls(SocketTransport.connect(resolve_socket_path(path), timeout))
 
     def stop_daemon(self) -> None:
         """Ask the daemon to stop gracefully (it replies first, then stops)."""

@@ -37,9 +37,6 @@ from phloem.supervision.spec import Launcher, Limits, ProcessTarget
 
 log = get_logger("phloem.cluster")
 
-CHECK_TIMEOUT_S = 60.0
-"""How long `cluster check` waits for a node's worker to start and import the modules."""
-
 
 class NodeInfo(msgspec.Struct, frozen=True):
     node_id: str
@@ -258,7 +255,7 @@ class RayBackend:
             workers={kind: pool.counts() for kind, pool in pools.items()},
         )
 
-    def check(self, timeout: float = CHECK_TIMEOUT_S) -> CheckReport:
+    def check(self, timeout: float) -> CheckReport:
         """Connectivity, and that the configured modules import on a worker of each node."""
         status = self.status()
         if not status.connected:

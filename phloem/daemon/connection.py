@@ -20,6 +20,7 @@ import msgspec
 
 from phloem._version import __version__
 from phloem.base.logs import get_logger
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.limits import check_range
 from phloem.protocols.wire import (
@@ -46,7 +47,7 @@ from phloem.protocols.wire import (
     decode_client,
     encode_frame,
 )
-from phloem.supervision.credit import CreditStream, CreditWindow, Subscription
+from phloem.supervision.credit import CreditStream, Subscription
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner
 

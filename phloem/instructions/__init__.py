@@ -15,8 +15,9 @@ prompt commands, tool policy and confirmation.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from phloem.protocols.exports import lazy_exports
 
 if TYPE_CHECKING:
     from phloem.instructions.confirm import (
@@ -73,15 +74,9 @@ _EXPORTS: dict[str, str] = {
     "touched_paths": "phloem.instructions.context",
 }
 
-__all__ = sorted(_EXPORTS)  # noqa: PLE0605
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 (the one export table)
 
-
-def __getattr__(name: str) -> Any:
-    """Import on first use: reading the `[instructions]` settings (every config load)
-    does not pull in discovery, YAML and the bash tool."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# Imported on first use: reading the `[instructions]` settings (every config load) does
+# not pull in discovery, YAML and the bash tool.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

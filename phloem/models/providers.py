@@ -44,10 +44,14 @@ from phloem.models.openai import OpenAIModel
 from phloem.protocols import gemini as gemini_wire
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.model import Model, ModelError, StreamingModel, validation_path
+from phloem.protocols.model import (
+    Model,
+    ModelError,
+    ProviderProtocol,
+    StreamingModel,
+    validation_path,
+)
 
-ProviderProtocol = Literal["gemini", "openai-chat", "openai-responses"]
-PROTOCOLS: Final = ("gemini", "openai-chat", "openai-responses")
 DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 ENV_NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 PROVIDER_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -11,7 +11,6 @@ exact, newline-terminated bytes that go to stdout and to a file alike.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from typing import Any, Literal
 
 import msgspec
@@ -155,6 +154,8 @@ def encode_markdown(report: EvalReport) -> bytes:
 def encode_junit(report: EvalReport) -> bytes:
     """JUnit XML: one `testsuite` for the set, one `testcase` per case (`failure` for
     failed, `error` for error and partial, `skipped` for not_evaluated)."""
+    import xml.etree.ElementTree as ET  # JUnit reports only: not loaded with the report type
+
     counts = report.counts
     suite = ET.Element(
         "testsuite",

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, get_args, runtime_checkable
 
 import msgspec
 
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, PhloemError
+
+ProviderProtocol = Literal["gemini", "openai-chat", "openai-responses"]
+"""The wire protocols a configured provider (`[providers.NAME] protocol`) speaks."""
+PROVIDER_PROTOCOLS: Final[tuple[str, ...]] = get_args(ProviderProtocol)
 
 MODEL_ERROR_KINDS: Final = frozenset(
     {

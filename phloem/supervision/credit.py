@@ -1,11 +1,12 @@
 """Credit-based flow control: streams whose consumers set the pace.
 
 A `CreditStream` broadcasts items to subscribers. Each subscriber grants a
-`CreditWindow(messages, bytes)`; the stream never has more than that many items or bytes
-delivered and not yet acknowledged (`ack`) to it. Items that cannot be delivered yet wait
-in the subscriber's *pending* queue, which is bounded too (messages and bytes); a
-subscriber whose pending queue would overflow is detached with reason `backpressure`
-and told so through its `on_detach` callback. Nothing here grows without bound.
+`CreditWindow(messages, bytes)` (a wire value, `phloem.protocols.credit`); the stream
+never has more than that many items or bytes delivered and not yet acknowledged (`ack`)
+to it. Items that cannot be delivered yet wait in the subscriber's *pending* queue, which
+is bounded too (messages and bytes); a subscriber whose pending queue would overflow is
+detached with reason `backpressure` and told so through its `on_detach` callback.
+Nothing here grows without bound.
 
 Decisions worth knowing:
 - Acks restore credit up to the window, never beyond: acking more than is outstanding
@@ -47,6 +48,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from phloem.base.logs import get_logger
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.limits import check_range
 from phloem.supervision.reasons import ExitKind, ExitReason
@@ -54,11 +56,6 @@ from phloem.supervision.reasons import ExitKind, ExitReason
 log = get_logger("phloem.supervision.credit")
 
 T = TypeVar("T")
-
-DEFAULT_WINDOW_MESSAGES = 64
-DEFAULT_WINDOW_BYTES = 4 * 1024 * 1024
-WINDOW_MESSAGES_RANGE = (1, 65_536)
-WINDOW_BYTES_RANGE = (1, 1024 * 1024 * 1024)
 
 DEFAULT_PENDING_MESSAGES = 1_024
 DEFAULT_PENDING_BYTES = 16 * 1024 * 1024
@@ -70,17 +67,6 @@ MAX_SUBSCRIBERS_RANGE = (1, 100_000)
 
 RETAIN_MESSAGES_RANGE = (0, 1_000_000)
 RETAIN_BYTES_RANGE = (0, 1024 * 1024 * 1024)
-
-
-class CreditWindow(msgspec.Struct, frozen=True):
-    """How much a consumer accepts outstanding at once: item count and total bytes."""
-
-    messages: int = DEFAULT_WINDOW_MESSAGES
-    bytes: int = DEFAULT_WINDOW_BYTES
-
-    def __post_init__(self) -> None:
-        check_range("messages", self.messages, *WINDOW_MESSAGES_RANGE)
-        check_range("bytes", self.bytes, *WINDOW_BYTES_RANGE)
 
 
 class CreditUsage(msgspec.Struct, frozen=True):

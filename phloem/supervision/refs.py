@@ -14,12 +14,12 @@ Rules (DESIGN.md, "Refs"):
   `on_cancel(ExitReason.owner_down())` is called, exactly once per ref.
 
 Each ref *kind* may carry its own prefix and error names (the planning runtime uses
-`invalid_planning_ref` / `not_planning_owner`): define it once with `define_kind`.
+`invalid_planning_ref` / `not_planning_owner`): define it once with `define_kind`. The
+text form (`RefKind`, `OwnedRef`, `parse_ref`) is a wire format, in `phloem.protocols.refs`.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
 import threading
 from collections.abc import Callable
@@ -29,20 +29,20 @@ from typing import Any, Literal
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.limits import check_range
+from phloem.protocols.refs import (
+    DEFAULT_KIND,
+    DEFAULT_REF_KIND,
+    MAX_REF_TEXT_CHARS,
+    REF_HEX_CHARS,
+    OwnedRef,
+    RefKind,
+)
 from phloem.supervision.reasons import ExitReason
 
 log = get_logger("phloem.supervision.refs")
 
-REF_RANDOM_BITS = 128
-REF_HEX_CHARS = REF_RANDOM_BITS // 4
-DEFAULT_REF_PREFIX = "ref_"
-DEFAULT_REF_KIND = "ref"
 DEFAULT_MAX_REFS_PER_OWNER = 10_000
 MAX_REFS_PER_OWNER_RANGE = (1, 1_000_000)
-MAX_REF_TEXT_CHARS = 64  # refuse to even look at longer input
-
-_PREFIX_SHAPE = re.compile(r"^[a-z][a-z0-9]{0,15}_$")
-_KIND_SHAPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 CancelCallback = Callable[[ExitReason], None]
 OwnerKind = Literal["actor", "connection", "client"]
@@ -91,50 +91,6 @@ class Owner:
     def __repr__(self) -> str:
         state = " down" if self.is_down else ""
         return f"<Owner {self.kind} {self.label!r} {self.id}{state}>"
-
-
-@dataclass(frozen=True, slots=True)
-class RefKind:
-    """A kind of ref: its text prefix and the error kinds its operations raise."""
-
-    name: str = DEFAULT_REF_KIND
-    prefix: str = DEFAULT_REF_PREFIX
-    invalid_error: str = "invalid_ref"
-    not_owner_error: str = "not_owner"
-    too_many_error: str = "too_many_refs"
-
-    def __post_init__(self) -> None:
-        if not _KIND_SHAPE.match(self.name):
-            raise ValueError("name must match [a-z][a-z0-9_]{0,31}")
-        if not _PREFIX_SHAPE.match(self.prefix):
-            raise ValueError("prefix must match [a-z][a-z0-9]{0,15}_")
-        for field_name in ("invalid_error", "not_owner_error", "too_many_error"):
-            if not _KIND_SHAPE.match(getattr(self, field_name)):
-                raise ValueError(f"{field_name} must be a snake_case error kind")
-
-    def new_text(self) -> str:
-        return self.prefix + secrets.token_hex(REF_RANDOM_BITS // 8)
-
-    def is_well_formed(self, text: object) -> bool:
-        if not isinstance(text, str) or len(text) != len(self.prefix) + REF_HEX_CHARS:
-            return False
-        if not text.startswith(self.prefix):
-            return False
-        return all(c in "0123456789abcdef" for c in text[len(self.prefix) :])
-
-
-DEFAULT_KIND = RefKind()
-
-
-@dataclass(frozen=True, slots=True)
-class OwnedRef:
-    """An issued ref. `str(ref)` (or `ref.text`) is the opaque form to hand out."""
-
-    text: str
-    kind: str = DEFAULT_REF_KIND
-
-    def __str__(self) -> str:
-        return self.text
 
 
 @dataclass(slots=True)
@@ -292,11 +248,3 @@ class OwnerRegistry:
 
     def __repr__(self) -> str:
         return f"<OwnerRegistry {self.count()} refs, {len(self._by_owner)} owners>"
-
-
-def parse_ref(text: object, kind: RefKind = DEFAULT_KIND) -> OwnedRef:
-    """Validate the shape of `text` as a ref of `kind` (no ownership check)."""
-    if not kind.is_well_formed(text):
-        raise PhloemError(kind.invalid_error, f"malformed {kind.name} ref")
-    assert isinstance(text, str)
-    return OwnedRef(text, kind.name)

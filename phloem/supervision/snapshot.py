@@ -13,9 +13,9 @@ import os
 import threading
 import time
 
-import msgspec
 import psutil
 
+from phloem.protocols.snapshot import NodeSnapshot, TreeSnapshot
 from phloem.supervision.handle import ChildHandle
 from phloem.supervision.spec import Command, ProcessTarget, RemoteTarget, SupervisorChild
 from phloem.supervision.supervisor import SupervisorRef, _child_info, root_supervisors
@@ -24,54 +24,6 @@ MAX_SNAPSHOT_DEPTH = 64  # nesting of supervisors a snapshot follows
 MAX_LISTED_PROCESSES = 32
 """Process children attached to one node (`owners`) that a snapshot lists; the rest are
 counted in its `unlisted_processes`."""
-
-
-class NodeSnapshot(msgspec.Struct, frozen=True):
-    """One supervisor or child.
-
-    `kind` is `supervisor` or `worker`; `type` is `supervisor`, `actor` or `process`;
-    `pid` is set for process children (a remote one's is the pid of the process running
-    it on `node`, its worker's until the worker has said), `thread` for actors and
-    supervisors. `children` are a supervisor's children, then
-    the process children started for the node's work (`owners`; at most
-    `MAX_LISTED_PROCESSES`, the rest counted in `unlisted_processes`). A process
-    child with a memory cap also has `rss_cap_bytes` (the cap on its whole tree's summed
-    RSS, enforced by the RSS watchdog) and the watchdog's latest reading of that tree
-    (`tree_rss_bytes`, `tree_processes`).
-    """
-
-    id: str
-    kind: str
-    type: str
-    state: str
-    restarts: int = 0
-    handle: str | None = None
-    pid: int | None = None
-    thread: str | None = None
-    mailbox_depth: int = 0
-    credit_in_use: int = 0
-    rss_bytes: int | None = None
-    strategy: str | None = None
-    children: list[NodeSnapshot] = msgspec.field(default_factory=list)
-    rss_cap_bytes: int | None = None
-    tree_rss_bytes: int | None = None
-    tree_processes: int | None = None
-    node: str | None = None  # a remote process child's cluster node (`ip/node-id`)
-    unlisted_processes: int = 0  # attached process children past MAX_LISTED_PROCESSES
-
-
-class TreeSnapshot(msgspec.Struct, frozen=True):
-    """Every root supervisor of this process with its whole subtree, plus totals."""
-
-    taken_at: float
-    pid: int
-    rss_bytes: int
-    threads: int
-    roots: list[NodeSnapshot]
-    actors: int
-    processes: int
-    supervisors: int
-    restarts: int
 
 
 def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: int) -> NodeSnapshot:

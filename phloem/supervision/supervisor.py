@@ -34,6 +34,7 @@ import msgspec
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
+from phloem.supervision import timers
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.handle import (
     ChildHandle,
@@ -392,9 +393,7 @@ class SupervisorActor(Actor):
             except Exception:
                 pass
 
-        timer = threading.Timer(RESTART_RETRY_DELAY_S, retry)
-        timer.daemon = True
-        timer.start()
+        timers.call_later(RESTART_RETRY_DELAY_S, retry)
 
     def _retry_restart(self, child_id: str) -> None:
         child = next((c for c in self._children if c.spec.id == child_id), None)

@@ -18,7 +18,9 @@ from phloem.actors.agents.protocol import AgentStreamItem
 from phloem.actors.runs import RunDriver, RunLog, ServiceRuns, note_detail
 from phloem.actors.streams import StreamHub
 from phloem.config import parse_config
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.refs import RefKind
 from phloem.protocols.runs import (
     MAX_NOTE_DETAILS,
     MAX_NOTE_TEXT_CHARS,
@@ -34,8 +36,7 @@ from phloem.protocols.runs import (
     RunUpdate,
 )
 from phloem.supervision import Supervisor, SupervisorSpec
-from phloem.supervision.credit import CreditWindow
-from phloem.supervision.refs import Owner, OwnerRegistry, RefKind
+from phloem.supervision.refs import Owner, OwnerRegistry
 from tests.helpers import raises_kind
 
 pytestmark = pytest.mark.timeout(60)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from phloem.actors.streams import StreamHub
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
-from phloem.supervision.credit import CreditWindow
 from phloem.supervision.refs import Owner
 
 pytestmark = pytest.mark.timeout(20)

@@ -13,13 +13,14 @@ from typing import Any, TypeVar
 
 import pytest
 
-from phloem.client import aio
+from phloem.client import aio, protocol
 from phloem.client.agents import AgentClientMethods
 from phloem.client.aio import AsyncClient, AsyncEventStream
 from phloem.client.planning import PlanningMethods
 from phloem.client.runs import RunsClientMethods
 from phloem.client.sync import Client
 from phloem.config import DEFAULT_MAX_INFLIGHT
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorValue, PhloemError
 from phloem.protocols.runs import RunBegan, RunFinished, RunNoted
 from phloem.protocols.wire import (
@@ -29,7 +30,6 @@ from phloem.protocols.wire import (
     decode_client,
     encode_frame,
 )
-from phloem.supervision.credit import CreditWindow
 from tests.helpers import FIXTURE_CONFIG, ROOT, DaemonProc, running_daemon
 
 pytestmark = pytest.mark.timeout(60)
@@ -192,7 +192,7 @@ def test_a_stream_arrives_in_order_under_credit_while_asks_go_on(daemon: DaemonP
 
             async def consume() -> None:
                 async for event in stream:
-                    assert len(stream._buffer) <= window.messages
+                    assert stream.buffered <= window.messages
                     seen.append(event["n"])
 
             consumer = asyncio.create_task(consume())
@@ -354,7 +354,7 @@ class SilentDaemon:
 def test_a_daemon_that_never_answers_times_out(
     tmp_short: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(aio, "REPLY_GRACE_S", 0.2)
+    monkeypatch.setattr(protocol, "REPLY_GRACE_S", 0.2)
 
     async def main() -> None:
         async with SilentDaemon(tmp_short / "s.sock"):

@@ -17,7 +17,9 @@ import pytest
 
 import phloem
 from phloem.cli.main import main
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.snapshot import TreeSnapshot
 from phloem.protocols.wire import (
     Ask,
     Fail,
@@ -30,8 +32,6 @@ from phloem.protocols.wire import (
     encode_body,
     encode_frame,
 )
-from phloem.supervision.credit import CreditWindow
-from phloem.supervision.snapshot import TreeSnapshot
 from tests.daemon.fixture_services import Cancelled, Die, Hold, Peek
 from tests.helpers import FIXTURE_CONFIG, PY, ROOT, DaemonProc, run_cli
 

@@ -212,8 +212,8 @@ def test_requests_beyond_the_in_flight_limit_get_backpressure(fuzz_daemon: Daemo
 def test_a_client_that_stops_reading_is_dropped_when_its_outbox_passes_the_limit(
     fuzz_daemon: DaemonProc,
 ) -> None:
+    from phloem.protocols.credit import CreditWindow
     from phloem.protocols.errors import PhloemError
-    from phloem.supervision.credit import CreditWindow
 
     client = phloem.Client.connect(fuzz_daemon.socket)
     name = client.ask("echo", {"stream": "outbox", "count": 60_000, "mode": "publish"})

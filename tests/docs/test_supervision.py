@@ -26,3 +26,9 @@ def test_every_process_child_in_the_tree(capsys: pytest.CaptureFixture[str]) -> 
     (block,) = doc_python_blocks(GUIDE, "Every process child in the tree")
     run_doc_block(block, f"{GUIDE}#every-process-child-in-the-tree")
     assert capsys.readouterr().out == "phloem: worker helper\n"
+
+
+def test_timers(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = doc_python_blocks(GUIDE, "Timers")
+    run_doc_block(block, f"{GUIDE}#timers")
+    assert capsys.readouterr().out == "True False\n"

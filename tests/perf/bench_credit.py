@@ -12,7 +12,8 @@ import threading
 import time
 from typing import Any
 
-from phloem.supervision.credit import CreditStream, CreditWindow
+from phloem.protocols.credit import CreditWindow
+from phloem.supervision.credit import CreditStream
 
 ITEMS = 200_000
 ROUNDS = 3

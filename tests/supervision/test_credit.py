@@ -6,16 +6,15 @@ import threading
 
 import pytest
 
-from phloem.protocols.errors import PhloemError
-from phloem.supervision.credit import (
+from phloem.protocols.credit import (
     DEFAULT_WINDOW_BYTES,
     DEFAULT_WINDOW_MESSAGES,
     WINDOW_BYTES_RANGE,
     WINDOW_MESSAGES_RANGE,
-    CreditStream,
     CreditWindow,
-    default_size,
 )
+from phloem.protocols.errors import PhloemError
+from phloem.supervision.credit import CreditStream, default_size
 from phloem.supervision.reasons import ExitKind, ExitReason
 
 pytestmark = pytest.mark.timeout(20)

@@ -12,12 +12,12 @@ import psutil
 import pytest
 
 from phloem.cli.render import render_tree, table_rows
+from phloem.protocols.snapshot import NodeSnapshot
 from phloem.supervision import (
     Actor,
     ChildSpec,
     Command,
     Limits,
-    NodeSnapshot,
     ProcessHandle,
     ProcessTarget,
     Supervisor,

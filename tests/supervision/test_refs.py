@@ -8,15 +8,13 @@ import threading
 import pytest
 
 from phloem.protocols.errors import PhloemError
+from phloem.protocols.refs import OwnedRef, RefKind, parse_ref
 from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.refs import (
     DEFAULT_MAX_REFS_PER_OWNER,
     MAX_REFS_PER_OWNER_RANGE,
-    OwnedRef,
     Owner,
     OwnerRegistry,
-    RefKind,
-    parse_ref,
 )
 
 pytestmark = pytest.mark.timeout(20)

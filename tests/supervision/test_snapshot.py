@@ -5,14 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from phloem.supervision import (
-    ChildSpec,
-    Supervisor,
-    SupervisorChild,
-    SupervisorSpec,
-    TreeSnapshot,
-    tree_snapshot,
-)
+from phloem.protocols.snapshot import TreeSnapshot
+from phloem.supervision import ChildSpec, Supervisor, SupervisorChild, SupervisorSpec, tree_snapshot
 from tests.supervision.actors import Store
 
 pytestmark = pytest.mark.timeout(30)

@@ -67,6 +67,7 @@ from phloem.instructions.policy import ToolPolicy
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.models.providers import ProviderRegistry
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.refs import RefKind
 from phloem.protocols.runs import ConfirmRequest
 from phloem.supervision import (
     ChildHandle,
@@ -78,7 +79,7 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
-from phloem.supervision.refs import Owner, RefKind
+from phloem.supervision.refs import Owner
 
 log = get_logger("phloem.agents")
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from phloem.cluster.backend import CHECK_TIMEOUT_S
+CHECK_TIMEOUT_S = 60.0
+"""How long `cluster check` waits for a node's worker to start and import the modules."""
+CHECK_TIMEOUT_RANGE = (1.0, 600.0)  # the check timeouts accepted, in seconds
 
 
 class GetClusterStatus(msgspec.Struct, frozen=True, tag="status"):
@@ -17,8 +19,9 @@ class CheckCluster(msgspec.Struct, frozen=True, tag="check"):
     timeout_s: float = msgspec.field(default=CHECK_TIMEOUT_S)
 
     def __post_init__(self) -> None:
-        if not 1.0 <= self.timeout_s <= 600.0:
-            raise ValueError("timeout_s must be between 1 and 600")
+        low, high = CHECK_TIMEOUT_RANGE
+        if not low <= self.timeout_s <= high:
+            raise ValueError(f"timeout_s must be between {low:g} and {high:g}")
 
 
 ClusterRequest = GetClusterStatus | CheckCluster

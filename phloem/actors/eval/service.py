@@ -41,6 +41,7 @@ from phloem.base.logs import get_logger
 from phloem.models.interceptors import Interceptors
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalreport import CaseResult
+from phloem.protocols.refs import RefKind
 from phloem.supervision import (
     ActorHandle,
     ChildHandle,
@@ -51,7 +52,6 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
-from phloem.supervision.refs import RefKind
 
 log = get_logger("phloem.eval")
 

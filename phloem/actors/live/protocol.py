@@ -12,7 +12,7 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from phloem.protocols.errors import ErrorKind
-from phloem.supervision.refs import RefKind
+from phloem.protocols.refs import RefKind
 
 __all__ = [
     "EVENT_KINDS",

@@ -30,7 +30,6 @@ shares the same link, outbox, tool runner and topic.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +57,7 @@ from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.protocols import live as wire
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
+from phloem.supervision import timers
 from phloem.supervision.actor import Actor
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.spec import Launcher
@@ -164,7 +164,7 @@ class LiveSession(Actor):
         self.dropped_inputs = 0
         self.close_reason: str | None = None
         self._redial_token = 0
-        self._timer: threading.Timer | None = None
+        self._timer: timers.Timer | None = None
         self.runner: ToolRunner | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -326,9 +326,7 @@ class LiveSession(Actor):
             },
         )
         self._redial_token += 1
-        self._timer = threading.Timer(delay_ms / 1000, self._redial, args=(self._redial_token,))
-        self._timer.daemon = True
-        self._timer.start()
+        self._timer = timers.call_later(delay_ms / 1000, self._redial, self._redial_token)
 
     def _redial(self, token: int) -> None:
         try:

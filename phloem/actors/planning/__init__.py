@@ -12,39 +12,38 @@ Names are imported lazily: a callback child imports only `worker`, `outcomes` an
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from phloem.protocols.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from phloem.actors.planning.adapters import AdapterRef, AdapterRegistry, Executor, Planner
-    from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner
-    from phloem.actors.planning.runtime import PLANNING_REF_KIND, PlanningRuntime
+    from phloem.actors.planning.adapters import (
+        AdapterRef as AdapterRef,
+        AdapterRegistry as AdapterRegistry,
+        Executor as Executor,
+        Planner as Planner,
+    )
+    from phloem.actors.planning.callbacks import (
+        CallbackOutcome as CallbackOutcome,
+        CallbackRunner as CallbackRunner,
+    )
+    from phloem.actors.planning.runtime import (
+        PLANNING_REF_KIND as PLANNING_REF_KIND,
+        PlanningRuntime as PlanningRuntime,
+    )
 
-_EXPORTS = {
-    "AdapterRef": "adapters",
-    "AdapterRegistry": "adapters",
-    "Executor": "adapters",
-    "Planner": "adapters",
-    "CallbackOutcome": "callbacks",
-    "CallbackRunner": "callbacks",
-    "PLANNING_REF_KIND": "runtime",
-    "PlanningRuntime": "runtime",
+_EXPORTS: dict[str, str] = {
+    "AdapterRef": "phloem.actors.planning.adapters",
+    "AdapterRegistry": "phloem.actors.planning.adapters",
+    "Executor": "phloem.actors.planning.adapters",
+    "Planner": "phloem.actors.planning.adapters",
+    "CallbackOutcome": "phloem.actors.planning.callbacks",
+    "CallbackRunner": "phloem.actors.planning.callbacks",
+    "PLANNING_REF_KIND": "phloem.actors.planning.runtime",
+    "PlanningRuntime": "phloem.actors.planning.runtime",
 }
 
-__all__ = [
-    "PLANNING_REF_KIND",
-    "AdapterRef",
-    "AdapterRegistry",
-    "CallbackOutcome",
-    "CallbackRunner",
-    "Executor",
-    "Planner",
-    "PlanningRuntime",
-]
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 (the one export table)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

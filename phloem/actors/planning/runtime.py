@@ -37,6 +37,7 @@ from phloem.actors.runs import Run, RunLog, ServiceRuns
 from phloem.actors.streams import StreamHub
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.limits import check_range
@@ -46,13 +47,14 @@ from phloem.protocols.plan import (
     parse_options,
     sanitize,
 )
+from phloem.protocols.refs import OwnedRef, RefKind
 from phloem.protocols.result import PlanningResult, ResultError
 from phloem.supervision import forkserver
 from phloem.supervision.actor import ActorHandle
-from phloem.supervision.credit import CreditReceiver, CreditWindow
+from phloem.supervision.credit import CreditReceiver
 from phloem.supervision.handle import ChildHandle
 from phloem.supervision.reasons import ExitReason
-from phloem.supervision.refs import OwnedRef, Owner, OwnerRegistry, RefKind
+from phloem.supervision.refs import Owner, OwnerRegistry
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorSpec
 from phloem.supervision.supervisor import Supervisor, SupervisorRef
 

@@ -22,7 +22,6 @@ configured the service is not started (clients then get `planning_unavailable`).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from phloem.actors.planning.adapters import AdapterRegistry
@@ -48,6 +47,7 @@ from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, re
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.result import encode_result
+from phloem.supervision import timers
 from phloem.supervision.spec import ChildSpec, Strategy, SupervisorChild, SupervisorSpec
 from phloem.supervision.supervisor import SupervisorRef, sibling_of
 
@@ -129,7 +129,7 @@ class PlanningService(ServiceActor):
             return encode_result(runtime.take_result(owner, ref, record)).decode()
         if timeout == 0:
             raise _await_timeout(timeout)
-        timer: threading.Timer | None = None
+        timer: timers.Timer | None = None
 
         def done(rec: RunRecord) -> None:
             if timer is not None:
@@ -143,12 +143,13 @@ class PlanningService(ServiceActor):
             record.remove_done_callback(done)
             call.fail(_await_timeout(timeout))
 
-        if timeout is not None:
-            timer = threading.Timer(timeout, expired)
-            timer.daemon = True
         record.add_done_callback(done)
-        if timer is not None and not call.done:
-            timer.start()
+        if timeout is not None and not call.done:
+            try:
+                timer = timers.call_later(timeout, expired)
+            except PhloemError:  # no room for the timer: the await is refused, whole
+                record.remove_done_callback(done)
+                raise
         return DEFER
 
     def on_stop(self) -> None:

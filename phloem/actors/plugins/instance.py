@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from phloem.actors.plugins.protocol import InstanceStatus
 from phloem.actors.plugins.slots import (
     HookFailure,
     decode_outcome,
@@ -62,18 +63,6 @@ log = get_logger("phloem.plugins")
 
 PROCESS_ID = "process"  # an isolated instance's process child
 STATE_ID = "state"  # the actor keeping its state
-
-
-class InstanceStatus(msgspec.Struct, frozen=True):
-    """What `phloem plugin list` shows of a stateful instance."""
-
-    id: str
-    available: bool
-    busy: bool
-    queued: int
-    generation: int
-    state_bytes: int
-    exit: str = ""
 
 
 @dataclass

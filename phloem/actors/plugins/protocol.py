@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import msgspec
 
-from phloem.actors.plugins.instance import InstanceStatus
+
+class InstanceStatus(msgspec.Struct, frozen=True):
+    """What `phloem plugin list` shows of a stateful instance."""
+
+    id: str
+    available: bool
+    busy: bool
+    queued: int
+    generation: int
+    state_bytes: int
+    exit: str = ""
 
 
 class ListPlugins(msgspec.Struct, frozen=True, tag="list"):

@@ -63,6 +63,7 @@ from phloem.instructions.policy import ToolPolicy
 from phloem.instructions.session_contexts import SessionContexts
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
+from phloem.protocols.refs import RefKind
 from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.secrets import prune_secrets
 from phloem.supervision import (
@@ -75,7 +76,7 @@ from phloem.supervision import (
     SupervisorSpec,
     sibling_of,
 )
-from phloem.supervision.refs import Owner, RefKind
+from phloem.supervision.refs import Owner
 from phloem.tools.contract import ToolContext
 from phloem.tools.outputlimit import OutputBudget
 from phloem.tools.workspace import Workspace

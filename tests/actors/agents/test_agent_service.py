@@ -245,7 +245,7 @@ def test_credential_shaped_state_never_leaves_the_service(tree: Tree) -> None:
 
 
 def test_a_run_streams_under_a_one_message_credit_window(tree: Tree) -> None:
-    from phloem.supervision.credit import CreditWindow
+    from phloem.protocols.credit import CreditWindow
 
     with tree.client("slow reader") as client:
         seen: list[Event] = []

@@ -15,8 +15,8 @@ import pytest
 
 from phloem import Client
 from phloem.actors.agents.protocol import AgentStreamItem
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.runs import ConfirmRequest, RunEnd
-from phloem.supervision.credit import CreditWindow
 from tests.helpers import DaemonProc, raises_kind, run_cli, running_daemon, short_tmpdir
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
 

@@ -19,10 +19,10 @@ import pytest
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.actors.planning.protocol import PlanningStreamItem
+from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.result import PlanningResult, decode_result, encode_result
 from phloem.protocols.runs import RunEnd, RunEvent
-from phloem.supervision.credit import CreditWindow
 from phloem.supervision.refs import Owner
 from tests.actors.planning.conftest import on_ray, read_pids
 
