@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/python -m phloem.examples.run_all --config conf/phloem.toml
 
+# The suite starts hundreds of Python processes (daemons, CLI runs, servers): let them
+# use the byte-code cache instead of recompiling phloem each time, whatever the shell says.
 test: install browser
-	$(BIN)/python -m pytest -q -m 'slow or not slow'
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m 'slow or not slow'
 
 # The web view's browser tests drive Debian's chromium (never a downloaded build). Install
 # it where the machine allows (root with apt); otherwise say why, and never fail.

@@ -15,6 +15,7 @@ reload).
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,7 +63,9 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
 def all_modules() -> dict[str, Path]:
+    """Every module of the package (read once per test session; callers do not change it)."""
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
@@ -107,7 +110,9 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]
                     yield found
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
+    """What each module imports (parsed once per test session; callers do not change it)."""
     modules = all_modules()
     return {name: set(imports_of(name, path, modules)) for name, path in modules.items()}
 
@@ -232,8 +237,10 @@ def test_the_checker_sees_lazy_imports_and_ignores_type_checking(tmp_path: Path)
     assert set(imports_of("phloem.protocols.probe", path, modules)) == {"phloem.cli.main"}
 
 
+@functools.cache
 def lazy_faces() -> dict[str, ast.Module]:
-    """The package faces that export through a table (`protocols.exports.lazy_exports`)."""
+    """The package faces that export through a table (`protocols.exports.lazy_exports`;
+    parsed once per test session)."""
     faces = {}
     for name, path in all_modules().items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
