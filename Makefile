@@ -18,10 +18,17 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/python -m phloem.examples.run_all --config conf/phloem.toml
 
-# The suite starts hundreds of Python processes (daemons, CLI runs, servers): let them
-# use the byte-code cache instead of recompiling phloem each time, whatever the shell says.
+# The whole suite: on TEST_WORKERS workers, then the Ray tests alone (a Ray test cluster
+# started beside a busy worker misses its start deadlines); both parts always run. It
+# starts hundreds of Python processes (daemons, CLI runs, servers): they use the byte-code
+# cache instead of recompiling phloem each time, whatever the shell says.
+TEST_WORKERS ?= 2
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q
 test: install browser
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -m 'slow or not slow'
+	@$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m '(slow or not slow) and not ray_cluster'; \
+	rest=$$?; $(PYTEST) -m ray_cluster; ray=$$?; \
+	echo "make test: the suite exited $$rest, its Ray tests $$ray"; \
+	test $$rest -eq 0 && test $$ray -eq 0
 
 # The web view's browser tests drive Debian's chromium (never a downloaded build). Install
 # it where the machine allows (root with apt); otherwise say why, and never fail.

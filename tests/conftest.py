@@ -48,3 +48,41 @@ def _private_state_home(
     """Sessions default to $XDG_STATE_HOME/phloem/sessions: tests (and the daemons and
     `make run` they start) never write to the real one."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`), then the
+# Ray tests alone: a Ray test cluster started beside a busy worker misses its own start
+# deadlines. Tests that use something of the host's that one test at a time may have —
+# the default socket path and the stand-in model's fixed port of `conf/phloem.toml`
+# (`make run`, the quickstart, the sessions example) — share one worker.
+HOST_SHARED_FILES = (
+    "tests/test_deploy_and_examples.py",
+    "tests/test_readme.py",
+    "tests/test_import_weight.py",
+    "tests/test_paths.py",
+    "tests/docs/test_getting_started.py",
+    "tests/docs/test_sessions.py",
+    "tests/daemon/test_socket_dir.py",
+    "tests/cli/test_config_check.py",
+)
+
+
+def uses_ray(item: pytest.Item) -> bool:
+    """Does `item` run on the Ray test cluster (or start a Ray of its own)?"""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return (
+        item.nodeid.startswith("tests/actors/cluster/")
+        or "ray" in params
+        or "ray_cluster" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("warm") is not None
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by these markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if uses_ray(item):
+            item.add_marker(pytest.mark.ray_cluster)
+        elif item.nodeid.split("::", 1)[0] in HOST_SHARED_FILES:
+            item.add_marker(pytest.mark.xdist_group("host"))

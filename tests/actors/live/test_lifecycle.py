@@ -235,19 +235,21 @@ def test_queued_input_is_dropped_and_reported_never_replayed(
                 assert err.kind == "ingress_backpressure"
                 refused += 1
         assert refused > 0
-        queued = client.live_status(ref)["queued"]["messages"]
-        assert queued > 0
+        assert client.live_status(ref)["queued"]["messages"] > 0
         server.drop(0)
         server.stall_reads = False
         reconnecting = next_kind(events, "reconnecting")
-        assert reconnecting.payload["dropped_messages"] >= queued - 1
+        # what was still queued when the link broke (the transport may have moved some of
+        # it into the socket since the status above: how much depends on the machine)
+        dropped = reconnecting.payload["dropped_messages"]
+        assert dropped >= 1
         next_kind(events, "ready")
         assert client.live_status(ref)["queued"] == {"messages": 0, "bytes": 0}
         client.live_send(ref, text="after")
         next_kind(events, "turn_complete")
         frames = server.connection(1).frames
-        assert not any("audio" in f.get("realtimeInput", {}) for f in frames)
-        assert client.live_status(ref)["dropped_inputs"] >= queued - 1
+        assert not any("audio" in f.get("realtimeInput", {}) for f in frames)  # not replayed
+        assert client.live_status(ref)["dropped_inputs"] == dropped  # and counted
 
 
 def test_api_version_v1_and_config_edges(server: FakeLiveServer, live_tree: TreeFactory) -> None:
