@@ -454,7 +454,8 @@ def _known(names: Any) -> str:
 def check_references(config: Config, text: str = "", source: str = "") -> None:
     """Names that must name something configured do (what would otherwise fail only when
     the daemon starts or a run begins): an LLM agent's or supervisor planner's `provider`,
-    an LLM agent's `mcp_servers`, a planner's `sub_agents`, `services.disabled`; then the
+    an LLM agent's `mcp_servers`, a planner's `sub_agents`, the agents an LLM agent, `[live]`
+    or `[planning.agents]` delegates to, `services.disabled`; then the
     agents and their tools, and the Live tools, are assembled as the daemon would (tool
     names, planner contracts, goals), without running anything. The first problem is one
     `config_invalid` line naming the file, line and key."""
@@ -483,6 +484,31 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
                 )
     defined = set(agents.functions) | set(agents.llm) | set(agents.components)
     defined |= set(agents.planners)
+    for name, llm in agents.llm.items():
+        for i, agent in enumerate(llm.agents):
+            if agent == name:
+                why = "an agent cannot delegate to itself"
+            elif agent not in defined:
+                why = f"no agent named {agent!r} (configured: {_known(defined - {name})})"
+            else:
+                continue
+            raise _located(f"agents.llm.{name}.agents[{i}]", why, text, source)
+    for executor, agent in config.planning.agents.items():
+        if executor in config.planning.executors:
+            why = "is also a [planning.executors] adapter"
+        elif agent not in defined:
+            why = f"no agent named {agent!r} (configured: {_known(defined)})"
+        else:
+            continue
+        raise _located(f"planning.agents.{executor}", why, text, source)
+    for i, agent in enumerate(config.live.agents):
+        if agent not in defined:
+            raise _located(
+                f"live.agents[{i}]",
+                f"no agent named {agent!r} (configured: {_known(defined)})",
+                text,
+                source,
+            )
     for name, planner in agents.planners.items():
         if planner.provider and planner.provider not in providers:
             raise _located(

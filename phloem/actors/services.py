@@ -46,6 +46,7 @@ import msgspec
 from phloem.actors.streams import StreamHub, Topic
 from phloem.agents.assembly import ToolAssembly
 from phloem.agents.catalogue import AgentCatalogue
+from phloem.agents.delegation import Delegate
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.models.interceptors import InterceptorRegistry
@@ -167,6 +168,8 @@ class Resources:
     - `lsp`: the language servers' diagnostics on `write` / `edit` (None: no servers);
     - `agents`: the one agent catalogue (`phloem.agents.catalogue`), set by the `agents`
       service when it starts (and again at a reload): every surface resolves agents here;
+    - `delegate`: delegated agent calls as runs of their own (`phloem.agents.delegation`),
+      set by the `agents` service while it runs (None: none);
     - `runs`: the tree's record of recent runs (`phloem.actors.runs.RunLog`, made by the
       tree; None outside one: runs are not recorded).
     """
@@ -175,6 +178,7 @@ class Resources:
     mcp: ToolSource | None = None
     lsp: ToolDecorator | None = None
     agents: AgentCatalogue | None = None
+    delegate: Delegate | None = None
     runs: RunLog | None = None
 
     def launcher(self, kind: str) -> Launcher | None:
@@ -194,6 +198,8 @@ class Resources:
             mcp_servers=(*config.mcp.servers, *config.mcp.allow_foreign),
             lsp=lambda: self.lsp,
             instructions=config.instructions,
+            delegate=lambda: self.delegate,
+            agent_descriptions=agent_descriptions(config),
         )
 
     def catalogue(self) -> AgentCatalogue:
@@ -201,6 +207,16 @@ class Resources:
         if self.agents is None:
             raise PhloemError(ErrorKind.NOPROC, "the agents service is not running")
         return self.agents
+
+
+def agent_descriptions(config: Config) -> dict[str, str]:
+    """The configured `description` of each agent declared in `[agents.*]` by name (a
+    `[agents.components]` agent's is its object's: not loaded here, so none)."""
+    agents = config.agents
+    out: dict[str, str] = {}
+    for table in (agents.functions, agents.llm, agents.planners):
+        out.update({name: entry.description for name, entry in table.items()})
+    return out
 
 
 class ConfigCell:

@@ -10,7 +10,9 @@ one set of tools everywhere, under the same names:
   loaded (trusted code, named in the config) when a run first names them;
 - the tools of MCP servers (`mcp_servers`; None: every configured server), found at each
   run from the tree's MCP hub, which connects a server at that first need;
-- `list_skills` / `load_skill` over the workspace's skills, when the agent has `skills`.
+- `list_skills` / `load_skill` over the workspace's skills, when the agent has `skills`;
+- one tool per agent of the catalogue it delegates to (`agents`), named after the agent:
+  a call runs that agent as a run of its own (`phloem.agents.delegation`).
 
 The run's interceptors wrap the calls of all of them in one order (`run_chain`): the tree's
 chain first (telemetry outermost, then the tree-wide plugins), then the run's own — tool
@@ -24,6 +26,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from phloem.agents.delegation import AgentTool, Delegate
 from phloem.agents.settings import CODING_TOOLS, LlmAgentSpec
 from phloem.instructions.settings import InstructionsConfig
 from phloem.models.interceptors import Interceptor, Interceptors
@@ -65,6 +68,8 @@ class ToolAssembly:
         mcp_servers: Collection[str] = (),
         lsp: Callable[[], ToolDecorator | None] = lambda: None,
         instructions: InstructionsConfig | None = None,
+        delegate: Callable[[], Delegate | None] = lambda: None,
+        agent_descriptions: Mapping[str, str] | None = None,
     ) -> None:
         self.tools_config = tools_config
         self._components = dict(components or {})
@@ -73,6 +78,8 @@ class ToolAssembly:
         self.mcp_servers = tuple(mcp_servers)
         self._lsp = lsp
         self.instructions = instructions or InstructionsConfig()
+        self._delegate = delegate
+        self._descriptions = dict(agent_descriptions or {})
 
     # -- by kind ------------------------------------------------------------------------
 
@@ -132,6 +139,14 @@ class ToolAssembly:
             return []
         return [SourceToolset(MCP_TOOLSET_KIND, self._mcp, list(servers))]
 
+    def agents(self, names: Sequence[str]) -> list[Tool]:
+        """A delegation tool per agent in `names` (checked against the catalogue by the
+        config; a name gone since answers its calls with `agent_failed`)."""
+        return [
+            AgentTool(name, self._delegate, self._descriptions.get(name, ""))
+            for name in dict.fromkeys(names)
+        ]
+
     def skills(self, workdir: str, warnings: Warnings | None = None) -> list[Tool]:
         """`list_skills` / `load_skill` over `workdir`'s skills (none without skills)."""
         from phloem.instructions.skills import SkillCatalog, skill_tools
@@ -144,7 +159,7 @@ class ToolAssembly:
         self, spec: LlmAgentSpec, workdir: str | None, warnings: Warnings | None = None
     ) -> AssembledTools:
         """The tools `spec` names, on `workdir` (None: an agent with no workspace tools)."""
-        tools = self.named(spec.tools)
+        tools = self.named(spec.tools) + self.agents(spec.config.agents)
         if spec.skills and workdir is not None:
             tools += self.skills(workdir, warnings)
         return AssembledTools(tuple(tools), tuple(self.mcp_toolsets(spec.mcp_servers)))

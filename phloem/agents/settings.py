@@ -2,7 +2,8 @@
 
 Every agent is declared here once, by name, and every surface resolves it by that name:
 `phloem agent run`, `phloem chat` and sessions, `phloem eval run`, `phloem mcp serve
---agents`, planners' sub-agents.
+--agents`, planners' sub-agents, and the agents an LLM agent (`agents`), a Live session
+(`[live] agents`) or a planning executor (`[planning.agents]`) delegates to.
 
     [agents.functions.fetchFilings]
     fn = "phloem.examples.supplier_risk:fetch_filings"
@@ -24,7 +25,8 @@ Every agent is declared here once, by name, and every surface resolves it by tha
 
 `[agents.llm.NAME]` declares an `LlmAgent` on a configured provider with capabilities, each
 its own key: tools by name (the coding tools on a workspace, and `[components]` tools), the
-tools of MCP servers (`mcp_servers`), the workspace's instructions, its skills as tools,
+tools of MCP servers (`mcp_servers`), agents it delegates to (`agents`: a tool each, whose
+call runs that agent as a run of its own), the workspace's instructions, its skills as tools,
 prompt templates (`/name args`), a tool policy (`tools_allow` / `tools_deny`),
 confirmation of mutating tool calls, and compaction of a session's requests
 (`context_tokens` > 0). `harness = true` is the coding agent's set of defaults for the keys
@@ -97,6 +99,9 @@ class LlmAgentConfig(Section, kw_only=True):
     workdir: str = ""
     # `[mcp.servers.NAME]` entries whose tools it gets (harness default: every one).
     mcp_servers: list[AgentName] | None = None
+    # Agents of the catalogue it may delegate to: a tool each, named after the agent,
+    # whose call runs that agent as a run of its own and answers its output.
+    agents: list[AgentName] = []
     # The workspace's instruction files, its skills as tools, `/name args` templates.
     instructions: bool | None = None
     skills: bool | None = None
@@ -183,3 +188,6 @@ class AgentsConfig(Section, kw_only=True):
     max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
     # One sub-agent invocation running longer than this is killed (agent_timeout).
     invocation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=86_400)] = 600.0
+    # A delegated agent's run (an agent named in `agents` of an LLM agent or of [live])
+    # still going after this long is cancelled; its call answers `timeout`.
+    delegation_timeout_s: Annotated[float, msgspec.Meta(ge=0.1, le=86_400)] = 600.0

@@ -42,6 +42,8 @@ ERROR_CODES = frozenset(
         "timeout",
         "unavailable",
         "server_failed",
+        # a delegated agent's run (phloem.agents.delegation) ended other than done
+        "agent_failed",
     }
 )
 """Every `error` code a failure value can carry: the built-in tools' codes, `unknown_tool`
@@ -49,7 +51,8 @@ ERROR_CODES = frozenset(
 tool raised something unexpected: `Tool.run`'s answer, with the redacted message);
 `denied` (the tool policy refused the call) and `not_confirmed` (confirmation was on
 and the owner refused, did not answer in time, or went away) — in both the tool did
-not run; `unknown_skill` and `ambiguous_skill` (`load_skill`)."""
+not run; `unknown_skill` and `ambiguous_skill` (`load_skill`); `agent_failed` (a delegated agent's
+run ended other than done, `phloem.agents.delegation`)."""
 
 
 class ToolFailure(Exception):

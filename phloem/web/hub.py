@@ -1,7 +1,8 @@
 """The one reader of the daemon and the fan-out to browsers, under credit-like bounds.
 
 `Hub.run()` keeps one `AsyncClient` connection to the daemon: it reads the tree every
-`refresh_ms` (status, harness sessions and Live sessions every `SLOW_EVERY` reads) and
+`refresh_ms` (status, harness sessions, the agent catalogue and Live sessions every
+`SLOW_EVERY` reads) and
 follows the tree's record of runs (`follow_runs`: every change as it happens, under
 credit), renders each live section, and hands a section that changed to every browser
 that follows it. However many browsers watch, the daemon answers one reader.
@@ -35,7 +36,7 @@ from phloem.web.runs import RunBoard
 SLOW_EVERY = 5  # status and sessions are read once every this many tree reads
 RECONNECT_DELAY_S = 1.0
 ASK_TIMEOUT_S = 10.0
-SECTIONS = ("summary", "tree", "runs", "sessions", "live", "telemetry")
+SECTIONS = ("summary", "tree", "runs", "sessions", "agents", "live", "telemetry")
 
 
 def sse_frame(event: str, html: str) -> bytes:
@@ -86,6 +87,8 @@ class Hub:
         self.error: str | None = "not connected yet"
         self.live_error: str | None = None
         self.harness_error: str | None = None
+        self.agents: list[dict[str, Any]] | None = None  # `list_agents()`: the catalogue
+        self.agents_error: str | None = None
         self.runs = RunBoard()
         self.runs_error: str | None = None
         self.rendered: dict[str, str] = {}
@@ -191,6 +194,11 @@ class Hub:
             self.harness, self.harness_error = msgspec.to_builtins(listed), None
         except PhloemError as err:
             self.harness, self.harness_error = None, err.kind
+        try:
+            catalogue = await asyncio.wait_for(client.list_agents(), ASK_TIMEOUT_S)
+            self.agents, self.agents_error = msgspec.to_builtins(catalogue), None
+        except PhloemError as err:
+            self.agents, self.agents_error = None, err.kind
 
     async def _follow_runs(self, client: AsyncClient) -> None:
         """Keep `runs` up to date from the record's follow stream; follow again after a
@@ -223,6 +231,7 @@ class Hub:
         self._publish("tree", views.tree(self.snapshot))
         self._render_runs()
         self._publish("sessions", views.sessions(self.harness, self.harness_error))
+        self._publish("agents", views.agents(self.agents, self.agents_error))
         self._publish("live", views.live(self.sessions, self.live_error))
         self._publish("telemetry", views.telemetry(self.status))
 

@@ -22,12 +22,14 @@ PAGES: list[tuple[str, str, list[str]]] = [
     ("/", "Supervision tree", ["summary", "tree"]),
     ("/runs", "Runs", ["summary", "runs"]),
     ("/sessions", "Sessions", ["summary", "sessions"]),
+    ("/agents", "Agents", ["summary", "agents"]),
     ("/live", "Live sessions", ["summary", "live"]),
     ("/evals", "Evaluation reports", ["summary"]),
     ("/telemetry", "Telemetry", ["summary", "telemetry"]),
 ]
 LIVE_FIELDS = ("session", "state", "model", "reconnects", "turn_epoch", "generation_epoch")
 SESSION_FIELDS = ("id", "agent", "workdir", "events")
+AGENT_FIELDS = ("name", "kind", "description")
 MAX_ERROR_CHARS = 200  # of an error shown on a page
 MAX_TREE_ROWS = 2000  # nodes drawn of one tree (every update resends the section)
 
@@ -210,6 +212,22 @@ def sessions(listed: Sequence[Mapping[str, Any]] | None, error: str | None = Non
         f"<table><thead><tr>{head}<th>state</th><th>updated (UTC)</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
     )
+
+
+def agents(listed: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> str:
+    """The agent catalogue: each agent's name, kind, description and sub-agents."""
+    if listed is None:
+        return f"<p>Agents unavailable: {e((error or '')[:MAX_ERROR_CHARS])}</p>"
+    if not listed:
+        return "<p class=empty>no agents</p>"
+    head = "".join(f"<th>{e(f)}</th>" for f in AGENT_FIELDS)
+    rows = "".join(
+        f'<tr data-agent="{e(a.get("name"))}">'
+        + "".join(f"<td>{e(a.get(f) or '')}</td>" for f in AGENT_FIELDS)
+        + f"<td>{e(', '.join(a.get('sub_agents') or ())) or '&ndash;'}</td></tr>"
+        for a in listed
+    )
+    return f"<table><thead><tr>{head}<th>sub-agents</th></tr></thead><tbody>{rows}</tbody></table>"
 
 
 def live(sessions: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> str:

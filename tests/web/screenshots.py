@@ -34,6 +34,7 @@ PAGES = [
     ("tree", "/", 'tr[data-path="phloem/echo"]'),
     ("runs", "/runs", "article.run"),
     ("sessions", "/sessions", "#s-sessions"),
+    ("agents", "/agents", "#s-agents"),
     ("live", "/live", "tr[data-session]"),
     ("evals", "/evals", "tr[data-report]"),
     ("eval-report", "/evals/helpdesk.json", "p.report"),

@@ -1,7 +1,8 @@
 """The Runs and Sessions pages of a real `phloem web` over a real daemon, read over HTTP
 (no browser needed): a planning run's `plan_accepted` and `step_started` show while it
 runs and its outcome once it ended; a 5 ms agent run shows with its events and outcome;
-the sessions of the store are listed with their agent, workdir, events and state."""
+the sessions of the store are listed with their agent, workdir, events and state; the
+Agents page lists the catalogue."""
 
 from __future__ import annotations
 
@@ -117,3 +118,13 @@ def test_the_sessions_page_lists_the_sessions(web: str) -> None:
     assert "<td>/w</td><td>2</td><td>idle</td>" in html  # two events, no turn running
     assert "private answer" not in html and "s-web.jsonl" not in html
     assert '<a href="/sessions" class=here>Sessions</a>' in html
+
+
+def test_the_agents_page_lists_the_catalogue(web: str) -> None:
+    def lists_it() -> bool:
+        return 'data-agent="quick"' in page(web + "/agents")
+
+    wait_until(lists_it, PAGE_TIMEOUT_S, "the agent")
+    html = page(web + "/agents")
+    assert '<tr data-agent="quick"><td>quick</td><td>FunctionAgent</td>' in html
+    assert '<a href="/agents" class=here>Agents</a>' in html

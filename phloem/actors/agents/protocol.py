@@ -10,6 +10,7 @@ mutating tool call; the owner answers with `ConfirmAgentRun(ref, call_id, approv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,3 +96,15 @@ class StartAgentObject:
     agent: Agent
     request: StartAgentRun
     owner: Owner
+
+
+@dataclass(frozen=True, slots=True)
+class DelegateAgentRun:
+    """Starts a run of the catalogue agent `request.name` for `owner` on behalf of a
+    delegating tool call (`phloem.actors.agents.delegation`): answered with
+    `AgentRunStarted`; `on_end` gets the finished `AgentRun` (None: the run crashed), in
+    the service's thread, once its driver is gone."""
+
+    request: StartAgentRun
+    owner: Owner
+    on_end: Callable[[AgentRun | None], None]

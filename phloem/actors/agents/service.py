@@ -31,11 +31,13 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from phloem.actors.agents.delegation import AgentDelegation
 from phloem.actors.agents.protocol import (
     AgentInfo,
     AgentPlan,
@@ -43,6 +45,7 @@ from phloem.actors.agents.protocol import (
     AgentRunStarted,
     CancelAgentRun,
     ConfirmAgentRun,
+    DelegateAgentRun,
     ListAgents,
     PlanAgent,
     RegisterAgent,
@@ -60,7 +63,7 @@ from phloem.agents.outcome import PlannerOutcome
 from phloem.agents.planner_agent import PlannerAgent
 from phloem.agents.preparation import RunPrep, prepare
 from phloem.agents.public import event_note, public_event, public_run
-from phloem.agents.runner import run_agent
+from phloem.agents.runner import AgentRun, run_agent
 from phloem.agents.supervised import SupervisedExecutor
 from phloem.base.logs import get_logger
 from phloem.instructions.policy import ToolPolicy
@@ -125,6 +128,9 @@ class _Run:
     # What the run adds to the tree's chain: its tool policy, confirmation, instructions,
     # templates and their warnings (phloem.agents.preparation).
     prep: RunPrep | None = None
+    # A delegated run's (`DelegateAgentRun`): told the finished run when the driver is gone.
+    on_end: Callable[[AgentRun | None], None] | None = None
+    final: AgentRun | None = None
 
     def chain(self) -> Interceptors:
         """The tree's interceptors, then this run's own; the instructions are discovered
@@ -169,9 +175,9 @@ def drive(state: _Run, request: StartAgentRun, run: Run) -> None:
     finally:
         state.close_confirmations()
     extra = state.prep.drain() if state.prep is not None else []
-    end = msgspec.structs.replace(
-        public_run(result), events=(), warnings=(*result.warnings, *extra)
-    )  # the events were sent one by one
+    whole = msgspec.structs.replace(public_run(result), warnings=(*result.warnings, *extra))
+    state.final = whole
+    end = msgspec.structs.replace(whole, events=())  # the events were sent one by one
     outcome = result.outcome
     run.end(outcome_of(outcome.status), error=outcome_error(outcome), result=end)
 
@@ -198,6 +204,7 @@ class AgentService(ServiceActor):
         self._from_config = set(self.catalogue.registry.names())
         self._retired: list[ProviderRegistry] = []  # in use by runs started before a reload
         self.invocation_timeout_s: float = config.agents.invocation_timeout_s
+        self.delegation_timeout_s: float = config.agents.delegation_timeout_s
         self.runs = ServiceRuns.of(
             self, "agent", RUN_REF_KIND, max_live=config.agents.max_concurrent_runs
         )
@@ -220,7 +227,18 @@ class AgentService(ServiceActor):
             self._sup = sibling
         return self._sup
 
+    def on_start(self) -> None:
+        """Offer the tree's delegation (agents as tools, `phloem.agents.delegation`)."""
+        self._delegation = AgentDelegation(
+            self.actor_ref,
+            self.ctx.refs,
+            lambda: self.delegation_timeout_s,
+        )
+        self.ctx.resources.delegate = self._delegation
+
     def on_stop(self) -> None:
+        if self.ctx.resources.delegate is getattr(self, "_delegation", None):
+            self.ctx.resources.delegate = None
         self.runs.stop()
         if self._own_sup is not None:
             self._own_sup.stop(timeout=10.0)
@@ -260,6 +278,8 @@ class AgentService(ServiceActor):
             return self.catalogue.registry.add(message.agent, replace=message.replace).name
         if isinstance(message, StartAgentObject):
             return self._start(message.request, message.owner, message.agent)
+        if isinstance(message, DelegateAgentRun):
+            return self._start(message.request, message.owner, on_end=message.on_end)
         return None
 
     def _reconfigure(self, config: Any) -> list[str]:
@@ -277,6 +297,7 @@ class AgentService(ServiceActor):
         self._from_config = from_config
         self.runs.max_live = config.agents.max_concurrent_runs
         self.invocation_timeout_s = config.agents.invocation_timeout_s
+        self.delegation_timeout_s = config.agents.delegation_timeout_s
         self._retired.append(old)
         if not self.runs.live():
             self._close_retired()
@@ -300,10 +321,15 @@ class AgentService(ServiceActor):
             providers.close()
 
     def _start(
-        self, request: StartAgentRun, owner: Owner, agent: Agent | None = None
+        self,
+        request: StartAgentRun,
+        owner: Owner,
+        agent: Agent | None = None,
+        *,
+        on_end: Callable[[AgentRun | None], None] | None = None,
     ) -> AgentRunStarted:
         """Start a run of `agent` (an object, from an embedded tree) or, without one, of
-        the agent registered as `request.name`."""
+        the agent registered as `request.name`; `on_end`: a delegated run's."""
         target: str | Agent = request.name if agent is None else agent
         if agent is None:
             agent = self.catalogue.agent(request.name)
@@ -320,6 +346,7 @@ class AgentService(ServiceActor):
             launcher=self.ctx.resources.launcher("isolated_agents"),
         )
         state = _Run(run_id, agent, CancelToken(), executor, self.ctx.interceptors.chain())
+        state.on_end = on_end
 
         def launch(run: Run) -> ChildHandle:
             state.lifecycle = run
@@ -342,6 +369,8 @@ class AgentService(ServiceActor):
         state = run.context
         assert isinstance(state, _Run)
         state.executor.close()
+        if state.on_end is not None:
+            state.on_end(state.final)
         if not self.runs.live():
             self._close_retired()
 
@@ -352,6 +381,8 @@ class AgentService(ServiceActor):
         templates (an unknown `/name` fails the start)."""
 
         def send(item: ConfirmRequest) -> None:
+            if run.on_end is not None:  # delegated: its owner is a tool call, not a person
+                raise PhloemError(ErrorKind.CLOSED, "a delegated run has no one to confirm")
             assert run.lifecycle is not None
             run.lifecycle.confirm(item)
 

@@ -10,6 +10,7 @@ of every Live session (see `phloem.actors.live`).
     tools = ["ls", "read", "lookup"]     # coding tools (on workdir), [components] tools
     workdir = "/srv/project"             # the workspace of the coding tools
     mcp_servers = []                     # [mcp.servers.NAME] whose tools it answers too
+    agents = ["writeBrief"]              # agents it delegates to: a tool each, a run each
 
     [live.tool_calls]
     policy = "sequential"                # or "concurrent" (workers 1-32)
@@ -80,4 +81,7 @@ class LiveConfig(Section):
     tools: list[_ToolName] = []
     workdir: str = ""
     mcp_servers: list[_Name] = []
+    # Agents of the catalogue ([agents.*]) a call may delegate to: a tool each, named after
+    # the agent, whose call runs that agent as a run of its own and answers its output.
+    agents: list[_Name] = []
     tool_calls: LiveToolCallsConfig = section(LiveToolCallsConfig)

@@ -2,19 +2,22 @@
 
 A `toolCall` names functions; those named in `[live] tools` — by the names tools have
 everywhere, made by the one tool assembly (`phloem.agents.assembly`): coding tools on
-`[live] workdir`, `[components]` tools, and the tools of `[live] mcp_servers` — are
-*managed*: phloem runs them and answers. A `[components]` tool (trusted code) runs each
-call in its own capped process child (`call_in_child`; on a cluster worker when
-`[cluster]` runs the kind `tools` remotely), so a tool that hangs is killed at `timeout_s`;
-a coding or MCP tool runs through the one tool contract in the session's tool workers (a
-coding tool is confined to its workspace and `bash` stops its process group when the call
-is cancelled or times out; an MCP call runs in its server). `policy = "sequential"` runs
-one call at a time in order, `"concurrent"` up to `workers` at once (`[live.tool_calls]`).
-A `toolCallCancellation` or a reconnect cancels in-flight calls (a child is killed, a
-running tool is told to stop, and nothing is answered). Every managed call is answered with
-the tool's answer (its result or the tool contract's failure value) or with
-`{"error": "tool_execution_failed", "type": "timeout" | "response_too_large" |
-"execution_failed"}` (the tool raised); the answer goes back to the session as `ToolDone`.
+`[live] workdir`, `[components]` tools, the tools of `[live] mcp_servers`, and one tool
+per agent of `[live] agents` (a call runs that agent as a run of its own, answered with
+its output: `phloem.agents.delegation`) — are *managed*: phloem runs them and answers.
+A `[components]` tool (trusted code) runs each call in its own capped process child
+(`call_in_child`; on a cluster worker when `[cluster]` runs the kind `tools` remotely),
+so a tool that hangs is killed at `timeout_s`; a coding, MCP or agent tool runs through
+the one tool contract in the session's tool workers (a coding tool is confined to its
+workspace and `bash` stops its process group when the call is cancelled or times out; an
+MCP call runs in its server; an agent's run is cancelled with the call).
+`policy = "sequential"` runs one call at a time in order, `"concurrent"` up to `workers`
+at once (`[live.tool_calls]`). A `toolCallCancellation` or a reconnect cancels in-flight
+calls (a child is killed, a running tool is told to stop, and nothing is answered).
+Every managed call is answered with the tool's answer (its result or the tool contract's
+failure value) or with `{"error": "tool_execution_failed", "type": "timeout" |
+"response_too_large" | "execution_failed"}` (the tool raised); the answer goes back to the
+session as `ToolDone`.
 """
 
 from __future__ import annotations
@@ -75,10 +78,10 @@ class Toolbox:
 
 
 def toolbox(assembly: ToolAssembly, config: LiveConfig) -> Toolbox:
-    """The `Toolbox` of `[live] tools`, `workdir` and `mcp_servers`; a name that is not a
-    tool, or a workspace tool without `workdir`, is `config_invalid`."""
+    """The `Toolbox` of `[live] tools`, `workdir`, `mcp_servers` and `agents`; a name
+    that is not a tool, or a workspace tool without `workdir`, is `config_invalid`."""
     try:
-        tools = assembly.named(config.tools)
+        tools = assembly.named(config.tools) + assembly.agents(config.agents)
         toolsets = assembly.mcp_toolsets(config.mcp_servers)
     except ValueError as exc:
         raise PhloemError(ErrorKind.CONFIG_INVALID, f"live.tools: {exc}") from None

@@ -8,6 +8,8 @@ Adapters are trusted code named in the daemon configuration::
     tools = "phloem.examples.planning_report:ToolExecutor"
 
 The attribute is a class with a no-argument constructor or an object with the callbacks.
+An executor may instead run an agent of the catalogue (`[planning.agents]`, executor
+name = agent name): its steps run that agent, each as a run of its own (`callbacks`).
 `AdapterRegistry.load` imports every configured adapter once, at start, and checks its
 callbacks. A request then names an adapter as ``NAME`` or
 ``{"name": NAME, "target": JSON, "config": JSON}``; `AdapterRegistry.resolve` only looks the
@@ -49,6 +51,8 @@ MAX_ADAPTERS_PER_ROLE = 256
 # Canonical JSON size of a request's adapter `target` plus `config`.
 MAX_ADAPTER_DESCRIPTOR_BYTES = 256 * 1024
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+AGENT_SPEC_PREFIX = "agent:"
+"""The spec of an executor that runs an agent (`[planning] agents`): `agent:<name>`."""
 
 
 @runtime_checkable
@@ -124,6 +128,7 @@ class AdapterRef:
     spec: str
     target: Any = None
     config: Any = None
+    agent: str | None = None  # an executor that runs this catalogue agent (no callback)
 
 
 class AdapterRegistry:
@@ -131,19 +136,38 @@ class AdapterRegistry:
 
     def __init__(self) -> None:
         self._specs: dict[Role, dict[str, str]] = {"planner": {}, "executor": {}}
+        self._agents: dict[str, str] = {}  # executor name -> the agent its steps run
 
     @classmethod
     def load(
         cls,
         planners: Mapping[str, str] | None = None,
         executors: Mapping[str, str] | None = None,
+        agents: Mapping[str, str] | None = None,
     ) -> AdapterRegistry:
-        """Register and load every adapter (config errors raise `invalid_planning_adapter`)."""
+        """Register and load every adapter, and the executors that run an agent (`agents`:
+        executor name -> agent name); config errors raise `invalid_planning_adapter`."""
         registry = cls()
         for role, table in (("planner", planners or {}), ("executor", executors or {})):
             for name, spec in table.items():
                 registry.register(role, name, spec)  # type: ignore[arg-type]
+        for name, agent in (agents or {}).items():
+            registry.register_agent(name, agent)
         return registry
+
+    def register_agent(self, name: str, agent: str) -> None:
+        """Register the executor `name` whose steps each run the catalogue agent `agent`
+        (checked against the catalogue when a step runs it: nothing is loaded here)."""
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise _adapter_error("executor", "unavailable", f"executor name {name!r} is not valid")
+        if name in self._specs["executor"]:
+            raise _adapter_error(
+                "executor", "unavailable", f"executor {name!r} is both an adapter and an agent"
+            )
+        if len(self._specs["executor"]) >= MAX_ADAPTERS_PER_ROLE:
+            raise _adapter_error("executor", "unavailable", f"more than {MAX_ADAPTERS_PER_ROLE}")
+        self._specs["executor"][name] = f"{AGENT_SPEC_PREFIX}{agent}"
+        self._agents[name] = agent
 
     def register(self, role: Role, name: str, spec: str) -> None:
         """Register `name` → `spec` after loading it once to check the callbacks."""
@@ -159,6 +183,7 @@ class AdapterRegistry:
     def modules(self) -> list[str]:
         """The modules of every configured adapter (for the fork server to preload)."""
         specs = [*self._specs["planner"].values(), *self._specs["executor"].values()]
+        specs = [spec for spec in specs if not spec.startswith(AGENT_SPEC_PREFIX)]
         return list(dict.fromkeys(spec.partition(":")[0] for spec in specs))
 
     def names(self, role: Role) -> list[str]:
@@ -194,4 +219,5 @@ class AdapterRegistry:
         spec = self._specs[role].get(name)
         if spec is None:
             raise _adapter_error(role, "unavailable", f"{role} {name!r} is not configured", name)
-        return AdapterRef(role=role, name=name, spec=spec, target=target, config=config)
+        agent = self._agents.get(name) if role == "executor" else None
+        return AdapterRef(role, name, spec, target=target, config=config, agent=agent)

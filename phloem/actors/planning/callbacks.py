@@ -10,6 +10,13 @@ cancelled first: then the child is killed, nothing reported.
 A `CallbackOutcome` is either the child's checked answer (an `outcomes.Outcome`) or a
 failure: `callback_timeout`, `callback_worker_down`, `callback_memory_exceeded` (the
 child hit its memory cap) or `callback_exception`.
+
+An executor that runs an agent (`[planning.agents]`) has no child of its own:
+`start_agent` asks the tree's delegation (`phloem.agents.delegation`, the same one an
+agent tool uses) to run the agent as a run of its own, with the step's action
+`{"input", "state"}` (no `input`: the step's description), within the callback's
+timeout; the agent tool's answer is the step's `ok` output, its failure value the
+step's `error` reason (`timeout` is `callback_timeout`; a cancelled task reports nothing).
 """
 
 from __future__ import annotations
@@ -22,12 +29,15 @@ from typing import Any, Literal
 import msgspec
 
 from phloem.actors.planning import outcomes, worker
+from phloem.agents.delegation import AgentTool, Delegate
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
+from phloem.protocols.plan import Step
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.owners import carry
 from phloem.supervision.reasons import ExitKind
 from phloem.supervision.spec import Launcher, Limits
+from phloem.tools.contract import ToolContext, is_failure
 
 log = get_logger("phloem.planning")
 
@@ -54,6 +64,7 @@ class CallbackTask:
     def __init__(self) -> None:
         self.control = CallControl()
         self.done = threading.Event()
+        self.stop = threading.Event()  # an agent step's cancel (it has no child)
 
     @property
     def pid(self) -> int | None:
@@ -61,6 +72,7 @@ class CallbackTask:
 
     def cancel(self) -> None:
         """Kill the child (and its descendants) now; wait until it is reaped."""
+        self.stop.set()
         self.control.cancel(wait=CANCEL_WAIT_S)
 
     @property
@@ -73,8 +85,47 @@ class CallbackRunner:
     child, or — with a `launcher` (`[cluster]` kind `planning_callbacks`) — a call on a
     cluster worker, with the same outcomes."""
 
-    def __init__(self, launcher: Launcher | None = None) -> None:
+    def __init__(
+        self,
+        launcher: Launcher | None = None,
+        delegate: Callable[[], Delegate | None] = lambda: None,
+    ) -> None:
         self.launcher = launcher
+        self.delegate = delegate
+
+    def start_agent(
+        self,
+        agent: str,
+        step: Step,
+        timeout_s: float,
+        on_done: Callable[[CallbackOutcome], None],
+        name: str = "planning-agent-step",
+    ) -> CallbackTask:
+        """Run `step` through the catalogue agent `agent` (see the module docstring)."""
+        task = CallbackTask()
+        tool = AgentTool(agent, self.delegate, timeout_s=timeout_s)
+        action = step.action
+        text = action.get("input")
+        state = action.get("state")
+        args: dict[str, Any] = {
+            "input": text if isinstance(text, str) else step.description,
+            "state": state if isinstance(state, dict) else {},
+        }
+
+        def work() -> None:
+            answer = tool.run(args, ToolContext(session=name, cancel=task.stop))
+            task.done.set()
+            if task.cancelled or task.stop.is_set():
+                return
+            if not is_failure(answer):
+                on_done(CallbackOutcome(answer=outcomes.OkOutcome(answer)))
+            elif answer.get("error") == "timeout":
+                on_done(CallbackOutcome(failure="callback_timeout", detail=answer.get("message")))
+            else:
+                on_done(CallbackOutcome(answer=outcomes.ErrorOutcome(answer)))
+
+        threading.Thread(target=work, name=name, daemon=True).start()
+        return task
 
     def start(
         self,

@@ -272,8 +272,6 @@ class PlanningRun(Actor):
         self.capped = remaining < own
         self.seq += 1
         seq = self.seq
-        call = msgspec.structs.replace(call, config=adapter.config)
-        request = canonical_json(CallbackRequest(adapter.role, adapter.spec, call))
         self.on_callback = then
         actor_ref = self.actor_ref
         tag = call.__struct_config__.tag
@@ -290,6 +288,15 @@ class PlanningRun(Actor):
             except pykka.ActorDeadError:
                 pass
 
+        if adapter.agent is not None:  # an executor that runs an agent: no child of its own
+            assert isinstance(call, ExecuteCall)
+            owner = self.record.run.id if self.record.run is not None else "planning"
+            self.task = self.runner.start_agent(
+                adapter.agent, call.step, min(own, remaining), post, name=f"{owner} {tag}"
+            )
+            return
+        call = msgspec.structs.replace(call, config=adapter.config)
+        request = canonical_json(CallbackRequest(adapter.role, adapter.spec, call))
         self.task = self.runner.start(
             request,
             min(own, remaining),

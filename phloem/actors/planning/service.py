@@ -16,8 +16,10 @@ it, so nothing is missed. Awaits never block the service: they are answered when
 run ends or their timeout passes.
 
 Adapters come from `[planning.planners]` / `[planning.executors]` of the config and are
-loaded when the service starts: a bad entry stops the daemon from starting. With none
-configured the service is not started (clients then get `planning_unavailable`).
+loaded when the service starts (`[planning.agents]` names executors that run an agent of
+the catalogue instead, through the tree's delegation): a bad entry stops the daemon from
+starting. With none configured the service is not started (clients then get
+`planning_unavailable`).
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class PlanningService(ServiceActor):
         cfg = getattr(self.ctx.config, "planning", None)
         planners = dict(getattr(cfg, "planners", {}) or {})
         executors = dict(getattr(cfg, "executors", {}) or {})
-        self.adapters = AdapterRegistry.load(planners, executors)
+        agents = dict(getattr(cfg, "agents", {}) or {})
+        self.adapters = AdapterRegistry.load(planners, executors, agents)
         self.max_active_runs = int(getattr(cfg, "max_active_runs", DEFAULT_MAX_ACTIVE_RUNS))
         # Before any process child exists, so that the fork server starts with them.
         preload_callback_modules(self.adapters.modules())
@@ -79,7 +82,10 @@ class PlanningService(ServiceActor):
             self.runtime = PlanningRuntime(
                 self.adapters,
                 refs=self.ctx.refs,
-                runner=CallbackRunner(self.ctx.resources.launcher("planning_callbacks")),
+                runner=CallbackRunner(
+                    self.ctx.resources.launcher("planning_callbacks"),
+                    delegate=lambda: self.ctx.resources.delegate,
+                ),
                 max_active_runs=self.max_active_runs,
                 supervisor=self._runs_supervisor(),
                 streams=self.ctx.streams,
@@ -171,7 +177,7 @@ def planning_service(ctx: ServiceContext) -> ChildSpec | None:
     """
     cfg = getattr(ctx.config, "planning", None)
     if not (getattr(cfg, "planners", None) or getattr(cfg, "executors", None)):
-        return None
+        return None  # (an agent executor needs a planner too)
     runs = ChildSpec(
         "runs", SupervisorChild(runs_supervisor_spec(), [run_child_spec()]), restart="permanent"
     )

@@ -12,6 +12,7 @@ import pytest
 import phloem
 from phloem.actors.live.protocol import LiveEvent
 from phloem.actors.live.settings import LiveConfig, LiveToolCallsConfig
+from phloem.agents.settings import AgentsConfig
 from phloem.config import Config
 from phloem.examples.fake_live import FakeLiveServer
 
@@ -39,6 +40,7 @@ def live_tree(server: FakeLiveServer, monkeypatch: pytest.MonkeyPatch) -> Iterat
         tools: list[str] | None = None,
         calls: dict[str, Any] | None = None,
         components: dict[str, str] | None = None,
+        catalogue: dict[str, Any] | None = None,
         **settings: Any,
     ) -> Iterator[phloem.Tree]:
         settings.setdefault("first_subscriber_wait_s", 5.0)
@@ -50,6 +52,9 @@ def live_tree(server: FakeLiveServer, monkeypatch: pytest.MonkeyPatch) -> Iterat
             **settings,
         )
         config = msgspec.structs.replace(Config(), live=live, components=components or {})
+        if catalogue is not None:  # `[agents]`, as TOML would give it
+            agents = msgspec.convert(catalogue, AgentsConfig)
+            config = msgspec.structs.replace(config, agents=agents)
         with phloem.Tree.start(config) as tree:
             yield tree
 

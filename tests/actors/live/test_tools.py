@@ -194,6 +194,34 @@ def test_coding_tools_answer_by_the_names_they_have_everywhere(
     assert "second line" in results["r1"]["content"]
 
 
+def test_an_agent_named_in_agents_answers_as_a_run_of_its_own(
+    server: FakeLiveServer, live_tree: TreeFactory
+) -> None:
+    news = {
+        "fn": "phloem.examples.supplier_risk:fetch_news",
+        "description": "Collects the latest news",
+        "input_keys": ["company"],
+        "output_key": "news",
+    }
+    catalogue = {"functions": {"fetchNews": news}}
+    with (
+        live_tree(catalogue=catalogue, agents=["fetchNews"]) as tree,
+        tree.client() as client,
+    ):
+        _ref, events = open_ready(client)
+        declared = server.connection().setup["tools"][0]["functionDeclarations"]
+        assert [(d["name"], d["description"]) for d in declared] == [
+            ("fetchNews", "Delegate to the agent fetchNews: Collects the latest news")
+        ]
+        args = {"input": "news", "state": {"company": "ACME Components"}}
+        server.inject(_call(("n1", "fetchNews", args)))
+        result = next_kind(events, "tool_result", timeout=30).payload["response"]
+        assert result["agent"] == "fetchNews" and result["status"] == "done"
+        assert len(result["state"]["news"]) == 3
+        [run] = [r for r in client.list_runs() if r.name == "fetchNews"]
+        assert run.outcome == "done" and "delegation:live" in run.owner
+
+
 def test_a_workspace_tool_without_a_workdir_is_a_config_error(live_tree: TreeFactory) -> None:
     with pytest.raises(PhloemError) as err, live_tree(tools=["ls"]):
         pass
