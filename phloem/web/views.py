@@ -194,12 +194,17 @@ def _cell(value: Any) -> str:
     return "&ndash;" if value is None else e(value)
 
 
+def _missing(unavailable: bool, error: str | None, what: str, none: str) -> str:
+    """What a listing with no rows shows: why it is unavailable, or that it is empty."""
+    if unavailable:
+        return f"<p>{what} unavailable: {e((error or '')[:MAX_ERROR_CHARS])}</p>"
+    return f"<p class=empty>no {none}</p>"
+
+
 def sessions(listed: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> str:
     """The harness sessions: id, agent, workdir, events, and whether a turn runs now."""
-    if listed is None:
-        return f"<p>Sessions unavailable: {e((error or '')[:MAX_ERROR_CHARS])}</p>"
     if not listed:
-        return "<p class=empty>no sessions</p>"
+        return _missing(listed is None, error, "Sessions", "sessions")
     head = "".join(f"<th>{e(f)}</th>" for f in SESSION_FIELDS)
     rows = "".join(
         f'<tr data-session="{e(s.get("id"))}" data-busy="{"yes" if s.get("busy") else "no"}">'
@@ -216,10 +221,8 @@ def sessions(listed: Sequence[Mapping[str, Any]] | None, error: str | None = Non
 
 def agents(listed: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> str:
     """The agent catalogue: each agent's name, kind, description and sub-agents."""
-    if listed is None:
-        return f"<p>Agents unavailable: {e((error or '')[:MAX_ERROR_CHARS])}</p>"
     if not listed:
-        return "<p class=empty>no agents</p>"
+        return _missing(listed is None, error, "Agents", "agents")
     head = "".join(f"<th>{e(f)}</th>" for f in AGENT_FIELDS)
     rows = "".join(
         f'<tr data-agent="{e(a.get("name"))}">'
@@ -231,10 +234,8 @@ def agents(listed: Sequence[Mapping[str, Any]] | None, error: str | None = None)
 
 
 def live(sessions: Sequence[Mapping[str, Any]] | None, error: str | None = None) -> str:
-    if sessions is None:
-        return f"<p>Live sessions unavailable: {e((error or '')[:MAX_ERROR_CHARS])}</p>"
     if not sessions:
-        return "<p class=empty>no Live sessions</p>"
+        return _missing(sessions is None, error, "Live sessions", "Live sessions")
     head = "".join(f"<th>{e(f.replace('_', ' '))}</th>" for f in LIVE_FIELDS)
     rows = "".join(
         f'<tr data-session="{e(s.get("session"))}">'
