@@ -91,26 +91,37 @@ class DaemonConfig(Section):
     # Peer uids allowed besides the daemon's own. Non-empty makes the socket reachable by
     # other users (dir 0711, socket 0666); SO_PEERCRED then decides.
     allowed_uids: list[Annotated[int, msgspec.Meta(ge=0, le=2**32 - 2)]] = []
+    # Largest frame in or out; a bigger request, reply or event is `frame_too_large`.
     max_frame_bytes: Annotated[
         int, msgspec.Meta(ge=MAX_FRAME_BYTES_RANGE[0], le=MAX_FRAME_BYTES_RANGE[1])
     ] = DEFAULT_MAX_FRAME_BYTES
+    # Connections past their hello at once; one more is refused (`too_many_connections`).
     max_connections: Annotated[
         int, msgspec.Meta(ge=MAX_CONNECTIONS_RANGE[0], le=MAX_CONNECTIONS_RANGE[1])
     ] = DEFAULT_MAX_CONNECTIONS
+    # Connections accepted and not yet past their hello (outside max_connections); one
+    # more drops the oldest of them (`too_many_connections`).
     max_pending_handshakes: Annotated[
         int,
         msgspec.Meta(ge=MAX_PENDING_HANDSHAKES_RANGE[0], le=MAX_PENDING_HANDSHAKES_RANGE[1]),
     ] = DEFAULT_MAX_PENDING_HANDSHAKES
+    # Requests of one connection in flight at once; one more fails with `backpressure`.
     max_inflight_per_connection: Annotated[
         int, msgspec.Meta(ge=MAX_INFLIGHT_RANGE[0], le=MAX_INFLIGHT_RANGE[1])
     ] = DEFAULT_MAX_INFLIGHT
+    # Bytes queued for a client that does not read; a frame past it drops the connection.
     max_outbox_bytes: Annotated[
         int, msgspec.Meta(ge=MAX_OUTBOX_BYTES_RANGE[0], le=MAX_OUTBOX_BYTES_RANGE[1])
     ] = DEFAULT_MAX_OUTBOX_BYTES
+    # The timeout of a request that sets none; past it the request fails with `timeout`.
     request_timeout_s: Seconds = DEFAULT_REQUEST_TIMEOUT_S
+    # The longest timeout a request may set (a longer one is cut to it); ≥ request_timeout_s.
     max_request_timeout_s: Seconds = 3_600.0
+    # Time a new connection has to send its hello; then `timeout` and it is closed.
     handshake_timeout_s: Seconds = DEFAULT_HANDSHAKE_TIMEOUT_S
+    # Time to finish a frame once started; then `timeout` and the connection is closed.
     frame_timeout_s: Seconds = DEFAULT_FRAME_TIMEOUT_S
+    # On stop: the time the connections have to end, then the time the services have to stop.
     shutdown_timeout_s: Seconds = DEFAULT_SHUTDOWN_TIMEOUT_S
 
     def socket_path(self) -> Path:
@@ -122,10 +133,15 @@ class SupervisionConfig(Section):
     """`[supervision]`: the root supervisor, owner-bound refs, streams, and the record of
     recent runs (`phloem runs`: how many runs it keeps, and how many events of each)."""
 
+    # Which services the root restarts when one fails: it alone, all, or it and those
+    # started after it.
     strategy: Literal["one_for_one", "one_for_all", "rest_for_one"] = "one_for_one"
+    # Restarts allowed within period_s; one more stops the tree (the daemon exits 1).
     intensity: Annotated[int, msgspec.Meta(ge=0, le=1_000)] = 3
-    period_s: Seconds = 5.0
+    period_s: Seconds = 5.0  # the window in which intensity counts restarts
+    # Owner-bound refs one client holds at once; one more is `too_many_refs`.
     max_refs_per_owner: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
+    # Streams open at once in the tree; one more fails with `backpressure`.
     max_streams: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
     recent_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
     """Runs the tree's record keeps (`phloem runs`; beyond it an ended one goes first)."""
@@ -136,7 +152,8 @@ class SupervisionConfig(Section):
 class LoggingConfig(Section):
     """`[logging]`: structlog output of the daemon (to stderr)."""
 
-    level: Literal["debug", "info", "warning", "error"] = "info"
+    level: Literal["debug", "info", "warning", "error"] = "info"  # the least severe level logged
+    # One JSON object a line, or lines for a person; SIGHUP applies both live.
     format: Literal["json", "console"] = "json"
 
 
@@ -148,7 +165,8 @@ class ServicesConfig(Section):
     (`(ServiceContext) -> ChildSpec`) or a `ServiceActor` subclass.
     """
 
-    disabled: list[str] = []
+    disabled: list[str] = []  # services not to start, by name; an unknown one is an error
+    # Services added, by name: `module:attribute` of a factory or `ServiceActor` subclass.
     extra: Components = {}
 
 
@@ -165,7 +183,9 @@ class WebConfig(Section):
     the variable `token_env`, checked on every request.
     """
 
+    # HOST:PORT to serve (`--listen` overrides it); empty: the view is off.
     listen: Annotated[str, msgspec.Meta(pattern=LISTEN_PATTERN)] = ""
+    # Variable holding the bearer token a non-loopback listen needs; unset: refused.
     token_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")] = (
         DEFAULT_WEB_TOKEN_ENV
     )
@@ -184,10 +204,11 @@ class WebConfig(Section):
 class Config(Section):
     """The whole daemon configuration."""
 
-    daemon: DaemonConfig = section(DaemonConfig)
+    daemon: DaemonConfig = section(DaemonConfig)  # the socket server and its limits
+    # The root supervisor, owner-bound refs, streams, the record of recent runs.
     supervision: SupervisionConfig = section(SupervisionConfig)
-    logging: LoggingConfig = section(LoggingConfig)
-    services: ServicesConfig = section(ServicesConfig)
+    logging: LoggingConfig = section(LoggingConfig)  # the daemon's log lines (stderr)
+    services: ServicesConfig = section(ServicesConfig)  # which service actors start
     # Trusted components by name (`module:attribute`), loaded at start.
     components: Components = {}
     # Model providers by name (`[providers.NAME]`, see phloem.models.providers).

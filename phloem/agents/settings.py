@@ -57,18 +57,25 @@ ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127
 
 
 class FunctionAgentConfig(Section, kw_only=True):
-    fn: ComponentPath
+    fn: ComponentPath  # `module:attribute` of the trusted callable it calls
+    # What it does: for agent lists, a supervisor planner and its delegation tool.
     description: str = ""
+    # State keys passed to fn as keyword arguments; one absent is `missing_input`.
     input_keys: list[Key] = []
+    # State key a non-None return value is written to (at most 4 MiB of JSON); unset: none.
     output_key: Key | None = None
+    # Call fn in a capped process child, so a crash or a leak takes down only that child.
     isolate: bool = False
+    # With isolate: the child's memory cap (its RLIMIT_AS and the summed RSS of what it
+    # forks; unset: 512 MiB); over it, `agent_heap_exceeded`.
     max_memory_bytes: Annotated[int, msgspec.Meta(ge=16 * 1024 * 1024)] | None = None
+    # With isolate: time the child has to return; then it is killed (`agent_timeout`).
     timeout_s: Annotated[float, msgspec.Meta(ge=0.1, le=86_400)] = 300.0
 
 
 class ContractConfig(Section, kw_only=True):
-    input_keys: list[Key] = []
-    output_key: Key
+    input_keys: list[Key] = []  # state keys the agent needs before it can run
+    output_key: Key  # the state key it produces
 
 
 CODING_TOOLS = ("read", "write", "edit", "bash", "grep", "find", "ls")
@@ -83,13 +90,19 @@ class LlmAgentConfig(Section, kw_only=True):
     takes its `harness` default (`spec()` resolves them)."""
 
     provider: AgentName  # a `[providers.NAME]` entry; its key is read at the first call
+    # What it does: for agent lists, a supervisor planner and its delegation tool.
     description: str = ""
     # The system instruction, a template over the run's state (`{key}`); empty with
     # `harness = true`: the built-in coding-agent instruction.
     instruction: str = ""
-    output_key: Key | None = None
+    output_key: Key | None = None  # state key its final text is written to; unset: none
+    # The coding agent's defaults for the keys left unset: the coding tools, every MCP
+    # server, instructions, skills, templates, the built-in instruction, 50 tool rounds.
     harness: bool = False
+    # Rounds of tool calls in one invocation (unset: 10, harness 50); still calling tools
+    # after them is `tool_round_limit`.
     max_tool_rounds: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    # The output token cap of each model call; unset: the provider's own.
     max_output_tokens: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] | None = None
     # Tools by name: the coding tools (read, write, edit, bash, grep, find, ls) and
     # `[components]` entries that are tools or callables.
@@ -102,22 +115,31 @@ class LlmAgentConfig(Section, kw_only=True):
     # Agents of the catalogue it may delegate to: a tool each, named after the agent,
     # whose call runs that agent as a run of its own and answers its output.
     agents: list[AgentName] = []
-    # The workspace's instruction files, its skills as tools, `/name args` templates.
+    # The workspace's instruction files (AGENTS.md, CLAUDE.md, ...) in its requests.
     instructions: bool | None = None
-    skills: bool | None = None
-    templates: bool | None = None
-    # Tool policy (denials win; None allows every tool) and confirmation of mutating tools.
+    skills: bool | None = None  # the workspace's skills, as `list_skills` / `load_skill` tools
+    templates: bool | None = None  # the workspace's prompt templates (`/name args` expanded)
+    # Tool policy: the tools it may call (None: every tool); denials win.
     tools_allow: list[ToolName] | None = None
-    tools_deny: list[ToolName] = []
+    tools_deny: list[ToolName] = []  # tools it may not call; a call answers `denied`
+    # Mutating tool calls (write, edit, bash, any tool not read-only) wait for the run's
+    # owner to approve; a refusal is `not_confirmed` and the tool does not run.
     confirmation: bool = False
+    # Time the owner has to answer a confirmation; then the call is `not_confirmed`.
     confirmation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=3_600)] = 60.0
     # Compaction of a session's requests (plasmid §4): off unless context_tokens > 0.
     context_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000_000)] = 0
+    # Compaction starts once a request's estimate reaches context_tokens x this.
     trigger_fraction: Fraction = 0.85
+    # Compaction elides and drops until the estimate is at most context_tokens x this.
     target_fraction: Fraction = 0.60
+    # The last contents of a request, never elided nor dropped.
     keep_recent_contents: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 12
+    # A tool response is elided only if its body costs at least this many tokens.
     minimum_elision_tokens: Annotated[int, msgspec.Meta(ge=0, le=100_000_000)] = 200
+    # Tools whose responses are never elided, nor the turns that use them dropped.
     preserve_tool_names: list[str] = []
+    # Correct the token estimate by what the provider counted, after each call.
     calibration: bool = True
 
     def spec(self, name: str) -> LlmAgentSpec:
@@ -160,31 +182,47 @@ class LlmAgentSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PlannerAgentConfig(Section, kw_only=True):
+    # How it picks the sub-agents to run next (a new planner for every run).
     planner: Literal["sequential", "parallel", "loop", "goal_oriented", "p2p", "supervisor"]
-    sub_agents: list[AgentName]
+    sub_agents: list[AgentName]  # agents of the catalogue it runs; they may not form a cycle
+    # What it does: for agent lists, a supervisor planner and its delegation tool.
     description: str = ""
+    # Planner decisions in one run; reaching it ends the run with `iteration_limit`.
     max_iterations: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 100
+    # A failed sub-agent ends the run with `agent_failed` (stop), or the planner decides
+    # (continue).
     on_agent_error: Literal["stop", "continue"] = "stop"
+    # loop: full passes over the sub-agents (≤ 1: one); an escalation stops it sooner.
     max_cycles: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] = 1
-    goal: str = ""
-    search: Literal["dfs", "astar"] = "dfs"
+    goal: str = ""  # goal_oriented (required): the state key to produce
+    search: Literal["dfs", "astar"] = "dfs"  # goal_oriented: backward DFS or forward A*
+    # goal_oriented: what a group's missing or invalid output means: carry on, stop
+    # (`goal_missing`), or plan again from the current state.
     replan: Literal["ignore", "fail_stop", "replan"] = "ignore"
+    # goal_oriented, replan: failed groups in a row before it gives up.
     max_replans: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1
+    # goal_oriented: clear the declared output keys before planning, so no stale value counts.
     fresh_outputs: bool = True
+    # p2p: sub-agent invocations before it stops (checked before each wave).
     max_invocations: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10
+    # goal_oriented, p2p: each sub-agent's input and output keys (default: a
+    # FunctionAgent's own; any other sub-agent needs one).
     contracts: dict[AgentName, ContractConfig] = {}
-    # supervisor
-    provider: str = ""
-    system_instruction: str | None = None
+    provider: str = ""  # supervisor (required): the `[providers.NAME]` that decides
+    system_instruction: str | None = None  # supervisor: its model's system instruction, if any
+    # supervisor: how many of the last events its model is shown.
     max_events: Annotated[int, msgspec.Meta(ge=1, le=1_000)] = 20
+    # supervisor: model calls in one run; reaching it ends the run with `iteration_limit`.
     max_model_calls: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 25
 
 
 class AgentsConfig(Section, kw_only=True):
-    functions: dict[AgentName, FunctionAgentConfig] = {}
-    llm: dict[AgentName, LlmAgentConfig] = {}
-    planners: dict[AgentName, PlannerAgentConfig] = {}
+    functions: dict[AgentName, FunctionAgentConfig] = {}  # trusted callables as agents
+    llm: dict[AgentName, LlmAgentConfig] = {}  # LLM agents on configured providers
+    planners: dict[AgentName, PlannerAgentConfig] = {}  # planner agents over the others
+    # Any other `Agent`: `module:attribute` of one named as its key, or of a factory of one.
     components: dict[AgentName, ComponentPath] = {}
+    # Agent runs going at once; one more start is refused with `backpressure`.
     max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
     # One sub-agent invocation running longer than this is killed (agent_timeout).
     invocation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=86_400)] = 600.0

@@ -53,8 +53,10 @@ WARM_WORKERS = 1
 class KindResources(Section, kw_only=True):
     """`[cluster.resources.KIND]`: what Ray reserves for each worker of one kind."""
 
-    num_cpus: Annotated[float, msgspec.Meta(ge=0, le=1024)] = 1.0
+    num_cpus: Annotated[float, msgspec.Meta(ge=0, le=1024)] = 1.0  # CPUs Ray reserves per worker
+    # Bytes of memory Ray reserves per worker (0: none).
     memory: Annotated[int, msgspec.Meta(ge=0, le=1 << 50)] = 0
+    # Workers of this kind at once (one call each); a call waits for a free one.
     max_workers: Annotated[int, msgspec.Meta(ge=1, le=1024)] = MAX_WORKERS
     # Idle workers kept started ahead of need (within max_workers), so that a call, or
     # the one after a worker was killed, does not wait for a worker process to start.
@@ -70,21 +72,30 @@ class KindResources(Section, kw_only=True):
 class ClusterConfig(Section, kw_only=True):
     """`[cluster]`: where process children of each kind run (see the module docstring)."""
 
+    # Where process children of the remote kinds run: the local fork server, or Ray.
     backend: Literal["local", "ray"] = "local"
+    # The Ray cluster: "" starts a local Ray with the daemon; "auto" joins this machine's;
+    # "ray://HOST:PORT" is Ray Client; "HOST:PORT" a GCS address.
     address: Annotated[str, msgspec.Meta(pattern=ADDRESS_PATTERN, max_length=255)] = ""
+    # The Ray namespace the daemon connects in (its workers are created there).
     namespace: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = "phloem"
+    # The kinds of process children that run on Ray (with backend = "ray"); others stay local.
     remote: Annotated[list[Kind], msgspec.Meta(max_length=4)] = msgspec.field(
         default_factory=lambda: list(KINDS)
     )
+    # Modules importable on workers besides configured components (the unpickler's allow-list).
     modules: Annotated[list[Module], msgspec.Meta(max_length=256)] = []
+    # Local packages Ray sends to the workers (runtime_env py_modules); allowed there too.
     ship_modules: Annotated[list[Module], msgspec.Meta(max_length=64)] = []
+    # Longest wait of a call for a worker (within the call's own timeout); then
+    # `child_timeout`.
     ready_timeout_s: Annotated[float, msgspec.Meta(ge=0.1, le=3600)] = READY_TIMEOUT_S
     # Start each remote kind's `warm_workers` when the backend connects, not at the kind's
     # first call: that call then finds a worker started (at the cost of holding each
     # kind's resources on the cluster from the start).
     warm_at_start: bool = False
-    runtime_env: dict[str, Any] = {}
-    resources: dict[Kind, KindResources] = {}
+    runtime_env: dict[str, Any] = {}  # Ray's runtime_env of the workers (env_vars, pip, ...)
+    resources: dict[Kind, KindResources] = {}  # what Ray reserves per worker, by kind
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.runtime_env) - RUNTIME_ENV_KEYS)

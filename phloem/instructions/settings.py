@@ -69,24 +69,43 @@ OutputBytes = Annotated[int, msgspec.Meta(ge=OUTPUT_BYTES_RANGE[0], le=OUTPUT_BY
 class ForeignConfig(Section, kw_only=True):
     """Where other agents keep skills and templates; off unless `enabled`."""
 
-    enabled: bool = False
+    enabled: bool = False  # read the skills and templates of the hosts below
+    # Claude Code's: `~/.claude/skills`, `~/.claude/commands`, a workspace's `.claude/skills`
+    # and `.claude/commands`.
     claude: bool = True
+    # Codex's: `$CODEX_HOME/skills` (else `~/.codex/skills`), `~/.codex/prompts`, a
+    # workspace's `.codex/skills`.
     codex: bool = True
-    copilot: bool = True
+    copilot: bool = True  # Copilot's: `~/.copilot/skills`, a workspace's `.github/skills`
+    # Workspaces whose own folders are read (and trusted); any other workspace's are
+    # skipped with `foreign_untrusted_root`.
     trusted_roots: Roots = []
 
 
 class InstructionsConfig(Section, kw_only=True):
+    # One instruction file; the rest is cut (`instructions_file_truncated`).
     max_file_bytes: FileBytes = MAX_FILE_BYTES
+    # All active instructions of a run; the least specific are left out
+    # (`instructions_budget`).
     max_bytes: TotalBytes = MAX_BYTES
+    # `@path` imports nested at most this deep; a deeper one is dropped
+    # (`instructions_import_depth`).
     max_import_depth: Depth = MAX_IMPORT_DEPTH
-    import_roots: Roots = []
+    import_roots: Roots = []  # directories a workspace file's `@path` imports may read besides it
+    # Paths one tool call can activate instructions for; the rest are ignored
+    # (`instructions_touch_limit`).
     touches_per_tool_call: Touches = TOUCHES_PER_TOOL_CALL
-    skill_roots: Roots = []
-    template_roots: Roots = []
+    skill_roots: Roots = []  # directories of skill folders (`NAME/SKILL.md`), trusted
+    template_roots: Roots = []  # directories of prompt templates (`NAME.md`), trusted
+    # Whether `!`cmd`` in templates and skills runs: never, for trusted documents only, always.
     prompt_commands: PromptCommands = "trusted"
+    # Time one prompt command has; then it is stopped.
     command_timeout_ms: TimeoutMs = COMMAND_TIMEOUT_MS
+    # All prompt commands of one template or skill; past it the rest are skipped.
     document_timeout_ms: TimeoutMs = DOCUMENT_TIMEOUT_MS
+    # Output kept from one prompt command; the rest is cut with a marker.
     command_output_bytes: OutputBytes = COMMAND_OUTPUT_BYTES
+    # Output kept from all prompt commands of one document; past it the rest are skipped.
     document_output_bytes: OutputBytes = DOCUMENT_OUTPUT_BYTES
+    # Skills and templates of Claude Code, Codex and Copilot (off by default).
     foreign: ForeignConfig = section(ForeignConfig)

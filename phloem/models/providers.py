@@ -60,20 +60,26 @@ PROVIDER_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 class ProviderConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """One `[providers.NAME]` table."""
 
-    protocol: ProviderProtocol
-    model: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    protocol: ProviderProtocol  # the wire protocol the endpoint speaks
+    model: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]  # the provider's name for it
     base_url: str = ""
     """Empty: the provider's public endpoint."""
     api_key_env: Annotated[str, msgspec.Meta(pattern=ENV_NAME_PATTERN)] | None = None
     """Name of the environment variable holding the API key; unset/None sends no key."""
+    # Largest response body, counted after decompression; past it, `response_too_large`.
     max_response_bytes: Annotated[int, msgspec.Meta(ge=1, le=MAX_MAX_RESPONSE_BYTES)] = (
         DEFAULT_MAX_RESPONSE_BYTES
     )
+    # Retries after the first attempt, on 429, 5xx, transport errors and timeouts only.
     max_retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_MAX_RETRIES)] = DEFAULT_MAX_RETRIES
+    # Longest `Retry-After` waited for; a longer one ends the call at once.
     max_retry_after_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_MAX_RETRY_AFTER)] = (
         DEFAULT_MAX_RETRY_AFTER
     )
+    # Time an HTTP attempt has to connect, for each read and for its body; then `timeout`.
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT)] = DEFAULT_TIMEOUT
+    # The request field that carries the output token limit; required by openai-chat
+    # (servers differ), not allowed with the other protocols.
     chat_token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
 
     def __post_init__(self) -> None:

@@ -26,6 +26,8 @@ BASH_MAX_MEMORY_RANGE = (64 * 1024**2, 1024**4)
 class ToolsConfig(Section):
     """`[tools]`: limits of the coding tools."""
 
+    # Resident memory of everything one `bash` call runs, summed; over it the command is
+    # killed and the call ends `killed` with `memory_exceeded`.
     bash_max_memory_bytes: Annotated[
         int, msgspec.Meta(ge=BASH_MAX_MEMORY_RANGE[0], le=BASH_MAX_MEMORY_RANGE[1])
     ] = BASH_MAX_MEMORY_DEFAULT

@@ -158,11 +158,18 @@ def _assigned_name(stmt: ast.stmt) -> str | None:
 
 
 def class_field_docs(cls: type) -> dict[str, str]:
-    """`source_docs` of the body of class `cls`."""
-    source = textwrap.dedent(inspect.getsource(cls))
-    (node,) = ast.parse(source).body
-    assert isinstance(node, ast.ClassDef)
-    return source_docs(source, node.body)
+    """`source_docs` of the body of class `cls` and of its bases that phloem declares (a
+    field inherited from a base has the words written beside it there; the class that
+    declares a name last wins, as it does for the field itself)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not klass.__module__.startswith("phloem."):
+            continue  # msgspec.Struct, object: no fields of ours
+        source = textwrap.dedent(inspect.getsource(klass))
+        (node,) = ast.parse(source).body
+        assert isinstance(node, ast.ClassDef)
+        docs.update(source_docs(source, node.body))
+    return docs
 
 
 def module_docs(module: str) -> dict[str, str]:

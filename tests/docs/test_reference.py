@@ -80,6 +80,35 @@ def test_the_config_page_has_every_section_and_key() -> None:
     assert f"| `refresh_ms` | int | `200` | `50` {DASH} `10000` | How often the tree" in page
 
 
+def test_every_config_key_has_a_meaning() -> None:
+    root = msgspec.inspect.type_info(Config)
+    assert isinstance(root, msgspec.inspect.StructType)
+    missing = []
+    for section in reference._sections(root, ""):
+        docs = reference.class_field_docs(section.info.cls)
+        for field in section.info.fields:
+            if not docs.get(field.name, "").strip():
+                key = f"{section.path}.{field.encode_name}" if section.path else field.encode_name
+                missing.append(key)
+    assert not missing, (
+        f"{len(missing)} config keys have no meaning in config.md; write a comment above or "
+        "beside each field (a comment above documents only the one field it touches):\n"
+        + "\n".join(missing)
+    )
+    rows = [line for line in render_all()["config.md"].splitlines() if line.startswith("| `")]
+    assert rows and not [row for row in rows if row.endswith("|  |")]
+
+
+def test_an_inherited_field_has_the_words_of_the_class_that_declares_it() -> None:
+    from phloem.actors.plugins.settings import PluginConfig, PluginOptions
+
+    assert "mode" not in PluginConfig.__annotations__  # declared by PluginOptions
+    docs = reference.class_field_docs(PluginConfig)
+    assert docs["mode"] == reference.class_field_docs(PluginOptions)["mode"]
+    assert "the plugin's own default" in docs["mode"]
+    assert docs["builtin"]  # and its own fields
+
+
 def test_the_cli_page_has_every_command_and_option() -> None:
     page = render_all()["cli.md"]
     parser = build_parser()

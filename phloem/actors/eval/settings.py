@@ -14,4 +14,5 @@ from phloem.base.settings import Section
 
 
 class EvalConfig(Section, kw_only=True):
+    # Eval runs live at once; one more is refused with `backpressure`.
     max_active_evals: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 16

@@ -35,11 +35,18 @@ Timeout = Annotated[float, msgspec.Meta(ge=0.01, le=600.0)]
 class LspServerConfig(Section, kw_only=True):
     """`[lsp.servers.ID]`: one language server."""
 
+    # The server's argv; `command[0]` is found on PATH, never installed.
     command: Annotated[list[str], msgspec.Meta(min_length=1, max_length=256)]
+    # Globs matched against a file's name or workspace-relative path: the files it checks.
     patterns: Annotated[list[Pattern], msgspec.Meta(min_length=1, max_length=64)]
-    language_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    language_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]  # the LSP languageId
+    # Time the server has to answer `initialize`; no answer counts as one of its failures
+    # (three disable it).
     initialize_timeout_s: Timeout = INITIALIZE_TIMEOUT_S
+    # Time the server has to answer `shutdown` when it is closed; then its process tree is
+    # killed.
     request_timeout_s: Timeout = REQUEST_TIMEOUT_S
+    # Wait after a write for the diagnostics of that version; none by then: no diagnostics.
     settle_s: Timeout = SETTLE_S
 
     def __post_init__(self) -> None:
@@ -50,5 +57,6 @@ class LspServerConfig(Section, kw_only=True):
 class LspConfig(Section, kw_only=True):
     """`[lsp]`: the mode and the language servers by id."""
 
+    # auto: a write or edit of a matching file starts its server; off: none is started.
     mode: Literal["auto", "off"] = "auto"
-    servers: dict[ServerId, LspServerConfig] = {}
+    servers: dict[ServerId, LspServerConfig] = {}  # the language servers, by id

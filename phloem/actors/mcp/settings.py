@@ -41,14 +41,17 @@ MAX_ARGV = 256
 class McpServerConfig(Section, kw_only=True):
     """`[mcp.servers.NAME]`: `command` (stdio) or `url` (streamable HTTP), not both."""
 
-    command: Annotated[list[str], msgspec.Meta(max_length=MAX_ARGV)] = []
-    env: dict[str, str] = {}
-    cwd: str | None = None
-    url: str = ""
+    command: Annotated[list[str], msgspec.Meta(max_length=MAX_ARGV)] = []  # stdio: its argv
+    env: dict[str, str] = {}  # stdio: variables set for it, over the daemon's environment
+    cwd: str | None = None  # stdio: its working directory; unset: the daemon's
+    url: str = ""  # streamable HTTP: the server's http:// or https:// endpoint
+    # HTTP: header name -> the environment variable holding its value (unset: not sent).
     headers_env: dict[str, str] = {}
+    # Time one tool call has; then it answers `timeout` and the server is reconnected.
     timeout_s: Annotated[float, msgspec.Meta(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1])] = (
         DEFAULT_TIMEOUT_S
     )
+    # Time to connect (start, `initialize`, `tools/list`); then its tools are `unavailable`.
     connect_timeout_s: Annotated[float, msgspec.Meta(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1])] = (
         DEFAULT_TIMEOUT_S
     )
@@ -71,8 +74,10 @@ class McpConfig(Section, kw_only=True):
     tools' config files under `trusted_roots`) used only when `allow_foreign` names them
     (see `phloem.actors.mcp.foreign`)."""
 
-    servers: dict[ServerName, McpServerConfig] = {}
+    servers: dict[ServerName, McpServerConfig] = {}  # the servers phloem may connect, by name
+    # Servers of other tools' config files (under trusted_roots) to use, by exact name.
     allow_foreign: list[ServerName] = []
+    # Absolute directories whose `.mcp.json`, `.vscode/mcp.json`, `.codex/config.toml` are read.
     trusted_roots: list[str] = []
 
     def __post_init__(self) -> None:

@@ -17,9 +17,10 @@ class PlanningConfig(Section):
     loaded when the planning service starts, executors that run an agent of the catalogue
     (`agents`: executor name = agent name), and the limit on concurrent runs."""
 
-    planners: Components = {}
-    executors: Components = {}
+    planners: Components = {}  # planner adapters by name: `module:attribute`, trusted code
+    executors: Components = {}  # executor adapters by name: `module:attribute`, trusted code
     # Executors whose steps each run an agent of [agents.*] as a run of its own: a step's
     # action `{"input": ..., "state": {...}}` is what the agent is asked.
     agents: dict[AdapterName, AgentName] = {}
+    # Planning runs live at once; one more is refused with `backpressure`.
     max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1024

@@ -60,16 +60,26 @@ InitTimeoutMs = Annotated[
 class PluginOptions(Section, kw_only=True):
     """How a plugin runs: the options of `[plugins.NAME]` and of `tree.add_plugin`."""
 
+    # observe: its hooks only watch (an Amend, Return or Halt breaks its contract);
+    # intervene: they may answer so.
     mode: Literal["observe", "intervene"] | None = None  # None: the plugin's own default
+    # A failed hook: recorded as a warning and the run goes on (open), or the run stops
+    # with `plugin_failed` (closed).
     failure: Literal["open", "closed"] = "open"
-    timeout_ms: TimeoutMs = DEFAULT_TIMEOUT_MS
+    timeout_ms: TimeoutMs = DEFAULT_TIMEOUT_MS  # time one hook call has; past it the hook failed
+    # Largest answer of one hook, encoded; a bigger one is a failure of the hook.
     max_value_bytes: ValueBytes = DEFAULT_MAX_VALUE_BYTES
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = {}  # handed to its factory or `init(config)`; at most 1 MiB
+    # Run each hook call (or the stateful instance) in a capped process child.
     isolate: bool = False
+    # One supervised instance holding state across calls (`init`, `handle`, `terminate`).
     stateful: bool = False
-    max_memory_bytes: MemoryBytes = DEFAULT_MAX_MEMORY_BYTES
+    max_memory_bytes: MemoryBytes = DEFAULT_MAX_MEMORY_BYTES  # with isolate: the child's memory cap
+    # Stateful: calls waiting for the instance; one more fails with `queue_full`.
     max_queue: QueueLength = DEFAULT_MAX_QUEUE
+    # Stateful: largest encoded state; a bigger new one is refused and the old one kept.
     max_state_bytes: StateBytes = DEFAULT_MAX_STATE_BYTES
+    # Stateful: time `init` has to answer; else the instance does not start.
     init_timeout_ms: InitTimeoutMs = DEFAULT_INIT_TIMEOUT_MS
 
     def __post_init__(self) -> None:
@@ -84,7 +94,9 @@ class PluginOptions(Section, kw_only=True):
 class PluginConfig(PluginOptions, kw_only=True):
     """One `[plugins.NAME]` entry: exactly one of `plugin` and `builtin`, plus options."""
 
+    # Trusted code: `module:attribute` of a Plugin class or object, or of a factory of one.
     plugin: ComponentPath | None = None
+    # A built-in plugin by name, instead of `plugin`.
     builtin: Literal["global_instruction", "context_filter", "tool_retry", "logging"] | None = None
 
     def __post_init__(self) -> None:
