@@ -33,9 +33,11 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.web import views
 from phloem.web.runs import RunBoard
 
-SLOW_EVERY = 5  # status and sessions are read once every this many tree reads
+SLOW_EVERY = 5  # status, sessions and agents are read once every this many tree reads
 RECONNECT_DELAY_S = 1.0
 ASK_TIMEOUT_S = 10.0
+CANCEL_WAIT_S = 10.0  # how long stopping waits for the reader to end
+RECANCEL_S = 0.1  # how often a reader that is still running is cancelled again
 SECTIONS = ("summary", "tree", "runs", "sessions", "agents", "live", "telemetry")
 
 
@@ -236,7 +238,15 @@ class Hub:
         self._publish("telemetry", views.telemetry(self.status))
 
 
-async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+async def cancel_and_wait(task: asyncio.Task[Any], timeout: float = CANCEL_WAIT_S) -> None:
+    """Cancel `task` and wait until it is done — cancelling again while it runs, since
+    Python 3.11's `asyncio.wait_for` can drop a cancel that meets its inner result — for
+    at most `timeout` seconds (then it is left: the process is stopping)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not task.done() and (left := deadline - loop.time()) > 0:
+        task.cancel()
+        await asyncio.wait({task}, timeout=min(RECANCEL_S, left))
+    if task.done() and not task.cancelled():
+        with contextlib.suppress(Exception):
+            task.result()  # retrieved: no "exception was never retrieved" at exit
