@@ -505,31 +505,23 @@ def check_references(config: Config, text: str = "", source: str = "") -> None:
                 )
     defined = set(agents.functions) | set(agents.llm) | set(agents.components)
     defined |= set(agents.planners)
-    for name, llm in agents.llm.items():
-        for i, agent in enumerate(llm.agents):
-            if agent == name:
-                why = "an agent cannot delegate to itself"
-            elif agent not in defined:
-                why = f"no agent named {agent!r} (configured: {_known(defined - {name})})"
-            else:
-                continue
-            raise _located(f"agents.llm.{name}.agents[{i}]", why, text, source)
-    for executor, agent in config.planning.agents.items():
-        if executor in config.planning.executors:
-            why = "is also a [planning.executors] adapter"
-        elif agent not in defined:
-            why = f"no agent named {agent!r} (configured: {_known(defined)})"
-        else:
-            continue
+    # the agents an LLM agent, [live] and [planning.agents] delegate to: (key, agent, caller)
+    delegations: list[tuple[str, str, str | None]] = [
+        (f"agents.llm.{name}.agents[{i}]", agent, name)
+        for name, llm in agents.llm.items()
+        for i, agent in enumerate(llm.agents)
+    ]
+    delegations += [(f"live.agents[{i}]", a, None) for i, a in enumerate(config.live.agents)]
+    delegations += [(f"planning.agents.{x}", a, None) for x, a in config.planning.agents.items()]
+    for executor in config.planning.agents.keys() & config.planning.executors.keys():
+        why = "is also a [planning.executors] adapter"
         raise _located(f"planning.agents.{executor}", why, text, source)
-    for i, agent in enumerate(config.live.agents):
+    for key, agent, caller in delegations:
+        if agent == caller:
+            raise _located(key, "an agent cannot delegate to itself", text, source)
         if agent not in defined:
-            raise _located(
-                f"live.agents[{i}]",
-                f"no agent named {agent!r} (configured: {_known(defined)})",
-                text,
-                source,
-            )
+            known = _known(defined - {caller} if caller else defined)
+            raise _located(key, f"no agent named {agent!r} (configured: {known})", text, source)
     for name, planner in agents.planners.items():
         if planner.provider and planner.provider not in providers:
             raise _located(

@@ -4,12 +4,11 @@
 (`DelegateAgentRun` to `agents/service`), owned by an owner of its own labelled after the
 caller (`delegation:<caller>`, as `phloem runs` shows it), and waits for the run's end.
 The caller's cancel, or `[agents] delegation_timeout_s` (or the call's own, shorter
-timeout), puts that owner down — which
-cancels the run as any vanished owner does — and the call answers `cancelled` /
-`timeout` once the run has stopped (at most `STOP_WAIT_S` later). No one follows a
-delegated run's stream (its events wait in its record, bounded) and no one can confirm
-its tool calls: a delegated agent with `confirmation = true` has its mutating calls
-refused (`not_confirmed`).
+timeout), puts that owner down — which cancels the run as any vanished owner does — and
+the call answers `cancelled` / `timeout` once the run has stopped (at most `STOP_WAIT_S`
+later). No one follows a delegated run's stream (its events wait in its record, bounded)
+and no one can confirm its tool calls: a delegated agent with `confirmation = true` has
+its mutating calls refused (`not_confirmed`).
 """
 
 from __future__ import annotations

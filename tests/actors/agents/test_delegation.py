@@ -18,6 +18,7 @@ import pytest
 
 from phloem import Tree
 from phloem.agents import Agent, Event, InvocationContext
+from phloem.agents.settings import AgentsConfig
 from phloem.config import Config, load_config
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.runs import RunSummary
@@ -43,6 +44,13 @@ class Waiter(Agent):
 
 def make_waiter() -> Agent:
     return Waiter("waiter", "waits until cancelled")
+
+
+def blob() -> str:
+    """A FunctionAgent's output just over what a delegation answer carries as state."""
+    from phloem.agents.delegation import MAX_DELEGATED_STATE_BYTES
+
+    return "x" * (MAX_DELEGATED_STATE_BYTES + 1)
 
 
 def config(fake: FakeProvider, **agents: Any) -> Config:
@@ -135,6 +143,52 @@ def test_a_delegated_run_that_fails_is_a_failure_value(tree: Tree, fake: FakePro
     assert answer["status"] == "agent_failed" and answer["kind"] == "missing_input"
 
 
+def test_changed_state_over_the_bound_is_answered_by_its_keys(fake: FakeProvider) -> None:
+    cfg = config(fake)
+    functions = {
+        **msgspec.to_builtins(cfg.agents.functions),
+        "blob": {"fn": "tests.actors.agents.test_delegation:blob", "output_key": "blob"},
+    }
+    llm = {"lead": {"provider": "fake", "agents": ["blob"]}}
+    agents = msgspec.convert({"functions": functions, "llm": llm}, AgentsConfig)
+    fake.add(chat_calls(chat_tool_call("blob", json.dumps({"input": "go"}), "c1")), chat_text("ok"))
+    with Tree.start(msgspec.structs.replace(cfg, agents=agents), name="delegation-big") as tree:
+        assert tree.run_agent("lead", input="go").outcome.status == "done"
+    answer = tool_answer(fake.requests[-1])
+    assert answer["status"] == "done" and answer["state_keys"] == ["blob"]
+    assert "state" not in answer
+
+
+def test_a_delegated_agent_cannot_have_a_mutating_call_confirmed(
+    fake: FakeProvider, tmp_path: Path
+) -> None:
+    cfg = config(fake)
+    llm = {
+        "lead": {"provider": "fake", "agents": ["coder"]},
+        "coder": {
+            "provider": "fake",
+            "tools": ["write"],
+            "workdir": str(tmp_path),
+            "confirmation": True,
+        },
+    }
+    agents = msgspec.convert({"llm": llm}, AgentsConfig)
+    write = json.dumps({"path": "a.txt", "content": "x"})
+    fake.add(
+        chat_calls(chat_tool_call("coder", json.dumps({"input": "write a.txt"}), "c1")),
+        chat_calls(chat_tool_call("write", write, "w1")),
+        chat_text("could not write"),
+        chat_text("the coder could not write"),
+    )
+    with Tree.start(msgspec.structs.replace(cfg, agents=agents), name="delegation-confirm") as tree:
+        run = tree.run_agent("lead", input="go")
+    assert run.output == "the coder could not write"
+    refused = tool_answer(fake.requests[-2])  # what the coder's model got for its write
+    assert refused["error"] == "not_confirmed", refused
+    assert not (tmp_path / "a.txt").exists()
+    assert tool_answer(fake.requests[-1])["output"] == "could not write"
+
+
 def test_cancelling_the_caller_cancels_the_delegated_run(tree: Tree, fake: FakeProvider) -> None:
     fake.add(chat_calls(chat_tool_call("waiter", json.dumps({"input": "wait"}), "c1")))
     with tree.client("owner") as client:
@@ -200,6 +254,12 @@ def test_a_planning_executor_runs_an_agent_per_step(tree: Tree) -> None:
             '[planning.planners]\np = "tests.actors.planning.adapters:ScriptedPlanner"\n'
             '[planning.agents]\nnews = "nobody"\n',
             "planning.agents.news: no agent named 'nobody'",
+        ),
+        (
+            '[planning.planners]\np = "tests.actors.planning.adapters:ScriptedPlanner"\n'
+            '[planning.executors]\nnews = "tests.actors.planning.adapters:ScriptedExecutor"\n'
+            '[planning.agents]\nnews = "nobody"\n',
+            "planning.agents.news: is also a [planning.executors] adapter",
         ),
     ],
 )
