@@ -17,6 +17,11 @@ configuration belongs to the host program; `tests/test_layout.py` keeps to that)
 structlog (with the trace-id hook) is imported when the first record is made, not with
 this module: a CLI command that logs nothing does not pay the ~150 ms it costs to load.
 
+Every record carries `actor_path`, the tree path of the actor it was made for (when it is
+made for one: `set_actor_source`, which `phloem.supervision.owners` fills in). The daemon
+also keeps each line it writes, in its bounded ring buffer of recent lines per child
+(`keep_recent`, `phloem.base.logbuffer`), for `phloem logs`.
+
 Logging never raises into its caller: a line that cannot be written (a closed stream, a
 pipe whose reader has gone away, a full disk) is dropped and counted (`dropped_lines()`;
 the daemon reports the count in its `daemon_stopped` line). Code such as the daemon's stop
@@ -25,12 +30,17 @@ path logs before acting, and a dead log sink must not stop it from acting.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
-from collections.abc import MutableMapping
-from typing import Any, Literal, TextIO
+import time
+from collections.abc import Callable, MutableMapping
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from phloem.protocols.secrets import REDACTED, is_secret_key, redact, redact_value
+
+if TYPE_CHECKING:
+    from phloem.base.logbuffer import LogBuffer
 
 _lock = threading.Lock()
 _dropped = 0
@@ -106,6 +116,67 @@ def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
     return event
 
 
+def _no_actor() -> str | None:
+    return None
+
+
+_actor_source: Callable[[], str | None] = _no_actor
+_kept: LogBuffer | None = None
+
+
+def set_actor_source(source: Callable[[], str | None]) -> None:
+    """Where `actor_path` comes from: the tree path of the actor the calling thread works
+    for, or None (set by `phloem.supervision.owners`, which knows the actors)."""
+    global _actor_source
+    _actor_source = source
+
+
+def keep_recent(buffer: LogBuffer | None) -> None:
+    """Keep every line the owned sink writes in `buffer` too (None: keep none)."""
+    global _kept
+    _kept = buffer
+
+
+def kept() -> LogBuffer | None:
+    """The buffer of recent lines this process keeps (the daemon's), if any."""
+    return _kept
+
+
+def add_actor_path(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """structlog processor: `actor_path`, the tree path of the actor the record is for."""
+    try:
+        path = _actor_source()
+    except Exception:  # attribution is a courtesy: it never costs a record
+        path = None
+    if path:
+        event.setdefault("actor_path", path)
+    return event
+
+
+class _KeepAndRender:
+    """The owned sink's last processor: render the line and, when this process keeps
+    recent lines (`keep_recent`), keep it there as one JSON object."""
+
+    def __init__(self, renderer: Any, fmt: str) -> None:
+        self._render = renderer
+        self._json = fmt == "json"
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        buffer = _kept
+        if buffer is None:
+            return self._render(logger, method, event)
+        actor = str(event.get("actor_path") or "")
+        level = str(event.get("level", method))
+        name = str(event.get("event", ""))
+        if self._json:
+            line = rendered = self._render(logger, method, event)
+        else:
+            line = json.dumps(dict(event), default=str)
+            rendered = self._render(logger, method, event)
+        buffer.add(actor, level, name, time.time(), str(line))
+        return rendered
+
+
 class _Sink:
     """Where records go now: the standard library (stream None) or one stream of lines."""
 
@@ -146,6 +217,7 @@ def _wrap(name: str) -> Any:
                 structlog.stdlib.filter_by_level,
                 structlog.processors.format_exc_info,
                 add_trace_ids,
+                add_actor_path,
                 redact_fields,
                 _stdlib_message,
             ],
@@ -165,8 +237,9 @@ def _wrap(name: str) -> Any:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             add_trace_ids,
+            add_actor_path,
             redact_fields,
-            renderer,
+            _KeepAndRender(renderer, _sink.fmt),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[_sink.level]),
         context_class=dict,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from phloem.base.paths import CONFIG_ENV, config_candidates
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, to_json
+from phloem.cli.control import add_path, control
 from phloem.cli.render import is_terminal, render_status, render_table, render_tree
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import RangeError, RangeTypeError, check_range
@@ -41,12 +42,14 @@ def add_cli(commands: Commands) -> None:
     send.add_argument("message", metavar="JSON", help="the message, as JSON")
     send.add_argument("--timeout", type=float, default=None, help="seconds to wait")
     send.add_argument("--tell", action="store_true", help="queue it, do not wait for a reply")
-    stop = commands.add("stop", "stop the daemon gracefully", _cmd_stop)
+    stop = commands.add("stop", "stop the daemon gracefully, or one child by its PATH", _cmd_stop)
+    add_path(stop, required=False)
     stop.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_STOP_TIMEOUT_S,
-        help="seconds to wait for the daemon's process to exit (else exit code 1)",
+        help="seconds to wait for the daemon's process to exit (else exit code 1), or for"
+        " the child's supervisor",
     )
 
 
@@ -179,6 +182,8 @@ def _cmd_stop(ctx: CommandContext) -> int:
         check_range("timeout", timeout, *STOP_TIMEOUT_RANGE, integer=False)
     except (RangeError, RangeTypeError) as exc:
         raise UsageError(exc.message) from None
+    if ctx.args.path:
+        return control(ctx, "stop", timeout)
     with ctx.client() as client:
         pid = client.status().pid
         process = _local_process(pid)

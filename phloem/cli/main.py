@@ -33,6 +33,8 @@ from phloem.protocols.errors import PhloemError
 # of the parser (importing that module only). A test keeps the names true.
 FEATURE_CLI_MODULES: dict[str, tuple[str, ...]] = {
     "phloem.cli.builtin": ("daemon", "config", "status", "tree", "top", "send", "stop"),
+    "phloem.cli.control": ("start", "restart"),
+    "phloem.cli.logs": ("logs",),
     "phloem.cli.runs": ("runs",),
     "phloem.cli.agents": ("agent",),
     "phloem.cli.eval": ("eval",),

@@ -51,6 +51,11 @@ def render_status(st: Any) -> str:
             f"services   {', '.join(st.services) or '-'}",
             f"actors     {st.actors}   processes {st.processes}   supervisors {st.supervisors}",
             f"restarts   {st.restarts}",
+            *(
+                [f"stopped    {', '.join(st.stopped)} (by hand)"]
+                if getattr(st, "stopped", None)
+                else []
+            ),
             f"memory     {memory}   threads {st.threads}",
             f"clients    {st.connections} connected · {st.refs} refs · {st.streams} streams",
             _telemetry_line(st),

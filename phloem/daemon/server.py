@@ -8,7 +8,8 @@ others is refused (`phloem.daemon.socketfile`). A stale socket left by a crashed
 is replaced; a live one is refused. Logs are JSON lines on stderr (structlog);
 `daemon_ready` marks the moment the socket accepts connections, and under systemd
 (`Type=notify`) the daemon says `READY=1` then, `STOPPING=1` when it begins to stop
-(`phloem.daemon.notify`).
+(`phloem.daemon.notify`). Each line is also kept in a bounded ring buffer of recent lines
+per child (`phloem.base.logbuffer`), which `phloem logs` reads and follows.
 
 SIGHUP re-reads the config file the daemon started from and applies what can change live
 (`Tree.reload`: the logging level and format here, and what features registered with
@@ -54,6 +55,7 @@ import msgspec
 from phloem._version import __version__
 from phloem.actors.reload import ReloadContext, Reloader, ReloadReport
 from phloem.base import logs
+from phloem.base.logbuffer import LogBuffer
 from phloem.base.logs import get_logger
 from phloem.config import Config, LoggingConfig, check_components, load_config
 from phloem.daemon.connection import Connection
@@ -324,6 +326,7 @@ def _serve(
 ) -> int:
     notifier = Notifier()
     configure_logging(cfg.logging)
+    logs.keep_recent(LogBuffer())  # recent lines per child, for `phloem logs`
     malloc_tuned = tune_malloc()
     path = cfg.daemon.socket_path()
     try:
@@ -382,6 +385,7 @@ def _serve(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         log.info("daemon_stopped", reason=str(reason), log_lines_dropped=logs.dropped_lines())
+        logs.keep_recent(None)
     return 1 if root_failed else 0
 
 

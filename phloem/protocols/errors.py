@@ -97,6 +97,12 @@ class ErrorKind(enum.StrEnum):
     RUNNING = "running", "restart/delete_child: the child is running"
     RESTARTING = "restarting", "restart/delete_child: the child is being restarted"
     SIMPLE_ONE_FOR_ONE = "simple_one_for_one", "not allowed for dynamic children"
+    UNKNOWN_CHILD = "unknown_child", "no supervisor's child at that tree path"
+    NOT_RUNNING = "not_running", "stop: the child is not running"
+    NOT_CONTROLLABLE = (
+        "not_controllable",
+        "the tree's root (stop the daemon instead) cannot be started, stopped or restarted",
+    )
     CHANNEL_CLOSED = "channel_closed", "the process channel is closed"
     CHILD_START_FAILED = "child_start_failed", "call_in_child: the process child did not start"
     CHILD_TIMEOUT = "child_timeout", "call_in_child: no answer within the call's timeout"

@@ -34,7 +34,7 @@ from phloem.supervision.handle import (
     HandleKind,
     HandleStats,
 )
-from phloem.supervision.owners import set_current_owner
+from phloem.supervision.owners import set_current_actor, set_current_owner
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.threadpark import run_parked
 
@@ -124,6 +124,7 @@ class Actor(pykka.ThreadingActor):
 
     def _actor_loop(self) -> None:
         # The loop runs in a fresh context (`threadpark`): the owner ends with it.
+        set_current_actor(self._phloem_handle)
         if self.owns_work:
             set_current_owner(self._phloem_handle)
         try:

@@ -33,6 +33,7 @@ class ChildState(enum.StrEnum):
     STOPPING = "stopping"
     EXITED = "exited"
     RESTARTING = "restarting"
+    STOPPED = "stopped"  # spec kept, stopped by hand (terminate_child): stays down until started
     UNDEFINED = "undefined"  # spec kept, no process (terminated or not started)
 
 
