@@ -34,7 +34,7 @@ class ChildState(enum.StrEnum):
     EXITED = "exited"
     RESTARTING = "restarting"
     STOPPED = "stopped"  # spec kept, stopped by hand (terminate_child): stays down until started
-    UNDEFINED = "undefined"  # spec kept, no process (terminated or not started)
+    UNDEFINED = "undefined"  # spec kept, no process (ended and not restarted, or not started)
 
 
 class HandleStats(msgspec.Struct, frozen=True):

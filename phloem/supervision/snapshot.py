@@ -16,7 +16,7 @@ import time
 import psutil
 
 from phloem.protocols.snapshot import NodeSnapshot, TreeSnapshot
-from phloem.supervision.handle import ChildHandle
+from phloem.supervision.handle import ChildHandle, ChildState
 from phloem.supervision.spec import Command, ProcessTarget, RemoteTarget, SupervisorChild
 from phloem.supervision.supervisor import SupervisorRef, _child_info, root_supervisors
 
@@ -95,7 +95,7 @@ def tree_snapshot(roots: list[SupervisorRef] | None = None) -> TreeSnapshot:
 
     def walk(node: NodeSnapshot) -> None:
         nonlocal restarts
-        if node.state != "undefined":
+        if node.state not in (ChildState.UNDEFINED, ChildState.STOPPED):  # no incarnation
             counts[node.type] = counts.get(node.type, 0) + 1
         counts["process"] += node.unlisted_processes
         restarts += node.restarts

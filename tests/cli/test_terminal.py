@@ -194,7 +194,7 @@ def test_bash_completion(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["completion", "bash"]) == 0
     script = capsys.readouterr().out
     assert "complete -o default -F _phloem_complete phloem" in script
-    assert _bash_complete(script, ["phloem", "st"]) == ["status", "stop"]
+    assert _bash_complete(script, ["phloem", "st"]) == ["status", "stop", "start"]
     assert _bash_complete(script, ["phloem", "config", ""]) == ["check", "--help"]
     assert "--interval" in _bash_complete(script, ["phloem", "--json", "top", "--"])
     assert _bash_complete(script, ["phloem", "completion", "z"]) == ["zsh"]
