@@ -28,7 +28,7 @@ def duration_arg(flag: str, text: str) -> float:
         raise UsageError(f"--{flag} must be a duration such as 30s, 5m, 2h or 1d (got {text!r})")
     seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
     if not 0 < seconds <= MAX_DURATION_S:
-        raise UsageError(f"--{flag} must be more than 0 s and at most {MAX_DURATION_S:g} s")
+        raise UsageError(f"--{flag} must be more than 0 s and at most {MAX_DURATION_S:.0f} s")
     return seconds
 
 

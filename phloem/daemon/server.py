@@ -300,7 +300,11 @@ def run(
     except BaseException:
         signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
         raise
-    return _serve(cfg, config_path, socket_path, previous)
+    logs.keep_recent(LogBuffer())  # recent lines per child, for `phloem logs`
+    try:
+        return _serve(cfg, config_path, socket_path, previous)
+    finally:
+        logs.keep_recent(None)
 
 
 def with_socket(config: Config, socket_path: str | None) -> Config:
@@ -326,7 +330,6 @@ def _serve(
 ) -> int:
     notifier = Notifier()
     configure_logging(cfg.logging)
-    logs.keep_recent(LogBuffer())  # recent lines per child, for `phloem logs`
     malloc_tuned = tune_malloc()
     path = cfg.daemon.socket_path()
     try:
@@ -385,7 +388,6 @@ def _serve(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         log.info("daemon_stopped", reason=str(reason), log_lines_dropped=logs.dropped_lines())
-        logs.keep_recent(None)
     return 1 if root_failed else 0
 
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.wire import CHILD_ACTIONS, MAX_ACTOR_PATH_CHARS, ChildControlled
 from phloem.supervision.handle import ChildHandle
+from phloem.supervision.owners import MAX_PATH_DEPTH as MAX_DEPTH
 from phloem.supervision.supervisor import ChildInfo, SupervisorRef
-
-MAX_CONTROL_DEPTH = 64  # path parts followed (as `snapshot.MAX_SNAPSHOT_DEPTH`)
 
 
 def split_path(root: SupervisorRef, path: str) -> list[str]:
@@ -33,15 +32,12 @@ def split_path(root: SupervisorRef, path: str) -> list[str]:
     if not isinstance(path, str) or len(path) > MAX_ACTOR_PATH_CHARS:
         raise PhloemError(ErrorKind.UNKNOWN_CHILD, "a tree path is a string of ids")
     parts = [p for p in path.strip("/").split("/") if p]
-    if parts and parts[0] == root.name:
-        parts = parts[1:]
-    if len(parts) > MAX_CONTROL_DEPTH:
-        raise PhloemError(ErrorKind.UNKNOWN_CHILD, f"no child at {path[:80]!r}")
-    return parts
+    return parts[1:] if parts and parts[0] == root.name else parts
 
 
 def locate(root: SupervisorRef, path: str) -> tuple[SupervisorRef, ChildInfo]:
-    """The supervisor of the child at `path` and that child's row."""
+    """The supervisor of the child at `path` and that child's row (the path is at most
+    `MAX_ACTOR_PATH_CHARS` long, and the walk ends where the tree does)."""
     parts = split_path(root, path)
     if not parts:
         raise PhloemError(
@@ -52,7 +48,7 @@ def locate(root: SupervisorRef, path: str) -> tuple[SupervisorRef, ChildInfo]:
     for depth, part in enumerate(parts):
         if not isinstance(node, SupervisorRef) or not node.is_alive():
             break
-        info = next((i for i in node.which_children() if _named(i, part)), None)
+        info = next((i for i in node.which_children() if i.id == part), None)
         if info is None:
             break
         if depth == len(parts) - 1:
@@ -61,10 +57,6 @@ def locate(root: SupervisorRef, path: str) -> tuple[SupervisorRef, ChildInfo]:
             break
         node = info.ref
     raise PhloemError(ErrorKind.UNKNOWN_CHILD, f"no supervisor's child at {path[:80]!r}")
-
-
-def _named(info: ChildInfo, part: str) -> bool:
-    return info.id == part
 
 
 def control_child(root: SupervisorRef, action: str, path: str, timeout: float) -> ChildControlled:
@@ -77,17 +69,16 @@ def control_child(root: SupervisorRef, action: str, path: str, timeout: float) -
     before = info.ref
     where = "/".join(split_path(root, path))
     dynamic = sup.spec.strategy == "simple_one_for_one"
-    if action == "stop":
-        if before is None:
-            raise PhloemError(ErrorKind.NOT_RUNNING, f"{where} is not running ({info.state})")
-        sup.terminate_child(before if dynamic else info.id, timeout=timeout)
-    elif action == "start":
-        if before is not None:
-            raise PhloemError(ErrorKind.ALREADY_STARTED, f"{where} is already running")
-        sup.restart_child(info.id, timeout=timeout)
-    else:
-        sup.restart(info.id, timeout=timeout)
-    after = next((i for i in sup.which_children() if _named(i, info.id)), None)
+    try:
+        if action == "stop":
+            sup.stop_child(before if dynamic and before is not None else info.id, timeout=timeout)
+        elif action == "start":
+            sup.restart_child(info.id, timeout=timeout)
+        else:
+            sup.restart(info.id, timeout=timeout)
+    except PhloemError as err:
+        raise _said_of(err, where) from None
+    after = next((i for i in sup.which_children() if i.id == info.id), None)
     state = "removed" if after is None else after.state
     handle = None if after is None or after.ref is None else after.ref
     return ChildControlled(
@@ -99,6 +90,17 @@ def control_child(root: SupervisorRef, action: str, path: str, timeout: float) -
         previous=None if before is None else before.handle_id,
         previous_pid=info.pid,
     )
+
+
+def _said_of(err: PhloemError, where: str) -> PhloemError:
+    """The supervisor's error about one child, said of its path."""
+    if err.kind == ErrorKind.NOT_RUNNING:
+        return PhloemError(ErrorKind.NOT_RUNNING, f"{where} is not running")
+    if err.kind == ErrorKind.RUNNING:  # a start that met a running child
+        return PhloemError(ErrorKind.ALREADY_STARTED, f"{where} is already running")
+    if err.kind == ErrorKind.NOT_FOUND:  # it went while we looked
+        return PhloemError(ErrorKind.UNKNOWN_CHILD, f"no supervisor's child at {where!r}")
+    return err
 
 
 def stopped_paths(root: SupervisorRef, limit: int) -> list[str]:
@@ -113,11 +115,7 @@ def stopped_paths(root: SupervisorRef, limit: int) -> list[str]:
             if child.stopped and not child.running:
                 found.append(where)
             handle = child.handle
-            if (
-                isinstance(handle, SupervisorRef)
-                and handle.is_alive()
-                and depth < MAX_CONTROL_DEPTH
-            ):
+            if isinstance(handle, SupervisorRef) and handle.is_alive() and depth < MAX_DEPTH:
                 walk(handle, where + "/", depth + 1)
 
     walk(root, "", 0)

@@ -481,6 +481,12 @@ class SupervisorActor(Actor):
             with self._lock:
                 self._children.remove(child)
 
+    def _api_stop_child(self, id_or_handle: Any) -> None:
+        child = self._lookup(id_or_handle)
+        if not child.running and not child.restarting:
+            raise PhloemError("not_running", f"child {child.spec.id!r} is not running")
+        self._api_terminate_child(id_or_handle)
+
     def _api_restart_child(self, child_id: str) -> ChildHandle:
         if self._template is not None:
             raise PhloemError("simple_one_for_one", "restart_child is not for dynamic children")
@@ -600,6 +606,11 @@ class SupervisorRef(ActorHandle):
         A permanent child stays stopped (`stopped`) until `restart_child`: a group restart
         of its siblings leaves it down, and its stop is not counted against intensity."""
         self._call("terminate_child", id_or_handle, timeout=timeout)
+
+    def stop_child(self, id_or_handle: Any, *, timeout: float = API_TIMEOUT_S) -> None:
+        """`terminate_child`, but `not_running` for a child that neither runs nor is
+        being restarted (supervisorctl's `stop`: a second stop is an error)."""
+        self._call("stop_child", id_or_handle, timeout=timeout)
 
     def restart_child(self, child_id: str, *, timeout: float = API_TIMEOUT_S) -> ChildHandle:
         """Start a terminated child again from its kept spec."""

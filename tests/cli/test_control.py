@@ -80,7 +80,7 @@ def test_stop_start_restart_a_service_by_its_path(daemon: DaemonProc) -> None:
     assert asked.returncode == 1 and "[unknown_actor]" in asked.stderr
     again = cli(daemon, "stop", "chatty")
     assert again.returncode == 1 and again.stderr.splitlines() == [
-        "phloem: chatty is not running (stopped) [not_running]"
+        "phloem: chatty is not running [not_running]"
     ]
     started = cli_json(daemon, "start", "chatty")
     assert started["state"] == "running" and started["previous"] is None
@@ -247,6 +247,36 @@ def test_restart_planning_service_leaves_the_active_runs_alone(
         outputs = [p.communicate(timeout=120) for p in procs]
     for proc, (out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, (out, err)  # the runs completed after the restart
+
+
+def test_stopping_a_run_by_its_path_ends_it_and_it_is_gone(
+    daemon: DaemonProc, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    proc = plan_run(daemon, gate)
+    try:
+        wait_until(
+            lambda: any(kids for _, kids in runs_below(cli_json(daemon, "tree")).values()),
+            timeout=START_S,
+            what="a planning run with its callback child",
+        )
+        [(run, (_, [(_, pid)]))] = [
+            (r, v) for r, v in runs_below(cli_json(daemon, "tree")).items() if v[1]
+        ]
+        done = cli(daemon, "stop", f"planning/runs/{run}")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"planning/runs/{run}: stopped (a dynamic child: its spec is gone)\n"
+        assert run not in runs_below(cli_json(daemon, "tree"))
+        wait_until(lambda: not pids_alive(pid), timeout=60, what="its callback child ended")
+        again = cli(daemon, "start", f"planning/runs/{run}")
+        assert again.returncode == 1 and "[unknown_child]" in again.stderr
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, (out, err)  # its client is told the run did not complete
+    finally:
+        gate.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
 
 
 def test_the_python_clients_control_children_too(daemon: DaemonProc) -> None:

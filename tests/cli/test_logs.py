@@ -18,6 +18,8 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
+from phloem.cli.args import MAX_DURATION_S, duration_arg
+from phloem.cli.commands import UsageError
 from phloem.protocols.logs import LogLine
 from tests.helpers import PY, ROOT, DaemonProc, run_cli, running_daemon, short_tmpdir
 
@@ -159,3 +161,17 @@ def test_follow_ends_with_one_line_and_exit_1_when_the_daemon_goes_away() -> Non
     assert follower.proc.returncode == 1
     [line] = err.splitlines()
     assert line.startswith("phloem: ") and "Traceback" not in err
+
+
+def test_durations_at_the_limit_and_one_over() -> None:
+    assert duration_arg("since", "90") == 90.0
+    assert [duration_arg("since", t) for t in ("30s", "5m", "2h", "1.5d")] == [
+        30.0,
+        300.0,
+        7_200.0,
+        129_600.0,
+    ]
+    assert duration_arg("since", f"{MAX_DURATION_S:.0f}") == MAX_DURATION_S
+    for bad in (f"{MAX_DURATION_S + 1:.0f}", "0s", "", "m", "1 h", "1w"):
+        with pytest.raises(UsageError):
+            duration_arg("since", bad)
