@@ -15,6 +15,7 @@ the target stops first the caller gets `noproc`. Nothing waits without a bound.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import threading
@@ -134,7 +135,7 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         self._control_calls = threading.BoundedSemaphore(MAX_CONTROL_CALLS)
         self._follows: list[tuple[Any, Callable[[], None]]] = []  # (topic, unfollow)
         self._follow_lock = threading.Lock()
-        self._follow_ids = iter(range(1, 2**62))
+        self._follow_ids = itertools.count(1)
         self._executor = ThreadPoolExecutor(PLAIN_ASK_WORKERS, thread_name_prefix="phloem-ask")
         self._stopped = threading.Event()
         self._resolved: dict[str, ActorHandle] = {}
