@@ -207,7 +207,6 @@ def fit(columns: Sequence[Column], rows: Sequence[Row], width: int | None) -> li
 
 def _table(view: View, width: int | None) -> list[Line]:
     widths = fit(view.columns, view.rows, width)
-    total = sum(widths) + len(widths) - 1
 
     def line(row_cells: Sequence[Cell], bold: bool) -> Line:
         segments: Line = []
@@ -222,7 +221,7 @@ def _table(view: View, width: int | None) -> list[Line]:
     for row in view.rows:
         if row.note:
             text = "  " * row.depth + " ".join(c.text for c in row.cells)
-            out.append([(cut(text, total) if width is not None else text, row.cells[0].style)])
+            out.append([(cut(text, width) if width is not None else text, row.cells[0].style)])
         else:
             out.append(line(row.cells, False))
     return out
