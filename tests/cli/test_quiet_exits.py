@@ -100,7 +100,6 @@ def test_commands_that_print_end_quietly_when_the_reader_is_gone(
 ) -> None:
     s = ["--socket", str(shared_daemon.socket)]
     commands = [
-        ["--version"],
         ["status", *s],
         ["status", "--json", *s],
         ["tree", *s],
