@@ -92,7 +92,8 @@ def main(
     err = err or sys.stderr
     try:
         code = _run(sys.argv[1:] if argv is None else argv, out, err)
-        out.flush()  # here, not at the interpreter's exit, where a closed pipe is noise
+        with contextlib.suppress(ValueError):  # an `out` closed already: nothing to flush
+            out.flush()  # here, not at the interpreter's exit, where a closed pipe is noise
     except BrokenPipeError:
         return _reader_gone(out)
     return code

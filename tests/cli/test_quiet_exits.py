@@ -6,6 +6,7 @@ says so in one line (exit 1)."""
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import socket
 import subprocess
@@ -14,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from phloem.cli.commands import EXIT_BROKEN_PIPE
-from phloem.cli.main import build_parser
+from phloem.cli.main import build_parser, main
 from tests.helpers import PY, ROOT, DaemonProc
 
 pytestmark = pytest.mark.timeout(300)
@@ -131,4 +132,13 @@ def test_web_on_a_port_in_use_says_so_in_one_line(shared_daemon: DaemonProc) -> 
     assert done.returncode == 1 and done.stdout == "", done
     assert done.stderr == (
         f"phloem: cannot listen on 127.0.0.1:{port}: address already in use [listen_failed]\n"
+    )
+
+
+def test_an_unexpected_error_is_one_line_with_exit_1(shared_daemon: DaemonProc) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    out.close()  # writing raises ValueError: not a PhloemError, not a broken pipe
+    assert main(["status", "--socket", str(shared_daemon.socket)], out, err) == 1
+    assert err.getvalue() == (
+        "phloem status: unexpected ValueError: I/O operation on closed file (a bug)\n"
     )

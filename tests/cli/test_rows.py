@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from rich.console import Console
 
+from phloem.cli.cluster import status_rows
 from phloem.cli.render import status_view, tree_view
 from phloem.cli.rows import Cell, Column, Row, View, cells, cut, fit, lines, plain, texts
 from phloem.cli.runs import runs_view
@@ -68,7 +69,9 @@ def test_plain_and_rich_show_the_same_fields_of_one_snapshot(daemon: DaemonProc)
         time.sleep(0.2)
         snap = client.tree()
         runs = client.list_runs()
+        cluster = client.cluster_status()
     views = {
+        "cluster status": View("fields", tuple(status_rows(cluster))),
         "status": status_view(status),
         "tree": tree_view(snap),
         "top": top_view(snap, first),
