@@ -189,7 +189,8 @@ def apply_keys(state: TopState, typed: str) -> bool:
             state.typing, state.filter = None, ""
         elif state.typing is not None:
             if ch in "\r\n":
-                state.typing, state.filter = None, state.typing.strip()
+                state.filter = state.typing.strip()
+                state.typing = None
             elif ch in "\x7f\b":
                 state.typing = state.typing[:-1]
             elif ch.isprintable() and len(state.typing) < MAX_FILTER_CHARS:
