@@ -143,8 +143,7 @@ def _fields(rows: Sequence[Row], width: int | None) -> list[Line]:
 def _tree(rows: Sequence[Row], width: int | None) -> list[Line]:
     out: list[Line] = []
     open_levels: list[bool] = []  # per ancestor depth: more siblings follow it
-    for i, row in enumerate(rows):
-        last = _last_sibling(rows, i)
+    for row, last in zip(rows, _last_siblings(rows), strict=True):
         del open_levels[row.depth :]
         if row.depth == 0:
             guide, below = "", ""
@@ -160,14 +159,17 @@ def _tree(rows: Sequence[Row], width: int | None) -> list[Line]:
     return out
 
 
-def _last_sibling(rows: Sequence[Row], i: int) -> bool:
-    depth = rows[i].depth
-    for later in rows[i + 1 :]:
-        if later.depth < depth:
-            return True
-        if later.depth == depth:
-            return False
-    return True
+def _last_siblings(rows: Sequence[Row]) -> list[bool]:
+    """For each row, whether no sibling follows it (no later row at its depth before a
+    shallower one): one pass from the end."""
+    last = [True] * len(rows)
+    follows: dict[int, bool] = {}  # depth -> a row at that depth comes later, unclosed
+    for i in range(len(rows) - 1, -1, -1):
+        depth = rows[i].depth
+        last[i] = not follows.get(depth, False)
+        follows = {d: f for d, f in follows.items() if d < depth}
+        follows[depth] = True
+    return last
 
 
 def fit(columns: Sequence[Column], rows: Sequence[Row], width: int | None) -> list[int]:

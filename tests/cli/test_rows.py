@@ -19,6 +19,7 @@ from phloem.cli.runs import runs_view
 from phloem.cli.screen import to_text, top_screen
 from phloem.cli.top import MAX_FILTER_CHARS, TopState, apply_keys, cpu_percent, top_view
 from phloem.client.sync import Client
+from phloem.protocols.snapshot import NodeSnapshot, TreeSnapshot
 from phloem.supervision import ChildSpec, Command, Supervisor, SupervisorSpec, tree_snapshot
 from tests.helpers import FIXTURE_CONFIG, DaemonProc, running_daemon, wait_until
 
@@ -177,3 +178,53 @@ def test_a_tree_row_too_wide_wraps_under_its_guide() -> None:
     assert out[0] == "root  supervisor"
     assert out[1] == "├── child  " + "a" * 20 and out[2] == " " * 6 + "b" * 20
     assert out[-1] == "└── … 3 more processes (not listed)"
+
+
+def _node(name: str, rss: int, restarts: int, cpu: float) -> NodeSnapshot:
+    return NodeSnapshot(
+        id=name,
+        kind="worker",
+        type="process",
+        state="running",
+        handle=f"h-{name}",
+        rss_bytes=rss,
+        restarts=restarts,
+        cpu_s=cpu,
+    )
+
+
+def test_memory_cpu_and_restart_keys_put_the_most_first() -> None:
+    def snap(at: float, cpu: dict[str, float]) -> TreeSnapshot:
+        kids = [
+            _node("a", 30, 0, cpu["a"]),
+            _node("b", 10, 5, cpu["b"]),
+            _node("c", 20, 1, cpu["c"]),
+        ]
+        root = NodeSnapshot(
+            id="root", kind="supervisor", type="supervisor", state="running", children=kids
+        )
+        return TreeSnapshot(
+            taken_at=at,
+            pid=1,
+            rss_bytes=1,
+            threads=1,
+            roots=[root],
+            actors=0,
+            processes=3,
+            supervisors=1,
+            restarts=6,
+        )
+
+    first = snap(100.0, {"a": 1.0, "b": 1.0, "c": 1.0})
+    later = snap(102.0, {"a": 1.2, "b": 2.0, "c": 1.0})  # over 2 s: 10%, 50%, 0%
+
+    def order(key: str) -> list[str]:
+        view = top_view(later, first, TopState(sort=key))
+        return [r.cells[0].text for r in view.rows if r.cells[0].text != "root"]
+
+    assert order("m") == ["root/a", "root/c", "root/b"]
+    assert order("c") == ["root/b", "root/a", "root/c"]
+    assert order("r") == ["root/b", "root/c", "root/a"]
+    assert order("n") == ["root/a", "root/b", "root/c"]
+    cpu = {r.cells[0].text: r.cells[7].text for r in top_view(later, first).rows}
+    assert cpu == {"root": "-", "  a": "10.0", "  b": "50.0", "  c": "0.0"}
