@@ -11,7 +11,9 @@ as the real service sends them. A test can also:
 - inject any server frame (`inject`), send `goAway` or resumption updates;
 - stall the handshake (`stall_accept`), the setup answer (`stall_setup`) or reading
   (`stall_reads`: the client's socket fills up and its writes wait);
-- drop a connection without a close frame (`drop`).
+- drop a connection without a close frame (`drop`), or every connection right after
+  its setup and a resumable handle (`drop_after_setup`: resumed connections that never
+  last).
 
 Run it alone with `python -m phloem.examples.fake_live [--echo-audio]` (prints its URL).
 """
@@ -63,6 +65,7 @@ class FakeLiveServer:
         self.resumable = True  # send a resumable handle after every turn
         self.echo_audio = False  # answer every audio chunk with a text frame
         self.stall_reads = False  # stop reading client frames (their socket fills up)
+        self.drop_after_setup = False  # answer setup, offer a handle, then cut the connection
         self.binary = True
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -149,6 +152,10 @@ class FakeLiveServer:
             while self.stall_setup:
                 await asyncio.sleep(0.01)
             await self._send(conn, {"setupComplete": {}})
+            if self.drop_after_setup:
+                update = {"newHandle": f"handle-{conn.number}-0", "resumable": True}
+                await self._send(conn, {"sessionResumptionUpdate": update})
+                conn.ws.transport.abort()
             return
         text = None
         realtime = frame.get("realtimeInput", {})
