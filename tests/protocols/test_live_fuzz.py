@@ -292,9 +292,8 @@ _json = st.recursive(
     max_leaves=40,
 )
 _frame = st.dictionaries(
-    st.sampled_from(
-        ["setupComplete", "serverContent", "toolCall", "toolCallCancellation", "goAway"]
-        + ["sessionResumptionUpdate", "usageMetadata", "other"]
+    st.sampled_from([*wire.PRIMARY_FIELDS, "usage_metadata", "other"]).map(
+        lambda name: "".join(w.capitalize() if i else w for i, w in enumerate(name.split("_")))
     ),
     _json,
     min_size=1,

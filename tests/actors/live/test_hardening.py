@@ -14,12 +14,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
 import pytest
 
 from phloem.actors.live import session as live_session
 from phloem.actors.live.protocol import LiveEvent
 from phloem.actors.live.session import ReconnectWindow
-from phloem.actors.live.settings import DEFAULT_MAX_RECONNECTS_PER_WINDOW
+from phloem.actors.live.settings import DEFAULT_MAX_RECONNECTS_PER_WINDOW, LiveConfig
 from phloem.examples.fake_live import FakeLiveServer
 from phloem.protocols import live as wire
 from tests.actors.live.conftest import TreeFactory, next_kind, open_ready
@@ -65,7 +66,7 @@ def test_an_integer_no_event_can_carry_ends_the_session_protocol_error(
     server: FakeLiveServer, live_tree: TreeFactory
 ) -> None:
     with live_tree() as tree, tree.client() as client:
-        ref, events = open_ready(client)
+        _ref, events = open_ready(client)
         huge = "9" * 40
         server.inject(
             '{"toolCall":{"functionCalls":[{"id":"c1","name":"f","args":{"n":' + huge + "}}]}}"
@@ -151,7 +152,7 @@ def test_resumed_connections_that_all_drop_end_at_the_reconnect_limit(
     settings = {"max_reconnects_per_window": limit, "reconnect_window_s": 3600.0}
     with live_tree(backoff_base_ms=20, **settings) as tree, tree.client() as client:
         server.drop_after_setup = True  # every connection: setup, a handle, dropped
-        ref, events = open_ready(client)
+        _ref, events = open_ready(client)
         seen = until_closed(events)
         kinds = [e.kind for e in seen]
         # exactly `limit` reconnects are made, each resumed with its handle and then
@@ -175,7 +176,7 @@ def test_with_the_defaults_a_reconnect_storm_ends_within_bounded_time(
     with live_tree() as tree, tree.client() as client:
         server.drop_after_setup = True
         started = time.monotonic()
-        ref, events = open_ready(client)
+        _ref, events = open_ready(client)
         seen = until_closed(events)
         elapsed = time.monotonic() - started
         assert seen[-1].payload["reason"] == "reconnect_limit"
@@ -203,3 +204,23 @@ def test_the_reconnect_window_slides() -> None:
     assert not at(10.5)
     assert at(11.0)
     assert [at(100.0), at(100.0), at(100.0), at(100.0)] == [True, True, True, False]
+
+
+def test_reconnect_limit_config_edges() -> None:
+    defaults = LiveConfig()
+    assert (defaults.max_reconnects_per_window, defaults.reconnect_window_s) == (10, 60.0)
+    for good in (
+        {"max_reconnects_per_window": 1},
+        {"max_reconnects_per_window": 1000},
+        {"reconnect_window_s": 1},
+        {"reconnect_window_s": 86_400},
+    ):
+        msgspec.convert(good, LiveConfig)
+    for bad in (
+        {"max_reconnects_per_window": 0},
+        {"max_reconnects_per_window": 1001},
+        {"reconnect_window_s": 0.999},
+        {"reconnect_window_s": 86_400.001},
+    ):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(bad, LiveConfig)
