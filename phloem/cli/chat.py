@@ -18,6 +18,7 @@ an embedded tree with a scripted stand-in model (`phloem.cli.demo`).
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import re
@@ -27,7 +28,7 @@ from phloem.cli.commands import EXIT_ERROR, EXIT_OK, UsageError
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
-    from phloem.actors.sessions.protocol import SessionDetail
+    from phloem.actors.sessions.protocol import SessionDetail, SessionSummary
     from phloem.actors.sessions.results import AskResult
     from phloem.agents.events import Event
     from phloem.cli.commands import CommandContext
@@ -48,6 +49,8 @@ ALIASES = {"quit": "exit"}
 
 
 class Chat:
+    """One `phloem chat` command: its session, then one turn or the loop."""
+
     def __init__(self, ctx: CommandContext) -> None:
         self.ctx = ctx
         self.args = ctx.args
@@ -83,8 +86,7 @@ class Chat:
     def _session(self, client: Client) -> tuple[str, bool]:
         """The session to talk in, and whether it is new."""
         if self.args.session:
-            client.session_show(self.args.session, max_events=1)  # unknown_session early
-            return str(self.args.session), False
+            return str(self.args.session), False  # `_checked` shows it: unknown_session
         if not self.args.new and not self.demo:
             remembered = _read_remembered()
             if remembered is not None:
@@ -192,8 +194,6 @@ class Chat:
             self.detail = self._checked(client, sid, True)
             self._say(_session_line(sid, True))
         elif word == "sessions":
-            from phloem.cli.sessions import session_row
-
             rows = [("* " if s.id == sid else "  ") + session_row(s) for s in client.session_list()]
             self._say("\n".join(rows) or "(no sessions)")
         return sid
@@ -280,6 +280,17 @@ def compact_args(args: dict[str, Any], limit: int = 60) -> str:
 def remembered_path() -> str:
     """Where `chat` remembers the session it used last from this directory."""
     return os.path.join(os.getcwd(), ".phloem", "chat-session")
+
+
+def when(ts: float) -> str:
+    """A time as listings show it (local time, to the second)."""
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def session_row(s: SessionSummary) -> str:
+    """One session on one line, as `session list` and chat's `/sessions` show it."""
+    busy = "  [running]" if s.busy else ""
+    return f"{s.id}  {s.agent:<10} {when(s.updated)}  {s.workdir}{busy}"
 
 
 def _session_line(sid: str, created: bool) -> str:

@@ -16,11 +16,9 @@ failed or was cancelled.
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from phloem.actors.sessions.protocol import SessionSummary
     from phloem.cli.commands import CommandContext, Commands
 
 
@@ -54,17 +52,9 @@ def add_cli(commands: Commands) -> None:
     )
 
 
-def _when(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def session_row(s: SessionSummary) -> str:
-    """One session on one line, as `session list` and chat's `/sessions` show it."""
-    busy = "  [running]" if s.busy else ""
-    return f"{s.id}  {s.agent:<10} {_when(s.updated)}  {s.workdir}{busy}"
-
-
 def _list(ctx: CommandContext) -> int:
+    from phloem.cli.chat import session_row
+
     with ctx.client() as client:
         sessions = client.session_list()
     ctx.emit(sessions, text="\n".join(session_row(s) for s in sessions) or "(no sessions)")
@@ -73,6 +63,7 @@ def _list(ctx: CommandContext) -> int:
 
 def _show(ctx: CommandContext) -> int:
     from phloem.agents.events import describe
+    from phloem.cli.chat import when
     from phloem.cli.commands import UsageError
 
     if not 1 <= ctx.args.events <= 10_000:
@@ -84,7 +75,7 @@ def _show(ctx: CommandContext) -> int:
         f"session    {s.id}",
         f"agent      {s.agent}",
         f"workdir    {s.workdir}",
-        f"created    {_when(s.created)}",
+        f"created    {when(s.created)}",
         f"transcript {s.transcript}",
         f"events     {detail.event_count}",
         "",
