@@ -320,3 +320,57 @@ def test_a_daemon_is_not_needed_for_a_demo(tmp_path: Path) -> None:
     nowhere = str(tmp_path / "no.sock")
     done = _phloem("chat", "--demo", "hi", "--socket", nowhere, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_provider_names_its_key_variable_only_while_it_is_unset() -> None:
+    from phloem.models.providers import ProviderRegistry, decode_providers
+
+    def provider(env: str | None) -> dict[str, str]:
+        base = {"protocol": "openai-responses", "model": "m"}
+        return base if env is None else {**base, "api_key_env": env}
+
+    configs = decode_providers(
+        {"set": provider("K_SET"), "empty": provider("K_EMPTY"), "unset": provider("K_UNSET")}
+        | {"keyless": provider(None)}
+    )
+    registry = ProviderRegistry(configs, {"K_SET": "sk-1", "K_EMPTY": ""})
+    missing = {name: registry.describe(name)["missing_key_env"] for name in registry.names()}
+    assert missing == {"empty": "K_EMPTY", "keyless": "", "set": "", "unset": "K_UNSET"}
+    assert "sk-1" not in json.dumps([registry.describe(n) for n in registry.names()])
+
+
+def test_session_show_says_what_the_agent_runs_on(fake: FakeProvider, tmp_path: Path) -> None:
+    import phloem
+    from phloem.config import parse_config
+
+    extra = '[agents.llm.plain]\nprovider = "fake"\n'
+    extra += '[agents.llm.locked]\nprovider = "locked"\n[providers.locked]\n'
+    extra += 'protocol = "gemini"\nmodel = "g"\napi_key_env = "PHLOEM_TEST_UNSET_KEY"\n'
+    config = parse_config(harness_config(fake.base_url, tmp_path / "store", extra))
+    with phloem.Tree.start(config) as tree, tree.client() as client:
+        shown = {
+            agent: client.session_show(client.session_new(agent=agent, workdir=str(tmp_path)))
+            for agent in ("coder", "plain", "locked")
+        }
+    about = {a: (d.provider, d.model, d.missing_key_env, d.templates) for a, d in shown.items()}
+    assert about == {
+        "coder": ("fake", "fake", "", True),
+        "plain": ("fake", "fake", "", False),
+        "locked": ("locked", "g", "PHLOEM_TEST_UNSET_KEY", False),
+    }
+
+
+@pytest.mark.parametrize(
+    ("base_url", "needed"),
+    [
+        ("wss://generativelanguage.googleapis.com", True),
+        ("wss://generativelanguage.googleapis.com:443", True),
+        ("ws://127.0.0.1:8765", False),
+        ("wss://live-proxy.example.com", False),
+    ],
+)
+def test_only_googles_live_endpoint_needs_a_key(base_url: str, needed: bool) -> None:
+    from phloem.actors.live.service import needs_key
+    from phloem.actors.live.settings import LiveConfig
+
+    assert needs_key(LiveConfig(base_url=base_url)) is needed
