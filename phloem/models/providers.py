@@ -213,7 +213,7 @@ class ProviderRegistry:
             "provider_name": cls.provider_name,
             "operation_name": cls.operation_name,
             "model": config.model,
-            "missing_key_env": missing or "",
+            "missing_key_env": missing,
         }
 
     def get(self, name: str) -> GeminiModel | OpenAIModel:
