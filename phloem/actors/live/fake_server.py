@@ -1,4 +1,5 @@
-"""A fake Gemini Live server on 127.0.0.1: for tests, benchmarks and `make run`.
+"""A fake Gemini Live server on 127.0.0.1: for tests, benchmarks, `make run` and
+`phloem live chat --demo`.
 
 It speaks the `BidiGenerateContent` WebSocket protocol well enough to drive phloem's
 Live sessions without the network: it answers `setup` with `setupComplete`, answers
@@ -15,7 +16,7 @@ as the real service sends them. A test can also:
   its setup and a resumable handle (`drop_after_setup`: resumed connections that never
   last).
 
-Run it alone with `python -m phloem.examples.fake_live [--echo-audio]` (prints its URL).
+Run it alone with `python -m phloem.actors.live.fake_server [--echo-audio]` (prints its URL).
 """
 
 from __future__ import annotations
