@@ -18,10 +18,10 @@ import msgspec
 import pytest
 
 from phloem.actors.live import session as live_session
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.actors.live.protocol import LiveEvent
 from phloem.actors.live.session import ReconnectWindow
 from phloem.actors.live.settings import DEFAULT_MAX_RECONNECTS_PER_WINDOW, LiveConfig
-from phloem.examples.fake_live import FakeLiveServer
 from phloem.protocols import live as wire
 from tests.actors.live.conftest import TreeFactory, next_kind, open_ready
 from tests.helpers import raises_kind

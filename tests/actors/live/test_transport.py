@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.actors.live.transport import (
     INTERNAL_ERROR,
     Dial,
@@ -21,7 +22,6 @@ from phloem.actors.live.transport import (
     LiveLoop,
     Outbox,
 )
-from phloem.examples.fake_live import FakeLiveServer
 from phloem.protocols import live as wire
 
 WAIT_S = 30.0
