@@ -1,6 +1,6 @@
 """phloem as an MCP server: coding tools and agents offered to MCP clients over stdio.
 
-`McpToolServer(registry, ctx, agents)` is an SDK low-level `Server` whose tools are the
+`build_server(registry, ctx, agents)` makes an SDK low-level `Server` whose tools are the
 registry's tools (confined to the `ToolContext`'s workspace and bounded by its output
 policy, exactly as for an agent) and one tool per named agent (`agent_<name>`, taking
 `input` and `state`). Every call goes through the one tool contract: a failure value
@@ -199,22 +199,26 @@ async def stdio_streams(
                 )
                 if not chunk:
                     return
-                for line in splitter.feed(chunk):
-                    await on_line(line)
+                try:
+                    for line in splitter.feed(chunk):
+                        await on_line(line)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return  # the session or the writer has ended
 
     async def writer() -> None:
-        async with write_reader:
-            async for item in write_reader:
-                if isinstance(item, SessionMessage):
-                    text = item.message.model_dump_json(by_alias=True, exclude_none=True)
-                    data = text.encode() + b"\n"
-                else:
-                    data = item
-                try:
+        try:
+            async with write_reader:
+                async for item in write_reader:
+                    if isinstance(item, SessionMessage):
+                        text = item.message.model_dump_json(by_alias=True, exclude_none=True)
+                        data = text.encode() + b"\n"
+                    else:
+                        data = item
                     await anyio.to_thread.run_sync(_write_all, stdout, data)
-                except OSError:
-                    return  # the client went away
-        drained.set()
+        except OSError:
+            pass  # the client went away
+        finally:
+            drained.set()
 
     drained = anyio.Event()
     async with anyio.create_task_group() as tasks:
