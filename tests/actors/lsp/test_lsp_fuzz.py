@@ -135,3 +135,17 @@ def test_the_clients_reader_survives_fuzzed_messages_and_records_the_next_public
     peer.close()
     reader.join(10)
     channel.close()
+
+
+def test_a_body_nested_exactly_to_the_bound_decodes_one_level_more_is_refused() -> None:
+    from phloem.protocols.depth import MAX_NESTING_DEPTH
+
+    def body(depth: int) -> bytes:  # the object itself is the first level
+        inner = depth - 1
+        return b'{"params":' + b"[" * inner + b"]" * inner + b"}"
+
+    assert isinstance(decode_message(body(MAX_NESTING_DEPTH)), dict)
+    with pytest.raises(MessageInvalid, match=f"nested {MAX_NESTING_DEPTH + 1} levels"):
+        decode_message(body(MAX_NESTING_DEPTH + 1))
+    with pytest.raises(MessageInvalid, match="not a JSON object but list"):
+        decode_message(b"[1]")

@@ -66,6 +66,9 @@ def test_decode_line_answers_typed() -> None:
     with pytest.raises(MessageInvalid) as invalid:
         decode_line(b'{"jsonrpc": "1.0", "id": 7, "method": "ping"}')
     assert (invalid.value.code, invalid.value.request_id) == (types.INVALID_REQUEST, 7)
+    with pytest.raises(MessageInvalid) as edge:
+        decode_line(b"[" * 128 + b"]" * 128)
+    assert edge.value.code == types.INVALID_REQUEST  # parsed: deep enough, just no message
     with pytest.raises(MessageInvalid) as deep:
         decode_line(b"[" * 129 + b"]" * 129)
     assert deep.value.code == types.PARSE_ERROR and "nested 129" in deep.value.message
