@@ -51,7 +51,7 @@ MAX_FAILURES = 3
 MAX_DIAGNOSTICS = 20
 MAX_CLIENTS = 64
 """Most (root, server) pairs one hub runs at once."""
-EXIT_WAIT_S = 2.0
+EXIT_WAIT_S = 5.0
 """How long a failure of an exited server waits for its exit reason (to say whether it
 was killed over its memory cap)."""
 DECORATED = frozenset({"write", "edit"})

@@ -60,7 +60,7 @@ BACKOFF_S = 0.25
 """Wait before the first reconnect; doubles with each consecutive failure."""
 MAX_LIST_PAGES = 16
 """Most `tools/list` pages read from one server (the tool bound applies as well)."""
-EXIT_WAIT_S = 2.0
+EXIT_WAIT_S = 5.0
 """How long a call broken by a stdio server's end waits for its exit reason (to say
 whether it was killed over its memory cap)."""
 CLOSE_TIMEOUT_S = 10.0
