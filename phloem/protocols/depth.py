@@ -1,45 +1,51 @@
-"""How deeply JSON text nests, measured before it is decoded.
+"""The nesting bound of JSON read from a peer, checked before any parser sees it.
 
-A decoder that recurses (msgspec, `json`) turns text nested a few thousand deep into a
-`RecursionError`, which escapes the error vocabulary of whoever called it. Every decoder
-of outside input therefore checks the text first: `check_json_depth` counts `[` and `{`
-outside JSON strings (a backslash escapes the character after it) in one linear pass and
-raises `NestingTooDeep` when the nesting goes past the limit. It does not validate the
-JSON: text that is not JSON is left to the decoder, which reports it in its own terms.
+A recursive parser given `[[[[...` from a peer recurses once per level: deep enough, it
+raises `RecursionError` (or, in a C parser without a guard, exhausts the stack), and a
+value that deep is never a legitimate message. `check_json_depth(data)` counts the
+nesting of `[` and `{` outside JSON strings (a backslash escapes the next character
+inside one) and raises `NestingTooDeep` past `limit` (default `MAX_NESTING_DEPTH`).
+Only the nesting is checked, not the syntax: the parser that follows still decides
+whether `data` is JSON. Fast on ordinary messages: with at most `limit` opening brackets
+in all of `data` nothing is scanned; otherwise strings are cut out and the brackets
+summed by C-level passes (regex, `bytes.translate`, `itertools.accumulate`).
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from typing import Final
 
-# The deepest nesting of arrays and objects accepted in JSON text from outside.
-MAX_NESTING_DEPTH: Final = 128
+MAX_NESTING_DEPTH = 128
+"""Deepest nesting of arrays and objects accepted in one JSON message from a peer."""
 
-# A JSON string, escapes included; an unterminated one runs to the end of the text (so
-# that every string is consumed once: the scan stays linear).
-_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*+"?', re.DOTALL)
-_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
-_STEP: Final = tuple(1 if b in b"[{" else -1 for b in range(256))
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+"""A JSON string, to its closing quote (or to the end of an unterminated one)."""
+_BRACKETS = b"[]{}"
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(_BRACKETS)))
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+"""Opening brackets to +1, closing ones to -1 (0xff, read as a signed byte)."""
 
 
 class NestingTooDeep(ValueError):
-    """JSON text nests arrays and objects deeper than the limit."""
+    """JSON nested deeper than its limit; `depth` is the deepest level seen (at least
+    `limit + 1`)."""
 
     def __init__(self, depth: int, limit: int) -> None:
-        super().__init__(f"nested {depth} deep, more than {limit}")
+        super().__init__(f"JSON nested {depth} levels deep (limit {limit})")
         self.depth = depth
         self.limit = limit
 
 
 def check_json_depth(data: bytes | str, limit: int = MAX_NESTING_DEPTH) -> None:
-    """Raise `NestingTooDeep` when `data` nests `[`/`{` deeper than `limit` outside its
-    strings (`{"a": [1]}` is 2 deep); return None otherwise."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    """Raise `NestingTooDeep` when `data` nests `[`/`{` deeper than `limit` outside strings."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if raw.count(b"[") + raw.count(b"{") <= limit:
-        return  # not enough openers to go deeper, inside strings or not
-    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
-    depth = max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
-    if depth > limit:
-        raise NestingTooDeep(depth, limit)
+        return
+    outside = _STRING.sub(b"", raw)
+    steps = outside.translate(_STEPS, _NOT_BRACKETS)
+    if steps.count(1) <= limit:
+        return
+    deepest = max(itertools.accumulate(memoryview(steps).cast("b")), default=0)
+    if deepest > limit:
+        raise NestingTooDeep(deepest, limit)
