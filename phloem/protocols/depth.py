@@ -71,6 +71,8 @@ def check_json_depth(
     if brackets.count(b"[") + brackets.count(b"{") <= limit:
         return
     weights = brackets.translate(_BRACKET_WEIGHT)
+    if b"\x02" * (limit + 1) in weights:  # the usual bomb, found by a substring search
+        raise NestingTooDeep(limit)
     deepest = max(map(operator.sub, itertools.accumulate(weights), itertools.count(1)))
     if deepest > limit:
         raise NestingTooDeep(limit)
