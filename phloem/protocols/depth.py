@@ -38,7 +38,7 @@ __all__ = [
 
 MAX_NESTING_DEPTH = 128
 """Deepest nesting any decoder of outside input accepts. Legitimate data stays far below
-it (config files nest < 10, plans and tool arguments at most 64 inside a frame's few
+it (config files nest < 10; a plan's JSON values at most 64, inside a frame's few
 envelope levels), and handling a value this deep needs a few hundred stack frames at
 most, well inside Python's recursion limit of 1,000."""
 
