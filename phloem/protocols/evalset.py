@@ -125,13 +125,18 @@ def parse_evalset(data: bytes | str, *, default_id: str = "evalset") -> EvalSet:
         doc = json_value(parse_json_text(data, "eval set"))
     except JsonValueError as exc:
         raise invalid(str(exc)) from None
-    if isinstance(doc, list):
-        return _legacy(doc, default_id)
-    if not isinstance(doc, dict):
-        raise invalid("$ must be an object (an eval set) or a list (a legacy .test.json)")
-    if "schema_version" in doc or "schemaVersion" in doc:
-        return _phloem(doc)
-    return _adk(doc)
+    try:
+        if isinstance(doc, list):
+            return _legacy(doc, default_id)
+        if not isinstance(doc, dict):
+            raise invalid("$ must be an object (an eval set) or a list (a legacy .test.json)")
+        if "schema_version" in doc or "schemaVersion" in doc:
+            return _phloem(doc)
+        return _adk(doc)
+    except PhloemError:
+        raise
+    except Exception as exc:  # a reader's surprise is still the file's fault, typed
+        raise invalid(f"unreadable eval set ({type(exc).__name__}: {exc})"[:500]) from None
 
 
 def _str(value: Any, path: str, *, empty: bool = True, limit: int | None = None) -> str:

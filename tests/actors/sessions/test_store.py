@@ -264,3 +264,15 @@ def test_a_deeply_nested_header_is_corrupt_and_left_out_of_the_listing(tmp_path:
     assert store.infos() == []
     assert raises_kind(store.get_session, sid) == "session_corrupt"
     store.close()
+
+
+def test_count_events_reads_an_order_of_at_most_max_order_digits(tmp_path: Path) -> None:
+    from phloem.actors.sessions.transcript import MAX_ORDER_DIGITS, count_events
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"type":"header"}\n{"type":"event","order":' + b"9" * 19 + b',"e":1}\n')
+    assert MAX_ORDER_DIGITS == 19 and count_events(path) == 10**19 - 1
+    for digits in (20, 5_000):  # one over; and no ValueError from int() on 5,000 digits
+        line = b'{"type":"event","order":' + b"9" * digits + b',"e":1}\n'
+        path.write_bytes(b'{"type":"header"}\n' + line)
+        assert count_events(path) is None
