@@ -145,7 +145,7 @@ def test_a_body_nested_exactly_to_the_bound_decodes_one_level_more_is_refused() 
         return b'{"params":' + b"[" * inner + b"]" * inner + b"}"
 
     assert isinstance(decode_message(body(MAX_NESTING_DEPTH)), dict)
-    with pytest.raises(MessageInvalid, match=f"nested {MAX_NESTING_DEPTH + 1} levels"):
+    with pytest.raises(MessageInvalid, match=f"nested more than {MAX_NESTING_DEPTH} levels"):
         decode_message(body(MAX_NESTING_DEPTH + 1))
     with pytest.raises(MessageInvalid, match="not a JSON object but list"):
         decode_message(b"[1]")

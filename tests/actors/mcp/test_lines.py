@@ -71,7 +71,7 @@ def test_decode_line_answers_typed() -> None:
     assert edge.value.code == types.INVALID_REQUEST  # parsed: deep enough, just no message
     with pytest.raises(MessageInvalid) as deep:
         decode_line(b"[" * 129 + b"]" * 129)
-    assert deep.value.code == types.PARSE_ERROR and "nested 129" in deep.value.message
+    assert deep.value.code == types.PARSE_ERROR and "nested more than 128" in deep.value.message
     with pytest.raises(MessageInvalid) as ident:
         decode_line(b'{"jsonrpc": "2.0", "id": true, "result": {}}')
     assert ident.value.request_id is None  # a bool is no id
