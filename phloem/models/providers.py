@@ -200,13 +200,20 @@ class ProviderRegistry:
     def describe(self, name: str) -> dict[str, str]:
         """What provider `name`'s model is, from its config alone (nothing is built, no
         key is read): `provider_name`, `operation_name` and `model`, as its model class
-        names them for telemetry."""
+        names them for telemetry, and `missing_key_env`: the variable its key is read from
+        when the environment does not set it ("" when it is set or none is configured),
+        so a caller can name it before any call."""
         config = self.config(name)
         cls = GeminiModel if config.protocol == "gemini" else OpenAIModel
+        env = os.environ if self._environ is None else self._environ
+        missing = (
+            config.api_key_env if config.api_key_env and not env.get(config.api_key_env) else ""
+        )
         return {
             "provider_name": cls.provider_name,
             "operation_name": cls.operation_name,
             "model": config.model,
+            "missing_key_env": missing,
         }
 
     def get(self, name: str) -> GeminiModel | OpenAIModel:
@@ -263,6 +270,12 @@ class ProviderModel:
     @property
     def model(self) -> str:
         return self._describe("model")
+
+    @property
+    def missing_key_env(self) -> str:
+        """The variable the provider's API key is read from, when it is not set ("" when it
+        is, or the provider needs none): a caller can name it before the first call."""
+        return self._describe("missing_key_env")
 
     def stream(self, request: ModelRequest) -> Iterator[ModelResponse]:
         """The provider's stream (`unsupported_streaming` where it has none)."""

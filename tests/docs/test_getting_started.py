@@ -40,3 +40,15 @@ def test_a_daemon_of_your_own_runs_as_written() -> None:
     plans = [out for line, out in done.items() if line.startswith("phloem plan run")]
     assert "status: completed" in plans[0].stdout
     assert "echo  actor  running" in done["phloem tree"].stdout
+
+
+@pytest.mark.timeout(300)
+def test_trying_chat_without_a_key_runs_as_written() -> None:
+    (block,) = doc_blocks(GUIDE, "Trying chat without a key", "sh")
+    with ShellSession() as shell:
+        done = shell.run(block)
+    asked = done['phloem chat --demo "what is in this directory?"'].stdout
+    assert '> ls {"path":"."}' in asked and "The workspace holds: " in asked
+    assert done["phloem live chat --demo --text hello"].stdout == "echo: hello\n"
+    banner = done["phloem chat --demo"].stdout  # no terminal: the banner, then end of input
+    assert "agent      demo (provider demo, model demo)" in banner

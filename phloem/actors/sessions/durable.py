@@ -59,6 +59,7 @@ from phloem.agents.session import (
     scope_of,
 )
 from phloem.base.logs import get_logger
+from phloem.protocols.depth import check_json_depth
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
 from phloem.protocols.warnings import RunWarning, Warnings
@@ -486,6 +487,7 @@ def _read_header(path: Path) -> Header:
         first = handle.readline(1024 * 1024)
     if not first.endswith(b"\n"):
         raise PhloemError(ErrorKind.SESSION_CORRUPT, f"{path}:1: torn header")
+    check_json_depth(first)  # a `ValueError` like msgspec's own refusals
     value = msgspec.json.decode(first)
     if not isinstance(value, dict) or value.get("type") != "header":
         raise PhloemError(ErrorKind.SESSION_CORRUPT, f"{path}:1: not a session header")
