@@ -71,7 +71,7 @@ def _third_party(modules: dict[str, str]) -> dict[str, str]:
     return {
         m: where
         for m, where in modules.items()
-        if m not in sys.stdlib_module_names and m != "phloem" and m != "__future__"
+        if m not in sys.stdlib_module_names and m not in {"phloem", "__future__"}
     }
 
 
