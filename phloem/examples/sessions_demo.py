@@ -1,19 +1,22 @@
 """The `make run` session example: two turns of a durable session against a local
 stand-in for a model provider.
 
-`DemoModelServer` is a small OpenAI-compatible Chat Completions server on
-`127.0.0.1:DEMO_PORT` (the `[providers.demo]` entry of conf/phloem.toml points at it).
-It is scripted, not a model: to a first question it asks for the `ls` tool, then reports
-what the tool returned; to later questions it answers from the history it was sent (how
-many questions it has seen), which shows that the session's earlier turns went with the
-request.
+`DemoModelServer` is a small OpenAI-compatible Chat Completions server on a free port of
+127.0.0.1; `prepare(config)` starts it for a whole `make run` and points the
+`[providers.demo]` entry of the daemon's config at it (conf/phloem.toml's own
+`base_url` is a placeholder the runner replaces). It is scripted, not a model: to a first
+question it asks for the `ls` tool, then reports what the tool returned; to later
+questions it answers from the history it was sent (how many questions it has seen), which
+shows that the session's earlier turns went with the request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,7 +24,6 @@ import phloem
 from phloem.examples.run_all import Step
 from phloem.protocols.errors import ErrorKind, PhloemError
 
-DEMO_PORT = 18765
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
@@ -59,9 +61,10 @@ def reply_to(request: dict[str, Any]) -> dict[str, Any]:
 
 
 class DemoModelServer:
-    """`with DemoModelServer(): ...` serves the scripted model on `DEMO_PORT`."""
+    """`with DemoModelServer() as demo: ...` serves the scripted model at `demo.url`
+    (`port` 0: a free one, chosen by the system)."""
 
-    def __init__(self, port: int = DEMO_PORT) -> None:
+    def __init__(self, port: int = 0) -> None:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
@@ -80,6 +83,8 @@ class DemoModelServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.port = int(self._server.server_address[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def __enter__(self) -> DemoModelServer:
         self._thread.start()
@@ -90,11 +95,19 @@ class DemoModelServer:
         self._server.server_close()
 
 
+@contextlib.contextmanager
+def prepare(config: dict[str, Any]) -> Iterator[None]:
+    """For the whole run (`run_all`, before the daemon starts): serve the stand-in and
+    point `[providers.demo] base_url` of the daemon's config table at it."""
+    with DemoModelServer() as demo:
+        config.setdefault("providers", {}).setdefault("demo", {})["base_url"] = demo.url
+        yield
+
+
 def _two_turns(client: phloem.Client) -> dict[str, Any]:
-    with DemoModelServer():
-        sid = client.session_new(agent="demo", workdir=os.getcwd())
-        first = client.session_ask(sid, "What is in this directory?", timeout=60)
-        second = client.session_ask(sid, "How many questions have I asked?", timeout=60)
+    sid = client.session_new(agent="demo", workdir=os.getcwd())
+    first = client.session_ask(sid, "What is in this directory?", timeout=60)
+    second = client.session_ask(sid, "How many questions have I asked?", timeout=60)
     for result in (first, second):
         if not result.ok:
             raise PhloemError(ErrorKind.EXAMPLE_FAILED, f"turn {result.status}: {result.error}")
