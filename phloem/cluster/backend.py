@@ -58,6 +58,10 @@ class ClusterStatus(msgspec.Struct, frozen=True):
     cpus_available: float = 0.0
     in_flight: int = 0
     workers: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    # What `ray status --address` takes (the GCS's host:port), and Ray's own session
+    # directory (its logs are in `logs/` there); empty when Ray does not say (Ray Client).
+    gcs_address: str = ""
+    session_dir: str = ""
 
 
 class ModuleCheck(msgspec.Struct, frozen=True):
@@ -122,6 +126,8 @@ class RayBackend:
         self._launchers: dict[str, RayLauncher] = {}
         self._owned = False
         self._connected = False
+        self._gcs_address = ""
+        self._session_dir = ""
         # kills and spare starts, off Ray's callback threads (see `WorkerPool._helper`)
         self._helper_thread = ThreadPoolExecutor(1, thread_name_prefix="phloem-cluster-helper")
 
@@ -139,13 +145,14 @@ class RayBackend:
         from phloem.cluster.worker import CONCURRENCY_GROUPS, RemoteWorker
 
         env = self.runtime_env()
+        info: dict[str, Any] = {}
         if ray.is_initialized():
             self._owned = False
         else:
             # "local" makes Ray start an instance of its own even when another runs here
             address = self.config.address or "local"
             try:
-                ray.init(
+                context = ray.init(
                     address=address,
                     namespace=self.config.namespace,
                     runtime_env=env or None,
@@ -159,6 +166,8 @@ class RayBackend:
                     f"cannot reach the Ray cluster at {self.config.address or '(local)'}: {exc}",
                 ) from None
             self._owned = True
+            info = dict(getattr(context, "address_info", None) or {})
+        self._gcs_address, self._session_dir = _ray_addresses(ray, info)
         actor_class = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(RemoteWorker)
         with self._lock:
             for kind in KINDS:
@@ -183,6 +192,8 @@ class RayBackend:
             namespace=self.config.namespace,
             remote=list(self._pools),
             owned=self._owned,
+            gcs_address=self._gcs_address,
+            session_dir=self._session_dir,
         )
 
     def shutdown(self) -> None:
@@ -253,6 +264,8 @@ class RayBackend:
             cpus_available=float(available),
             in_flight=sum(p.in_flight() for p in pools.values()),
             workers={kind: pool.counts() for kind, pool in pools.items()},
+            gcs_address=self._gcs_address,
+            session_dir=self._session_dir,
         )
 
     def check(self, timeout: float) -> CheckReport:
@@ -287,6 +300,19 @@ class RayBackend:
             checks.extend(ModuleCheck(where, m, not why, why) for m, why in result.items())
         ok = not error and bool(status.nodes) and all(c.ok for c in checks)
         return CheckReport(ok, status, checks, error)
+
+
+def _ray_addresses(ray: Any, info: dict[str, Any]) -> tuple[str, str]:
+    """The GCS address and Ray's session directory: from what `ray.init` answered, else
+    from the connection's runtime context (a Ray this process had already joined)."""
+    gcs = str(info.get("gcs_address") or "")
+    session = str(info.get("session_dir") or "")
+    if not gcs:
+        try:
+            gcs = str(ray.get_runtime_context().gcs_address or "")
+        except Exception:  # Ray Client: the driver has no GCS address of its own
+            gcs = ""
+    return gcs, session
 
 
 def package_dir(name: str) -> str:

@@ -337,6 +337,7 @@ def _serve(
 ) -> int:
     notifier = Notifier()
     configure_logging(cfg.logging)
+    logs.capture_stdlib()  # other libraries' records (Ray's) as JSON lines, never plain text
     malloc_tuned = tune_malloc()
     path = cfg.daemon.socket_path()
     store: StoreLock | None = None

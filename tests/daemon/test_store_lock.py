@@ -93,8 +93,25 @@ def test_a_reserved_store_is_claimed_once_by_its_own_process(tmp_path: Path) -> 
 def test_a_lock_file_naming_no_one_is_reported_as_another_process(tmp_path: Path) -> None:
     held = storelock.claim(tmp_path)
     try:
-        (tmp_path / storelock.LOCK_NAME).write_bytes(b"x" * (storelock.HOLDER_MAX_BYTES + 1))
+        (tmp_path / storelock.LOCK_NAME).write_bytes(b"x" * (storelock.MAX_HOLDER_RECORD_BYTES + 1))
         with pytest.raises(phloem.PhloemError, match="is held by another process"):
+            storelock.claim(tmp_path)
+    finally:
+        held.release()
+
+
+def test_a_holder_record_of_exactly_the_limit_is_read_one_byte_more_is_not(
+    tmp_path: Path,
+) -> None:
+    held = storelock.claim(tmp_path)
+    try:
+        record = b'{"pid": 4242, "socket": "/s"}'
+        exact = b" " * (storelock.MAX_HOLDER_RECORD_BYTES - len(record)) + record
+        (tmp_path / storelock.LOCK_NAME).write_bytes(exact)
+        with pytest.raises(phloem.PhloemError, match=r"daemon pid 4242 on socket /s$"):
+            storelock.claim(tmp_path)
+        (tmp_path / storelock.LOCK_NAME).write_bytes(b" " + exact)  # the closing brace cut
+        with pytest.raises(phloem.PhloemError, match=r"is held by another process$"):
             storelock.claim(tmp_path)
     finally:
         held.release()

@@ -26,7 +26,7 @@ from phloem.actors.sessions.files import io_error, private_dir
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 LOCK_NAME = ".lock"
-HOLDER_MAX_BYTES = 4096  # the holder record read back from a lock file, at most
+MAX_HOLDER_RECORD_BYTES = 4096  # the holder record read back from a lock file, at most
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _lock(root: Path, socket: str | None) -> int:
 def _holder(fd: int) -> str:
     """Who the record in an open lock file names ("another process" if it names no one)."""
     try:
-        record = json.loads(os.pread(fd, HOLDER_MAX_BYTES, 0) or b"null")
+        record = json.loads(os.pread(fd, MAX_HOLDER_RECORD_BYTES, 0) or b"null")
     except (OSError, ValueError):
         record = None
     if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
