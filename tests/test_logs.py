@@ -142,3 +142,53 @@ def test_a_daemon_prints_other_libraries_records_as_json_lines(tmp_short: Path) 
             "timestamp": foreign[0]["timestamp"],
         }
     ]
+
+
+def test_an_adopted_library_logger_writes_json_through_the_owned_sink(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A library logger with its own stderr handler and no propagation (Ray's `ray`):
+    adopted, its records are JSON lines of the owned sink and nothing reaches stderr."""
+    import json
+    import logging
+
+    library = logging.getLogger("tests.library.own")
+    library.addHandler(logging.StreamHandler(sys.stderr))
+    library.propagate = False
+    library.setLevel(logging.INFO)
+    sink = io.StringIO()
+    try:
+        logs.configure_logging("info", "json", sink)
+        logs.adopt_logger("tests.library.own")
+        library.info("started %s", "here")
+        assert library.handlers == [] and library.propagate
+    finally:
+        for handler in logs._foreign:
+            logging.getLogger().removeHandler(handler)
+        logs._foreign.clear()
+        library.handlers.clear()
+    (line,) = sink.getvalue().splitlines()
+    event = json.loads(line)
+    assert (event["event"], event["logger"], event["message"], event["level"]) == (
+        "foreign_log",
+        "tests.library.own",
+        "started here",
+        "info",
+    )
+    assert capfd.readouterr().err == ""
+
+
+def test_adopting_a_logger_embedded_leaves_the_hosts_logging_alone() -> None:
+    import logging
+
+    logs.use_stdlib()
+    library = logging.getLogger("tests.library.host")
+    handler = logging.NullHandler()
+    library.addHandler(handler)
+    library.propagate = False
+    try:
+        logs.adopt_logger("tests.library.host")
+        assert library.handlers == [handler] and not library.propagate
+        assert logs._foreign == []
+    finally:
+        library.removeHandler(handler)

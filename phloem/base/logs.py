@@ -292,6 +292,22 @@ def capture_stdlib() -> None:
     logging.getLogger().addHandler(_foreign[0])
 
 
+def adopt_logger(name: str) -> None:
+    """In a process that owns its logging: take over library logger `name`, which set up
+    a stderr handler of its own at import (Ray's `ray` logger does, with propagation off):
+    its handlers go and its records propagate to `capture_stdlib`'s, as JSON lines. Its
+    level stays the library's. Embedded, the host's logging is left alone."""
+    if not _sink.owned:
+        return
+    import logging
+
+    logger = logging.getLogger(name)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    logger.propagate = True
+    capture_stdlib()
+
+
 def set_level(level: str, fmt: str | None = None) -> None:
     """Change the level (and format) of the owned sink live; the stream stays."""
     configure_logging(level, fmt or _sink.fmt, _sink.stream)

@@ -1,7 +1,7 @@
 """`phloem cluster status|check`: where process children run, and whether they can.
 
     phloem cluster status [--json]           address, nodes, CPUs, workers, calls in flight,
-                                             the `ray status --address` line and Ray's logs
+                                             the `ray status` command and Ray's logs
     phloem cluster check [--timeout S] [--json]
 
 `check` connects through the daemon's backend and starts one worker on every live node
@@ -53,8 +53,8 @@ def render_status(st: dict[str, Any]) -> str:
     for kind, counts in sorted(st["workers"].items()):
         summary = " · ".join(f"{k} {v}" for k, v in counts.items())
         lines.append(f"workers    {kind}: {summary}")
-    if st.get("gcs_address"):
-        lines.append(f"ray status ray status --address {st['gcs_address']}")
+    if st.get("ray_status"):
+        lines.append(f"attach     {st['ray_status']}")
     if st.get("session_dir"):
         lines.append(f"ray logs   {st['session_dir']}/logs")
     return "\n".join(lines)

@@ -1,10 +1,11 @@
 """A daemon that starts Ray itself: its stderr stays one JSON object per line (Ray's own
 warnings included, as `foreign_log` lines), and `phloem cluster status` prints the
-`ray status --address ...` line that attaches Ray's own tool to that Ray."""
+`ray status --address ...` command that attaches Ray's own tool to that Ray."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -43,14 +44,19 @@ def test_a_daemon_on_ray_logs_only_json_and_names_the_ray_status_address() -> No
     try:
         status = run_cli("cluster", "status", "--socket", str(daemon.socket), timeout=60)
         assert status.returncode == 0, status.stderr
-        found = re.search(r"^ray status (ray status --address \S+)$", status.stdout, re.M)
+        found = re.search(r"^attach     (.*ray status --address \S+)$", status.stdout, re.M)
         assert found, status.stdout
         logs = re.search(r"^ray logs   (\S+)$", status.stdout, re.M)
         assert logs and Path(logs.group(1)).is_dir(), status.stdout
-        ray_cli = Path(PY).parent / "ray"
+        # the command as printed, as a shell would run it: VAR=value words, then `ray ...`
+        words = shlex.split(found.group(1))
+        assignments = [w for w in words if re.match(r"^[A-Z_]+=", w)]
+        command = words[len(assignments) :]
+        assert command[:2] == ["ray", "status"], words
         attached = subprocess.run(
-            [str(ray_cli), *shlex.split(found.group(1))[1:]],
+            [str(Path(PY).parent / "ray"), *command[1:]],
             check=False,
+            env={**os.environ, **dict(a.split("=", 1) for a in assignments)},
             capture_output=True,
             text=True,
             timeout=120,
@@ -60,5 +66,14 @@ def test_a_daemon_on_ray_logs_only_json_and_names_the_ray_status_address() -> No
     finally:
         code = daemon.stop(timeout=90)
     assert code == 0, "".join(daemon.lines)
-    for line in daemon.lines:
-        assert isinstance(json.loads(line), dict), line  # never Ray's plain text
+    plain = [line for line in daemon.lines if not _is_json_object(line)]
+    assert plain == []  # never Ray's plain text
+    ray_lines = [json.loads(line) for line in daemon.lines if '"foreign_log"' in line]
+    assert any(e["logger"].startswith("ray") for e in ray_lines), daemon.lines  # but Ray's
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
