@@ -1,4 +1,5 @@
-"""The built-in commands: daemon, config check, status, tree, top, send, stop."""
+"""The built-in commands: daemon, config check (and init: `configinit`), status, tree,
+top, send, stop."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from phloem.base.paths import CONFIG_ENV, config_candidates
+from phloem.cli import configinit
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, to_json
 from phloem.cli.render import is_terminal, render_status, render_tree, status_view, tree_view
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -29,6 +31,7 @@ def add_cli(commands: Commands) -> None:
     config.add(
         "check", "validate a config file and print it resolved (secrets masked)", _cmd_config_check
     )
+    configinit.add_cli(config)  # `config init`
     commands.add("status", "one-screen summary of the daemon", _cmd_status)
     commands.add("tree", "the supervision tree", _cmd_tree)
     top = commands.add(

@@ -1,6 +1,7 @@
 """`phloem cluster status|check`: where process children run, and whether they can.
 
-    phloem cluster status [--json]           address, nodes, CPUs, workers, calls in flight
+    phloem cluster status [--json]           address, nodes, CPUs, workers, calls in flight,
+                                             the `ray status` command and Ray's logs
     phloem cluster check [--timeout S] [--json]
 
 `check` connects through the daemon's backend and starts one worker on every live node
@@ -52,6 +53,10 @@ def status_rows(st: dict[str, Any]) -> list[Row]:
     for kind, counts in sorted(st["workers"].items()):
         summary = " · ".join(f"{k} {v}" for k, v in counts.items())
         rows.append(Row(cells("workers", f"{kind}: {summary}")))
+    if st.get("ray_status"):
+        rows.append(Row(cells("attach", st["ray_status"])))
+    if st.get("session_dir"):
+        rows.append(Row(cells("ray logs", f"{st['session_dir']}/logs")))
     return rows
 
 
