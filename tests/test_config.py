@@ -12,6 +12,7 @@ import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -337,3 +338,24 @@ def test_a_component_error_is_one_line_naming_the_component_and_its_cause(
     with pytest.raises(PhloemError) as err:  # a module that exits is an error, not an exit
         load_component("exitmod:thing")
     assert err.value.kind == "config_invalid" and "SystemExit: 3" in err.value.message
+
+
+@pytest.mark.parametrize(
+    "nested",
+    [
+        lambda n: "a = " + "[" * (n - 1) + "]" * (n - 1),  # the table itself is one level
+        lambda n: "a = " + "{b = " * (n - 1) + "1" + "}" * (n - 1),
+        lambda n: ".".join(f"k{i}" for i in range(n)) + " = 1",  # dotted keys nest too
+        lambda n: "[" + ".".join(f"k{i}" for i in range(n - 1)) + "]\nx = 1",
+    ],
+    ids=["arrays", "inline_tables", "dotted_keys", "table_header"],
+)
+def test_toml_nesting_is_bounded_exactly_at_max_nesting_depth(nested: Any) -> None:
+    from phloem.base.settings import parse_toml
+    from phloem.protocols.depth import MAX_NESTING_DEPTH, nesting_depth
+
+    assert nesting_depth(parse_toml(nested(MAX_NESTING_DEPTH), "ok.toml")) == MAX_NESTING_DEPTH
+    with pytest.raises(PhloemError) as info:
+        parse_toml(nested(MAX_NESTING_DEPTH + 1), "deep.toml")
+    assert info.value.kind == "config_invalid"
+    assert info.value.message == "deep.toml: nested too deeply (more than 128 levels)"

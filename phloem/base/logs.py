@@ -309,6 +309,9 @@ def get_logger(name: str = ROOT_LOGGER) -> Logger:
     return Logger(name)
 
 
+_FOREIGN_LOGGER = get_logger("phloem.foreign")
+
+
 def configure_logging(
     level: str = "warning", fmt: str = "console", stream: TextIO | None = None
 ) -> None:
@@ -322,6 +325,60 @@ def configure_logging(
         _sink.level, _sink.fmt, _sink.stream, _sink.owned = level, fmt, stream, True
         _sink.generation += 1
         _bound.clear()
+
+
+FOREIGN_EVENT = "foreign_log"  # a record of another library's standard-library logger
+_foreign: list[Any] = []  # the root logger's handler `capture_stdlib` added, once
+
+
+def capture_stdlib() -> None:
+    """Route every standard-library record that reaches the root logger (Ray's, an HTTP
+    library's: whatever their own loggers let through) into the owned sink, as one
+    `foreign_log` line with its `logger` and `message`: in a process that owns its
+    logging (the daemon) nothing may print plain text into its JSON stream, as Python's
+    last-resort handler otherwise would. Idempotent; records of phloem's own loggers, and
+    any record while the sink is not owned, are left alone."""
+    import logging
+
+    class ForeignHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if not _sink.owned or record.name.split(".", 1)[0] == ROOT_LOGGER:
+                return
+            try:
+                message = record.getMessage()
+            except Exception:  # arguments that do not fit the format: the format, as is
+                message = str(record.msg)
+            fields: dict[str, Any] = {"logger": record.name, "message": message}
+            if record.exc_info and record.exc_info[0] is not None:
+                fields["error_type"] = record.exc_info[0].__name__
+            level = record.levelno
+            method = (
+                "critical" if level >= CRITICAL else "error" if level >= ERROR
+                else "warning" if level >= WARNING else "info" if level >= INFO else "debug"
+            )  # fmt: skip
+            getattr(_FOREIGN_LOGGER, method)(FOREIGN_EVENT, **fields)
+
+    with _lock:
+        if _foreign:
+            return
+        _foreign.append(ForeignHandler())
+    logging.getLogger().addHandler(_foreign[0])
+
+
+def adopt_logger(name: str) -> None:
+    """In a process that owns its logging: take over library logger `name`, which set up
+    a stderr handler of its own at import (Ray's `ray` logger does, with propagation off):
+    its handlers go and its records propagate to `capture_stdlib`'s, as JSON lines. Its
+    level stays the library's. Embedded, the host's logging is left alone."""
+    if not _sink.owned:
+        return
+    import logging
+
+    logger = logging.getLogger(name)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    logger.propagate = True
+    capture_stdlib()
 
 
 def set_level(level: str, fmt: str | None = None) -> None:

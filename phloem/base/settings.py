@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
+from phloem.protocols.depth import MAX_NESTING_DEPTH, NestingTooDeep, check_value_depth
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.files import read_bounded
 
@@ -122,14 +123,21 @@ def read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
-    """TOML text as a table; `config_invalid` naming `source` when it is not TOML, or
-    nests too deeply for the parser, or holds a value Python refuses (an integer of more
-    than 4,300 digits)."""
+    """TOML text as a table; `config_invalid` naming `source` when it is not TOML, nests
+    more than `MAX_NESTING_DEPTH` levels (arrays, inline tables and dotted keys alike;
+    `phloem.protocols.depth`), or holds a value Python refuses (an integer of more than
+    4,300 digits)."""
     try:
-        return tomllib.loads(text)
-    except RecursionError:
-        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{source}: nested too deeply") from None
+        table = tomllib.loads(text)
+        check_value_depth(table)
+    except (RecursionError, NestingTooDeep):
+        message = f"{source}: nested too deeply (more than {MAX_NESTING_DEPTH} levels)"
+        raise PhloemError(ErrorKind.CONFIG_INVALID, message) from None
     except ValueError as exc:  # TOMLDecodeError, and int() refusing a huge integer
         reason = str(exc) if isinstance(exc, tomllib.TOMLDecodeError) else str(exc).split(";")[0]
         message = f"{source}: {one_line(reason, MAX_CAUSE_CHARS)}"
         raise PhloemError(ErrorKind.CONFIG_INVALID, message) from exc
+    except Exception as exc:  # never expected from tomllib; still the file's fault
+        message = f"{source}: unreadable TOML ({type(exc).__name__})"
+        raise PhloemError(ErrorKind.CONFIG_INVALID, message) from None
+    return table

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from phloem.instructions.settings import InstructionsConfig
     from phloem.protocols.runs import ConfirmRequest
 
-MAX_SHOWN_ARGS_CHARS = 2_000
+MAX_SHOWN_ARGS_CHARS = 64 * 1024
+"""The longest arguments (as `shown_args` prints them) a y/N prompt shows; a call with
+longer ones is refused without asking (it cannot be shown whole), or approved by `--yes`."""
 
 
 def add_cli(commands: Commands) -> None:
@@ -124,17 +126,44 @@ def _expand(ctx: CommandContext) -> int:
     return EXIT_OK
 
 
+def shown_args(args: Any) -> str:
+    """`args` as a confirmation prompt shows them: their JSON with every character that
+    is not printable (controls, bidi overrides, zero-width and unusual spaces) written as
+    a `\\u` escape, so what the terminal shows is exactly, and unambiguously, what runs."""
+    text = json.dumps(args, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if char.isprintable():
+            out.append(char)
+        else:
+            out.append(json.dumps(char)[1:-1])  # \\uXXXX (a surrogate pair above U+FFFF)
+    return "".join(out)
+
+
 def confirm_prompt(
     ctx: CommandContext, *, approve_all: bool = False
 ) -> Callable[[ConfirmRequest], bool]:
     """The answer to each `confirm` item: yes with `approve_all`; else ask y/N on the
-    terminal (stderr, stdin); without a terminal to ask on, no."""
+    terminal (stderr, stdin); without a terminal to ask on, no. The question shows the
+    exact arguments the tool runs with (`shown_args`), and names the secret-looking ones;
+    arguments too long to show are refused unless `approve_all`."""
 
     def answer(request: ConfirmRequest) -> bool:
-        args = json.dumps(request.args, ensure_ascii=False)
+        args = shown_args(request.args)
         if len(args) > MAX_SHOWN_ARGS_CHARS:
-            args = args[:MAX_SHOWN_ARGS_CHARS] + "..."
-        question = f"run {request.tool} {args}?"
+            question = (
+                f"run {request.tool} with {len(args):,} characters of arguments "
+                f"(more than the {MAX_SHOWN_ARGS_CHARS:,} a prompt shows)?"
+            )
+            if approve_all:
+                ctx.err.write(f"{question} yes (--yes)\n")
+                return True
+            ctx.err.write(f"{question} no (too long to show; --yes approves)\n")
+            return False
+        marks = f" (secret-looking: {', '.join(request.secrets)})" if request.secrets else ""
+        question = f"run {request.tool} {args}{marks}?"
         if approve_all:
             ctx.err.write(f"{question} yes (--yes)\n")
             return True

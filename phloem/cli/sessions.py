@@ -3,22 +3,22 @@
     phloem chat --new "explain this repository"      # a new session on the default agent
     phloem chat --session ID "and the tests?"        # one more turn of a session
     phloem chat                                      # an interactive loop (history kept)
+    phloem chat --demo                               # the same on a scripted stand-in
     phloem session list
 
 `chat` streams the answer's text as it arrives and shows tool calls compactly; in the
-loop, Ctrl-C cancels the turn under way and a second Ctrl-C (or Ctrl-D) exits. Without
-`--session` or `--new` it continues the session it used last from this directory
+loop (see `phloem.cli.chat`: a banner, `/help`, `/new`, `/sessions`, `/exit`), Ctrl-C
+cancels the turn under way and a second Ctrl-C (or Ctrl-D) exits. Without `--session` or
+`--new` it continues the session it used last from this directory
 (`.phloem/chat-session`), else starts one. Exit status 0 when the turn is done, 1 when it
 failed or was cancelled.
 """
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from phloem.actors.sessions.protocol import SessionSummary
     from phloem.cli.commands import CommandContext, Commands
 
 
@@ -45,26 +45,25 @@ def add_cli(commands: Commands) -> None:
     chat.add_argument(
         "--yes", action="store_true", help="approve every tool call that asks for confirmation"
     )
-
-
-def _when(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _row(s: SessionSummary) -> str:
-    busy = "  [running]" if s.busy else ""
-    return f"{s.id}  {s.agent:<10} {_when(s.updated)}  {s.workdir}{busy}"
+    chat.add_argument(
+        "--demo",
+        action="store_true",
+        help="no daemon, no key: an embedded tree with a scripted stand-in model",
+    )
 
 
 def _list(ctx: CommandContext) -> int:
+    from phloem.cli.chat import session_row
+
     with ctx.client() as client:
         sessions = client.session_list()
-    ctx.emit(sessions, text="\n".join(_row(s) for s in sessions) or "(no sessions)")
+    ctx.emit(sessions, text="\n".join(session_row(s) for s in sessions) or "(no sessions)")
     return 0
 
 
 def _show(ctx: CommandContext) -> int:
     from phloem.agents.events import describe
+    from phloem.cli.chat import when
     from phloem.cli.commands import UsageError
 
     if not 1 <= ctx.args.events <= 10_000:
@@ -76,7 +75,7 @@ def _show(ctx: CommandContext) -> int:
         f"session    {s.id}",
         f"agent      {s.agent}",
         f"workdir    {s.workdir}",
-        f"created    {_when(s.created)}",
+        f"created    {when(s.created)}",
         f"transcript {s.transcript}",
         f"events     {detail.event_count}",
         "",

@@ -13,9 +13,9 @@ from typing import Any
 import msgspec
 
 import phloem
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.actors.live.settings import LiveConfig
 from phloem.config import Config
-from phloem.examples.fake_live import FakeLiveServer
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 EVENT_TIMEOUT_S = 30.0

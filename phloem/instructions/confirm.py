@@ -5,8 +5,17 @@ call of a mutating tool — `write`, `edit`, `bash`, and any other tool whose `r
 attribute is not truthy (MCP tools carry their read-only annotation there; function
 tools count as mutating unless marked, and so does a tool the lookup does not know) — it
 sends a `ConfirmRequest` (a fresh
-`call_id`, the tool, its arguments with secrets pruned) through `send`, then waits for
-`answer(call_id, approve)`. Only an approval calls `proceed`. A refusal, no answer within
+`call_id`, the tool, its arguments, the pointers of the secret-looking ones) through
+`send`, then waits for `answer(call_id, approve)`. Only an approval calls `proceed`.
+
+What is shown is what runs: the arguments are encoded to JSON once; the request carries
+those bytes decoded, and an approved call runs with the same bytes decoded afresh — so
+nothing the owner did not see reaches the tool (not a redaction, not a later change to
+the request's dict). Secret-looking values are not rewritten but marked
+(`ConfirmRequest.secrets`, JSON Pointers from `phloem.protocols.secrets.secret_paths`):
+a redacted command is a different command. Arguments that do not encode as a JSON object
+(at most `MAX_NESTING_DEPTH` deep) cannot be shown, so such a call is refused
+(`unshowable`). A refusal, no answer within
 `timeout_s`, the owner going away or the run ending (`close`) answer the model with the
 tool contract's failure value `{"error": "not_confirmed", "reason": ...}` and the tool
 does not run. After `close` nothing is confirmed any more, so a late or replayed
@@ -15,16 +24,20 @@ approval cannot start anything.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
+
 from phloem.base.logs import get_logger
 from phloem.models.interceptors import JSON, CallInfo, Interceptor, ToolCall
+from phloem.protocols.depth import check_json_depth
 from phloem.protocols.limits import check_range
 from phloem.protocols.runs import ConfirmRequest
-from phloem.protocols.secrets import prune_secrets, redact_value
+from phloem.protocols.secrets import secret_paths
 
 __all__ = [
     "CONFIRMATION_TIMEOUT_RANGE",
@@ -63,6 +76,17 @@ def not_confirmed(name: str, reason: str, message: str) -> JSON:
     """The failure value of a call that was not confirmed (also logged)."""
     log.warning("tool_not_confirmed", tool=name, reason=reason)
     return {"error": "not_confirmed", "reason": reason, "message": f"{name}: {message}"}
+
+
+def _encoded(args: Mapping[str, Any]) -> bytes | None:
+    """The arguments as JSON, the one form both shown and run; None if they do not
+    encode as a JSON object nested at most `MAX_NESTING_DEPTH` deep."""
+    try:
+        data = msgspec.json.encode(args)
+        check_json_depth(data)
+    except (TypeError, ValueError, msgspec.EncodeError, RecursionError):
+        return None
+    return data if data.startswith(b"{") else None
 
 
 class _Pending:
@@ -134,6 +158,11 @@ class ConfirmationInterceptor(Interceptor):
             timeout_s = self._agents[info.agent]
         if not is_mutating(call.name, self._lookup(info, call.name)):
             return proceed(call)
+        shown = _encoded(call.args)
+        if shown is None:
+            return not_confirmed(
+                call.name, "unshowable", "the arguments are not JSON data; they cannot be shown"
+            )
         call_id = "call_" + secrets.token_hex(8)
         pending = _Pending()
         with self._lock:
@@ -146,8 +175,10 @@ class ConfirmationInterceptor(Interceptor):
                     f"{MAX_PENDING_CONFIRMATIONS} confirmations are already waiting",
                 )
             self._pending[call_id] = pending
-        args: dict[str, Any] = redact_value(prune_secrets(dict(call.args)))
-        request = ConfirmRequest(call_id, call.name, args, info.agent, timeout_s)
+        args: dict[str, Any] = msgspec.json.decode(shown)
+        request = ConfirmRequest(
+            call_id, call.name, args, info.agent, timeout_s, secret_paths(args)
+        )
         try:
             self._send(request)
         except Exception as exc:
@@ -165,8 +196,8 @@ class ConfirmationInterceptor(Interceptor):
             return not_confirmed(
                 call.name, "timeout", f"no answer within {timeout_s:g} s; the tool did not run"
             )
-        if pending.approve:
-            return proceed(call)
+        if pending.approve:  # exactly what was shown: the same bytes, decoded afresh
+            return proceed(dataclasses.replace(call, args=msgspec.json.decode(shown)))
         with self._lock:
             closed = self._closed
         if closed is not None:

@@ -200,13 +200,20 @@ class ProviderRegistry:
     def describe(self, name: str) -> dict[str, str]:
         """What provider `name`'s model is, from its config alone (nothing is built, no
         key is read): `provider_name`, `operation_name` and `model`, as its model class
-        names them for telemetry."""
+        names them for telemetry, and `missing_key_env`: the variable its key is read from
+        when the environment does not set it ("" when it is set or none is configured),
+        so a caller can name it before any call."""
         config = self.config(name)
         cls = GeminiModel if config.protocol == "gemini" else OpenAIModel
+        env = os.environ if self._environ is None else self._environ
+        missing = (
+            config.api_key_env if config.api_key_env and not env.get(config.api_key_env) else ""
+        )
         return {
             "provider_name": cls.provider_name,
             "operation_name": cls.operation_name,
             "model": config.model,
+            "missing_key_env": missing,
         }
 
     def get(self, name: str) -> GeminiModel | OpenAIModel:
@@ -217,6 +224,11 @@ class ProviderRegistry:
                 model = build_model(config, self._environ)
                 self._models[name] = model
             return model
+
+    def rows(self) -> list[dict[str, str | None]]:
+        """`provider_rows` of the configured providers, keys checked in this registry's
+        environment (a daemon's: what its model calls will see)."""
+        return provider_rows(self._configs, self._environ)
 
     def close(self) -> None:
         with self._lock:
@@ -264,6 +276,12 @@ class ProviderModel:
     def model(self) -> str:
         return self._describe("model")
 
+    @property
+    def missing_key_env(self) -> str:
+        """The variable the provider's API key is read from, when it is not set ("" when it
+        is, or the provider needs none): a caller can name it before the first call."""
+        return self._describe("missing_key_env")
+
     def stream(self, request: ModelRequest) -> Iterator[ModelResponse]:
         """The provider's stream (`unsupported_streaming` where it has none)."""
         model = self._resolve(self.provider)
@@ -273,3 +291,27 @@ class ProviderModel:
 
     def __repr__(self) -> str:
         return f"<ProviderModel {self.provider!r}>"
+
+
+def provider_rows(
+    providers: Mapping[str, ProviderConfig], environ: Mapping[str, str] | None = None
+) -> list[dict[str, str | None]]:
+    """What `phloem model list` shows of each provider: never a key, only whether its
+    variable is `set`, `missing` (named but unset) or `none` (no key configured)."""
+    rows: list[dict[str, str | None]] = []
+    for name, cfg in providers.items():
+        try:
+            key_state = "set" if api_key_for(cfg, environ) else "none"
+        except PhloemError:
+            key_state = "missing"
+        rows.append(
+            {
+                "name": name,
+                "protocol": cfg.protocol,
+                "model": cfg.model,
+                "base_url": cfg.resolved_base_url(),
+                "api_key_env": cfg.api_key_env,
+                "api_key": key_state,
+            }
+        )
+    return rows

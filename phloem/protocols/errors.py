@@ -81,6 +81,10 @@ class ErrorKind(enum.StrEnum):
     DAEMON_RUNNING = "daemon_running", "a daemon already listens on the socket path"
     SOCKET_IN_USE = "socket_in_use", "the socket path exists and is not a usable socket"
     SOCKET_ERROR = "socket_error", "the daemon socket cannot be bound"
+    LISTEN_FAILED = (
+        "listen_failed",
+        "`phloem web` cannot listen on its address (in use, not local, not permitted)",
+    )
     UNSAFE_SOCKET_DIR = (
         "unsafe_socket_dir",
         "the socket's directory is another uid's or writable by group or others",

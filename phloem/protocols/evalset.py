@@ -17,7 +17,9 @@ Three inputs, detected from the document itself:
 ADK fields phloem reads but does not evaluate (`final_session_state`, `rubrics`,
 `conversation_scenario`, tool responses, ...) are kept as the case's `unsupported` names,
 which reports list as `not_evaluated`: never dropped silently, never counted as passes.
-Bounds: files ≤ `MAX_EVALSET_BYTES`, ≤ `MAX_CASES` cases, ≤ `MAX_TURNS` turns a case.
+Bounds: files ≤ `MAX_EVALSET_BYTES`, 1 to `MAX_CASES` cases (a set without cases
+evaluates nothing, so it is invalid), ≤ `MAX_TURNS` turns a case, JSON nested at most
+`MAX_NESTING_DEPTH` deep.
 Every rejection is a `PhloemError` of kind `eval_set_invalid` naming the JSON path.
 
 One module a little over 500 lines on purpose: the three readers share the one set of
@@ -123,13 +125,18 @@ def parse_evalset(data: bytes | str, *, default_id: str = "evalset") -> EvalSet:
         doc = json_value(parse_json_text(data, "eval set"))
     except JsonValueError as exc:
         raise invalid(str(exc)) from None
-    if isinstance(doc, list):
-        return _legacy(doc, default_id)
-    if not isinstance(doc, dict):
-        raise invalid("$ must be an object (an eval set) or a list (a legacy .test.json)")
-    if "schema_version" in doc or "schemaVersion" in doc:
-        return _phloem(doc)
-    return _adk(doc)
+    try:
+        if isinstance(doc, list):
+            return _legacy(doc, default_id)
+        if not isinstance(doc, dict):
+            raise invalid("$ must be an object (an eval set) or a list (a legacy .test.json)")
+        if "schema_version" in doc or "schemaVersion" in doc:
+            return _phloem(doc)
+        return _adk(doc)
+    except PhloemError:
+        raise
+    except Exception as exc:  # a reader's surprise is still the file's fault, typed
+        raise invalid(f"unreadable eval set ({type(exc).__name__}: {exc})"[:500]) from None
 
 
 def _str(value: Any, path: str, *, empty: bool = True, limit: int | None = None) -> str:
@@ -231,6 +238,8 @@ def _phloem(doc: dict[str, Any]) -> EvalSet:
                 metadata=_obj(case.get("metadata", {}), f"{path}.metadata"),
             )
         )
+    if not cases:
+        raise invalid("$.cases must not be empty (an eval set needs at least one case)")
     _unique([c.id for c in cases], "$.cases")
     name = doc.get("name")
     description = doc.get("description")
@@ -351,6 +360,8 @@ def _adk(doc: dict[str, Any]) -> EvalSet:
         _adk_case(raw, f"$.eval_cases[{i}]")
         for i, raw in enumerate(_list(top["eval_cases"], "$.eval_cases", MAX_CASES))
     ]
+    if not cases:
+        raise invalid("$.eval_cases must not be empty (an eval set needs at least one case)")
     _unique([c.id for c in cases], "$.eval_cases")
     name, description = top.get("name"), top.get("description")
     return EvalSet(

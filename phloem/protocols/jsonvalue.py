@@ -8,8 +8,10 @@ documents carry data, never code.
 
 - `json_value` checks a Python value and returns a fresh plain copy, or raises
   `JsonValueError` whose message names the offending path (``$.steps[0].action``);
-- `parse_json_text` reads JSON text strictly: UTF-8, no ``NaN``/``Infinity``, and a key
-  given twice in one object is remembered (`duplicate_keys`) so the checker can reject it;
+- `parse_json_text` reads JSON text strictly: UTF-8, no ``NaN``/``Infinity``, nested at
+  most `MAX_NESTING_DEPTH` deep (`phloem.protocols.depth`, checked before parsing), and a
+  key given twice in one object is remembered (`duplicate_keys`) so the checker can
+  reject it;
 - `canonical_json` is the one canonical encoding (UTF-8, sorted keys, no whitespace) and
   `json_size` its length in bytes, the basis of every size limit.
 
@@ -25,6 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+
+from phloem.protocols.depth import NestingTooDeep, check_json_depth
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -90,9 +94,12 @@ def parse_json_text(data: bytes | bytearray | memoryview | str, what: str = "JSO
     else:
         raise TypeError("data must be bytes or str")
     try:
+        check_json_depth(text)
         return json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_reject_constant)
     except JsonValueError:
         raise
+    except NestingTooDeep as exc:
+        raise JsonValueError(f"{what} is {exc}") from None
     except RecursionError:
         raise JsonValueError(f"{what} is nested too deeply") from None
     except ValueError as exc:

@@ -8,14 +8,19 @@ while decoding:
 
 - the frame's size (`MAX_SERVER_FRAME_BYTES`), text or binary (the service sends JSON in
   binary WebSocket frames);
+- its nesting (`MAX_NESTING_DEPTH` arrays and objects, `phloem.protocols.depth`), before
+  a decoder that recurses sees it;
 - the schema: every known field has its type, lists and strings their bounds
   (`MAX_PARTS`, `MAX_FUNCTION_CALLS`, `MAX_HANDLE_BYTES`, ...);
+- its integers, in free-form JSON (`args`, `groundingMetadata`) too: within
+  `MIN_FRAME_INT` .. `MAX_FRAME_INT`, what the event stream (msgpack) can carry;
 - exactly one primary message (`setupComplete`, `serverContent`, `toolCall`,
   `toolCallCancellation`, `goAway`, `sessionResumptionUpdate`), optionally with
   `usageMetadata`, or `usageMetadata` alone.
 
 A frame that breaks any of these is a `LiveProtocolError` naming a JSON path
-(`$.serverContent.modelTurn.parts[3].text`) and the reason. Fields the codec does not
+(`$.serverContent.modelTurn.parts[3].text`) and the reason; so is any other failure to
+decode it (`decode_server` raises nothing else, whatever the input). Fields the codec does not
 know are ignored, so that a field the service adds later does not end live sessions.
 """
 
@@ -27,6 +32,8 @@ import re
 from typing import Annotated, Any, Final
 
 import msgspec
+
+from phloem.protocols.depth import MAX_NESTING_DEPTH, NestingTooDeep, check_json_depth
 
 # --- named bounds ------------------------------------------------------------------------
 
@@ -47,6 +54,9 @@ MAX_VIDEO_FRAME_BYTES: Final = 4 * 1024 * 1024
 MAX_TOOL_RESPONSE_BYTES: Final = 1024 * 1024
 MAX_ID_CHARS: Final = 256
 MAX_MODEL_CHARS: Final = 256
+# The integers a server frame may hold: int64, which msgpack (the event stream) carries.
+MIN_FRAME_INT: Final = -(2**63)
+MAX_FRAME_INT: Final = 2**63 - 1
 
 INPUT_AUDIO_MIME: Final = "audio/pcm;rate=16000"
 VIDEO_MIMES: Final = ("image/jpeg", "image/png")
@@ -280,6 +290,7 @@ def tool_response(responses: list[FunctionResponse]) -> ClientMessage:
 
 _Str = Annotated[str, msgspec.Meta(max_length=MAX_SERVER_FRAME_BYTES)]
 _Id = Annotated[str, msgspec.Meta(max_length=MAX_ID_CHARS)]
+_Int = Annotated[int, msgspec.Meta(ge=MIN_FRAME_INT, le=MAX_FRAME_INT)]
 
 
 class InlineData(_Wire):
@@ -358,12 +369,12 @@ class SetupComplete(_Wire):
 
 
 class UsageMetadata(_Wire):
-    prompt_token_count: int | None = None
-    response_token_count: int | None = None
-    total_token_count: int | None = None
-    thoughts_token_count: int | None = None
-    tool_use_prompt_token_count: int | None = None
-    cached_content_token_count: int | None = None
+    prompt_token_count: _Int | None = None
+    response_token_count: _Int | None = None
+    total_token_count: _Int | None = None
+    thoughts_token_count: _Int | None = None
+    tool_use_prompt_token_count: _Int | None = None
+    cached_content_token_count: _Int | None = None
 
 
 class ServerMessage(_Wire):
@@ -391,12 +402,19 @@ _AT_PATH = re.compile(r"^(.*) - at `(\$[^`]*)`$", re.DOTALL)
 
 
 def decode_server(frame: bytes | str) -> ServerMessage:
-    """Decode and check one server frame (see the module docstring)."""
-    size = len(frame) if isinstance(frame, bytes) else len(frame.encode())
-    if size > MAX_SERVER_FRAME_BYTES:
-        raise LiveProtocolError("$", f"frame of {size} bytes exceeds {MAX_SERVER_FRAME_BYTES}")
+    """Decode and check one server frame (see the module docstring); any failure is a
+    `LiveProtocolError`."""
     try:
-        message = _server_decoder.decode(frame)
+        raw = frame if isinstance(frame, bytes) else frame.encode()
+    except UnicodeEncodeError:
+        raise LiveProtocolError("$", "text frame is not valid UTF-8") from None
+    if len(raw) > MAX_SERVER_FRAME_BYTES:
+        raise LiveProtocolError("$", f"frame of {len(raw)} bytes exceeds {MAX_SERVER_FRAME_BYTES}")
+    try:
+        check_json_depth(raw, MAX_NESTING_DEPTH)
+        message = _server_decoder.decode(raw)
+    except NestingTooDeep as exc:
+        raise LiveProtocolError("$", str(exc)) from None
     except msgspec.ValidationError as exc:
         match = _AT_PATH.match(str(exc))
         if match is None:
@@ -404,12 +422,51 @@ def decode_server(frame: bytes | str) -> ServerMessage:
         raise LiveProtocolError(match.group(2), match.group(1)) from None
     except msgspec.DecodeError as exc:
         raise LiveProtocolError("$", f"not JSON: {exc}") from None
+    except Exception as exc:  # RecursionError or any other surprise: still a bad frame
+        raise LiveProtocolError("$", f"undecodable frame ({type(exc).__name__})") from None
     primary = [f for f in PRIMARY_FIELDS if getattr(message, f) is not None]
     if len(primary) > 1:
         raise LiveProtocolError("$", f"more than one message: {', '.join(primary)}")
     if not primary and message.usage_metadata is None:
         raise LiveProtocolError("$", "no known message")
+    _check_free_ints(message)
     return message
+
+
+def _check_free_ints(message: ServerMessage) -> None:
+    """The integers of the free-form fields within `MIN_FRAME_INT` .. `MAX_FRAME_INT`."""
+    free: list[tuple[str, Any]] = []
+    if message.tool_call is not None:
+        for i, call in enumerate(message.tool_call.function_calls):
+            free.append((f"$.toolCall.functionCalls[{i}].args", call.args))
+    content = message.server_content
+    if content is not None and content.grounding_metadata is not None:
+        free.append(("$.serverContent.groundingMetadata", content.grounding_metadata))
+    for path, value in free:
+        where = _int_out_of_range(value)
+        if where is not None:
+            raise LiveProtocolError(
+                path + where, f"integer outside {MIN_FRAME_INT} .. {MAX_FRAME_INT}"
+            )
+
+
+def _int_out_of_range(value: Any) -> str | None:
+    """The relative path of the first integer out of range in decoded JSON, or None
+    (the depth is bounded by `MAX_NESTING_DEPTH`, so the recursion is too)."""
+    kind = type(value)
+    if kind is int:
+        return None if MIN_FRAME_INT <= value <= MAX_FRAME_INT else ""
+    if kind is dict:
+        for key, item in value.items():
+            where = _int_out_of_range(item)
+            if where is not None:
+                return f".{key}{where}"
+    elif kind is list:
+        for i, item in enumerate(value):
+            where = _int_out_of_range(item)
+            if where is not None:
+                return f"[{i}]{where}"
+    return None
 
 
 def primary_kind(message: ServerMessage) -> str:

@@ -71,8 +71,12 @@ class ConfirmRequest(msgspec.Struct, frozen=True, tag="confirm"):
     """A mutating tool call waiting for the run owner's approval (kind `confirm`).
 
     The owner answers with the call id (`client.confirm_agent_run(ref, call_id, approve)`,
-    `client.session_confirm(session_id, call_id, approve)`). The arguments are pruned of
-    credential-shaped keys and redacted before they leave the daemon.
+    `client.session_confirm(session_id, call_id, approve)`). What is shown is what runs:
+    `args` are exactly the arguments an approved call runs with, never redacted (a
+    redacted command is another command); `secrets` marks, as JSON Pointers into `args`
+    (`/command`, `/env/API_KEY`), the values that look like credentials, for a renderer
+    to highlight. Only the run's owner receives the request; the run's record keeps the
+    tool's name, never its arguments.
     """
 
     call_id: str
@@ -80,6 +84,7 @@ class ConfirmRequest(msgspec.Struct, frozen=True, tag="confirm"):
     args: dict[str, Any]
     agent: str = ""
     timeout_s: float = 60.0
+    secrets: list[str] = []
 
     @property
     def kind(self) -> str:

@@ -15,6 +15,11 @@ X` keeps `Bearer`) — and so do credentials after `Bearer`/`Basic` on their own
 user-info passwords, and well-known key shapes (`sk-…`, `AIza…`, `ghp_…`, JWTs, ...).
 `redact_value(value)` applies it to JSON-like data: secret keys pruned, strings redacted.
 Every error text, reason and log field that leaves phloem goes through one of them.
+
+`secret_paths(value)` is the same rule as a *mark* instead of a rewrite: the JSON Pointers
+of the values `redact_value` would prune or change. A confirmation shows its owner the
+exact arguments that will run, so it marks secret-looking values rather than hiding them
+(a rewritten command is not the command that runs).
 """
 
 from __future__ import annotations
@@ -94,6 +99,34 @@ def redact_value(value: Any, *, limit: int | None = None) -> Any:
     if isinstance(value, list | tuple):
         return [redact_value(v, limit=limit) for v in value]
     return value
+
+
+MAX_SECRET_PATHS = 64
+"""`secret_paths` names at most this many values (the first ones, in document order)."""
+
+
+def _pointer_token(key: str | int) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def secret_paths(value: Any, *, limit: int = MAX_SECRET_PATHS) -> list[str]:
+    """JSON Pointers (RFC 6901, `/env/API_KEY`) of the values in `value` that look like
+    secrets: the value of every credential-shaped key, and every string `redact` would
+    change. Found without recursion, in document order, at most `limit` of them."""
+    found: list[str] = []
+    stack: list[tuple[str, Any, bool]] = [("", value, False)]  # (pointer, value, secret key)
+    while stack and len(found) < limit:
+        path, item, keyed = stack.pop()
+        if keyed or (isinstance(item, str) and redact(item, limit=None) != item):
+            found.append(path)
+        elif isinstance(item, Mapping):
+            stack.extend(
+                (f"{path}/{_pointer_token(k)}", v, isinstance(k, str) and is_secret_key(k, v))
+                for k, v in reversed(list(item.items()))
+            )
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}/{i}", v, False) for i, v in reversed(list(enumerate(item))))
+    return found
 
 
 # --- free text --------------------------------------------------------------------------

@@ -17,8 +17,8 @@ Conversation:
 
 A frame that cannot be decoded, or longer than the maximum frame size, gets one
 `Fail(id=None, ...)` (`bad_frame`, `frame_too_large`) and closes that connection only.
-One exception: a request whose body is nested too deeply to decode (msgspec gives up at
-the interpreter's recursion limit, ~1,000 levels) is refused for its own id alone
+One exception: a request nested more than `MAX_NESTING_DEPTH` (128) levels deep, its body
+included (`phloem.protocols.depth`, checked before decoding), is refused for its own id alone
 (`Fail(id, bad_message)`, `BadRequest`) when that id can be read cheaply — it comes
 before any nested value in the request's map, as every encoder of these structs writes
 it (`t`, `id`, then the rest). Otherwise the id cannot be read without walking the
@@ -34,6 +34,7 @@ from typing import Any
 import msgspec
 
 from phloem.protocols import framing
+from phloem.protocols.depth import MAX_NESTING_DEPTH, NestingTooDeep, check_msgpack_depth
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.limits import check_range
 
@@ -264,6 +265,9 @@ class FrameReader(framing.FrameDecoder):
 
 
 TOO_DEEP = "nested too deeply to decode"
+MAX_SERVER_FRAME_DEPTH = 2 * MAX_NESTING_DEPTH
+"""Deepest daemon frame a client decodes: a reply or event wraps what a request carried
+(at most `MAX_NESTING_DEPTH` deep) in a few levels of its own, so it may nest deeper."""
 
 
 class BadRequest(PhloemError):
@@ -278,27 +282,38 @@ def decode_client(frame: bytes | memoryview) -> Any:
     """Decode a client frame body; `PhloemError(bad_frame)` with msgspec's reason, or
     `BadRequest(bad_message)` for a request nested too deeply whose id comes first."""
     try:
+        check_msgpack_depth(frame, MAX_NESTING_DEPTH)
         return client_decoder.decode(frame)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise PhloemError(ErrorKind.BAD_FRAME, f"undecodable frame: {exc}") from exc
-    except RecursionError:
+    except (NestingTooDeep, RecursionError):
+        why = f"{TOO_DEEP} (more than {MAX_NESTING_DEPTH} levels)"
         rid = request_id_of(frame)
         if rid is None:
             raise PhloemError(
-                ErrorKind.BAD_FRAME, f"undecodable frame: {TOO_DEEP}, its id unreadable"
+                ErrorKind.BAD_FRAME, f"undecodable frame: {why}, its id unreadable"
             ) from None
-        raise BadRequest(ErrorKind.BAD_MESSAGE, f"request body {TOO_DEEP}", rid) from None
+        raise BadRequest(ErrorKind.BAD_MESSAGE, f"request {why}", rid) from None
+    except Exception as exc:  # never expected from msgspec; still this frame's fault only
+        raise PhloemError(ErrorKind.BAD_FRAME, f"undecodable frame: {type(exc).__name__}") from None
 
 
 def decode_server(frame: bytes | memoryview) -> Any:
-    """Decode a daemon frame body; `PhloemError(bad_frame)` for anything undecodable."""
+    """Decode a daemon frame body; `PhloemError(bad_frame)` for anything undecodable or
+    nested more than `MAX_SERVER_FRAME_DEPTH` levels."""
     try:
+        check_msgpack_depth(frame, MAX_SERVER_FRAME_DEPTH)
         return server_decoder.decode(frame)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise PhloemError(ErrorKind.BAD_FRAME, f"undecodable frame from daemon: {exc}") from exc
-    except RecursionError:
+    except (NestingTooDeep, RecursionError):
         raise PhloemError(
-            ErrorKind.BAD_FRAME, f"undecodable frame from daemon: {TOO_DEEP}"
+            ErrorKind.BAD_FRAME,
+            f"undecodable frame from daemon: {TOO_DEEP} (more than {MAX_SERVER_FRAME_DEPTH})",
+        ) from None
+    except Exception as exc:  # never expected from msgspec; still a typed error
+        raise PhloemError(
+            ErrorKind.BAD_FRAME, f"undecodable frame from daemon: {type(exc).__name__}"
         ) from None
 
 

@@ -66,6 +66,7 @@ from phloem.supervision.handle import (
     ChildStartError,
     ChildState,
     HandleStats,
+    rss_and_cpu,
 )
 from phloem.supervision.leftovers import kill_procs, outside_group, sweep, wait_gone
 from phloem.supervision.notifier import ExitNotifier
@@ -516,17 +517,19 @@ class ProcessHandle(CallChild):
 
     def stats(self) -> HandleStats:
         rss: int | None = None
+        cpu: float | None = None
         if self.pid and not self._reaped.is_set():
             try:
                 if self._psproc is None:
                     self._psproc = psutil.Process(self.pid)
-                rss = self._psproc.memory_info().rss
+                rss, cpu = rss_and_cpu(self._psproc)
             except psutil.Error:
-                rss = None
+                rss = cpu = None
         reading = _watchdog.reading(self.pid) if self.pid else None
         return HandleStats(
             pid=self.pid or None,
             rss_bytes=rss,
+            cpu_s=cpu,
             rss_cap_bytes=self.limits.rss_cap,
             tree_rss_bytes=None if reading is None else reading.total,
             tree_processes=None if reading is None else reading.processes,

@@ -14,6 +14,13 @@ the program under the bridge with its own pid and memory.
 
 The framing of what flows (newline-delimited JSON, Content-Length headers) is the
 caller's business; the bridge moves bytes only.
+
+`stdio_spec(id, argv, env, cwd, max_memory_bytes=...)` is the child spec both kinds of
+stdio server (MCP, LSP) run under: a temporary child whose whole tree — the bridge and
+the program with everything it starts — is capped at `max_memory_bytes` of resident
+memory by the RSS watchdog (`Limits.max_rss_bytes`; over it the tree is frozen and
+killed, exit reason `heap_exceeded`). No `RLIMIT_AS` is set: such servers are often
+JVM, Go or Node programs that reserve far more address space than they use.
 """
 
 from __future__ import annotations
@@ -27,12 +34,34 @@ from typing import Any
 
 from phloem.supervision._child import report_spawned
 from phloem.supervision.channel import ChannelClosed, ChannelTimeout
-from phloem.supervision.spec import ProcessTarget
+from phloem.supervision.spec import ChildSpec, Limits, ProcessTarget
 
 MAX_CHUNK_BYTES = 256 * 1024
 """Largest chunk of the program's output carried in one channel frame."""
 POLL_S = 0.2
 """How often the bridge checks, between frames from the daemon, that the program lives."""
+STOP_GRACE_S = 1.0
+"""SIGTERM grace of a stdio server's child before its process group is killed."""
+
+
+def stdio_spec(
+    child_id: str,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    *,
+    max_memory_bytes: int,
+    shutdown: float = STOP_GRACE_S,
+) -> ChildSpec:
+    """The temporary child spec of a stdio server capped at `max_memory_bytes` (see the
+    module docstring)."""
+    return ChildSpec(
+        child_id,
+        stdio_child(argv, env, cwd),
+        restart="temporary",
+        shutdown=shutdown,
+        limits=Limits(max_rss_bytes=max_memory_bytes),
+    )
 
 
 def stdio_child(

@@ -648,7 +648,11 @@ class SupervisorRef(ActorHandle):
 
     def stats(self) -> HandleStats:
         base = super().stats()
-        return HandleStats(thread=base.thread, mailbox_depth=base.mailbox_depth)
+        return HandleStats(
+            thread=base.thread,
+            mailbox_depth=base.mailbox_depth,
+            native_thread=base.native_thread,
+        )
 
 
 class Supervisor:

@@ -362,3 +362,28 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.mark.parametrize(
+    ("name", "doc", "path"),
+    [
+        ("empty.json", {"schema_version": 2, "id": "e", "version": "1", "cases": []}, "$.cases"),
+        ("empty.evalset.json", {"eval_set_id": "e", "eval_cases": []}, "$.eval_cases"),
+    ],
+)
+def test_an_eval_set_without_cases_is_invalid_for_validate_and_run(
+    daemon: DaemonProc, tmp_path: Path, name: str, doc: dict[str, object], path: str
+) -> None:
+    empty = write_json(tmp_path / name, doc)
+    for command in (["validate", str(empty)], ["run", str(empty), "--agent", "helpdesk"]):
+        code, out, err = cli(daemon, "eval", *command)
+        assert code == 1 and out == "" and err.count("\n") == 1, (command, code, out, err)
+        assert "[eval_set_invalid]" in err and f"{path} must not be empty" in err
+
+
+def test_the_service_refuses_an_eval_set_struct_without_cases(daemon: DaemonProc) -> None:
+    from phloem.protocols.evalset import EvalSet
+
+    with phloem.Client.connect(daemon.socket) as client, pytest.raises(phloem.PhloemError) as info:
+        client.run_eval(EvalSet(id="e", version="1", cases=[]), agent="helpdesk")
+    assert info.value.kind == "eval_set_invalid" and "no cases" in info.value.message

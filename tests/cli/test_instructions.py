@@ -72,3 +72,46 @@ def test_skills_templates_and_expand_use_the_config(ws: Path) -> None:
 def test_a_missing_workdir_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = cli("instructions", "show", "--workdir", str(tmp_path / "nope"))
     assert code == 2 and "workdir is not a directory" in err
+
+
+def _ask(
+    args: dict[str, object], *, yes: bool, secrets: list[str] | None = None
+) -> tuple[bool, str]:
+    import argparse
+
+    from phloem.cli.commands import CommandContext
+    from phloem.cli.instructions import confirm_prompt
+    from phloem.protocols.runs import ConfirmRequest
+
+    err = io.StringIO()
+    ctx = CommandContext(argparse.Namespace(), io.StringIO(), err)
+    request = ConfirmRequest("call_1", "write", args, "coder", 5.0, secrets or [])
+    return confirm_prompt(ctx, approve_all=yes)(request), err.getvalue()
+
+
+def test_the_prompt_shows_unprintable_characters_as_escapes_and_names_secrets() -> None:
+    text = "ok\u202ekcab \x1b[2K\u200b\u00a0\U000e0001 中文"
+    approved, said = _ask({"content": text}, yes=True, secrets=["/content"])
+    assert approved
+    end = " (secret-looking: /content)? yes (--yes)\n"
+    shown = said.removeprefix("run write ").removesuffix(end)
+    assert shown.isprintable() and "中文" in shown
+    assert json.loads(shown) == {"content": text}  # unambiguous: it decodes to what runs
+
+
+def test_arguments_longer_than_a_prompt_shows_are_refused_unless_yes() -> None:
+    from phloem.cli.instructions import MAX_SHOWN_ARGS_CHARS, shown_args
+
+    def of_size(n: int) -> dict[str, object]:
+        args: dict[str, object] = {"content": "x" * (n - len(shown_args({"content": ""})))}
+        assert len(shown_args(args)) == n
+        return args
+
+    approved, said = _ask(of_size(MAX_SHOWN_ARGS_CHARS), yes=False)
+    assert not approved and said.endswith("? no (no terminal to ask; --yes approves)\n")
+    assert '"content": "xxx' in said  # shown whole
+    approved, said = _ask(of_size(MAX_SHOWN_ARGS_CHARS + 1), yes=False)
+    assert not approved and said.endswith("? no (too long to show; --yes approves)\n")
+    assert "xxx" not in said and f"{MAX_SHOWN_ARGS_CHARS + 1:,} characters" in said
+    approved, said = _ask(of_size(MAX_SHOWN_ARGS_CHARS + 1), yes=True)
+    assert approved and said.endswith("? yes (--yes)\n")

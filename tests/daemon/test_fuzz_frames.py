@@ -4,6 +4,7 @@ per-connection in-flight limit, at their edges."""
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
 import time
@@ -15,18 +16,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import phloem
+from phloem.protocols.depth import MAX_NESTING_DEPTH
+from phloem.protocols.errors import PhloemError
 from phloem.protocols.wire import (
     Ask,
+    BadRequest,
     Credit,
     Fail,
     FrameReader,
     Hello,
+    Ping,
     Reply,
     Subscribe,
+    Tell,
     Welcome,
+    decode_client,
     decode_server,
     encode_body,
     encode_frame,
+    request_id_of,
 )
 from tests.helpers import DaemonProc, running_daemon
 
@@ -280,3 +288,88 @@ def test_a_bad_subscribe_window_is_a_bad_message_that_names_the_limit(
     assert isinstance(fail, Fail)
     assert fail.error.kind == "bad_message"
     assert fail.error.message.startswith("window messages must be between 1 and ")
+
+
+# --- in process: 10,000 generated frame bodies through the codec the daemon uses -----------
+
+CODEC_CASES = 10_000
+
+
+def _deep_msgpack(rng: random.Random) -> bytes:
+    depth = rng.choice([MAX_NESTING_DEPTH - 2, MAX_NESTING_DEPTH, MAX_NESTING_DEPTH + 1, 5_000])
+    header = rng.choice([b"\x91", b"\x81\xa1k", b"\xdc\x00\x01", b"\xdf\x00\x00\x00\x01\xa1k"])
+    return header * depth + rng.choice([b"\xc0", b"\x90", b"\x80", b"\x01"])
+
+
+def _frame_body(rng: random.Random) -> bytes:
+    """One frame body of some hostile kind (the daemon's `decode_client` input)."""
+    kind = rng.randrange(9)
+    if kind == 0:  # a valid request
+        message = rng.choice(
+            [Ask(rng.randrange(2**32), "echo", encode_body("x"), 5.0), Hello(1), Ping(1)]
+        )
+        return encode_frame(message)[4:]
+    if kind == 1:  # a request whose body nests around the limit, or far past it
+        rid = rng.randrange(-(2**63), 2**63)
+        body = msgspec.Raw(_deep_msgpack(rng))
+        return encode_frame(rng.choice([Ask(rid, "echo", body, 5.0), Tell(rid, "echo", body)]))[4:]
+    if kind == 2:  # the nesting before the id: no id to answer
+        return msgspec.msgpack.encode(
+            {"t": "ask", "body": msgspec.Raw(_deep_msgpack(rng)), "id": 1}
+        )
+    if kind == 3:  # a valid frame with bytes changed
+        data = bytearray(encode_frame(Ask(5, "echo", encode_body({"a": [1, 2]}), 1.0))[4:])
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        return bytes(data)
+    if kind == 4:  # containers and strings claiming more than there is
+        return rng.choice([b"\xdd", b"\xdf", b"\xdb", b"\xc6", b"\xc9"]) + b"\xff" * rng.randint(
+            0, 8
+        )
+    if kind == 5:  # wrong types in a tagged map
+        fields = {"t": rng.choice(["ask", "tell", "subscribe", "credit", "x"]), "id": "one"}
+        fields[rng.choice(["actor", "body", "sub", "timeout"])] = rng.choice(
+            [None, -1, 2**64 - 1, 1e308, "", b"\x00", [], {}]
+        )
+        return msgspec.msgpack.encode(fields)
+    if kind == 6:  # huge and odd scalars
+        return msgspec.msgpack.encode(
+            {"t": "ask", "id": 1, "actor": "a" * rng.randint(0, 5_000), "body": "\ud7ff" * 9}
+        )
+    if kind == 7:  # wide, shallow and big
+        return encode_frame(Ask(1, "echo", encode_body([[0]] * rng.randint(0, 2_000)), 1.0))[4:]
+    return bytes(rng.randrange(256) for _ in range(rng.randint(0, 64)))
+
+
+def test_ten_thousand_generated_frames_decode_or_fail_typed_in_process() -> None:
+    """`decode_client` (the daemon's) and `decode_server` (the client's) on every body:
+    a message, a `BadRequest` for the request's own id, or a `bad_frame` — never
+    anything else; `request_id_of` never raises."""
+    rng = random.Random(1)
+    outcomes: dict[str, int] = {}
+    started = time.monotonic()
+    for _ in range(CODEC_CASES):
+        body = _frame_body(rng)
+        assert request_id_of(body) is None or isinstance(request_id_of(body), int)
+        try:
+            decode_client(body)
+            outcome = "decoded"
+        except BadRequest as bad:
+            assert bad.kind == "bad_message" and isinstance(bad.request_id, int)
+            outcome = "bad_message"
+        except PhloemError as exc:
+            assert exc.kind == "bad_frame", exc
+            outcome = "bad_frame"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        try:
+            decode_server(body)
+        except PhloemError as exc:
+            assert exc.kind == "bad_frame", exc
+        reader = FrameReader(MAX_FRAME)
+        try:
+            reader.feed(_frame(body)[: rng.randint(0, len(body) + 4)])
+        except PhloemError as exc:
+            assert exc.kind == "frame_too_large", exc
+    took = time.monotonic() - started
+    print(f"frames fuzzed in process: {CODEC_CASES} in {took:.1f} s, outcomes {outcomes}")
+    assert all(outcomes.get(k, 0) > 200 for k in ("decoded", "bad_message", "bad_frame"))

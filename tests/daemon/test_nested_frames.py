@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import sys
 import time
 from collections.abc import Iterator
 
@@ -15,6 +14,7 @@ import msgspec
 import pytest
 
 import phloem
+from phloem.protocols.depth import MAX_NESTING_DEPTH
 from phloem.protocols.wire import (
     Ask,
     Fail,
@@ -65,14 +65,7 @@ class Conn:
         while len(out) < n:
             data = self.sock.recv(65536)
             assert data, f"the daemon closed the connection after {out}"
-            # replies echo bodies nested nearly as deep as the recursion limit: pytest's
-            # own stack would make them undecodable here
-            limit = sys.getrecursionlimit()
-            sys.setrecursionlimit(limit + 2_000)
-            try:
-                out.extend(decode_server(f) for f in self.reader.feed(data))
-            finally:
-                sys.setrecursionlimit(limit)
+            out.extend(decode_server(f) for f in self.reader.feed(data))
         return out
 
     def close(self) -> None:
@@ -118,23 +111,25 @@ def test_a_deep_request_fails_alone_and_its_pipelined_neighbours_are_served(
         conn.close()
 
 
-def test_every_depth_near_the_recursion_limit_gets_a_reply_or_bad_message(
-    daemon: DaemonProc,
-) -> None:
-    """Depths either side of where the wire decoder, the service's decoder and its reply
-    encoder (each on its own thread, with its own stack) give up: each request gets
-    exactly one answer with its own id, never `internal`, and the service never crashes."""
+def test_every_depth_around_the_nesting_limit_gets_its_exact_answer(daemon: DaemonProc) -> None:
+    """An echo body nested `d` deep is a frame `d + 1` deep: up to `MAX_NESTING_DEPTH` it
+    is echoed back whole, one more is `bad_message` for its own id — never `internal`, and
+    the service never crashes."""
     with phloem.Client.connect(daemon.socket) as client:
         restarts = client.status().restarts
     conn = Conn(daemon)
     try:
-        for i, depth in enumerate(range(900, 1_050), start=1):
+        depths = range(MAX_NESTING_DEPTH - 8, MAX_NESTING_DEPTH + 8)
+        for i, depth in enumerate(depths, start=1):
             conn.sock.sendall(encode_frame(Ask(i, "echo", nested(depth), 5)))
             (answer,) = conn.read(1)
             assert isinstance(answer, Reply | Fail) and answer.id == i, answer
-            if isinstance(answer, Fail):  # too deep to decode, or to echo back
-                assert answer.error.kind in ("bad_message", "actor_error"), (depth, answer.error)
-                assert "too deep" in answer.error.message or "recursion" in answer.error.message
+            if depth + 1 <= MAX_NESTING_DEPTH:
+                assert isinstance(answer, Reply), (depth, answer)
+                assert bytes(answer.body) == bytes(nested(depth))
+            else:
+                assert isinstance(answer, Fail) and answer.error.kind == "bad_message", depth
+                assert f"more than {MAX_NESTING_DEPTH} levels" in answer.error.message
         conn.sock.sendall(encode_frame(Ping(0)))
         (pong,) = conn.read(1)
         assert isinstance(pong, Reply)

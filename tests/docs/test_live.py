@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import doc_python_blocks, run_doc_block
+from tests.docs.shell import ShellSession
+from tests.helpers import doc_blocks, doc_python_blocks, run_doc_block
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -22,3 +23,12 @@ def test_a_session(capsys: pytest.CaptureFixture[str]) -> None:
         "active",
         "4 closed {'reason': 'client_closed', 'detail': ''}",
     ]
+
+
+@pytest.mark.timeout(300)
+def test_live_chat_demo_runs_as_written() -> None:
+    *_, demo = doc_blocks(GUIDE, "A session", "sh")
+    with ShellSession() as shell:
+        done = shell.run(demo)
+    (out,) = done.values()
+    assert out.stdout.splitlines() == ["echo: hello", "echo: and again"]

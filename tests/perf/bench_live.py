@@ -1,6 +1,6 @@
 """Benchmark: Gemini Live sessions in a daemon against the fake Live server.
 
-The fake server (`phloem.examples.fake_live`) runs in its own process; the daemon in
+The fake server (`phloem.actors.live.fake_server`) runs in its own process; the daemon in
 another; the clients here. Figures, each beside a floor measured in the same run:
 
 - 1,000 concurrent open sessions: the daemon's RSS per idle session (goal ≤ 64 KiB),
@@ -259,7 +259,7 @@ def run() -> list[dict[str, Any]]:
     procs: list[subprocess.Popen[str]] = []
     rows: list[dict[str, Any]] = []
     try:
-        fake = [sys.executable, "-m", "phloem.examples.fake_live", "--echo-audio"]
+        fake = [sys.executable, "-m", "phloem.actors.live.fake_server", "--echo-audio"]
         server, base_url = _start(fake, "ws://", stderr=False)
         procs.append(server)
         url = _ws_url(base_url)

@@ -107,3 +107,36 @@ def test_redact_value_prunes_secret_keys_and_redacts_every_string() -> None:
         "items": [f"api_key={REDACTED}", 3, None],
         "usage": {"total_tokens": 7},
     }
+
+
+def test_secret_paths_mark_what_redaction_would_hide_as_json_pointers() -> None:
+    from phloem.protocols.secrets import secret_paths
+
+    args = {
+        "command": "export password=$(touch x)",  # redact would rewrite it
+        "env": {"API_KEY": "k", "a/b~c": ["sk-" + "a1" * 16, "fine"], "max_tokens": 5},
+        "plain": "ls -la",
+        "n": 1,
+    }
+    assert secret_paths(args) == ["/command", "/env/API_KEY", "/env/a~1b~0c/0"]
+    assert secret_paths({"ok": ["x", {"y": 1}]}) == [] and secret_paths("Bearer abcdefgh12") == [""]
+
+
+def test_secret_paths_name_at_most_max_secret_paths_the_first_in_order() -> None:
+    from phloem.protocols.secrets import MAX_SECRET_PATHS, secret_paths
+
+    def keys(n: int) -> dict[str, str]:
+        return {f"password_{i:03d}": "x" for i in range(n)}
+
+    assert len(secret_paths(keys(MAX_SECRET_PATHS))) == MAX_SECRET_PATHS
+    over = secret_paths(keys(MAX_SECRET_PATHS + 1))
+    assert over == [f"/password_{i:03d}" for i in range(MAX_SECRET_PATHS)]
+
+
+def test_secret_paths_walk_deep_values_without_recursing() -> None:
+    from phloem.protocols.secrets import secret_paths
+
+    value: object = {"token": "t"}
+    for _ in range(50_000):
+        value = [value]
+    assert secret_paths(value) == ["/0" * 50_000 + "/token"]

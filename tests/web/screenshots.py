@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 import phloem
-from phloem.examples.fake_live import FakeLiveServer
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.examples.helpdesk_eval import CRITERIA, EVALSET
 from phloem.protocols.evalreport import encode_json
 from tests.helpers import ROOT, DaemonProc, short_tmpdir

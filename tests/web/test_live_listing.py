@@ -6,9 +6,9 @@ from __future__ import annotations
 import msgspec
 
 import phloem
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.actors.live.settings import LiveConfig
 from phloem.config import Config
-from phloem.examples.fake_live import FakeLiveServer
 from phloem.web import views
 from tests.helpers import wait_until
 

@@ -150,6 +150,11 @@ class EvalService(ServiceActor):
             sup.stop(timeout=15.0)
 
     def _start(self, request: StartEval, call: Call) -> EvalStarted:
+        if not request.evalset.cases:  # a file says so when it is read; a struct here
+            raise PhloemError(
+                ErrorKind.EVAL_SET_INVALID,
+                f"eval set {request.evalset.id!r} has no cases; it needs at least one",
+            )
         check_options(request.options, len(request.evalset.cases))
         catalogue = self.ctx.resources.catalogue()
         agent = catalogue.agent(request.agent)

@@ -18,7 +18,9 @@ handed to the session actor, which answers them itself. `LiveList` lists every s
 (number, state, model, reconnects; never refs).
 
 The API key is read from the environment variable `[live] api_key_env` when a session
-opens and goes to the socket layer only.
+opens and goes to the socket layer only. Google's endpoint (the default `base_url`) needs
+one: without it `LiveOpen` is `config_invalid`, naming the variable, before any dial (any
+other endpoint, such as the fake server on loopback, may take none).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from phloem.actors.live.session import (
     SessionInfo,
     SessionSpec,
 )
-from phloem.actors.live.settings import LiveConfig
+from phloem.actors.live.settings import DEFAULT_BASE_URL, LiveConfig
 from phloem.actors.live.tools import declarations, toolbox
 from phloem.actors.live.transport import LiveLoop
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
@@ -84,6 +86,11 @@ def endpoint(config: LiveConfig) -> str:
     if urlsplit(base).path:
         raise PhloemError(ErrorKind.CONFIG_INVALID, "live.base_url must have no path")
     return base + wire.ws_path(config.api_version)
+
+
+def needs_key(config: LiveConfig) -> bool:
+    """Whether `base_url` is Google's Live endpoint, which refuses a session without a key."""
+    return urlsplit(config.base_url).hostname == urlsplit(DEFAULT_BASE_URL).hostname
 
 
 class LiveService(ServiceActor):
@@ -165,6 +172,13 @@ class LiveService(ServiceActor):
             box = dataclasses.replace(self.toolbox, tools=self.toolbox.now(), toolsets=())
             options = _with_managed_tools(options, box.tools)
         api_key = os.environ.get(self.cfg.api_key_env) or None
+        if api_key is None and needs_key(self.cfg):
+            raise PhloemError(
+                ErrorKind.CONFIG_INVALID,
+                f"the Live endpoint needs an API key: environment variable "
+                f"{self.cfg.api_key_env} ([live] api_key_env) is not set in the daemon's "
+                f"environment",
+            )
         with self._lock:
             if self._open >= self.cfg.session_limit:
                 raise PhloemError(

@@ -13,12 +13,16 @@ Its state machine (the only place that changes session state, on the actor's thr
   `resumable` and gave one; a handle is used for one resumed session. Without one it
   ends `resumption_unavailable` (never a fresh session passed off as the old one).
   Attempts wait `backoff_base_ms * 2^min(attempt, 6)` (capped at `backoff_max_ms`); after
-  `max_reconnect_attempts` failed ones it ends `reconnect_exhausted`. Queued input and
-  in-flight tool calls are dropped and reported in the `reconnecting` event, never
-  replayed. The ref and topic stay the same.
+  `max_reconnect_attempts` failed ones in a row it ends `reconnect_exhausted`. However
+  they go, at most `max_reconnects_per_window` reconnects fit in any `reconnect_window_s`:
+  one more ends it `reconnect_limit` (a server whose resumed connections all open and then
+  drop would otherwise be redialled for ever). Queued input and in-flight tool calls are
+  dropped and reported in the `reconnecting` event, never replayed. The ref and topic
+  stay the same.
 - A malformed server frame ends it `protocol_error`; `live_close` → `client_closed`;
-  the owner going away → `owner_gone`; the tree stopping → `shutdown`. Every end closes
-  the socket cleanly (close code 1000) and publishes a last `closed` event.
+  the owner going away → `owner_gone`; the tree stopping → `shutdown`; an exception
+  nothing expected, in this actor or in a task of its link → `internal_error` (one log
+  line). Every end closes the socket and publishes a last `closed` event.
 
 Events carry `sequence`, `turn_epoch` (bumped after each `turn_complete`) and
 `generation_epoch` (bumped after each `interrupted`, which also drops output audio not
@@ -30,8 +34,11 @@ shares the same link, outbox, tool runner and topic.
 
 from __future__ import annotations
 
+import collections
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import msgspec
@@ -131,6 +138,29 @@ class _KindOnly(msgspec.Struct):
 _kind_decoder = msgspec.msgpack.Decoder(_KindOnly)
 
 
+class ReconnectWindow:
+    """The reconnects of the last `window_s` seconds, at most `limit` of them (a sliding
+    window: a reconnect leaves it `window_s` after it was made)."""
+
+    def __init__(
+        self, limit: int, window_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self._clock = clock
+        self._times: collections.deque[float] = collections.deque()
+
+    def admit(self) -> bool:
+        """Count one more reconnect now; False (nothing counted) when the window is full."""
+        now = self._clock()
+        while self._times and now - self._times[0] >= self.window_s:
+            self._times.popleft()
+        if len(self._times) >= self.limit:
+            return False
+        self._times.append(now)
+        return True
+
+
 def _is_audio(item: bytes) -> bool:
     try:
         return _kind_decoder.decode(item).kind == "audio"
@@ -158,6 +188,9 @@ class LiveSession(Actor):
         self.handle: str | None = None  # the latest usable resumption handle: never published
         self.attempt = 0
         self.reconnects = 0
+        self.recent_reconnects = ReconnectWindow(
+            self.cfg.max_reconnects_per_window, self.cfg.reconnect_window_s
+        )
         self.sequence = 0
         self.turn_epoch = 0
         self.generation_epoch = 0
@@ -195,6 +228,17 @@ class LiveSession(Actor):
     def on_stop(self) -> None:
         if self.state != "closed":
             self._end("shutdown", "the tree is stopping", exit_actor=False)
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # The actor already logged `actor_failed`; the session still ends as every
+        # session does: socket closed, a last `closed` event.
+        what = type(exception_value).__name__ if exception_value is not None else "failure"
+        self._end("internal_error", f"the session failed: {what}", exit_actor=False)
 
     def _tool_done(self, done: ToolDone) -> None:
         try:
@@ -287,7 +331,7 @@ class LiveSession(Actor):
         detail = redact(down.detail, limit=MAX_DETAIL_CHARS)
         if down.reason == "protocol_error":
             self._end("protocol_error", f"{detail} at {down.path or '$'}")
-        elif not self.ever_active:
+        elif down.reason == "internal_error" or not self.ever_active:
             self._end(down.reason, detail)
         else:
             self._recover(f"{down.reason}: {detail}")
@@ -303,6 +347,13 @@ class LiveSession(Actor):
             return
         if self.attempt >= self.cfg.max_reconnect_attempts:
             self._end("reconnect_exhausted", f"{why}; {self.attempt} attempts failed")
+            return
+        if not self.recent_reconnects.admit():
+            window = self.recent_reconnects
+            self._end(
+                "reconnect_limit",
+                f"{why}; {window.limit} reconnects within {window.window_s:g} s already",
+            )
             return
         doublings = min(self.attempt, MAX_BACKOFF_DOUBLINGS)
         delay_ms = min(self.cfg.backoff_base_ms * 2**doublings, self.cfg.backoff_max_ms)
@@ -477,6 +528,10 @@ class LiveSession(Actor):
                 call.reply(self._send(request))
         except PhloemError as err:
             call.fail(err)
+        except Exception as exc:  # answered, then the session ends (`on_failure`)
+            what = type(exc).__name__
+            call.fail(PhloemError(ErrorKind.ACTOR_ERROR, f"the Live session failed ({what})"))
+            raise
 
     def status(self) -> dict[str, Any]:
         messages, nbytes = self.outbox.counts()

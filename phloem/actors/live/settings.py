@@ -29,6 +29,12 @@ DEFAULT_MODEL = "gemini-3.1-flash-live-preview"
 DEFAULT_API_KEY_ENV = "GEMINI_API_KEY"
 DEFAULT_SESSION_LIMIT = 1024
 SESSION_LIMIT_RANGE = (1, 16_384)
+# Reconnects allowed within any `reconnect_window_s` (a server whose resumed
+# connections open and then drop at once would otherwise be redialled for ever).
+DEFAULT_MAX_RECONNECTS_PER_WINDOW = 10
+RECONNECTS_PER_WINDOW_RANGE = (1, 1000)
+DEFAULT_RECONNECT_WINDOW_S = 60.0
+RECONNECT_WINDOW_S_RANGE = (1, 86_400)
 
 _Name = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")]
 _Seconds = Annotated[float, msgspec.Meta(gt=0, le=600)]
@@ -84,8 +90,18 @@ class LiveConfig(Section):
     connect_timeout_s: _Seconds = 10.0
     # Time for the server's setupComplete; a first dial past it ends it `setup_timeout`.
     setup_timeout_s: _Seconds = 10.0
-    # Resumed reconnects tried after a lost transport or goAway; then `reconnect_exhausted`.
+    # Resumed reconnects failing in a row before the session ends `reconnect_exhausted`.
     max_reconnect_attempts: Annotated[int, msgspec.Meta(ge=0, le=10)] = 3
+    # Reconnects (made or failed) within any `reconnect_window_s`; one more ends the
+    # session `reconnect_limit`, however well each of them went.
+    max_reconnects_per_window: Annotated[
+        int,
+        msgspec.Meta(ge=RECONNECTS_PER_WINDOW_RANGE[0], le=RECONNECTS_PER_WINDOW_RANGE[1]),
+    ] = DEFAULT_MAX_RECONNECTS_PER_WINDOW
+    # The sliding window `max_reconnects_per_window` counts in, in seconds.
+    reconnect_window_s: Annotated[
+        float, msgspec.Meta(ge=RECONNECT_WINDOW_S_RANGE[0], le=RECONNECT_WINDOW_S_RANGE[1])
+    ] = DEFAULT_RECONNECT_WINDOW_S
     # The first reconnect's wait; each further one waits twice as long (up to backoff_max_ms).
     backoff_base_ms: Annotated[int, msgspec.Meta(ge=1, le=60_000)] = 250
     # The longest wait between two reconnect attempts.

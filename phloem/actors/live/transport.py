@@ -8,6 +8,10 @@ key in the `x-goog-api-key` header, never in the URL), sends the setup frame, wa
 `phloem.protocols.live` — and writes what the session queued in its `Outbox`. It reports
 to the session actor with `Link*` messages tagged with its link id, so that a message
 from a link the session already left behind is recognisable and ignored.
+
+Whatever ends a link is reported: a link whose task (reader or writer) fails with an
+exception nothing here expected logs one line (`live_link_failed`), closes its socket
+(code 1011) and tells its session `LinkDown(reason="internal_error")`.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ LOOP_STOP_TIMEOUT_S = 5.0
 CLOSE_TIMEOUT_S = 2.0
 # The close code websockets sends when a frame exceeds `max_size`.
 MESSAGE_TOO_BIG = 1009
+# The close code a link sends when one of its tasks failed.
+INTERNAL_ERROR = 1011
 
 
 class LiveLoop:
@@ -163,7 +169,7 @@ class LinkFrame:
 @dataclass(frozen=True, slots=True)
 class LinkDown:
     """The link ended: `reason` is a terminal reason (`connect_timeout`, `setup_timeout`,
-    `connect_failed`, `protocol_error`) or `transport_lost`."""
+    `connect_failed`, `protocol_error`, `internal_error`) or `transport_lost`."""
 
     link: int
     reason: str
@@ -204,6 +210,7 @@ class Link:
         self._wake: asyncio.Event | None = None
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        self._writer_failure: BaseException | None = None
         live_loop.call(self._begin)
 
     def _begin(self) -> None:
@@ -248,6 +255,12 @@ class Link:
         outcome: list[str] = ["cancelled"]
         try:
             await self._connect_and_serve(sp, outcome)
+        except _WriterFailed as exc:
+            await self._failed("writer", exc.cause)
+        except Exception as exc:  # a bug or a library's surprise: the session must hear
+            if outcome[0]:
+                outcome[0] = "internal_error"
+            await self._failed("reader", exc)
         finally:
             if outcome[0]:  # not set up: the attempt's span ends with why
                 telemetry.end_span(sp, outcome[0])
@@ -303,8 +316,12 @@ class Link:
                 async for frame in ws:
                     if not await self._frame(frame, setup=False):
                         return
+            except ConnectionClosed:
+                pass
             finally:
                 writer.cancel()
+            if self._writer_failure is not None:
+                raise _WriterFailed(self._writer_failure)
             await self._lost(ws)
         except ConnectionClosed:
             await self._lost(ws)
@@ -348,18 +365,43 @@ class Link:
         detail = f"connection closed (code {code})" if code is not None else "connection lost"
         await self._tell(LinkDown(self.id, "transport_lost", detail))
 
+    async def _failed(self, task: str, exc: BaseException) -> None:
+        """One of this link's tasks failed unexpectedly: log it, close, tell the session."""
+        why = _why(exc)
+        log.error("live_link_failed", link=self.id, task=task, error=why)
+        ws = self._ws
+        if ws is not None:
+            await _close_ws(ws, INTERNAL_ERROR, "internal error")
+        await self._tell(LinkDown(self.id, "internal_error", f"the link's {task} failed: {why}"))
+
     async def _write(self, ws: ClientConnection) -> None:
+        """Send what the outbox holds; a failure other than the connection closing is
+        kept for the reader (which then reports it) and closes the socket."""
         wake = self._wake
         assert wake is not None
-        while True:
-            frame = self._outbox.take()
-            if frame is None:
-                wake.clear()
+        try:
+            while True:
                 frame = self._outbox.take()
                 if frame is None:
-                    await wake.wait()
-                    continue
-            await ws.send(frame.decode())
+                    wake.clear()
+                    frame = self._outbox.take()
+                    if frame is None:
+                        await wake.wait()
+                        continue
+                await ws.send(frame.decode())
+        except ConnectionClosed:
+            pass  # the reader sees the close as well
+        except Exception as exc:
+            self._writer_failure = exc
+            await _close_ws(ws, INTERNAL_ERROR, "internal error")
+
+
+class _WriterFailed(Exception):
+    """Raised in the reader when the writer failed (`cause`)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 async def _close_ws(ws: ClientConnection, code: int, reason: str) -> None:

@@ -12,6 +12,12 @@ registration, progress) get empty answers.
 
 Failures (`LspFailure`): the program is not on PATH, it exits, it does not initialize in
 time, a message breaks the framing. The hub counts them per server.
+
+Each body is decoded by `decode_message`: nested deeper than
+`protocols.depth.MAX_NESTING_DEPTH`, not JSON, or not a JSON object, it is the typed
+`MessageInvalid` (kind `bad_message`), whatever the decoder raised (a `RecursionError`
+too); such a message is logged (`lsp_bad_message`) and skipped, as is one whose content
+does not fit its method (a malformed `publishDiagnostics`).
 """
 
 from __future__ import annotations
@@ -33,9 +39,11 @@ from lsprotocol.converters import get_converter
 
 from phloem.actors.lsp.settings import LspServerConfig
 from phloem.base.logs import get_logger
-from phloem.protocols.errors import PhloemError
+from phloem.protocols.depth import check_json_depth
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.framing import ContentLengthDecoder, content_length_frame
 from phloem.supervision.channel import ChannelClosed, ChannelError, ChannelTimeout
+from phloem.supervision.reasons import ExitReason
 
 log = get_logger("phloem.lsp")
 
@@ -46,12 +54,32 @@ SEND_TIMEOUT_S = 5.0
 
 _converter = get_converter()
 
-StartChild = Callable[[str, list[str], str], Any]
-"""(child id, argv, cwd) -> a started process handle with a channel."""
+StartChild = Callable[[str, list[str], str, int], Any]
+"""(child id, argv, cwd, max_memory_bytes) -> a started process handle with a channel."""
 
 
 class LspFailure(Exception):
     """The server failed (see the module docstring); `str()` says how."""
+
+
+class MessageInvalid(PhloemError):
+    """A message body from a language server that is not a JSON object (or nests too deep)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorKind.BAD_MESSAGE, message)
+
+
+def decode_message(body: bytes) -> dict[str, Any]:
+    """The JSON object of one message body, or `MessageInvalid` (nothing else)."""
+    try:
+        check_json_depth(body)
+        value = json.loads(body)
+    except Exception as exc:  # NestingTooDeep, ValueError, RecursionError, ...
+        text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise MessageInvalid(f"not a JSON message: {text}") from None
+    if not isinstance(value, dict):
+        raise MessageInvalid(f"not a JSON object but {type(value).__name__}")
+    return value
 
 
 class LspClient:
@@ -81,6 +109,7 @@ class LspClient:
         self._sent_seq: dict[str, int] = {}
         self._seq = 0
         self._channel: Any = None
+        self._handle: Any = None
         self._alive = False
         self._started = False  # started and not closed by us: an exit since is a crash
         self.pid: int | None = None
@@ -103,11 +132,15 @@ class LspClient:
             raise LspFailure(f"{self.cfg.command[0]} is not on PATH")
         try:
             handle = self._start_child(
-                self.child_id, [program, *self.cfg.command[1:]], str(self.root)
+                self.child_id,
+                [program, *self.cfg.command[1:]],
+                str(self.root),
+                self.cfg.max_memory_bytes,
             )
         except PhloemError as exc:
             raise LspFailure(f"cannot start: {exc.message}") from None
         self._channel = handle.channel
+        self._handle = handle
         self.pid = getattr(handle, "pid", None)
         self._versions.clear()
         self._published.clear()
@@ -145,6 +178,13 @@ class LspClient:
                 self._notify(lsp.EXIT, None)
         self._gone()
         self._stop_child(self.child_id)
+
+    def exit_reason(self, timeout: float) -> ExitReason | None:
+        """Why the server's child ended, waiting at most `timeout` (None: it runs still,
+        or never started)."""
+        handle = self._handle
+        reason = handle.wait(timeout) if handle is not None else None
+        return reason if isinstance(reason, ExitReason) else None
 
     def _gone(self) -> None:
         with self._cond:
@@ -254,8 +294,13 @@ class LspClient:
                 log.warning("lsp_bad_frame", server=self.server_id, error=exc.message)
                 break
             for body in bodies:
-                with contextlib.suppress(Exception):
-                    self._dispatch(json.loads(body))
+                try:
+                    self._dispatch(decode_message(body))
+                except MessageInvalid as exc:
+                    log.warning("lsp_bad_message", server=self.server_id, error=exc.message)
+                except Exception as exc:  # content that does not fit its method, a failed answer
+                    error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                    log.warning("lsp_bad_message", server=self.server_id, error=error)
         self._gone()
 
     def _dispatch(self, message: dict[str, Any]) -> None:

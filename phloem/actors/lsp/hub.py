@@ -13,8 +13,11 @@ write) and adds to the result
 sorted, deduplicated, at most `MAX_DIAGNOSTICS` per file. A failed call is returned as
 it is; so is a success when no diagnostics of the written version came within the
 settle time. A server that fails `MAX_FAILURES` times (not on PATH, crashed, no answer
-to initialize) is disabled (warning `lsp_server_disabled`); a crashed one is restarted at
-the next need until then. `close()` stops every server's child (its process tree).
+to initialize, killed over its `max_memory_bytes` — warning `lsp_server_memory_exceeded`)
+is disabled (warning `lsp_server_disabled`); a crashed one is restarted at the next need
+until then. A server no write has used for its `idle_timeout_s` is shut down (its record
+stays, state `idle`) and started again, transparently and not as a failure, by the next
+write that needs it. `close()` stops every server's child (its process tree).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import threading
+import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +33,10 @@ from phloem.actors.lsp.settings import LspConfig, LspServerConfig
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import RunWarning, Warnings
-from phloem.supervision.spec import ChildSpec, SupervisorSpec
-from phloem.supervision.stdio import stdio_child
+from phloem.supervision import timers
+from phloem.supervision.reasons import ExitKind
+from phloem.supervision.spec import SupervisorSpec
+from phloem.supervision.stdio import stdio_spec
 from phloem.supervision.supervisor import Supervisor, SupervisorRef
 from phloem.tools.contract import JSON, Tool, ToolContext, is_failure
 
@@ -45,7 +51,9 @@ MAX_FAILURES = 3
 MAX_DIAGNOSTICS = 20
 MAX_CLIENTS = 64
 """Most (root, server) pairs one hub runs at once."""
-STOP_CHILD_S = 1.0
+EXIT_WAIT_S = 5.0
+"""How long a failure of an exited server waits for its exit reason (to say whether it
+was killed over its memory cap)."""
 DECORATED = frozenset({"write", "edit"})
 SEVERITY = {1: "error", 2: "warning", 3: "information", 4: "hint"}
 """LSP's `DiagnosticSeverity` values; a diagnostic without one counts as an error."""
@@ -98,6 +106,10 @@ class _Server:
         self.client = client
         self.failures = 0
         self.disabled = False
+        self.idle = False  # shut down for being unused (until the next write starts it)
+        self.last_error = ""
+        self.used_at = 0.0  # when its last check ended (monotonic)
+        self.timer: timers.Timer | None = None  # its idle shutdown, while one is due
         self.lock = threading.Lock()
 
 
@@ -127,10 +139,8 @@ class LspHub:
                 )
             return self._own_supervisor
 
-    def _start_child(self, child_id: str, argv: list[str], cwd: str) -> Any:
-        spec = ChildSpec(
-            child_id, stdio_child(argv, None, cwd), restart="temporary", shutdown=STOP_CHILD_S
-        )
+    def _start_child(self, child_id: str, argv: list[str], cwd: str, max_memory: int) -> Any:
+        spec = stdio_spec(child_id, argv, None, cwd, max_memory_bytes=max_memory)
         return self._sup().start_child(spec)
 
     def _stop_child(self, child_id: str) -> None:
@@ -173,25 +183,78 @@ class LspHub:
         if record is None:
             return None
         with record.lock:
+            try:
+                return self._check(record, relative, text)
+            finally:
+                self._touch(record)
+
+    def _check(self, record: _Server, relative: str, text: str) -> list[lsp.Diagnostic] | None:
+        if record.disabled:
+            return None
+        if record.client.crashed:  # it died since the last write: restart, counted
+            self._failed(record, "the server exited")
             if record.disabled:
                 return None
-            if record.client.crashed:  # it died since the last write: restart, counted
-                self._failed(record, "the server exited")
-                if record.disabled:
-                    return None
-            from phloem.actors.lsp.client import LspFailure
+        from phloem.actors.lsp.client import LspFailure
 
-            try:
-                if not record.client.alive:
-                    record.client.start()
-                return record.client.check(relative, text)
-            except LspFailure as exc:
-                self._failed(record, str(exc))
-                return None
+        try:
+            if not record.client.alive:
+                record.client.start()
+                record.idle = False
+            return record.client.check(relative, text)
+        except LspFailure as exc:
+            self._failed(record, str(exc))
+            return None
+
+    # -- idle shutdown --------------------------------------------------------------------
+
+    def _touch(self, record: _Server) -> None:
+        """A check ended: the server's idle shutdown is due `idle_timeout_s` from now."""
+        record.used_at = time.monotonic()
+        if record.timer is not None:
+            record.timer.cancel()
+            record.timer = None
+        if record.client.alive and not record.disabled:
+            record.timer = timers.call_later(
+                record.client.cfg.idle_timeout_s, self._idle_due, record
+            )
+
+    def _idle_due(self, record: _Server) -> None:
+        # on the timer thread, which must not block: the shutdown waits for the server
+        threading.Thread(
+            target=self._stop_if_idle, args=(record,), name="lsp-idle", daemon=True
+        ).start()
+
+    def _stop_if_idle(self, record: _Server) -> None:
+        if not record.lock.acquire(blocking=False):
+            return  # in use: the end of that check schedules the shutdown again
+        try:
+            client = record.client
+            unused = time.monotonic() - record.used_at
+            if record.disabled or not client.alive or unused < client.cfg.idle_timeout_s:
+                return
+            log.info("lsp_server_idle_stopped", server=client.server_id, root=str(client.root))
+            client.close()
+            record.idle = True
+        finally:
+            record.lock.release()
 
     def _failed(self, record: _Server, why: str) -> None:
         record.failures += 1
         client = record.client
+        reason = None if client.alive else client.exit_reason(EXIT_WAIT_S)
+        if reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED:
+            why = (
+                f"killed over its memory cap (max_memory_bytes = {client.cfg.max_memory_bytes}): "
+                f"{reason.detail or 'heap_exceeded'}"
+            )
+            self.warnings.add(
+                RunWarning.of(
+                    "lsp_server_memory_exceeded",
+                    f"language server {client.server_id} for {client.root} was {why}",
+                )
+            )
+        record.last_error = why
         log.warning("lsp_server_failed", server=client.server_id, error=why)
         client.close()
         if record.failures >= MAX_FAILURES:
@@ -211,9 +274,10 @@ class LspHub:
             {
                 "root": root,
                 "server": server_id,
-                "state": "disabled" if r.disabled else ("running" if r.client.alive else "stopped"),
+                "state": _state(r),
                 "failures": r.failures,
                 "pid": r.client.pid if r.client.alive else None,
+                "error": r.last_error,
             }
             for (root, server_id), r in records
         ]
@@ -228,10 +292,21 @@ class LspHub:
             records = list(self._servers.values())
             self._servers = {}
         for record in records:
+            if record.timer is not None:
+                record.timer.cancel()
             record.client.close()
         own = self._own_supervisor
         if own is not None and own.is_alive():
             own.stop(5.0)
+
+
+def _state(record: _Server) -> str:
+    """running | idle (shut down for being unused) | stopped | disabled."""
+    if record.disabled:
+        return "disabled"
+    if record.client.alive:
+        return "running"
+    return "idle" if record.idle else "stopped"
 
 
 class DiagnosedTool(Tool):

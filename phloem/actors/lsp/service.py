@@ -32,9 +32,10 @@ class ListLspServers(msgspec.Struct, frozen=True, tag="list"):
 class LspServerInfo(msgspec.Struct, frozen=True):
     root: str
     server: str
-    state: str  # running | stopped | disabled
+    state: str  # running | idle | stopped | disabled
     failures: int
     pid: int | None
+    error: str = ""  # why it last failed (e.g. killed over its memory cap)
 
 
 class LspServerList(msgspec.Struct, frozen=True):

@@ -10,9 +10,15 @@
     initialize_timeout_s = 10
     request_timeout_s = 5
     settle_s = 1.5                       # wait for diagnostics of the written version
+    max_memory_bytes = 2147483648        # resident memory of its process tree (2 GiB)
+    idle_timeout_s = 600                 # unused this long: stopped (the next write restarts it)
 
 With `mode = "auto"` the first successful write or edit of a matching file starts that
-server for the workspace root; `off` starts none.
+server for the workspace root; `off` starts none. A server's process tree is capped at
+`max_memory_bytes` of resident memory (`supervision.stdio.stdio_spec`): over it the tree
+is killed, warning `lsp_server_memory_exceeded`, and it counts as one of its failures. A
+server no write has used for `idle_timeout_s` is shut down; the next write starts it
+again, which is not a failure.
 """
 
 from __future__ import annotations
@@ -30,6 +36,15 @@ INITIALIZE_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 5.0
 SETTLE_S = 1.5
 Timeout = Annotated[float, msgspec.Meta(ge=0.01, le=600.0)]
+MIB = 1024 * 1024
+DEFAULT_MAX_MEMORY_BYTES = 2048 * MIB
+"""Default cap on the resident memory of a language server's process tree."""
+MEMORY_BYTES_RANGE = (64 * MIB, 64 * 1024 * MIB)
+"""Accepted `max_memory_bytes` of a language server (inclusive)."""
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+"""How long a language server may go unused before it is shut down."""
+IDLE_TIMEOUT_RANGE = (0.1, 86_400.0)
+"""Accepted `idle_timeout_s` (seconds, inclusive)."""
 
 
 class LspServerConfig(Section, kw_only=True):
@@ -48,6 +63,15 @@ class LspServerConfig(Section, kw_only=True):
     request_timeout_s: Timeout = REQUEST_TIMEOUT_S
     # Wait after a write for the diagnostics of that version; none by then: no diagnostics.
     settle_s: Timeout = SETTLE_S
+    # Cap on the resident memory of its process tree; over it the tree is killed (warning
+    # `lsp_server_memory_exceeded`, one of its failures).
+    max_memory_bytes: Annotated[
+        int, msgspec.Meta(ge=MEMORY_BYTES_RANGE[0], le=MEMORY_BYTES_RANGE[1])
+    ] = DEFAULT_MAX_MEMORY_BYTES
+    # Unused (no write or edit checked) this long: shut down; the next one restarts it.
+    idle_timeout_s: Annotated[
+        float, msgspec.Meta(ge=IDLE_TIMEOUT_RANGE[0], le=IDLE_TIMEOUT_RANGE[1])
+    ] = DEFAULT_IDLE_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if any(not part for part in self.command):

@@ -4,5 +4,6 @@
 ones as supervised process children, streamable-HTTP ones over httpx) through the
 official `mcp` SDK; `tools.McpTool` puts each server tool behind the one tool contract as
 `mcp__<server>__<tool>`; `service` is the `mcp` service (`phloem mcp list`); `serve`
-exposes phloem's coding tools and agents to MCP clients (`phloem mcp serve`).
+exposes phloem's coding tools and agents to MCP clients (`phloem mcp serve`); `lines` is
+the stdio framing both sides read through (bounded lines, typed decoding).
 """

@@ -14,7 +14,7 @@ above) that declares a name wins over later ones. A stdio server runs in its roo
 Literal header values in those files are not used (phloem reads secrets from the
 environment only): such a server is still added, with a warning. A file that cannot be
 read or parsed is skipped with a warning (`mcp_foreign_unreadable`); every file read is
-at most `MAX_FOREIGN_FILE_BYTES`.
+at most `MAX_FOREIGN_FILE_BYTES` and nested at most `MAX_NESTING_DEPTH` deep.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from phloem.actors.mcp.settings import SERVER_NAME, McpConfig, McpServerConfig
+from phloem.protocols.depth import check_json_depth, check_value_depth
 from phloem.protocols.warnings import RunWarning
 
 MAX_FOREIGN_FILE_BYTES = 1024 * 1024
@@ -51,7 +52,15 @@ def _read(path: Path) -> dict[str, Any] | None:
     if len(data) > MAX_FOREIGN_FILE_BYTES:
         raise ValueError(f"larger than {MAX_FOREIGN_FILE_BYTES} bytes")
     text = data.decode("utf-8", "replace")
-    parsed = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    try:
+        if path.suffix == ".toml":
+            parsed = tomllib.loads(text)
+            check_value_depth(parsed)
+        else:
+            check_json_depth(text)
+            parsed = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if not isinstance(parsed, dict):
         raise ValueError("not a table")
     return parsed

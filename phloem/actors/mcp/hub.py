@@ -4,9 +4,12 @@ One event loop thread runs every server's session (the SDK is async); tools call
 any thread and wait a bounded time. Per server, one task owns the connection:
 
 - **stdio**: the command runs behind a `supervision.stdio` bridge as a temporary process
-  child of the `servers` supervisor (`phloem tree` shows it as `mcp/servers/NAME`); the
+  child of the `servers` supervisor (`phloem tree` shows it as `mcp/servers/NAME`),
+  its process tree capped at `max_memory_bytes` of resident memory (`stdio_spec`); the
   session talks over the child's channel (`transport`). Closing stops the child, which
-  kills its process group.
+  kills its process group. A tree killed over its cap is a failure like a crash, with
+  warning `mcp_server_memory_exceeded`; the call it broke fails `server_failed` with
+  `memory_exceeded: true`.
 - **http**: the SDK's streamable-HTTP client, with headers read from the environment
   variables `headers_env` names (never from the config file itself).
 
@@ -43,8 +46,9 @@ from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.secrets import redact
 from phloem.protocols.warnings import RunWarning, Warnings
-from phloem.supervision.spec import ChildSpec, SupervisorSpec
-from phloem.supervision.stdio import stdio_child
+from phloem.supervision.reasons import ExitKind, ExitReason
+from phloem.supervision.spec import SupervisorSpec
+from phloem.supervision.stdio import stdio_spec
 from phloem.supervision.supervisor import Supervisor, SupervisorRef
 from phloem.tools.contract import JSON
 from phloem.tools.errors import ToolFailure
@@ -56,8 +60,9 @@ BACKOFF_S = 0.25
 """Wait before the first reconnect; doubles with each consecutive failure."""
 MAX_LIST_PAGES = 16
 """Most `tools/list` pages read from one server (the tool bound applies as well)."""
-STOP_CHILD_S = 1.0
-"""SIGTERM grace of a stdio server's child before its process group is killed."""
+EXIT_WAIT_S = 5.0
+"""How long a call broken by a stdio server's end waits for its exit reason (to say
+whether it was killed over its memory cap)."""
 CLOSE_TIMEOUT_S = 10.0
 PING_TIMEOUT_S = 5.0
 """How long a session may take to answer the ping that follows a failed call."""
@@ -77,6 +82,7 @@ class McpServer:
         self.restarts = 0
         self.last_error = ""
         self.pid: int | None = None
+        self._handle: Any = None  # the stdio child of the current connection
         self.tools: list[McpTool] = []
         self._session: ClientSession | None = None
         self._broken = asyncio.Event()
@@ -103,6 +109,7 @@ class McpServer:
                 log.warning("mcp_server_failed", server=self.name, error=self.last_error)
             self._session = None
             self.pid = None
+            self._handle = None
             if self._closing:
                 break
             self.failures += 1
@@ -130,9 +137,10 @@ class McpServer:
                 handle = await asyncio.to_thread(self.hub.start_child, self.name, self.cfg)
                 stack.push_async_callback(asyncio.to_thread, self.hub.stop_child, self.name)
                 self.pid = getattr(handle, "pid", None)
+                self._handle = handle
                 loop = asyncio.get_running_loop()
                 handle.add_exit_callback(
-                    lambda _reason: loop.call_soon_threadsafe(self._break, broken)
+                    lambda reason: loop.call_soon_threadsafe(self._exited, broken, reason)
                 )
                 read, write = await stack.enter_async_context(channel_streams(handle.channel))
             else:
@@ -162,6 +170,31 @@ class McpServer:
     def _longest_wait(self) -> float:
         """The session's own read timeout: past every bound of ours (those come first)."""
         return max(self.cfg.timeout_s, self.cfg.connect_timeout_s) + 1
+
+    def _exited(self, broken: asyncio.Event, reason: ExitReason) -> None:
+        """The stdio child ended: one over its memory cap is said so, then it is broken."""
+        if reason.kind is ExitKind.HEAP_EXCEEDED and not self._closing:
+            self.last_error = self._memory_message(reason)
+            self.hub.warnings.add(RunWarning.of("mcp_server_memory_exceeded", self.last_error))
+            log.error("mcp_server_memory_exceeded", server=self.name, detail=reason.detail)
+        self._break(broken)
+
+    def _memory_message(self, reason: ExitReason) -> str:
+        return (
+            f"MCP server {self.name} was killed over its memory cap (max_memory_bytes = "
+            f"{self.cfg.max_memory_bytes}): {reason.detail or 'heap_exceeded'}"
+        )
+
+    async def _server_failed(self, handle: Any, message: str) -> ToolFailure:
+        """`server_failed` for a call the connection's end broke; with `memory_exceeded`
+        when its stdio child was killed over its cap (its exit reason is awaited a little,
+        as the session may notice the end before the supervisor does)."""
+        reason = None
+        if handle is not None:
+            reason = await asyncio.to_thread(handle.wait, EXIT_WAIT_S)
+        if isinstance(reason, ExitReason) and reason.kind is ExitKind.HEAP_EXCEEDED:
+            return ToolFailure("server_failed", self._memory_message(reason), memory_exceeded=True)
+        return ToolFailure("server_failed", message)
 
     def _break(self, broken: asyncio.Event) -> None:
         """End the connection `broken` belongs to (its task tears it down); from now on
@@ -231,7 +264,7 @@ class McpServer:
     async def call(self, tool: str, args: JSON) -> types.CallToolResult:
         """Call `tool`; see the module docstring for what a failure does."""
         await self.ensure()
-        session, broken = self._session, self._broken
+        session, broken, handle = self._session, self._broken, self._handle
         assert session is not None
         try:
             result = await self._until_broken(
@@ -241,7 +274,8 @@ class McpServer:
             # a protocol error: the tool's fault, or a session that ended under the call
             message = redact(exc.error.message)[:4096]
             if not await self._check_alive(session, broken):
-                raise ToolFailure("server_failed", f"MCP server {self.name}: {message}") from None
+                failure = await self._server_failed(handle, f"MCP server {self.name}: {message}")
+                raise failure from None
             raise ToolFailure("tool_error", message) from None
         except TimeoutError:
             self.last_error = f"tool call {tool[:80]} timed out"
@@ -250,11 +284,13 @@ class McpServer:
                 "timeout", f"MCP tool {tool[:80]} gave no answer within {self.cfg.timeout_s} s"
             ) from None
         except ConnectionError as exc:
-            raise ToolFailure("server_failed", str(exc)) from None
+            raise await self._server_failed(handle, str(exc)) from None
         except Exception as exc:  # the transport failed under the SDK
-            await self._check_alive(session, broken)
-            message = redact(f"{type(exc).__name__}: {exc}")[:500]
-            raise ToolFailure("server_failed", f"MCP server {self.name}: {message}") from None
+            alive = await self._check_alive(session, broken)
+            message = f"MCP server {self.name}: " + redact(f"{type(exc).__name__}: {exc}")[:500]
+            if alive:
+                raise ToolFailure("server_failed", message) from None
+            raise await self._server_failed(handle, message) from None
         self.failures = 0
         return result
 
@@ -371,11 +407,8 @@ class McpHub:
         return sup
 
     def start_child(self, name: str, cfg: McpServerConfig) -> Any:
-        spec = ChildSpec(
-            name,
-            stdio_child(cfg.command, cfg.env, cfg.cwd),
-            restart="temporary",
-            shutdown=STOP_CHILD_S,
+        spec = stdio_spec(
+            name, cfg.command, cfg.env, cfg.cwd, max_memory_bytes=cfg.max_memory_bytes
         )
         return self._sup().start_child(spec)
 

@@ -6,6 +6,7 @@
     cwd = "/srv/work"
     timeout_s = 30                       # per tool call
     connect_timeout_s = 30               # start, initialize and list tools
+    max_memory_bytes = 1073741824        # resident memory of its process tree (1 GiB)
 
     [mcp.servers.search]                 # a streamable-HTTP server
     url = "https://mcp.example.com/mcp"
@@ -17,7 +18,10 @@
 
 Configured servers are the consent: nothing else is connected. A server connects at the
 first need of its tools; `connect_timeout_s` bounds connecting (start, `initialize`,
-`tools/list`), `timeout_s` each tool call.
+`tools/list`), `timeout_s` each tool call. A stdio server's process tree (the bridge, the
+server and whatever it starts) is capped at `max_memory_bytes` of resident memory
+(`supervision.stdio.stdio_spec`); over it the tree is killed, the call in progress fails
+`server_failed` with `memory_exceeded`, and the server is reconnected like any crash.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ DEFAULT_TIMEOUT_S = 30.0
 TIMEOUT_RANGE = (0.1, 3_600.0)
 """Accepted `timeout_s` and `connect_timeout_s` of a server (seconds, inclusive)."""
 MAX_ARGV = 256
+MIB = 1024 * 1024
+DEFAULT_MAX_MEMORY_BYTES = 1024 * MIB
+"""Default cap on the resident memory of a stdio server's process tree."""
+MEMORY_BYTES_RANGE = (64 * MIB, 64 * 1024 * MIB)
+"""Accepted `max_memory_bytes` of a stdio server (inclusive)."""
 
 
 class McpServerConfig(Section, kw_only=True):
@@ -55,6 +64,11 @@ class McpServerConfig(Section, kw_only=True):
     connect_timeout_s: Annotated[float, msgspec.Meta(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1])] = (
         DEFAULT_TIMEOUT_S
     )
+    # stdio: cap on the resident memory of its process tree; over it the tree is killed
+    # (the call fails `server_failed` with `memory_exceeded`) and it is reconnected.
+    max_memory_bytes: Annotated[
+        int, msgspec.Meta(ge=MEMORY_BYTES_RANGE[0], le=MEMORY_BYTES_RANGE[1])
+    ] = DEFAULT_MAX_MEMORY_BYTES
 
     def __post_init__(self) -> None:
         if bool(self.command) == bool(self.url):

@@ -3,11 +3,13 @@
 The SDK's `ClientSession` reads and writes `SessionMessage`s on two anyio memory
 streams; `channel_streams(channel)` feeds them from the process channel of a
 `supervision.stdio` bridge. MCP's stdio framing is one JSON-RPC message per line: the
-reader splits the program's output at newlines and parses each line with the SDK's
-`JSONRPCMessage` model (so the JSON-RPC itself stays the SDK's); the writer sends each
-message as one line. Runs on an asyncio event loop (the hub's): the reader waits for the
-channel's socket with `loop.add_reader`, the writer sends from a worker thread (a send
-may wait for the bridge to make room). A line longer than `MAX_MESSAGE_BYTES` ends the transport.
+reader splits the program's output with `lines.LineSplitter` and decodes each line with
+`lines.decode_line` (the SDK's `JSONRPCMessage` model, after the nesting bound), passing
+a line that does not decode on as its `MessageInvalid`; the writer sends each message as
+one line. Runs on an asyncio event loop (the hub's): the reader waits for the channel's
+socket with `loop.add_reader`, the writer sends from a worker thread (a send may wait for
+the bridge to make room). A line longer than `MAX_MESSAGE_BYTES` ends the transport (its
+`MessageTooLarge` is the last item read): a server that breaks the framing is reconnected.
 """
 
 from __future__ import annotations
@@ -19,20 +21,22 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import types
 from mcp.shared.message import SessionMessage
 
+from phloem.actors.mcp.lines import (
+    MAX_MESSAGE_BYTES,
+    LineSplitter,
+    MessageInvalid,
+    MessageTooLarge,
+    decode_line,
+)
 from phloem.supervision.channel import ChannelClosed, ChannelError, ChannelTimeout
 
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-"""Largest JSON-RPC message (one line) accepted from a stdio server."""
+__all__ = ["MAX_MESSAGE_BYTES", "MessageTooLarge", "channel_streams"]
+
 STREAM_BUFFER = 32
 """Messages buffered each way between the channel and the session."""
 SEND_TIMEOUT_S = 10.0
-
-
-class MessageTooLarge(Exception):
-    """A stdio server sent a line over `MAX_MESSAGE_BYTES`."""
 
 
 Streams = tuple[
@@ -49,7 +53,7 @@ async def channel_streams(
         STREAM_BUFFER
     )
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
-    pending = bytearray()  # output of the server not yet ending in a newline
+    splitter = LineSplitter(max_message_bytes)
 
     async def reader() -> None:
         # Woken by the event loop when the channel's socket is readable (no thread per
@@ -75,26 +79,19 @@ async def channel_streams(
             loop.remove_reader(channel.fileno())
 
     async def _lines(chunk: bytes) -> bool:
-        """Pass on every complete line of `buffer` + `chunk`; False to stop reading."""
-        buffer = pending
-        buffer += chunk
-        while (end := buffer.find(b"\n")) >= 0:
-            line = bytes(buffer[:end])
-            del buffer[: end + 1]
-            if len(line) > max_message_bytes:
-                await read_writer.send(MessageTooLarge(f"{len(line)} bytes"))
+        """Pass on every line `chunk` completes; False to stop reading."""
+        for line in splitter.feed(chunk):
+            if isinstance(line, MessageTooLarge):
+                await read_writer.send(line)
                 return False
             if not line.strip():
                 continue
             try:
-                message = types.JSONRPCMessage.model_validate_json(line)
-            except ValueError as exc:
+                message = decode_line(line)
+            except MessageInvalid as exc:
                 await read_writer.send(exc)
                 continue
             await read_writer.send(SessionMessage(message))
-        if len(buffer) > max_message_bytes:
-            await read_writer.send(MessageTooLarge(f"over {max_message_bytes} bytes"))
-            return False
         return True
 
     async def writer() -> None:

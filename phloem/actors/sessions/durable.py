@@ -2,7 +2,8 @@
 
 Layout under the store's directory (directories 0700, files 0600):
 
-    .lock                           held (flock) by the one process using the store
+    .lock                           held (flock) by the one process using the store, which
+                                    writes its pid (and socket) in (`storelock`)
     <app>/app_state.jsonl, .json    the app's state journal and its derived snapshot
     <app>/users/<user>/user_state.jsonl, .json
     <app>/sessions/<id>.jsonl       one transcript per session (`transcript.py`)
@@ -20,7 +21,6 @@ active run per session (`session_busy`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import threading
 from collections import OrderedDict
@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from phloem.actors.sessions import storelock
 from phloem.actors.sessions.files import (
     AppendFile,
     io_error,
@@ -59,6 +60,7 @@ from phloem.agents.session import (
     scope_of,
 )
 from phloem.base.logs import get_logger
+from phloem.protocols.depth import check_json_depth
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
 from phloem.protocols.warnings import RunWarning, Warnings
@@ -124,7 +126,7 @@ class DurableSessionService:
         self.root = Path(root)
         try:
             private_dir(self.root, sync)
-            self._lock_fd = _lock_store(self.root)
+            self._store_lock = storelock.claim(self.root)
         except OSError as exc:
             raise io_error(f"cannot open the session store {self.root}", exc) from None
         self.app_dir = self.root / encode_id(app, "app")
@@ -452,10 +454,7 @@ class DurableSessionService:
         self._journals(entry.session, seed, removed)
 
     def _unlock(self) -> None:
-        fd, self._lock_fd = self._lock_fd, -1
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._store_lock.release()
 
 
 def _log(warning: RunWarning, **fields: str) -> None:
@@ -469,23 +468,12 @@ def _local(key: str) -> bool:
     return scope_of(key) in ("session", "temp")
 
 
-def _lock_store(root: Path) -> int:
-    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise PhloemError(
-            ErrorKind.SESSION_STORE_LOCKED, f"another process holds the session store {root}"
-        ) from None
-    return fd
-
-
 def _read_header(path: Path) -> Header:
     with open(path, "rb") as handle:
         first = handle.readline(1024 * 1024)
     if not first.endswith(b"\n"):
         raise PhloemError(ErrorKind.SESSION_CORRUPT, f"{path}:1: torn header")
+    check_json_depth(first)  # a `ValueError` like msgspec's own refusals
     value = msgspec.json.decode(first)
     if not isinstance(value, dict) or value.get("type") != "header":
         raise PhloemError(ErrorKind.SESSION_CORRUPT, f"{path}:1: not a session header")

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from phloem.protocols.depth import check_json_depth
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.warnings import RunWarning
 
@@ -144,8 +145,9 @@ def read_jsonl(
 
     A last line without its newline is a torn write: with `repair` the file is cut back
     to the last newline (a `session_tail_repaired` warning says so). A complete line that
-    does not decode is `session_corrupt`, naming the file and line, and nothing is
-    changed."""
+    does not decode — not JSON, longer than `MAX_LINE_BYTES`, nested more than
+    `MAX_NESTING_DEPTH` deep, or anything else `decode` raises for it — is
+    `session_corrupt`, naming the file and line, and nothing is changed."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -157,9 +159,12 @@ def read_jsonl(
         try:
             if len(line) > MAX_LINE_BYTES:
                 raise ValueError("line too long")
+            check_json_depth(line)
             value = decode(line)
         except (msgspec.DecodeError, ValueError) as exc:
             raise corrupt(path, number, f"corrupt record ({exc})") from None
+        except Exception as exc:  # RecursionError, or a decoder's surprise: still corrupt
+            raise corrupt(path, number, f"corrupt record ({type(exc).__name__})") from None
         records.append((number, value))
     repaired = None
     if cut < len(data):  # checked after every complete line: a corrupt file is untouched

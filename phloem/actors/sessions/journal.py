@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from phloem.actors.sessions.files import AppendFile, corrupt, read_jsonl, write_atomic
+from phloem.protocols.depth import check_json_depth
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import RunWarning
 
@@ -82,6 +83,7 @@ class StateJournal:
         except FileNotFoundError:
             return 0, {}
         try:
+            check_json_depth(raw)
             value = msgspec.json.decode(raw)
             if value.get("version") != JOURNAL_VERSION:
                 raise ValueError("unknown version")
@@ -89,7 +91,7 @@ class StateJournal:
             if not isinstance(seq, int) or not isinstance(state, dict):
                 raise ValueError("malformed")
             return seq, state
-        except (msgspec.DecodeError, ValueError, KeyError, AttributeError) as exc:
+        except (msgspec.DecodeError, ValueError, KeyError, AttributeError, TypeError) as exc:
             self.warnings.append(
                 RunWarning.of(
                     "session_snapshot_repaired",

@@ -82,12 +82,19 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
-    """One session: its summary, its state (secrets pruned) and its last events."""
+    """One session: its summary, its state (secrets pruned), its last events, and what its
+    agent runs on (so a client can say so, and name a missing key before a turn)."""
 
     summary: SessionSummary
     state: dict[str, Any]
     events: list[Event]
     event_count: int
+    provider: str = ""  # the agent's `[providers.NAME]`
+    model: str = ""  # that provider's model
+    # The variable the provider's API key is read from, when the daemon's environment
+    # does not set it ("" when it is set, or the provider needs none).
+    missing_key_env: str = ""
+    templates: bool = False  # the agent expands the workspace's `/name args` templates
 
 
 class SessionRunStarted(msgspec.Struct, frozen=True):

@@ -373,11 +373,19 @@ class SessionsService(ServiceActor):
         )
         session = self.store.get_session(request.session_id)
         events = session.events
+        summary = self._summary(self.store.info(session.id))
+        catalogue = self.ctx.resources.catalogue()
+        spec = catalogue.spec(summary.agent or self.cfg.default_agent)
+        model = catalogue.model(spec) if spec is not None else None
         return SessionDetail(
-            summary=self._summary(self.store.info(session.id)),
+            summary=summary,
             state=prune_secrets(session.state),
             events=[public_event(e) for e in events[-limit:]],
             event_count=len(events),
+            provider=model.provider if model is not None else "",
+            model=model.model if model is not None else "",
+            missing_key_env=model.missing_key_env if model is not None else "",
+            templates=bool(spec is not None and spec.templates),
         )
 
     def runs_supervisor(self) -> SupervisorRef:

@@ -28,6 +28,8 @@ _encode = msgspec.json.encode
 EVENT_LINE_PREFIX = b'{"type":"event","order":'
 MAX_COUNT_SCAN_BYTES = 1024 * 1024
 """How far from its end `count_events` reads a transcript for its last event line."""
+MAX_ORDER_DIGITS = 19
+"""An event order longer than this (beyond 64 bits) is no count (`count_events`: None)."""
 
 
 class Header(msgspec.Struct, frozen=True, kw_only=True):
@@ -231,4 +233,4 @@ def count_events(path: Path, max_bytes: int = MAX_COUNT_SCAN_BYTES) -> int | Non
     if at < 0:
         return 0 if start == 0 else None
     digits = tail[at + 1 + len(EVENT_LINE_PREFIX) :].split(b",", 1)[0]
-    return int(digits) if digits.isdigit() else None
+    return int(digits) if digits.isdigit() and len(digits) <= MAX_ORDER_DIGITS else None

@@ -192,3 +192,52 @@ def test_toolset_tools_are_asked_about_unless_annotated_read_only() -> None:
         INFO, ToolCall("mcp__docs__delete", {}), lambda c: pytest.fail("ran")
     )
     assert write["reason"] == "timeout" and [r.tool for r in sent] == ["mcp__docs__delete"]
+
+
+def test_an_approved_call_runs_with_exactly_the_arguments_shown() -> None:
+    """The request carries the arguments unredacted, secret-looking ones marked, and the
+    tool gets a fresh copy of the same JSON: changing the request after it was shown (or
+    the model's dict after it was asked about) changes nothing that runs."""
+    args = {"command": "export password=$(touch x)", "env": {"API_KEY": "k"}, "n": [1.5]}
+    model_args = {"command": args["command"], "env": dict(args["env"]), "n": [1.5]}
+    ran: list[Any] = []
+
+    def approve_then_tamper(request: ConfirmRequest) -> None:
+        assert request.args == args and request.secrets == ["/command", "/env/API_KEY"]
+        interceptor.answer(request.call_id, True)
+        request.args["command"] = "rm -rf /"
+        model_args["command"] = "rm -rf ~"
+
+    interceptor = ConfirmationInterceptor(approve_then_tamper)
+    result = interceptor.tool_call(
+        INFO, ToolCall("bash", model_args, "c1"), lambda c: ran.append(c) or {"ok": 1}
+    )
+    assert result == {"ok": 1}
+    (call,) = ran
+    assert call.args == args and call.id == "c1" and call.name == "bash"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"fn": object()}, {"deep": msgspec.json.decode(b"[" * 129 + b"]" * 129)}],
+    ids=["not_json", "too_deep"],
+)
+def test_arguments_that_cannot_be_shown_are_refused_without_asking(args: Any) -> None:
+    sent: list[ConfirmRequest] = []
+    interceptor = ConfirmationInterceptor(sent.append)
+    result = interceptor.tool_call(INFO, ToolCall("write", args), lambda c: pytest.fail("ran"))
+    assert result["error"] == "not_confirmed" and result["reason"] == "unshowable"
+    assert sent == []
+
+
+def test_arguments_exactly_at_the_depth_limit_are_shown() -> None:
+    deep = msgspec.json.decode(b"[" * 127 + b"]" * 127)  # 128 levels with the object
+    sent: list[ConfirmRequest] = []
+
+    def approve(request: ConfirmRequest) -> None:
+        sent.append(request)
+        interceptor.answer(request.call_id, True)
+
+    interceptor = ConfirmationInterceptor(approve)
+    result = interceptor.tool_call(INFO, ToolCall("write", {"d": deep}), lambda c: {"ok": 1})
+    assert result == {"ok": 1} and sent[0].args == {"d": deep}

@@ -125,8 +125,49 @@ def test_an_approved_call_runs_and_the_confirm_item_shows_it(setup: Setup) -> No
     (request,) = seen
     assert request.kind == "confirm" and request.tool == "write" and request.agent == "coder"
     assert request.call_id.startswith("call_") and request.timeout_s == 30
-    assert request.args == {"path": "a.txt", "content": "hello [redacted]"}  # no secrets
-    assert (setup.ws / "a.txt").read_text() == f"hello {token}"  # the tool got the real one
+    # what is shown is what runs: the secret is marked, not rewritten
+    assert request.args == {"path": "a.txt", "content": f"hello {token}"}
+    assert request.secrets == ["/content"]
+    assert (setup.ws / "a.txt").read_text() == f"hello {token}"
+
+
+# Copies the shell's own argv (`bash -c COMMAND`) first, then runs a `$(...)` that a
+# redaction of "password=..." used to hide from the owner ("password=[redacted] x)").
+HIDDEN = "cp /proc/$$/cmdline seen.bin; export password=$(touch hidden.txt)"
+
+
+def _ran(setup: Setup) -> bytes:
+    """The command the bash tool ran, as its shell got it (argv[2] of `bash -c`)."""
+    return (setup.ws / "seen.bin").read_bytes().split(b"\0")[2]
+
+
+def test_the_approved_command_is_byte_for_byte_the_command_bash_runs(setup: Setup) -> None:
+    for name in ("seen.bin", "hidden.txt"):
+        (setup.ws / name).unlink(missing_ok=True)
+    setup.script("bash", {"command": HIDDEN})
+    seen: list[ConfirmRequest] = []
+    with setup.client() as client:
+        run = client.run_agent("coder", input="sh", on_confirm=lambda r: seen.append(r) or True)
+    assert run.outcome.status == "done"
+    (request,) = seen
+    assert request.tool == "bash" and request.args == {"command": HIDDEN}
+    assert request.secrets == ["/command"]  # marked for the renderer, shown as it is
+    assert _ran(setup) == request.args["command"].encode() == HIDDEN.encode()
+    assert (setup.ws / "hidden.txt").exists()  # the `$(...)` ran, and the owner saw it
+
+
+def test_the_cli_prompt_shows_the_exact_command_that_runs(setup: Setup) -> None:
+    for name in ("seen.bin", "hidden.txt"):
+        (setup.ws / name).unlink(missing_ok=True)
+    socket = str(setup.daemon.socket)
+    setup.script("bash", {"command": HIDDEN})
+    done = run_cli("agent", "run", "coder", "--input", "sh", "--yes", "--socket", socket)
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("run bash ")]
+    shown, end = json.JSONDecoder().raw_decode(line, len("run bash "))
+    assert line[end:] == " (secret-looking: /command)? yes (--yes)"
+    assert _ran(setup) == shown["command"].encode() == HIDDEN.encode()
+    assert (setup.ws / "hidden.txt").exists()
 
 
 def test_a_refused_call_answers_not_confirmed_and_does_not_run(setup: Setup) -> None:

@@ -10,11 +10,11 @@ import msgspec
 import pytest
 
 import phloem
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.actors.live.protocol import LiveEvent
 from phloem.actors.live.settings import LiveConfig, LiveToolCallsConfig
 from phloem.agents.settings import AgentsConfig
 from phloem.config import Config
-from phloem.examples.fake_live import FakeLiveServer
 
 TEST_KEY = "AIzaSyLIVE-test-key-0123456789abcdefghijk"
 KEY_ENV = "PHLOEM_TEST_LIVE_KEY"

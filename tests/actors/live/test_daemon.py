@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 import phloem
-from phloem.examples.fake_live import FakeLiveServer
+from phloem.actors.live.fake_server import FakeLiveServer
 from tests.actors.live.conftest import KEY_ENV, TEST_KEY, collect_until, next_kind, open_ready
 from tests.helpers import DaemonProc, raises_kind, run_cli, running_daemon, wait_until
 

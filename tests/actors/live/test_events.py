@@ -9,7 +9,7 @@ import json
 import pytest
 
 import phloem
-from phloem.examples.fake_live import FakeLiveServer
+from phloem.actors.live.fake_server import FakeLiveServer
 from tests.actors.live.conftest import TreeFactory, collect_until, next_kind, open_ready
 from tests.helpers import raises_kind, wait_until
 from tests.protocols.test_live import sdk_accepts

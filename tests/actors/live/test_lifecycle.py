@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 import phloem
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.actors.live.settings import LiveConfig
-from phloem.examples.fake_live import FakeLiveServer
 from tests.actors.live.conftest import (
     TEST_KEY,
     TreeFactory,

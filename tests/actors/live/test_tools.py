@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from phloem.examples.fake_live import FakeLiveServer
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.plugins import Plugin, PluginContext, Return, ToolCall
 from phloem.protocols.errors import PhloemError
 from tests.actors.live.conftest import TreeFactory, collect_until, next_kind, open_ready

@@ -5,8 +5,9 @@
 
 Tools: `add(a, b)` (read-only hint), `echo(text)`, `big(n)` (n bytes of text), `crash()`
 (exits the process with status 3), `hang(seconds)` (sleeps), `pid()` (the server's pid),
-`bad name!` and `bad_name_` (which collide once mapped), `huge_schema` (an input schema
-over 64 KiB) and, with `--many`, 300 numbered tools.
+`hog(mib)` (holds `mib` MiB of touched memory, then sleeps), `bad name!` and `bad_name_`
+(which collide once mapped), `huge_schema` (an input schema over 64 KiB) and, with
+`--many`, 300 numbered tools.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ def build(many: bool = False, port: int = 0) -> FastMCP:
         """Sleep, blocking the server."""
         time.sleep(seconds)
         return "woke"
+
+    @server.tool()
+    def hog(mib: int) -> str:
+        """Hold `mib` MiB of resident memory (16 MiB at a time), then sleep."""
+        held = [b"\x01" * (16 * 1024 * 1024) for _ in range(mib // 16)]
+        time.sleep(60)
+        return f"held {len(held) * 16} MiB"
 
     @server.tool()
     def pid() -> int:

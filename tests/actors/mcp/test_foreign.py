@@ -92,3 +92,13 @@ def test_a_foreign_file_over_the_size_limit_is_skipped(tmp_path: Path) -> None:
     (root / ".mcp.json").write_text(entry.ljust(MAX_FOREIGN_FILE_BYTES + 1))
     found, warnings = foreign_servers(McpConfig(allow_foreign=["x"], trusted_roots=[str(root)]))
     assert found == {} and "larger than" in warnings[0].message
+
+
+def test_a_deeply_nested_foreign_file_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    (root / ".codex").mkdir(parents=True)
+    (root / ".mcp.json").write_text('{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (root / ".codex" / "config.toml").write_text("a = " + "[" * 5_000 + "]" * 5_000)
+    found, warnings = foreign_servers(McpConfig(allow_foreign=["x"], trusted_roots=[str(root)]))
+    assert found == {} and [w.code for w in warnings] == ["mcp_foreign_unreadable"] * 2
+    assert all("nested" in w.message for w in warnings), warnings

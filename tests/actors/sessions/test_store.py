@@ -18,6 +18,8 @@ from phloem.actors.sessions.durable import DurableSessionService
 from phloem.actors.sessions.ids import MAX_ID_BYTES, decode_id, encode_id
 from phloem.agents.events import Event, EventActions
 from phloem.protocols.content import Content
+from phloem.protocols.depth import MAX_NESTING_DEPTH
+from phloem.protocols.errors import PhloemError
 from tests.helpers import raises_kind
 
 
@@ -222,3 +224,55 @@ def test_create_and_delete_survive_kill_9_at_random_points(tmp_path: Path) -> No
         assert present >= created - deleting, iteration
         assert not present & deleted, iteration  # acknowledged deletes are gone
         store.close()
+
+
+def _nested_line(depth: int) -> bytes:
+    """A complete sidecar record whose data nests so that the whole line is `depth` deep."""
+    inner = depth - 1  # the record's own object is one level
+    return b'{"type":"sidecar","kind":"k","data":' + b"[" * inner + b"]" * inner + b"}"
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING_DEPTH + 1, 100_000])
+def test_a_deeply_nested_complete_line_is_corrupt_not_a_recursion_error(
+    tmp_path: Path, depth: int
+) -> None:
+    sid, path = filled(tmp_path)
+    original = path.read_bytes()
+    path.write_bytes(original + _nested_line(depth) + b"\n")
+    store = DurableSessionService(tmp_path)
+    with pytest.raises(PhloemError) as info:
+        store.get_session(sid)
+    assert info.value.kind == "session_corrupt"
+    assert info.value.details == {"path": str(path), "line": 5}
+    assert f"more than {MAX_NESTING_DEPTH} levels" in info.value.message
+    store.close()
+
+
+def test_a_line_exactly_at_the_nesting_limit_loads(tmp_path: Path) -> None:
+    sid, path = filled(tmp_path)
+    path.write_bytes(path.read_bytes() + _nested_line(MAX_NESTING_DEPTH) + b"\n")
+    store = DurableSessionService(tmp_path)
+    assert len(store.get_session(sid).events) == 3
+    store.close()
+
+
+def test_a_deeply_nested_header_is_corrupt_and_left_out_of_the_listing(tmp_path: Path) -> None:
+    sid, path = filled(tmp_path)
+    lines = path.read_bytes().split(b"\n", 1)
+    path.write_bytes(b'{"type":"header","meta":' + b"[" * 50_000 + b"\n" + lines[1])
+    store = DurableSessionService(tmp_path)
+    assert store.infos() == []
+    assert raises_kind(store.get_session, sid) == "session_corrupt"
+    store.close()
+
+
+def test_count_events_reads_an_order_of_at_most_max_order_digits(tmp_path: Path) -> None:
+    from phloem.actors.sessions.transcript import MAX_ORDER_DIGITS, count_events
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"type":"header"}\n{"type":"event","order":' + b"9" * 19 + b',"e":1}\n')
+    assert MAX_ORDER_DIGITS == 19 and count_events(path) == 10**19 - 1
+    for digits in (20, 5_000):  # one over; and no ValueError from int() on 5,000 digits
+        line = b'{"type":"event","order":' + b"9" * digits + b',"e":1}\n'
+        path.write_bytes(b'{"type":"header"}\n' + line)
+        assert count_events(path) is None

@@ -6,9 +6,9 @@ import msgspec
 import pytest
 
 import phloem
+from phloem.actors.live.fake_server import FakeLiveServer
 from phloem.actors.live.settings import LiveConfig
 from phloem.config import Config
-from phloem.examples.fake_live import FakeLiveServer
 from tests.helpers import ROOT, wait_until
 
 from .receiver import Receiver

@@ -1,4 +1,5 @@
-"""A fake Gemini Live server on 127.0.0.1: for tests, benchmarks and `make run`.
+"""A fake Gemini Live server on 127.0.0.1: for tests, benchmarks, `make run` and
+`phloem live chat --demo`.
 
 It speaks the `BidiGenerateContent` WebSocket protocol well enough to drive phloem's
 Live sessions without the network: it answers `setup` with `setupComplete`, answers
@@ -11,9 +12,11 @@ as the real service sends them. A test can also:
 - inject any server frame (`inject`), send `goAway` or resumption updates;
 - stall the handshake (`stall_accept`), the setup answer (`stall_setup`) or reading
   (`stall_reads`: the client's socket fills up and its writes wait);
-- drop a connection without a close frame (`drop`).
+- drop a connection without a close frame (`drop`), or every connection right after
+  its setup and a resumable handle (`drop_after_setup`: resumed connections that never
+  last).
 
-Run it alone with `python -m phloem.examples.fake_live [--echo-audio]` (prints its URL).
+Run it alone with `python -m phloem.actors.live.fake_server [--echo-audio]` (prints its URL).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class FakeLiveServer:
         self.resumable = True  # send a resumable handle after every turn
         self.echo_audio = False  # answer every audio chunk with a text frame
         self.stall_reads = False  # stop reading client frames (their socket fills up)
+        self.drop_after_setup = False  # answer setup, offer a handle, then cut the connection
         self.binary = True
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -149,6 +153,10 @@ class FakeLiveServer:
             while self.stall_setup:
                 await asyncio.sleep(0.01)
             await self._send(conn, {"setupComplete": {}})
+            if self.drop_after_setup:
+                update = {"newHandle": f"handle-{conn.number}-0", "resumable": True}
+                await self._send(conn, {"sessionResumptionUpdate": update})
+                conn.ws.transport.abort()
             return
         text = None
         realtime = frame.get("realtimeInput", {})
