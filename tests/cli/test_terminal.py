@@ -195,7 +195,7 @@ def test_bash_completion(capsys: pytest.CaptureFixture[str]) -> None:
     script = capsys.readouterr().out
     assert "complete -o default -F _phloem_complete phloem" in script
     assert _bash_complete(script, ["phloem", "st"]) == ["status", "stop", "start"]
-    assert _bash_complete(script, ["phloem", "config", ""]) == ["check", "--help"]
+    assert _bash_complete(script, ["phloem", "config", ""]) == ["check", "init", "--help"]
     assert "--interval" in _bash_complete(script, ["phloem", "--json", "top", "--"])
     assert _bash_complete(script, ["phloem", "completion", "z"]) == ["zsh"]
     assert _bash_complete(script, ["phloem", "status", "--config", ""]) == []  # files
