@@ -197,6 +197,7 @@ class ProcessHandle(CallChild):
             max_cpu_seconds=limits.max_cpu_seconds,
             nfds=len(fds),
             title=None if self._command else title,
+            split_budget=limits.shares_budget,
         )
         try:
             self._server, pooled = self._spawn(request, fds)
@@ -262,7 +263,13 @@ class ProcessHandle(CallChild):
             telemetry.count("phloem.process.started")
             cap = self.limits.rss_cap
             if cap is not None:
-                _watchdog.watch(self.pid, cap, self._on_rss_exceeded, marker=self.handle_id)
+                _watchdog.watch(
+                    self.pid,
+                    cap,
+                    self._on_rss_exceeded,
+                    marker=self.handle_id,
+                    budget=self.limits.shares_budget,
+                )
                 if self._reaped.is_set():
                     _watchdog.unwatch(self.pid)
             return

@@ -128,11 +128,23 @@ def exit_on_sigterm(ch: Channel, code: int) -> None:
     threading.Event().wait()
 
 
+HOLD_CHUNK = 8 * 1024 * 1024
+
+
 def _hold(size: int) -> None:
-    """Make `size` bytes resident (every page written), then wait for ever."""
-    block = bytearray(size)
-    for i in range(0, size, 4096):
-        block[i] = 1
+    """Make `size` bytes resident (every page written) in blocks of `HOLD_CHUNK`, then
+    wait for ever. A block the tree's address-space budget refuses (`MemoryError`) is
+    asked for again a moment later: the tree's cap ends it, not the helper giving up."""
+    blocks = []
+    while len(blocks) * HOLD_CHUNK < size:
+        try:
+            block = bytearray(min(HOLD_CHUNK, size - len(blocks) * HOLD_CHUNK))
+        except MemoryError:
+            time.sleep(0.005)
+            continue
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        blocks.append(block)
     threading.Event().wait()
 
 

@@ -1,0 +1,81 @@
+"""The address-space budget of a capped tree: what bounds a burst the watchdog cannot see.
+
+The RSS watchdog (`watchdog`) reads a capped child's tree every few milliseconds and kills
+it over its cap, but helpers that allocate in parallel can outrun any reading (the tree of
+a callback forking 8 helpers was seen at 6.5 times its cap before the kill). So the
+tree's growth between two readings is bounded in the kernel, with each member's soft
+`RLIMIT_AS` (its hard limit stays the cap):
+
+- at each reading, the watchdog hands the tree's budget, `BUDGET_FACTOR` times the cap
+  less what the tree holds now, out to its members in equal shares: each may map its
+  share beyond what it maps now (`share_budget`);
+- a process of the tree that forks (`os.fork`, `multiprocessing`) splits its own share
+  with the new child: half each (`split_on_fork`, installed in the capped child before
+  user code and inherited by every Python process it forks). A fork never adds budget.
+
+A page must be mapped before it is resident, so between two readings the tree can grow by
+at most its budget: it holds at most `BUDGET_FACTOR` times its cap, and the watchdog
+kills it over the cap at the next reading. A member that maps past its share gets
+`ENOMEM` (`MemoryError` in Python), as a single process does at its `RLIMIT_AS`.
+
+Edges: one allocation larger than a member's share fails even though the tree as a
+whole has room (a tree of n processes: `(BUDGET_FACTOR * cap - held) / n` each); a
+program started by exec, or forked from C code, starts with its parent's whole share
+until the next reading; address space mapped before a reading but not yet resident (a
+thread's malloc arena) fills without a new mapping, and copy-on-write pages a helper
+writes to grow the tree without any mapping: the watchdog sees both at its next reading.
+Used only for a tree whose cap is `Limits.max_memory_bytes` (the address-space cap):
+`max_rss_bytes` trees have no `RLIMIT_AS` to share.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from collections.abc import Callable
+
+from phloem.supervision.proctree import limit_address_space, vm_of
+
+BUDGET_FACTOR = 1.5
+"""A capped tree may map at most this many times its cap between two readings."""
+
+_allowance: int | None = None  # the forking process's share, taken before a fork
+
+
+def share_budget(members: list[int], cap: int, held: int) -> int:
+    """Give each of `members` an equal share of the tree's budget (`BUDGET_FACTOR * cap`
+    less `held`, the tree's reading) beyond what it maps now; the share, in bytes."""
+    share = max(0, int(cap * BUDGET_FACTOR) - held) // max(1, len(members))
+    for pid in members:
+        vm = vm_of(pid)
+        if vm is not None:
+            limit_address_space(pid, vm + share)
+    return share
+
+
+def split_on_fork() -> None:
+    """In a capped child: from now on, each fork splits the forking process's share of
+    the budget in half with its new child (see the module docstring)."""
+    os.register_at_fork(
+        before=_take_allowance,
+        after_in_parent=lambda: _grant(lambda a: a - a // 2),
+        after_in_child=lambda: _grant(lambda a: a // 2),
+    )
+
+
+def _take_allowance() -> None:
+    global _allowance
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    vm = vm_of(os.getpid())
+    _allowance = None if soft == resource.RLIM_INFINITY or vm is None else max(0, soft - vm)
+
+
+def _grant(half: Callable[[int], int]) -> None:
+    """Set this process's share to its half of the allowance taken before the fork."""
+    global _allowance
+    allowance, _allowance = _allowance, None
+    if allowance is None:
+        return
+    vm = vm_of(os.getpid())
+    if vm is not None:
+        limit_address_space(os.getpid(), vm + half(allowance))
