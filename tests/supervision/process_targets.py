@@ -208,7 +208,13 @@ def orphan_hogs(ch: Channel, helpers: int, size: int) -> None:
     """Start `helpers` Python processes in sessions of their own through a shell that
     exits at once (they are re-parented to the fork server), each holding `size`
     resident bytes; send their pids, then wait for ever."""
-    code = f"import threading; b = b'x' * {size}; threading.Event().wait()"
+    code = (  # in blocks, a refused one asked again (see `_hold`)
+        "import threading, time\nblocks = []\n"
+        f"while len(blocks) * {HOLD_CHUNK} < {size}:\n"
+        f"    try: blocks.append(b'x' * {HOLD_CHUNK})\n"
+        "    except MemoryError: time.sleep(0.005)\n"
+        "threading.Event().wait()"
+    )
     script = f'for i in $(seq {helpers}); do setsid "$0" -c "$1" >/dev/null 2>&1 & echo $!; done'
     out = subprocess.run(
         ["sh", "-c", script, sys.executable, code], capture_output=True, check=True

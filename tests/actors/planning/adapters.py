@@ -70,6 +70,14 @@ class ScriptedPlanner:
             os.close(go)
             time.sleep(target.get("hold_s", 3))
             return Ok(_doc(goal, 0, actions))
+        if mode == "report_and_sleep":  # until killed; with `flag`, only while it is absent
+            flag = target.get("flag")
+            if flag is None or not os.path.exists(flag):
+                if flag is not None:
+                    open(flag, "w").close()
+                _report(target["fifo"], str(os.getpid()))
+                time.sleep(30)
+            return Ok(_doc(goal, 0, actions))
         if mode == "burst_hogs":  # helpers that all fill their memory at once, at speed
             _report(target["fifo"], str(os.getpid()))
             gate, go = os.pipe()

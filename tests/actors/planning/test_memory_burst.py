@@ -23,7 +23,8 @@ MIB = 1024 * 1024
 CAP = 128 * MIB
 HELPERS = 8
 HELPER_BYTES = 96 * MIB  # each alone under the cap; together 6 times over it
-CHUNK = 8 * MIB
+CHUNK = 2 * MIB  # under the smallest share at the cap, (1.5 - 1) * CAP / 9 members: so
+# the tree cannot stall under its cap with every member's next block refused
 SAMPLE_S = 0.005
 
 
