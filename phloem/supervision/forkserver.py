@@ -23,7 +23,7 @@ A server that dies (killed, out of memory) takes its children along: each is rep
 `killed` with detail `reasons.SERVER_LOST`, once. The next start makes a new server — a
 server whose process is gone is never asked again, even before its reader has noticed
 (`alive`) — and a start the dying server took along is made again on the new one
-(`process.START_ATTEMPTS`).
+(`process.MAX_START_ATTEMPTS`).
 
 Starting a child: the server keeps `POOL_SIZE` children forked and prepared ahead of
 time and passes the daemon one end of a socket to each (`Idle(pid)`); the daemon hands a

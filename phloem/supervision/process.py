@@ -88,7 +88,7 @@ KILL_REAP_TIMEOUT_S = 30.0
 otherwise). Past it the child is recorded as `killed` (detail `no exit report after
 kill`) so no caller hangs."""
 
-START_ATTEMPTS = 2
+MAX_START_ATTEMPTS = 2
 """How many times `start_process` starts a child whose fork server died before it was
 ready (nothing of it ran yet: the next attempt asks a fresh server)."""
 
@@ -112,8 +112,8 @@ def start_process(
     """Start a process child from the fork server; raises `ChildStartError` if it cannot.
 
     A start that its fork server took along when it died (exit reason `killed`, detail
-    `SERVER_LOST`) is made again on a fresh server, `START_ATTEMPTS` times in all, within
-    the one `ready_timeout`. Once it runs it is attached to the calling thread's owner
+    `SERVER_LOST`) is made again on a fresh server, `MAX_START_ATTEMPTS` times in all,
+    within the one `ready_timeout`. Once it runs it is attached to the calling thread's owner
     (`owners`), so the tree lists it there until it ends. A target's child is titled
     `title` (default: `owners.child_title(name)`); a command keeps its own command line."""
     if not isinstance(start, ProcessTarget | Command):
@@ -138,7 +138,7 @@ def start_process(
             name,
         )
     deadline = time.monotonic() + ready_timeout
-    for attempt in range(1, START_ATTEMPTS + 1):
+    for attempt in range(1, MAX_START_ATTEMPTS + 1):
         handle = ProcessHandle(
             name,
             command=isinstance(start, Command),
@@ -148,7 +148,7 @@ def start_process(
         try:
             handle._start(how, deadline, float(ready_timeout), title or child_title(name))
         except ChildStartError as exc:
-            if exc.reason.server_lost and attempt < START_ATTEMPTS:
+            if exc.reason.server_lost and attempt < MAX_START_ATTEMPTS:
                 log.info("process_start_retried", child=name, reason=str(exc.reason))
                 continue  # its fork server died under it: a fresh one starts it
             raise

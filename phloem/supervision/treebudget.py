@@ -1,30 +1,30 @@
 """The address-space budget of a capped tree: what bounds a burst the watchdog cannot see.
 
-The RSS watchdog (`watchdog`) reads a capped child's tree every few milliseconds and kills
-it over its cap, but helpers that allocate in parallel can outrun any reading (the tree of
-a callback forking 8 helpers was seen at 6.5 times its cap before the kill). So the
-tree's growth between two readings is bounded in the kernel, with each member's soft
+The RSS watchdog (`watchdog`) reads a capped child's tree every 0.1 s (0.02 s near its
+cap) and kills it over its cap, but helpers that allocate in parallel can outrun any
+reading (a callback forking 8 helpers was seen at 6.5 times its cap before the kill). So
+the tree's growth between two readings is bounded in the kernel, with each member's soft
 `RLIMIT_AS` (its hard limit stays the cap):
 
-- at each reading, the watchdog hands the tree's budget, `BUDGET_FACTOR` times the cap
-  less what the tree holds now, out to its members in equal shares: each may map its
-  share beyond what it maps now (`share_budget`);
+- at each reading, the watchdog hands the tree's budget, `MAX_OVERSHOOT_FACTOR` times
+  the cap less what the tree holds now, out to its members in equal shares: each may map
+  its share beyond what it maps now (`share_budget`);
 - a process of the tree that forks (`os.fork`, `multiprocessing`) splits its own share
   with the new child: half each (`split_on_fork`, installed in the capped child before
   user code and inherited by every Python process it forks). A fork never adds budget.
 
-A page must be mapped before it is resident, so between two readings the tree can grow by
-at most its budget: it holds at most `BUDGET_FACTOR` times its cap, and the watchdog
-kills it over the cap at the next reading. A member that maps past its share gets
-`ENOMEM` (`MemoryError` in Python), as a single process does at its `RLIMIT_AS`.
+A page must be mapped before it is resident, so between two readings the tree can grow
+by at most its budget: it holds at most `MAX_OVERSHOOT_FACTOR` times its cap, and the
+watchdog kills it over the cap at the next reading. A member that maps past its share
+gets `ENOMEM` (`MemoryError` in Python), as a single process does at its `RLIMIT_AS`.
 
-Edges: one allocation larger than a member's share fails even though the tree as a
-whole has room (a tree of n processes: `(BUDGET_FACTOR * cap - held) / n` each); a
-program started by exec, or forked from C code, starts with its parent's whole share
+Edges: one allocation larger than a member's share fails even though the tree as a whole
+has room (in a tree of n processes a share is `(MAX_OVERSHOOT_FACTOR * cap - held) / n`);
+a program started by exec, or forked from C code, starts with its parent's whole share
 until the next reading; address space mapped before a reading but not yet resident (a
 thread's malloc arena) fills without a new mapping, and copy-on-write pages a helper
-writes to grow the tree without any mapping: the watchdog sees both at its next reading.
-Used only for a tree whose cap is `Limits.max_memory_bytes` (the address-space cap):
+writes to grow the tree without any: the watchdog sees both at its next reading. Used
+only for a tree whose cap is `Limits.max_memory_bytes` (the address-space cap):
 `max_rss_bytes` trees have no `RLIMIT_AS` to share.
 """
 
@@ -36,16 +36,17 @@ from collections.abc import Callable
 
 from phloem.supervision.proctree import limit_address_space, vm_of
 
-BUDGET_FACTOR = 1.5
+MAX_OVERSHOOT_FACTOR = 1.5
 """A capped tree may map at most this many times its cap between two readings."""
 
 _allowance: int | None = None  # the forking process's share, taken before a fork
 
 
 def share_budget(members: list[int], cap: int, held: int) -> int:
-    """Give each of `members` an equal share of the tree's budget (`BUDGET_FACTOR * cap`
-    less `held`, the tree's reading) beyond what it maps now; the share, in bytes."""
-    share = max(0, int(cap * BUDGET_FACTOR) - held) // max(1, len(members))
+    """Give each of `members` an equal share of the tree's budget (`MAX_OVERSHOOT_FACTOR`
+    times `cap`, less `held`: the tree's reading) beyond what it maps now; the share, in
+    bytes."""
+    share = max(0, int(cap * MAX_OVERSHOOT_FACTOR) - held) // max(1, len(members))
     for pid in members:
         vm = vm_of(pid)
         if vm is not None:

@@ -14,9 +14,10 @@ import psutil
 import pytest
 
 from phloem.base import logs as phloem_logs
-from phloem.supervision import forkserver, threadpark
+from phloem.supervision import forkserver, process, threadpark
 from phloem.supervision._bootstrap import POOL_SIZE
-from phloem.supervision.process import ProcessHandle, start_process
+from phloem.supervision.handle import ChildStartError
+from phloem.supervision.process import MAX_START_ATTEMPTS, ProcessHandle, start_process
 from phloem.supervision.proctree import proc_table
 from phloem.supervision.reasons import SERVER_LOST, ExitKind, ExitReason
 from phloem.supervision.spec import Command, ProcessTarget
@@ -110,10 +111,14 @@ def test_a_dead_fork_server_is_survived_and_its_children_are_reported_killed() -
 
 
 @pytest.mark.timeout(60)
-def test_a_start_the_dying_fork_server_took_along_is_made_again_on_a_fresh_one() -> None:
+@pytest.mark.parametrize("attempts", [MAX_START_ATTEMPTS, 1], ids=["default", "one-attempt"])
+def test_a_start_the_dying_fork_server_took_along_is_made_again_on_a_fresh_one(
+    attempts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The server is stopped, its idle children used up: the next start waits on the
     # server itself when it is killed. Its running children die with it, typed once;
-    # the start goes to a fresh server and succeeds.
+    # the start goes to a fresh server and succeeds — unless it has no attempt left.
+    monkeypatch.setattr(process, "MAX_START_ATTEMPTS", attempts)
     server = forkserver.get_server()
     os.kill(server.pid, signal.SIGSTOP)
     held: list[ProcessHandle] = []
@@ -129,16 +134,19 @@ def test_a_start_the_dying_fork_server_took_along_is_made_again_on_a_fresh_one()
     finally:
         os.kill(server.pid, signal.SIGKILL)
     waiting.join(30)
+    for h in held:
+        reason = h.wait(10)
+        assert reason is not None and reason.server_lost, reason
     [fresh] = started
+    if attempts == 1:
+        assert isinstance(fresh, ChildStartError) and fresh.reason.server_lost, fresh
+        return
     assert isinstance(fresh, ProcessHandle), fresh
     try:
         assert forkserver.server_pid() not in (None, server.pid)
         assert fresh.request("hello", timeout=5) == "hello"
     finally:
         fresh.stop(0)
-    for h in held:
-        reason = h.wait(10)
-        assert reason is not None and reason.server_lost, reason
 
 
 def _start_echo() -> ProcessHandle | BaseException:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from phloem.supervision.proctree import limit_address_space, vm_of
-from phloem.supervision.treebudget import BUDGET_FACTOR, share_budget
+from phloem.supervision.treebudget import MAX_OVERSHOOT_FACTOR, share_budget
 from phloem.supervision.watchdog import (
     NEAR_CAP_FRACTION,
     NEAR_CAP_INTERVAL_S,
@@ -50,7 +50,7 @@ def test_each_member_gets_an_equal_share_of_what_the_tree_has_left(
 ) -> None:
     cap, held, members = 256 * MiB, 100 * MiB, [sleeper.pid, sleeper.pid]
     share = share_budget(members, cap, held)
-    assert share == (int(cap * BUDGET_FACTOR) - held) // 2
+    assert share == (int(cap * MAX_OVERSHOOT_FACTOR) - held) // 2
     vm = vm_of(sleeper.pid)
     assert vm is not None and _soft_limit(sleeper.pid) - vm in range(share - MiB, share + 1)
 
@@ -59,9 +59,9 @@ def test_a_tree_holding_its_whole_budget_gets_no_share_and_a_byte_under_it_one_b
     sleeper: subprocess.Popen[bytes],
 ) -> None:
     cap = 64 * MiB
-    assert share_budget([sleeper.pid], cap, int(cap * BUDGET_FACTOR)) == 0
-    assert share_budget([sleeper.pid], cap, int(cap * BUDGET_FACTOR) + 1) == 0
-    assert share_budget([sleeper.pid], cap, int(cap * BUDGET_FACTOR) - 1) == 1
+    assert share_budget([sleeper.pid], cap, int(cap * MAX_OVERSHOOT_FACTOR)) == 0
+    assert share_budget([sleeper.pid], cap, int(cap * MAX_OVERSHOOT_FACTOR) + 1) == 0
+    assert share_budget([sleeper.pid], cap, int(cap * MAX_OVERSHOOT_FACTOR) - 1) == 1
 
 
 def test_a_share_never_passes_the_hard_limit_which_stays(sleeper: subprocess.Popen[bytes]) -> None:
@@ -76,7 +76,7 @@ def test_a_share_never_passes_the_hard_limit_which_stays(sleeper: subprocess.Pop
 def test_a_gone_process_is_skipped() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
-    assert share_budget([proc.pid], 64 * MiB, 0) == int(64 * MiB * BUDGET_FACTOR)
+    assert share_budget([proc.pid], 64 * MiB, 0) == int(64 * MiB * MAX_OVERSHOOT_FACTOR)
 
 
 def test_a_fork_splits_the_forking_process_share_in_half() -> None:

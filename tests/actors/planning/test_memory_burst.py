@@ -1,5 +1,5 @@
 """A planner callback whose forked helpers fill their memory at once, in parallel: the
-tree's overshoot past its cap stays within `treebudget.BUDGET_FACTOR` (1.5) times the
+tree's overshoot past its cap stays within `treebudget.MAX_OVERSHOOT_FACTOR` (1.5) times the
 cap, measured by the test itself, independently of the watchdog."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.supervision.proctree import pss_of, tree_of
 from phloem.supervision.refs import Owner
-from phloem.supervision.treebudget import BUDGET_FACTOR
+from phloem.supervision.treebudget import MAX_OVERSHOOT_FACTOR
 from tests.actors.planning.conftest import read_pids
 
 pytestmark = pytest.mark.timeout(120)
@@ -77,11 +77,11 @@ def test_helpers_filling_memory_in_parallel_overshoot_the_cap_at_most_one_and_a_
         sampler.stop()
     finally:
         rt.stop()
-    bound = BUDGET_FACTOR * CAP
+    bound = MAX_OVERSHOOT_FACTOR * CAP
     print(
         f"\nburst: {HELPERS} helpers x {HELPER_BYTES // MIB} MiB; tree peak (PSS, "
         f"{sampler.samples} samples) {sampler.peak / MIB:.0f} MiB against cap "
-        f"{CAP // MIB} MiB: {sampler.peak / CAP:.2f}x (bound {BUDGET_FACTOR}x = "
+        f"{CAP // MIB} MiB: {sampler.peak / CAP:.2f}x (bound {MAX_OVERSHOOT_FACTOR}x = "
         f"{bound / MIB:.0f} MiB)"
     )
     assert result.error is not None, result.status
