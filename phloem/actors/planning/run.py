@@ -15,9 +15,9 @@ deadline (`timeout_ms`) capping every callback's own `callback_timeout_ms`. A pl
 callback that failed only because the fork server died with it (`callback_server_lost`)
 is asked again once, as a restart would be, within the same deadline; an executor
 callback is not (its step may have acted): its observation carries the failure, and the
-planner decides. Every end is a
-`PlanningResult` handed to the run's `RunRecord`, except when the owner went away: then
-the active worker is killed and the run stops without a result.
+planner decides. Every end is a `PlanningResult` handed to the run's `RunRecord`, except
+when the owner went away: then the active worker is killed and the run stops without a
+result.
 
 The actor is the driver of a run of the one run lifecycle (`phloem.actors.runs`): its
 events (`plan_accepted`, `step_started`, `observation`, `replan`, `terminal`) go to the

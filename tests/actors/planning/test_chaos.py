@@ -21,7 +21,7 @@ from phloem.supervision.refs import Owner
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-RUNS = 400
+RUNS = 300
 CONCURRENT = 4
 KILL_AFTER_RUNS = (6, 18)  # a kill once every so many ended runs (so: whatever the load)
 KILL_DELAY_S = (0.0, 0.2)  # at a random moment after that

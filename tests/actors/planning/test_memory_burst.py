@@ -29,7 +29,8 @@ SAMPLE_S = 0.005
 
 
 class TreeSampler:
-    """Sums the PSS of a tree every `SAMPLE_S` seconds on a thread of its own; `peak`."""
+    """Sums the PSS of a tree on a thread of its own, as often as it can but at most every
+    `SAMPLE_S` seconds (a reading of 9 processes takes longer under load); `peak`."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
