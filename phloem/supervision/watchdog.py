@@ -1,11 +1,12 @@
 """Resident-memory watchdog for process children with a memory cap: the whole tree counts.
 
 `RLIMIT_AS` caps each process's address space, but only per process: a child that forks
-helpers gives each a fresh allowance, and memory can be resident without a failing
-allocation (a C extension ignoring errors, an exec'd command). So one daemon thread
-reads, every `WATCHDOG_INTERVAL_S` seconds — every `NEAR_CAP_INTERVAL_S` while some tree
-holds `NEAR_CAP_FRACTION` of its cap or more —, the resident memory of each watched
-child's *tree*:
+helpers gives each an allowance of its own (the tree's address-space budget,
+`treebudget`, bounds only a burst between two readings), and memory can be resident
+without a failing allocation (a C extension ignoring errors, an exec'd command). So one
+daemon thread reads, every `WATCHDOG_INTERVAL_S` seconds — every `NEAR_CAP_INTERVAL_S`
+while some tree holds `NEAR_CAP_FRACTION` of its cap or more —, the resident memory of
+each watched child's *tree*:
 
 - the child and all its descendants, also those that left its process group or session
   (`setsid`), found through /proc's children files;
