@@ -135,7 +135,7 @@ def _hold(size: int) -> None:
     """Make `size` bytes resident (every page written) in blocks of `HOLD_CHUNK`, then
     wait for ever. A block the tree's address-space budget refuses (`MemoryError`) is
     asked for again a moment later: the tree's cap ends it, not the helper giving up."""
-    blocks = []
+    blocks: list[bytearray] = []
     while len(blocks) * HOLD_CHUNK < size:
         try:
             block = bytearray(min(HOLD_CHUNK, size - len(blocks) * HOLD_CHUNK))

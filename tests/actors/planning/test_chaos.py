@@ -1,10 +1,11 @@
-"""Planning runs under SIGKILL chaos: a killer thread kills fork servers and callback
-children at random moments while runs go on. A fork server's death costs only the
-callbacks it held (a planner callback lost with it is asked again once), so nearly every
-run completes."""
+"""Planning runs in an embedded tree, through its clients, under SIGKILL chaos: a killer
+thread kills fork servers and callback children at random moments while runs go on. A
+fork server's death costs only the callbacks it held (a planner callback lost with it is
+asked again once), so nearly every run completes."""
 
 from __future__ import annotations
 
+import functools
 import random
 import signal
 import threading
@@ -14,19 +15,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from phloem.actors.planning import AdapterRegistry, PlanningRuntime
+import phloem
+from phloem.config import parse_config
 from phloem.supervision.forkserver import server_pid
 from phloem.supervision.proctree import children_of, kill_all
-from phloem.supervision.refs import Owner
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 RUNS = 300
-CONCURRENT = 4
-KILL_AFTER_RUNS = (6, 18)  # a kill once every so many ended runs (so: whatever the load)
+CONCURRENT = 6
+KILL_AFTER_RUNS = (4, 12)  # a kill once every so many ended runs (so: whatever the load)
 KILL_DELAY_S = (0.0, 0.2)  # at a random moment after that
 CHILD_WAIT_S = 1.0  # a child kill waits this long at most for a callback to be running
-SERVER_SHARE = 0.5  # of the kills, how many go to the fork server
+SERVER_SHARE = 0.8  # of the kills, how many go to the fork server
 COMPLETION_FLOOR = 0.95
 PLANNER = {
     "name": "scripted",
@@ -71,12 +72,15 @@ class Killer:
             self.ended += 1
             self._cond.notify_all()
 
+    def _due(self, mark: int) -> bool:
+        return self._stop or self.ended >= mark
+
     def _run(self) -> None:
         mark = 0
         while True:
             mark += self.random.randint(*KILL_AFTER_RUNS)
             with self._cond:
-                self._cond.wait_for(lambda m=mark: self._stop or self.ended >= m)
+                self._cond.wait_for(functools.partial(self._due, mark))
                 if self._stop:
                     return
             time.sleep(self.random.uniform(*KILL_DELAY_S))
@@ -106,34 +110,42 @@ class Killer:
         self._thread.join(10)
 
 
+CONFIG = """
+[planning.planners]
+scripted = "tests.actors.planning.adapters:ScriptedPlanner"
+[planning.executors]
+scripted = "tests.actors.planning.adapters:ScriptedExecutor"
+"""
+
+
 @pytest.fixture
-def chaos_runtime(adapters: AdapterRegistry) -> Iterator[PlanningRuntime]:
-    rt = PlanningRuntime(adapters, name="planning-chaos")
-    assert rt.run(Owner.client("warm-up"), "scripted", "scripted", 0).status == "completed"
-    yield rt
-    rt.stop()
+def tree() -> Iterator[phloem.Tree]:
+    with phloem.Tree.start(parse_config(CONFIG), name="planning-chaos") as tree:
+        with tree.client("warm-up") as client:
+            assert client.run_planning("scripted", "scripted", 0).status == "completed"
+        yield tree
 
 
 def test_runs_complete_while_fork_servers_and_callback_children_are_killed(
-    chaos_runtime: PlanningRuntime,
+    tree: phloem.Tree,
 ) -> None:
     ends: Counter[str] = Counter()
     lock = threading.Lock()
     todo = iter(range(RUNS))
 
     def runner() -> None:
-        owner = Owner.client(f"chaos-{threading.get_ident()}")
-        while True:
-            with lock:
-                if next(todo, None) is None:
-                    return
-            result = chaos_runtime.run(owner, PLANNER, "scripted", {"task": "t"})
-            end = result.status
-            if result.error is not None:
-                end += f" {result.error.kind}: {result.error.reason}"
-            with lock:
-                ends[end] += 1
-            killer.run_ended()
+        with tree.client("chaos") as client:
+            while True:
+                with lock:
+                    if next(todo, None) is None:
+                        return
+                result = client.run_planning(PLANNER, "scripted", {"task": "t"})
+                end: str = result.status
+                if result.error is not None:
+                    end += f" {result.error.kind}: {result.error.reason}"
+                with lock:
+                    ends[end] += 1
+                killer.run_ended()
 
     started = time.monotonic()
     killer = Killer(seed=28)
