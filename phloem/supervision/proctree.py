@@ -110,9 +110,17 @@ def rss_of(pid: int) -> int | None:
 
 def vm_of(pid: int) -> int | None:
     """`pid`'s address-space size in bytes (what `RLIMIT_AS` counts); None if it is gone."""
+    sizes = sizes_of(pid)
+    return None if sizes is None else sizes[0]
+
+
+def sizes_of(pid: int) -> tuple[int, int] | None:
+    """`pid`'s address-space size and resident set size in bytes, read at one moment;
+    None if it is gone."""
     try:
         with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[0]) * PAGE_SIZE
+            fields = f.read().split()
+        return int(fields[0]) * PAGE_SIZE, int(fields[1]) * PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return None
 

@@ -53,8 +53,8 @@ class Limits:
     reason `heap_exceeded` (an RSS detail reads `rss TOTAL > max_rss_bytes CAP (N
     processes)`, naming whichever field set the cap). `rss_cap` is the tree cap in force.
     With `max_memory_bytes` alone, the tree's members also share an address-space budget
-    that bounds a burst between two readings to `MAX_OVERSHOOT_FACTOR` (1.5) times the
-    cap (`supervision.treebudget`).
+    that bounds what a burst between two readings maps to `MAX_BURST_FACTOR` (1.25)
+    times the cap (`supervision.treebudget`).
     `max_open_files` (`RLIMIT_NOFILE`) and `max_cpu_seconds` (`RLIMIT_CPU`) are per process.
     """
 

@@ -49,6 +49,7 @@ from phloem.supervision.proctree import (
     parent_of,
     pss_of,
     rss_of,
+    sizes_of,
     tree_of,
 )
 from phloem.supervision.treebudget import share_budget
@@ -159,15 +160,16 @@ class RssWatchdog:
                 self.unwatch(pid)  # gone: its exit is reported elsewhere
                 continue
             members = tree_of([pid, *strays.get(pid, ())])
-            reading = _sum(members, rss_of)
+            sizes = {p: s for p in members if (s := sizes_of(p)) is not None}
+            reading = TreeRss(sum(rss for _, rss in sizes.values()), len(sizes))
             if reading.total > w.cap:
                 reading = _confirm(w, members, reading)
             else:
                 w.pss = None
             w.last = reading
             if reading.total <= w.cap:
-                if w.budget:
-                    share_budget(members, w.cap, reading.total)
+                if w.budget:  # from the sizes of this reading: what grew since counts
+                    share_budget({p: vm for p, (vm, _) in sizes.items()}, w.cap, reading.total)
                 continue
             with self._cond:
                 if self._watches.get(pid) is not w:

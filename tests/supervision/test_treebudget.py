@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from phloem.supervision.proctree import limit_address_space, vm_of
-from phloem.supervision.treebudget import MAX_OVERSHOOT_FACTOR, share_budget
+from phloem.supervision.treebudget import MAX_BURST_FACTOR, share_budget
 from phloem.supervision.watchdog import (
     NEAR_CAP_FRACTION,
     NEAR_CAP_INTERVAL_S,
@@ -45,27 +45,40 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
-def test_each_member_gets_an_equal_share_of_what_the_tree_has_left(
+def _gone_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_each_member_gets_an_equal_share_beyond_what_it_mapped_at_the_reading(
     sleeper: subprocess.Popen[bytes],
 ) -> None:
-    cap, held, members = 256 * MiB, 100 * MiB, [sleeper.pid, sleeper.pid]
-    share = share_budget(members, cap, held)
-    assert share == (int(cap * MAX_OVERSHOOT_FACTOR) - held) // 2
+    # what it mapped since the reading counts against its share: its limit is measured
+    # from the reading's size, not from its size now
     vm = vm_of(sleeper.pid)
-    assert vm is not None and _soft_limit(sleeper.pid) - vm in range(share - MiB, share + 1)
+    assert vm is not None
+    cap, held, at_reading = 256 * MiB, 100 * MiB, vm - 8 * MiB
+    share = share_budget({sleeper.pid: at_reading, _gone_pid(): 0}, cap, held)
+    assert share == (int(cap * MAX_BURST_FACTOR) - held) // 2
+    assert _soft_limit(sleeper.pid) == at_reading + share
 
 
 def test_a_tree_holding_its_whole_budget_gets_no_share_and_a_byte_under_it_one_byte(
     sleeper: subprocess.Popen[bytes],
 ) -> None:
-    cap = 64 * MiB
-    assert share_budget([sleeper.pid], cap, int(cap * MAX_OVERSHOOT_FACTOR)) == 0
-    assert share_budget([sleeper.pid], cap, int(cap * MAX_OVERSHOOT_FACTOR) + 1) == 0
-    assert share_budget([sleeper.pid], cap, int(cap * MAX_OVERSHOOT_FACTOR) - 1) == 1
+    cap, vm = 64 * MiB, vm_of(sleeper.pid) or 0
+    budget = int(cap * MAX_BURST_FACTOR)
+    assert share_budget({sleeper.pid: vm}, cap, budget) == 0
+    assert _soft_limit(sleeper.pid) == vm  # no room to map more
+    assert share_budget({sleeper.pid: vm}, cap, budget + 1) == 0
+    assert share_budget({sleeper.pid: vm}, cap, budget - 1) == 1
 
 
-def test_a_share_never_passes_the_hard_limit_which_stays(sleeper: subprocess.Popen[bytes]) -> None:
-    share_budget([sleeper.pid], 64 * 1024 * MiB, 0)  # a share far above the hard limit
+def test_a_share_never_passes_the_hard_limit_which_stays(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    share_budget({sleeper.pid: 0}, 64 * 1024 * MiB, 0)  # a share far above the hard limit
     assert resource.prlimit(sleeper.pid, resource.RLIMIT_AS) == (1024 * MiB, 1024 * MiB)
     limit_address_space(sleeper.pid, 1)
     assert resource.prlimit(sleeper.pid, resource.RLIMIT_AS) == (1, 1024 * MiB)
@@ -74,9 +87,7 @@ def test_a_share_never_passes_the_hard_limit_which_stays(sleeper: subprocess.Pop
 
 
 def test_a_gone_process_is_skipped() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    assert share_budget([proc.pid], 64 * MiB, 0) == int(64 * MiB * MAX_OVERSHOOT_FACTOR)
+    assert share_budget({_gone_pid(): 0}, 64 * MiB, 0) == int(64 * MiB * MAX_BURST_FACTOR)
 
 
 def test_a_fork_splits_the_forking_process_share_in_half() -> None:

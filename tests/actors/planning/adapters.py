@@ -170,7 +170,7 @@ class ScriptedExecutor:
         raise ValueError(f"unknown op {op}")
 
 
-def _fork_holding(size: int, gate: int, go: int, chunk: int = 8 * 1024 * 1024) -> int:
+def _fork_holding(size: int, gate: int, go: int, chunk: int = 4 * 1024 * 1024) -> int:
     """Fork a helper that waits for end-of-file on `gate` (the parent closes `go`), makes
     `size` bytes resident and then sleeps; its pid."""
     pid = os.fork()

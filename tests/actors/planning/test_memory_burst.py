@@ -1,6 +1,7 @@
 """A planner callback whose forked helpers fill their memory at once, in parallel: the
-tree's overshoot past its cap stays within `treebudget.MAX_OVERSHOOT_FACTOR` (1.5) times the
-cap, measured by the test itself, independently of the watchdog."""
+tree's peak stays within `GOAL` (1.5) times its cap, measured by the test itself (PSS),
+independently of the watchdog. The tree maps at most `treebudget.MAX_BURST_FACTOR`
+(1.25) times its cap; the rest of the goal is room for what grows without a mapping."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.supervision.proctree import pss_of, tree_of
 from phloem.supervision.refs import Owner
-from phloem.supervision.treebudget import MAX_OVERSHOOT_FACTOR
+from phloem.supervision.treebudget import MAX_BURST_FACTOR
 from tests.actors.planning.conftest import read_pids
 
 pytestmark = pytest.mark.timeout(120)
@@ -23,8 +24,9 @@ MIB = 1024 * 1024
 CAP = 128 * MIB
 HELPERS = 8
 HELPER_BYTES = 96 * MIB  # each alone under the cap; together 6 times over it
-CHUNK = 2 * MIB  # under the smallest share at the cap, (1.5 - 1) * CAP / 9 members: so
+CHUNK = 2 * MIB  # under the smallest share at the cap, (1.25 - 1) * CAP / 9 members: so
 # the tree cannot stall under its cap with every member's next block refused
+GOAL = 1.5
 SAMPLE_S = 0.005
 
 
@@ -78,12 +80,12 @@ def test_helpers_filling_memory_in_parallel_overshoot_the_cap_at_most_one_and_a_
         sampler.stop()
     finally:
         rt.stop()
-    bound = MAX_OVERSHOOT_FACTOR * CAP
+    bound = GOAL * CAP
     print(
         f"\nburst: {HELPERS} helpers x {HELPER_BYTES // MIB} MiB; tree peak (PSS, "
         f"{sampler.samples} samples) {sampler.peak / MIB:.0f} MiB against cap "
-        f"{CAP // MIB} MiB: {sampler.peak / CAP:.2f}x (bound {MAX_OVERSHOOT_FACTOR}x = "
-        f"{bound / MIB:.0f} MiB)"
+        f"{CAP // MIB} MiB: {sampler.peak / CAP:.2f}x (goal {GOAL}x = {bound / MIB:.0f} MiB; "
+        f"mapped at most {MAX_BURST_FACTOR}x)"
     )
     assert result.error is not None, result.status
     assert result.error.to_builtins() == {
