@@ -39,8 +39,8 @@ from phloem.supervision.proctree import limit_address_space, vm_of
 
 MAX_BURST_FACTOR = 1.25
 """A capped tree may map at most this many times its cap between two readings. What grows
-without a mapping (see the edges above) comes on top: the overshoot goal, 1.5 times the
-cap, leaves it room."""
+without a mapping (copy-on-write copies, reserved arenas) comes on top: the overshoot
+goal, 1.5 times the cap, leaves it room."""
 
 
 def share_budget(mapped: Mapping[int, int], cap: int, held: int) -> int:
