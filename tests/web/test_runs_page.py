@@ -10,8 +10,8 @@ import re
 import shutil
 import urllib.error
 import urllib.request
-from html import escape as html_escape
 from collections.abc import Iterator
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
