@@ -20,9 +20,9 @@ from typing import Any
 SAMPLE_INTERVAL_S = 5.0
 HISTORY_S = 15 * 60
 MAX_SAMPLES = int(HISTORY_S / SAMPLE_INTERVAL_S)  # 180 points per series
-MAX_CHILD_SERIES = 500
+MAX_CHILD_SERIES = 500  # children followed; one more forgets the one seen longest ago
 RUN_MINUTES = 60
-MAX_COUNTED_RUNS = 4096
+MAX_COUNTED_RUNS = 4096  # run ids remembered so a run is counted once
 
 Point = tuple[float, float]
 

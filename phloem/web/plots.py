@@ -17,6 +17,7 @@ Format = Callable[[float], str]
 SPARK_W, SPARK_H = 90, 18
 CHART_W, CHART_H = 520, 120
 PAD_L, PAD_R, PAD_T, PAD_B = 56, 8, 18, 18
+MAX_DOTS = 60  # a plot with more points marks only its last one
 
 
 def number(value: float) -> str:
@@ -26,6 +27,27 @@ def number(value: float) -> str:
 def _scale(points: Sequence[Point], start: float, end: float) -> tuple[float, float, float]:
     top = max((v for _, v in points), default=0.0)
     return start, max(end - start, 1e-9), top if top > 0 else 1.0
+
+
+def _start(points: Sequence[Point], start: float, end: float) -> float:
+    """Where a plot begins: `start`, or its first point when the history is shorter (so a
+    few minutes of history fill the plot; its time axis says so)."""
+    first = min((t for t, _ in points if start <= t <= end), default=start)
+    return first if first < end else start
+
+
+def _dots(
+    points: Sequence[Point], start: float, end: float, top: float, box: tuple[int, int, int, int]
+) -> str:
+    """A dot on each point while there are few (`MAX_DOTS`), else on the last one."""
+    x0, y0, w, h = box
+    span = max(end - start, 1e-9)
+    shown = [p for p in points if start <= p[0] <= end]
+    marked = shown if len(shown) <= MAX_DOTS else shown[-1:]
+    return "".join(
+        f'<circle cx="{x0 + (t - start) / span * w:.1f}" cy="{y0 + h - v / top * h:.1f}" r="1.8"/>'
+        for t, v in marked
+    )
 
 
 def _polyline(
@@ -43,16 +65,17 @@ def _polyline(
 
 def sparkline(points: Sequence[Point], end: float, span_s: float, what: str) -> str:
     """A small line of `points` over the last `span_s` up to `end` (0 at the bottom)."""
-    start = end - span_s
-    shown = [p for p in points if start <= p[0] <= end]
+    shown = [p for p in points if end - span_s <= p[0] <= end]
+    start = _start(shown, end - span_s, end)
     _, _, top = _scale(shown, start, end)
-    coords = _polyline(shown, start, end, top, (1, 1, SPARK_W - 2, SPARK_H - 2))
+    box = (2, 2, SPARK_W - 4, SPARK_H - 4)
+    coords = _polyline(shown, start, end, top, box)
     last = number(shown[-1][1]) if shown else "none"
     return (
         f'<svg class="spark" width={SPARK_W} height={SPARK_H} viewBox="0 0 {SPARK_W} {SPARK_H}"'
         f' data-points="{len(shown)}" role=img aria-label="{escape(what)}: {last}">'
         f"<title>{escape(what)}: last {last}, max {number(top) if shown else 'none'}</title>"
-        f'<polyline points="{coords}"/></svg>'
+        f'<polyline points="{coords}"/>{_dots(shown[-1:], start, end, top, box)}</svg>'
     )
 
 
@@ -82,10 +105,12 @@ def chart(
     """A line chart of each `(label, points)` between `start` and `end`, with a legend."""
     shown = [(label, [p for p in pts if start <= p[0] <= end]) for label, pts in lines]
     every = [p for _, pts in shown for p in pts]
+    start = _start(every, start, end)
     _, _, top = _scale(every, start, end)
     box = (PAD_L, PAD_T, CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B)
     body = "".join(
         f'<polyline class="line{i}" points="{_polyline(pts, start, end, top, box)}"/>'
+        f'<g class="line{i}">{_dots(pts, start, end, top, box)}</g>'
         for i, (_, pts) in enumerate(shown)
     )
     legend = "".join(

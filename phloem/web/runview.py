@@ -20,7 +20,7 @@ from phloem.web.views import MAX_ERROR_CHARS, clock, e
 KINDS = ("agent", "session", "eval", "planning")
 STATES = ("running", *OUTCOMES)
 LANE_W, LANE_H, LANE_PAD = 720, 14, 110
-MAX_TRACE_ID_CHARS = 64
+MAX_TRACE_ID_CHARS = 64  # of a trace id shown or linked (W3C: 32 hex digits)
 
 
 def state_of(run: RunSummary) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 
 from phloem.web.views import MAX_ERROR_CHARS, clock, e
 
-MAX_TRANSCRIPT_EVENTS = 500
-MAX_PART_CHARS = 4000
+MAX_TRANSCRIPT_EVENTS = 500  # the last events of a transcript read for its page
+MAX_PART_CHARS = 4000  # of one text, call or result shown (the rest counted)
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 

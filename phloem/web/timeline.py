@@ -69,7 +69,8 @@ def _label(note: RunNote, what: str) -> str:
     if what == "case":
         return f"case {d.get('case', '')} {d.get('status', '')}".strip()
     if what == "error":
-        return f"{note.kind} error {d.get('error')}"
+        who = d.get("author") or d.get("step_id") or d.get("case") or ""
+        return f"error {d.get('error')} {who}".strip()
     return note.kind
 
 

@@ -110,6 +110,17 @@ def test_plots_carry_their_points() -> None:
     )
 
 
+def test_a_plot_marks_each_point_up_to_max_dots_then_only_the_last() -> None:
+    from phloem.web.plots import MAX_DOTS
+
+    def dots(n: int) -> int:
+        return chart("c", [("c", [(float(i), 1.0) for i in range(n)])], 0.0, float(n)).count(
+            "<circle"
+        )
+
+    assert dots(MAX_DOTS) == MAX_DOTS and dots(MAX_DOTS + 1) == 1
+
+
 def test_the_plots_page_and_the_tree_sparklines_draw_the_history() -> None:
     h = History()
     for i in range(3):
@@ -162,6 +173,11 @@ def test_a_runs_timeline_names_each_event_and_times_calls() -> None:
     off = runview.run_detail(msgspec_replace(run, trace_id=""), run.id, "", 110.0)
     assert "no trace (telemetry off)" in off
     assert "not in the record" in runview.run_detail(None, "agent-99", "", 0.0)
+    cap = runview.MAX_TRACE_ID_CHARS
+    long = runview.run_detail(msgspec_replace(run, trace_id="c" * (cap + 1)), run.id, "", 0.0)
+    assert f">{'c' * cap}</code>" in long
+    exact = runview.run_detail(msgspec_replace(run, trace_id="d" * cap), run.id, "", 0.0)
+    assert f">{'d' * cap}</code>" in exact
 
 
 def msgspec_replace(run: RunSummary, **changes: Any) -> RunSummary:

@@ -19,6 +19,7 @@ import pytest
 import phloem
 from phloem.actors.sessions.durable import DurableSessionService
 from phloem.agents.events import Event
+from phloem.web.sessionview import MAX_TRANSCRIPT_EVENTS
 from tests.helpers import DaemonProc, running_daemon, short_tmpdir, wait_until
 from tests.web.webproc import PLANNING_CONFIG, SLEEPING_PLAN, running_web
 
@@ -44,6 +45,10 @@ def store() -> Iterator[Path]:
     )
     for text in ("hello", "a private answer", UNTRUSTED):
         sessions.append_event(session, Event.from_text("coder", text))
+    for name, count in (("s-full", MAX_TRANSCRIPT_EVENTS), ("s-over", MAX_TRANSCRIPT_EVENTS + 1)):
+        long = sessions.create_session("phloem", "user", session_id=name, meta={"agent": "coder"})
+        for i in range(count):
+            sessions.append_event(long, Event.from_text("coder", f"line {i}"))
     sessions.close()
     yield root / "sessions"
     shutil.rmtree(root, ignore_errors=True)
@@ -139,6 +144,14 @@ def test_a_sessions_transcript_is_shown_read_only_and_escaped(web: str) -> None:
         with pytest.raises(urllib.error.HTTPError) as err:
             page(web + path)
         assert err.value.code == code, path
+
+
+def test_a_transcript_page_reads_at_most_its_last_events(web: str) -> None:
+    full = page(web + "/sessions/s-full")
+    assert full.count('<li class="event ') == MAX_TRANSCRIPT_EVENTS and "older events" not in full
+    over = page(web + "/sessions/s-over")
+    assert over.count('<li class="event ') == MAX_TRANSCRIPT_EVENTS
+    assert "1 older events not shown" in over and ">line 0<" not in over and ">line 1<" in over
 
 
 def test_the_agents_page_lists_the_catalogue(web: str) -> None:
