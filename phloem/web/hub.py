@@ -4,8 +4,11 @@
 `refresh_ms` (status, harness sessions, the agent catalogue and Live sessions every
 `SLOW_EVERY` reads) and
 follows the tree's record of runs (`follow_runs`: every change as it happens, under
-credit), renders each live section, and hands a section that changed to every browser
-that follows it. However many browsers watch, the daemon answers one reader.
+credit), samples each tree read into the plots' `History`, renders each live section
+(and the page of each run a browser follows, `run:ID`), and hands a section that
+changed to every browser that follows it. However many browsers watch, the daemon
+answers one reader. From the first read that fails until the next that succeeds the
+daemon is `down_since` that time: every page says so, and the tree is shown stale.
 
 Each browser (`Follower`) has a queue of at most `client_queue` updates. The hub never
 waits for a browser: an update that finds the queue full drops that browser instead

@@ -81,8 +81,8 @@ def sparkline(points: Sequence[Point], end: float, span_s: float, what: str) -> 
 
 def _frame(title: str, top: float, start: float, end: float, fmt: Format, n: int) -> str:
     bottom = PAD_T + CHART_H - PAD_T - PAD_B
-    left = time.strftime("%H:%M", time.gmtime(start))
-    right = time.strftime("%H:%M", time.gmtime(end))
+    left = time.strftime("%H:%M:%S", time.gmtime(start))
+    right = time.strftime("%H:%M:%S", time.gmtime(end))
     return (
         f'<svg class=chart width={CHART_W} height={CHART_H} viewBox="0 0 {CHART_W} {CHART_H}"'
         f' data-points="{n}" role=img aria-label="{escape(title)}">'

@@ -4,7 +4,8 @@ Every fragment is a pure function of data (what `phloem status --json`, `phloem 
 --json`, `phloem runs --json`, `phloem live list --json` and the sessions listing print,
 eval reports), so the same code renders the first page and every update the browser
 receives. Every value is escaped; only allow-listed, content-free fields are shown (ids,
-names, states, counters), never inputs, outputs, prompts, media or credentials.
+names, states, counters), never inputs, outputs, prompts, media or credentials — but on
+a transcript's own page (`sessionview`).
 """
 
 from __future__ import annotations
