@@ -37,6 +37,7 @@ KEEPALIVE_S = 15.0  # a comment line keeps idle proxies from closing the stream
 SSE_SEND_BUFFER_BYTES = 16 * 1024  # the kernel's send buffer of one event stream
 MAX_REPORT_FILES = 200  # newest first; older ones are not listed
 MAX_FORM_BYTES = 8 * 1024
+MAX_TRANSCRIPT_READS = 4  # transcripts read from the daemon at once; one more is 503
 REPORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json$")
 STATIC_TYPES = {"phloem.css": "text/css", "phloem.js": "text/javascript"}
 SECURITY_HEADERS = {
@@ -49,6 +50,7 @@ SECURITY_HEADERS = {
 
 HUB = web.AppKey("hub", Hub)
 ACCESS = web.AppKey("access", Access)
+READS = web.AppKey("transcript_reads", asyncio.Semaphore)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -135,14 +137,18 @@ async def run_page(request: web.Request) -> web.StreamResponse:
 
 
 async def session_page(request: web.Request) -> web.StreamResponse:
-    """One session's transcript, read from the daemon now (read-only)."""
+    """One session's transcript, read from the daemon now (read-only; at most
+    `MAX_TRANSCRIPT_READS` at once, each over its own connection)."""
     hub = request.app[HUB]
     session_id = request.match_info["id"]
     if not sessionview.SESSION_ID.match(session_id):
         raise web.HTTPNotFound
+    reads = request.app[READS]
+    if reads.locked():
+        return _html(views.message("busy", "too many transcripts are being read"), 503)
     status = 200
     try:
-        async with await AsyncClient.connect(hub.socket) as client:
+        async with reads, await AsyncClient.connect(hub.socket) as client:
             detail = await asyncio.wait_for(
                 client.session_show(session_id, max_events=sessionview.MAX_TRANSCRIPT_EVENTS),
                 ASK_TIMEOUT_S,
@@ -256,6 +262,7 @@ def build_app(hub: Hub, access: Access) -> web.Application:
     app = web.Application(middlewares=[check_access], client_max_size=MAX_FORM_BYTES)
     app[HUB] = hub
     app[ACCESS] = access
+    app[READS] = asyncio.Semaphore(MAX_TRANSCRIPT_READS)
     for path, _, _ in views.PAGES:
         app.router.add_get(path, runs_page if path == "/runs" else _page(path))
     app.router.add_get("/runs/{id}", run_page)

@@ -281,3 +281,28 @@ def test_the_trace_url_is_an_http_link_or_nothing() -> None:
         with pytest.raises(PhloemError) as err:
             parse_config(f'[web]\ntrace_url = "{bad}"\n')
         assert err.value.kind == "config_invalid"
+
+
+def test_at_most_max_transcript_reads_run_at_once(tmp_short: Path) -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from phloem.web.access import Access
+    from phloem.web.app import MAX_TRANSCRIPT_READS, READS, build_app
+
+    async def go() -> list[int]:
+        hub = Hub(tmp_short / "nobody.sock", WebConfig(), None)
+        app = build_app(hub, Access(loopback=True))
+        statuses = []
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            headers = {"Host": "127.0.0.1"}
+            for _ in range(MAX_TRANSCRIPT_READS - 1):
+                await app[READS].acquire()  # reads still going
+            reply = await client.get("/sessions/s-1", headers=headers)
+            statuses.append(reply.status)  # the last one allowed: read (no daemon: 502)
+            await app[READS].acquire()
+            reply = await client.get("/sessions/s-1", headers=headers)
+            statuses.append(reply.status)
+            assert "too many transcripts" in await reply.text()
+        return statuses
+
+    assert asyncio.run(go()) == [502, 503]
