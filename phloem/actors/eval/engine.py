@@ -130,6 +130,7 @@ class EvalEngine:
             (si.app_name if si else "") or "phloem-eval",
             (si.user_id if si else "") or "eval",
             state=si.state if si else None,
+            session_id=si.session_id if si else None,
         )
         outputs: list[TurnOutput] = []
         interceptors = self.chain()
