@@ -19,8 +19,9 @@ ADK's `test_config.json` (its `EvalConfig`) is `{"criteria": {name: threshold |
 as ADK dumps the enum, maps to exact | in_order | subset: ADK's IN_ORDER and ANY_ORDER
 allow extra calls; `ignore_args` true compares names only) and `response_match_score`
 run; every other ADK criterion, the other top-level sections and a criterion's options
-phloem does not implement are kept by name as `not_evaluated`. Without a file, ADK's defaults apply: `tool_trajectory_avg_score` 1.0 and
-`response_match_score` 0.8. Files are at most `MAX_CRITERIA_BYTES`.
+phloem does not implement are kept by name as `not_evaluated`. Without a file, ADK's
+defaults apply: `tool_trajectory_avg_score` 1.0 and `response_match_score` 0.8. Files
+are at most `MAX_CRITERIA_BYTES`.
 """
 
 from __future__ import annotations

@@ -148,15 +148,32 @@ def test_adk_evalset_text_parts_join_with_newlines_and_thoughts_are_skipped() ->
     assert parse(doc).cases[0].turns[0].expected_response == "a\nb"
 
 
-def test_adk_evalset_rejects_a_key_in_both_casings_and_unknown_keys() -> None:
+def test_adk_evalset_rejects_a_key_in_both_casings_and_unknown_keys_where_adk_does() -> None:
     doc = json.loads(json.dumps(ADK_SNAKE))
     doc["evalSetId"] = "again"
     with pytest.raises(es.PhloemError, match="given twice"):
         parse(doc)
     doc = json.loads(json.dumps(ADK_SNAKE))
-    doc["eval_cases"][0]["surprise"] = 1
-    with pytest.raises(es.PhloemError, match=r"\$\.eval_cases\[0\]: unknown field 'surprise'"):
+    doc["eval_cases"][0]["conversation"][0]["surprise"] = 1  # ADK's Invocation forbids extras
+    with pytest.raises(
+        es.PhloemError, match=r"\$\.eval_cases\[0\]\.conversation\[0\]: unknown field 'surprise'"
+    ):
         parse(doc)
+
+
+def test_adk_extra_fields_where_adk_allows_them_are_named_not_refused() -> None:
+    doc = json.loads(json.dumps(ADK_SNAKE))
+    doc["eval_cases"][0]["surprise"] = 1  # EvalCase: extra="allow"
+    doc["eval_cases"][0]["session_input"]["tenant"] = "t1"  # SessionInput: extra="allow"
+    doc["eval_cases"][0]["quiet"] = None  # a null extra says nothing
+    doc["producer"] = "a tool"  # EvalSet: extra fields ignored by ADK
+    got = parse(doc)
+    assert got.cases[0].unsupported == [
+        "eval_set.producer",
+        "eval_case.surprise",
+        "session_input.tenant",
+    ]
+    assert got.cases[1].unsupported[0] == "eval_set.producer"
 
 
 def test_adk_conversation_scenario_and_rubrics_are_not_evaluated_by_name() -> None:

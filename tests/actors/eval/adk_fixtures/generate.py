@@ -79,9 +79,7 @@ def evalset() -> EvalSet:
                     content=types.Content(
                         role="model",
                         parts=[
-                            types.Part(
-                                function_call=call("set_device", device="heater", on=False)
-                            )
+                            types.Part(function_call=call("set_device", device="heater", on=False))
                         ],
                     ),
                 )
