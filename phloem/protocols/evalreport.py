@@ -241,8 +241,9 @@ def _markdown_failures(report: EvalReport) -> list[str]:
             lines += ["| | expected | actual |", "| --- | --- | --- |"]
             expected = "—" if t.expected_response is None else _code(t.expected_response)
             lines.append(f"| response | {expected} | {_code(t.actual_response) or '(empty)'} |")
-            for name, value in t.scores.items():
-                lines.append(f"| {_cell(_verdict(name, value, d.thresholds))} | | |")
+            if t.scores:
+                verdicts = (_verdict(k, v, d.thresholds) for k, v in t.scores.items())
+                lines += ["", "Scores: " + ", ".join(_cell(v) for v in verdicts) + "."]
             if t.trajectory is not None:
                 lines += ["", f"Trajectory ({t.policy}):", ""]
                 lines += ["| | expected | actual | note |", "| --- | --- | --- | --- |"]

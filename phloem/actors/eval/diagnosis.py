@@ -68,12 +68,13 @@ def diagnose(
     budget: int = MAX_DIAGNOSIS_CHARS,
 ) -> Diagnosis:
     """The diagnosis of one sample from the turns it completed (`outputs`, one per turn
-    from the first) and its error, if it errored."""
+    from the first) and, if it errored, what went wrong (the first error of the turn
+    that failed); the first error is the earliest of these."""
     scored = [c for c in criteria.criteria if c.criterion != LLM_JUDGE]
     trajectory = next((c for c in scored if c.criterion == TOOL_TRAJECTORY), None)
     match = trajectory.match if trajectory is not None else "exact"
     args: ArgsPolicy = trajectory.args if trajectory is not None else "exact"
-    first = error or next((o.error for o in outputs if o.error is not None), None)
+    first = next((o.error for o in outputs if o.error is not None), error)
     left = budget
     kept: list[TurnDiagnosis] = []
     omitted = 0

@@ -125,10 +125,9 @@ class EvalEngine:
 
         def done(status: Any, metrics: dict[str, float | None], **extra: Any) -> SampleResult:
             ms = int((time.monotonic() - started) * 1000)
+            cause = extra.pop("cause", None) or extra.get("error")
             if status in ("failed", "error") and self.diagnoses.take():
-                extra["diagnosis"] = diagnose(
-                    self.criteria, case.turns, outputs, extra.get("error")
-                )
+                extra["diagnosis"] = diagnose(self.criteria, case.turns, outputs, cause)
             return SampleResult(sid, index, status, metrics, duration_ms=ms, **extra)
 
         if not case.turns:
@@ -164,6 +163,7 @@ class EvalEngine:
                         kind=ErrorKind.EVAL_RUN_FAILED,
                         message=f"turn {turn.id}: {outcome.status} ({why}): {outcome.message}",
                     ),
+                    cause=turn_output(run).error or outcome.error,  # what went wrong first
                 )
             outputs.append(turn_output(run))
         metrics: dict[str, float | None] = {}

@@ -222,22 +222,24 @@ def align(
         ]
         paired = set(owner.values())
         rows += [("missing", i, None) for i in range(len(expected)) if i not in paired]
-    return _pair_by_name(rows, expected, actual)
+    return _pair_by_name(rows, same, lambda i, j: expected[i].name == actual[j].name)
 
 
 def _pair_by_name(
-    rows: list[Step], expected: Sequence[ToolCall], actual: Sequence[ToolCall]
+    rows: list[Step], same: Callable[[int, int], bool], names: Callable[[int, int], bool]
 ) -> list[Step]:
+    """Each `missing` expected call next to the first `extra` actual call of its name
+    that differs from it (an equal one is the same call out of place: both stay)."""
     out = list(rows)
     for row in rows:
-        if row[0] != "missing" or row[1] is None:
-            continue
         i = row[1]
+        if row[0] != "missing" or i is None:
+            continue
         k = next(
             (
                 n
-                for n, r in enumerate(out)
-                if r[0] == "extra" and r[2] is not None and actual[r[2]].name == expected[i].name
+                for n, (status, _, j) in enumerate(out)
+                if status == "extra" and j is not None and names(i, j) and not same(i, j)
             ),
             None,
         )
