@@ -26,9 +26,9 @@ from phloem.protocols.evalcriteria import LLM_JUDGE, TOOL_TRAJECTORY, ArgsPolicy
 from phloem.protocols.evalreport import CallStep, Diagnosis, TurnDiagnosis
 from phloem.protocols.evalset import ToolCall, Turn
 
-MAX_DIAGNOSIS_TEXT_CHARS = 1_000
-MAX_DIAGNOSIS_CHARS = 8_000
-MAX_DIAGNOSED_SAMPLES = 1_000
+MAX_DIAGNOSIS_TEXT_CHARS = 1_000  # one text of a diagnosis (input, response, call), cut
+MAX_DIAGNOSIS_CHARS = 8_000  # all the text of one sample's diagnosis; the rest is counted
+MAX_DIAGNOSED_SAMPLES = 1_000  # samples one run diagnoses; later ones keep error and scores
 ELLIPSIS = "…"
 
 
