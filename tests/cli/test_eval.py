@@ -582,3 +582,24 @@ def test_unimplemented_adk_fields_are_named_once_as_a_warning(
     for name in ("user_simulator_config", "final_response_match_v2", "conversation_scenario"):
         assert warning.count(name) == 1 and out.count(f"`{name}`") == 1
     assert "| simulated_user | not_evaluated |" in out
+
+
+def test_ctrl_c_stops_an_embedded_eval_and_its_children(tmp_path: Path) -> None:
+    d = short_tmpdir()
+    config = d / "phloem.toml"
+    config.write_text(_standalone_config(d / "phloem.sock"))
+    pid_file = tmp_path / "pids"
+    c = case("c0", {"input": "go", "expected_response": "woke"})
+    c["session_input"] = {"state": {"seconds": 60, "pid_file": str(pid_file)}}
+    path = write_json(tmp_path / "slow.json", phloem_set([c]))
+    proc = subprocess.Popen(
+        [PY, "-m", "phloem", "eval", "run", str(path), "--agent", "sleepy", "--timeout", "300",
+         "--case-timeout", "200", "--config", str(config)],
+        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", 60)
+    [pid] = [int(p) for p in pid_file.read_text().split()]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 130
+    assert proc.stderr is not None and "embedded tree from" in proc.stderr.read().decode()
+    wait_until(lambda: not alive(pid), 30, "the case's child gone with the embedded tree")
