@@ -27,10 +27,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from phloem.base.paths import SOCKET_ENV
 from phloem.cli.args import key_values
@@ -40,6 +41,7 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 if TYPE_CHECKING:
     from phloem.client.sync import Client
 
+T = TypeVar("T")
 EXIT_GATE_FAILED = 2
 BAR_WIDTH = 24
 
@@ -168,6 +170,31 @@ class Progress:
             self.drawn = False
 
 
+def off_main_thread(work: Callable[[], T]) -> T:
+    """`work()` on a worker thread while the main thread only waits for it, so a Ctrl-C
+    lands in that wait — never inside the embedded tree's own locks, which the stop
+    that follows must take again."""
+    box: list[tuple[bool, Any]] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box.append((True, work()))
+        except BaseException as exc:  # handed to the main thread as it is
+            box.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="eval-run", daemon=True).start()
+    while not done.wait(0.5):
+        pass
+    ok, value = box[0]
+    if not ok:
+        raise value
+    result: T = value
+    return result
+
+
 @contextlib.contextmanager
 def eval_client(ctx: CommandContext) -> Iterator[tuple[Client, str]]:
     """The client an eval runs through, and where that is: the daemon (`--socket`,
@@ -235,17 +262,19 @@ def _cmd_run(ctx: CommandContext) -> int:
     try:
         with eval_client(ctx) as (client, where):
             progress.note(f"eval {evalset.id}: {len(evalset.cases)} cases, agent {agent}, {where}")
-            report = client.run_eval(
-                evalset,
-                agent=agent,
-                criteria=criteria,
-                samples=args.samples,
-                concurrency=args.concurrency,
-                options=options,
-                on_progress=progress,
-                baseline=args.baseline,
-                max_pass_rate_drop=args.max_pass_rate_drop,
-                metric_tolerances=tolerances,
+            report = off_main_thread(
+                lambda: client.run_eval(
+                    evalset,
+                    agent=agent,
+                    criteria=criteria,
+                    samples=args.samples,
+                    concurrency=args.concurrency,
+                    options=options,
+                    on_progress=progress,
+                    baseline=args.baseline,
+                    max_pass_rate_drop=args.max_pass_rate_drop,
+                    metric_tolerances=tolerances,
+                )
             )
     finally:
         progress.end()
