@@ -43,6 +43,7 @@ LAYERS: dict[str, float] = {
     "daemon": 8,
     "cli": 8,
     "web": 8,
+    "api": 8,  # `phloem api`: ADK's HTTP API over the daemon (beside web)
     "tree": 8,
     "plugins": 8,  # the public face of the plugin contract (phloem.plugins)
     "examples": 9,
