@@ -42,6 +42,8 @@ from phloem.protocols.runs import ConfirmRequest
 LLM_AGENT_KIND = "LlmAgent"  # the catalogue kind a session can run (`AgentInfo.kind`)
 SESSIONS = "/apps/{app}/users/{user}/sessions"
 SESSION = SESSIONS + "/{session_id}"
+# The dev UI's own note on a new session (its display name): accepted and not kept.
+UI_METADATA_KEY = "__session_metadata__"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -146,7 +148,9 @@ async def _create(request: web.Request, session_id: str | None, state: Any) -> w
     api = request.app[API]
     app, user = request.match_info["app"], request.match_info["user"]
     check_user(api, user)
-    if state:
+    if state is not None and not isinstance(state, dict):
+        raise PhloemError(ErrorKind.INVALID_ARGUMENT, "state must be a JSON object")
+    if {k: v for k, v in (state or {}).items() if k != UI_METADATA_KEY}:
         return unsupported("initial session states", request)
     if app not in await _apps(api):
         raise PhloemError(
@@ -323,6 +327,7 @@ UNSUPPORTED_ROUTES: tuple[tuple[str, str, str], ...] = (
     ("*", "/debug/{rest:.*}", "traces"),
     ("*", "/builder/{rest:.*}", "the agent builder"),
     ("*", "/agent-identity/{rest:.*}", "agent identity credentials"),
+    ("*", "/config/telemetry", "telemetry settings"),
 )
 
 
