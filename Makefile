@@ -59,11 +59,12 @@ browser:
 screenshots: install browser
 	$(BIN)/python -m tests.web.screenshots screenshots
 
-test-fast: install
-	$(BIN)/python -m pytest -q
+test-fast: install adk
+	$(BIN)/python -m pytest -q --ignore=tests/api && $(ADK_VENV)/bin/python -m pytest -q tests/api
 
-test-slow: install
-	$(BIN)/python -m pytest -q -m slow
+test-slow: install adk
+	$(BIN)/python -m pytest -q -m slow --ignore=tests/api \
+		&& $(ADK_VENV)/bin/python -m pytest -q -m slow tests/api
 
 bench: install
 	$(BIN)/python -m tests.perf

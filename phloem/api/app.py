@@ -296,13 +296,16 @@ async def run_sse(request: web.Request) -> web.StreamResponse:
         except PhloemError as err:
             with contextlib.suppress(OSError, TimeoutError):
                 await send({"error": f"{err.kind}: {errors.one_line(err.message)}"})
-        except (OSError, TimeoutError, asyncio.CancelledError):
+        except asyncio.CancelledError:  # the HTTP client went away
+            with contextlib.suppress(PhloemError):
+                await client.session_cancel(req.session_id)
+            raise
+        except (OSError, TimeoutError):  # it does not read, or its connection broke
             api.counters["clients_dropped"] += 1
             with contextlib.suppress(PhloemError):
                 await client.session_cancel(req.session_id)
             if request.transport is not None:
                 request.transport.abort()  # never wait for a client that does not read
-            return response
     return response
 
 

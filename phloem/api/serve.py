@@ -26,11 +26,14 @@ async def serve(
     socket: Path, cfg: ApiConfig, listen: str, user: str, dev_ui: bool, out: TextIO
 ) -> None:
     """Serve `listen` for the daemon at `socket` until SIGTERM/SIGINT."""
-    host, port = parse_listen(listen)
-    access = Access.for_listen(host, cfg.token_env)
+    host, port = parse_listen(listen, "api")
+    access = Access.for_listen(host, cfg.token_env, "api")
     daemon = Daemon(socket)
     app = build_app(Api(daemon, cfg, access, user), dev_ui)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    # A client that goes away cancels its handler, and so its turn (see app.py).
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, handler_cancellation=True
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
