@@ -36,6 +36,7 @@ from phloem.api.devui import add_dev_ui
 from phloem.api.errors import error_response, failure, unsupported
 from phloem.api.live import run_live
 from phloem.api.shared import API, MAX_SESSION_EVENTS, Api, check_user, find_session, turn_slot
+from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.runs import ConfirmRequest
 
@@ -44,8 +45,10 @@ SESSIONS = "/apps/{app}/users/{user}/sessions"
 SESSION = SESSIONS + "/{session_id}"
 # The dev UI's own note on a new session (its display name): accepted and not kept.
 UI_METADATA_KEY = "__session_metadata__"
+BODY_CHUNK_BYTES = 64 * 1024  # a request body is read in pieces of at most this many
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
 
+log = get_logger("phloem.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -88,6 +91,9 @@ async def check_access(request: web.Request, handler: Handler) -> web.StreamResp
         if exc.status == 413:
             return failure(ErrorKind.LIMIT_EXCEEDED, "request body too large", 413)
         raise
+    except Exception as exc:  # a bug: one log line and a typed 500, never a traceback
+        log.error("api_request_failed", path=request.path, error=type(exc).__name__)
+        return failure(ErrorKind.INTERNAL, f"phloem api failed: {type(exc).__name__}", 500)
 
 
 async def _body(request: web.Request, what: str) -> dict[str, Any]:
@@ -95,10 +101,14 @@ async def _body(request: web.Request, what: str) -> dict[str, Any]:
     limit = request.app[API].cfg.max_body_bytes
     if (request.content_length or 0) > limit:
         raise PhloemError(ErrorKind.LIMIT_EXCEEDED, f"{what} is larger than {limit} bytes")
-    data = await request.content.read(limit + 1)
-    if len(data) > limit:
-        raise PhloemError(ErrorKind.LIMIT_EXCEEDED, f"{what} is larger than {limit} bytes")
-    return shapes.parse_body(data, what)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(BODY_CHUNK_BYTES):
+        size += len(chunk)
+        if size > limit:
+            raise PhloemError(ErrorKind.LIMIT_EXCEEDED, f"{what} is larger than {limit} bytes")
+        chunks.append(chunk)
+    return shapes.parse_body(b"".join(chunks), what)
 
 
 # --- plain routes ---------------------------------------------------------------------

@@ -150,6 +150,14 @@ def test_what_phloem_does_not_serve_is_a_501_naming_it(api: ApiProc) -> None:
         assert feature in body["detail"] and "\n" not in body["detail"]
 
 
+def _padded_run(size: int) -> bytes:
+    message = {"role": "user", "parts": [{"text": "hi"}]}
+    body = json.dumps(
+        {"appName": APP, "userId": USER, "sessionId": "nope", "newMessage": message}
+    ).encode()
+    return body[:-1] + b" " * (size - len(body)) + b"}"
+
+
 def test_bad_input_is_one_line_and_a_typed_status(api: ApiProc) -> None:
     base = f"/apps/{APP}/users/{USER}/sessions"
     cases = [
@@ -173,6 +181,8 @@ def test_bad_input_is_one_line_and_a_typed_status(api: ApiProc) -> None:
         ("POST", "/apps/nosuch/users/user/sessions", b"{}", 404, "unknown_agent"),
         ("POST", base, b"[" * 500 + b"]" * 500, 400, "invalid_argument"),
         ("GET", "/nowhere", b"", 404, "unsupported"),
+        # Under the default 1 MiB body limit but many TCP segments: read whole, then checked.
+        ("POST", "/run", _padded_run(900 * 1024), 404, "unknown_session"),
     ]
     for method, path, body, status, kind in cases:
         reply = httpx.request(method, api.url + path, content=body, timeout=30)
