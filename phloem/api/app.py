@@ -330,6 +330,7 @@ UNSUPPORTED_ROUTES: tuple[tuple[str, str, str], ...] = (
     ("*", "/apps/{app}/eval_sets{rest:.*}", "eval sets"),
     ("*", "/apps/{app}/eval_results{rest:.*}", "eval results"),
     ("*", "/apps/{app}/metrics-info", "eval metrics"),
+    ("*", "/dev/apps/{app}/eval_results{rest:.*}", "eval results"),
     ("*", "/dev/apps/{app}/eval{rest:.*}", "eval sets"),
     ("*", "/dev/apps/{app}/metrics-info", "eval metrics"),
     ("*", "/dev/apps/{app}/tests{rest:.*}", "eval tests"),
