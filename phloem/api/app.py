@@ -2,6 +2,7 @@
 
 Routes (ADK's paths and JSON shapes):
 `/health` · `/version` · `/list-apps` (the catalogue's LLM agents) ·
+`/phloem/stats` (this process's own counters: turns served, refused, clients dropped) ·
 `/apps/{app}/users/{user}/sessions` (GET list, POST create) ·
 `/apps/{app}/users/{user}/sessions/{id}` (GET, POST create with that id, DELETE) ·
 `/run` (a turn's events, as a JSON list) · `/run_sse` (the same as server-sent events,
@@ -128,6 +129,12 @@ async def version(request: web.Request) -> web.StreamResponse:
             "server": "phloem",
         }
     )
+
+
+async def stats(request: web.Request) -> web.StreamResponse:
+    """phloem's own counters of this process (not an ADK route)."""
+    api = request.app[API]
+    return web.json_response({**api.counters, "runs_active": api.runs})
 
 
 async def _apps(api: Api) -> list[str]:
@@ -359,6 +366,7 @@ def build_app(api: Api, dev_ui: bool) -> web.Application:
     router.add_get("/health", health)
     router.add_get("/version", version)
     router.add_get("/list-apps", list_apps)
+    router.add_get("/phloem/stats", stats)
     router.add_get(SESSIONS, list_sessions)
     router.add_post(SESSIONS, create_session)
     router.add_get(SESSION, get_session)
