@@ -1,6 +1,6 @@
 """`ApiProc`: a `phloem api` subprocess for the tests, on a daemon whose LLM agent talks
 to the local fake Gemini provider; and the google-adk import the tests need (loudly
-missing: google-adk is a dev extra, `pip install -e '.[dev]'`)."""
+missing: google-adk is the `adk` extra, in its own venv, `make adk` → `.venv-adk`)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ try:
     import google.adk  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the dev extra installs it
     raise ImportError(
-        "the `phloem api` tests drive ADK's own client and dev UI: install google-adk "
-        "(it is in the dev extra: pip install -e '.[dev]')"
+        "the `phloem api` tests drive ADK's own client and dev UI: run them with google-adk "
+        "installed, in its own venv (`make adk`, then .venv-adk/bin/python -m pytest tests/api;"
+        " make test does this): pip install -e '.[dev,adk]'"
     ) from exc
 
 START_TIMEOUT_S = 60.0
