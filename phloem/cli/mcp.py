@@ -2,6 +2,7 @@
 
     phloem mcp list [--no-connect] [--json]
     phloem mcp serve --root DIR [--tools read,grep,find,ls] [--agents NAME,...] [--config FILE]
+                     [--http 127.0.0.1:PORT]
 
 `list` asks the daemon's `mcp` service: each configured server with its transport, state
 (idle, connecting, connected, restarting, suppressed), counters and tools (read-only
@@ -11,6 +12,9 @@ ones marked), then any warnings; it connects the servers first unless `--no-conn
 (default: the read-only ones, read, grep, find and ls), confined to `--root` and under
 the output policy, and with `--agents` those agents of `--config` (an embedded tree is
 started for them) as `agent_<name>` tools. Logs go to stderr; stdout is the protocol's.
+With `--http HOST:PORT` (loopback only) it serves the same server over streamable HTTP at
+`http://HOST:PORT/mcp` instead (`phloem.actors.mcp.serve_http`); port 0 picks a free one,
+and the URL is said on stderr.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ def add_cli(commands: Commands) -> None:
     listing.add_argument(
         "--no-connect", action="store_true", help="do not connect servers that are idle"
     )
-    serve = group.add("serve", "speak MCP on stdio, offering coding tools and agents", _serve)
+    serve = group.add(
+        "serve", "speak MCP on stdio (or streamable HTTP), offering coding tools and agents", _serve
+    )
     serve.add_argument("--root", required=True, help="the workspace the tools are confined to")
     serve.add_argument(
         "--tools",
@@ -40,6 +46,12 @@ def add_cli(commands: Commands) -> None:
         help="comma-separated coding tools (default: read,grep,find,ls)",
     )
     serve.add_argument("--agents", default="", help="comma-separated agents of --config")
+    serve.add_argument(
+        "--http",
+        default="",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (loopback only)",
+    )
 
 
 def _list(ctx: CommandContext) -> int:
@@ -85,6 +97,7 @@ def _serve(ctx: CommandContext) -> int:
     root = Path(ctx.args.root)
     if not root.is_dir():
         raise UsageError(f"root is not a directory: {root}")
+    listen = _listen(ctx.args.http) if ctx.args.http else None
     config = load_config(ctx.args.config) if ctx.args.config else None
     agents = _names(ctx.args.agents)
     if agents and config is None:
@@ -112,12 +125,27 @@ def _serve(ctx: CommandContext) -> int:
             tree.stop()
         raise UsageError(str(exc)) from None
     tool_ctx = ToolContext(workspace=Workspace(root), session="mcp-serve")
+    server = build_server(registry, tool_ctx, runners)
     try:
-        anyio.run(serve_stdio, build_server(registry, tool_ctx, runners))
+        if listen is None:
+            anyio.run(serve_stdio, server)
+        else:
+            from phloem.actors.mcp.serve_http import serve_http
+
+            anyio.run(serve_http, server, *listen)
     finally:
         if tree is not None:
             tree.stop()
     return EXIT_OK
+
+
+def _listen(text: str) -> tuple[str, int]:
+    from phloem.actors.mcp.serve_http import LoopbackOnly, parse_listen
+
+    try:
+        return parse_listen(text)
+    except (ValueError, LoopbackOnly) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _runner(tree: Any, name: str) -> Any:

@@ -31,11 +31,10 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
-from datetime import timedelta
 from typing import Any, TypeVar
 
-import httpx
-from mcp import ClientSession, McpError, types
+import httpx2
+from mcp import ClientSession, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 
 from phloem.actors.mcp.foreign import foreign_servers
@@ -144,17 +143,17 @@ class McpServer:
                 )
                 read, write = await stack.enter_async_context(channel_streams(handle.channel))
             else:
-                client = httpx.AsyncClient(
+                client = httpx2.AsyncClient(
                     headers=self._headers(),
-                    timeout=httpx.Timeout(self.cfg.timeout_s),
+                    timeout=httpx2.Timeout(self.cfg.timeout_s),
                     follow_redirects=False,
                 )
                 await stack.enter_async_context(client)
-                read, write, _ = await stack.enter_async_context(
+                read, write = await stack.enter_async_context(
                     streamable_http_client(self.cfg.url, http_client=client)
                 )
             session = await stack.enter_async_context(
-                ClientSession(read, write, timedelta(seconds=self._longest_wait))
+                ClientSession(read, write, self._longest_wait)
             )
             connect = self.cfg.connect_timeout_s
             await self._until_broken(session.initialize(), broken, connect)
@@ -228,7 +227,7 @@ class McpServer:
                 params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
             )
             tools.extend(page.tools)
-            cursor = page.nextCursor
+            cursor = page.next_cursor
             if not cursor:
                 break
         return tools
@@ -270,7 +269,7 @@ class McpServer:
             result = await self._until_broken(
                 session.call_tool(tool, args), broken, self.cfg.timeout_s
             )
-        except McpError as exc:
+        except MCPError as exc:
             # a protocol error: the tool's fault, or a session that ended under the call
             message = redact(exc.error.message)[:4096]
             if not await self._check_alive(session, broken):

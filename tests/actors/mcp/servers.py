@@ -1,4 +1,4 @@
-"""Real MCP servers built with the official SDK's FastMCP, for the MCP tests.
+"""Real MCP servers built with the official SDK's `MCPServer` (2.x), for the MCP tests.
 
     python -m tests.actors.mcp.servers stdio [--crash-file PATH]
     python -m tests.actors.mcp.servers http PORT
@@ -17,15 +17,15 @@ import os
 import sys
 import time
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 
-def build(many: bool = False, port: int = 0) -> FastMCP:
+def build(many: bool = False) -> MCPServer:
     logging.disable(logging.WARNING)  # the SDK warns about "bad name!" on stderr
-    server = FastMCP("phloem-test", host="127.0.0.1", port=port, log_level="WARNING")
+    server = MCPServer("phloem-test", log_level="WARNING")
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
@@ -71,9 +71,9 @@ def build(many: bool = False, port: int = 0) -> FastMCP:
     def bad_underscore() -> str:
         return "underscore"
 
-    from mcp.server.fastmcp.tools import Tool as FastTool
+    from mcp.server.mcpserver.tools import Tool as ServerTool
 
-    huge = FastTool.from_function(lambda: "huge", name="huge_schema", description="big schema")
+    huge = ServerTool.from_function(lambda: "huge", name="huge_schema", description="big schema")
     huge.parameters = {
         "type": "object",
         "properties": {f"p{i}": {"type": "string", "description": "d" * 100} for i in range(700)},
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> None:
     if kind == "stdio":
         build(many).run("stdio")
     else:
-        build(many, int(argv[1])).run("streamable-http")
+        build(many).run("streamable-http", host="127.0.0.1", port=int(argv[1]))
 
 
 if __name__ == "__main__":

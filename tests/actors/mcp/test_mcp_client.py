@@ -1,4 +1,4 @@
-"""MCP servers built with the official SDK (FastMCP), reached through phloem's hub.
+"""MCP servers built with the official SDK (MCPServer), reached through phloem's hub.
 
 A stdio server runs as a supervised process child of the tree; a streamable-HTTP one
 listens on loopback in a process of its own. See `servers.py` for their tools.
