@@ -25,8 +25,11 @@ authentication of its own; expose it further only behind a proxy that authentica
 from __future__ import annotations
 
 import ipaddress
+import signal
 import socket
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
@@ -127,4 +130,20 @@ async def serve_http(server: Server[Any], host: str, port: int) -> None:
     )
     log.info("mcp_serve_listening", url=url)
     print(f"listening on {url}", file=sys.stderr, flush=True)
-    await uvicorn.Server(config).serve(sockets=[sock])
+    await _Server(config).serve(sockets=[sock])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that SIGINT or SIGTERM ends `serve` normally instead of
+    being raised again after the shutdown (so the caller's cleanup, such as stopping the
+    embedded tree of `--agents`, runs)."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
