@@ -1,12 +1,17 @@
 """`phloem mcp list | serve`: the daemon's MCP servers, and phloem as an MCP server.
 
     phloem mcp list [--no-connect] [--json]
+    phloem mcp login NAME [--config FILE]
     phloem mcp serve --root DIR [--tools read,grep,find,ls] [--agents NAME,...] [--config FILE]
                      [--http 127.0.0.1:PORT]
 
 `list` asks the daemon's `mcp` service: each configured server with its transport, state
 (idle, connecting, connected, restarting, suppressed), counters and tools (read-only
 ones marked), then any warnings; it connects the servers first unless `--no-connect`.
+
+`login` runs the OAuth flow of an `oauth = true` server of the config file
+(`phloem.actors.mcp.oauth.login`): it prints the URL to open, takes the redirect on a
+loopback port, and stores the tokens (mode 0600) where the daemon finds them.
 
 `serve` speaks MCP over stdin/stdout with the official SDK: the named coding tools
 (default: the read-only ones, read, grep, find and ls), confined to `--root` and under
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from phloem.cli.commands import EXIT_OK, UsageError
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.secrets import redact
 
 if TYPE_CHECKING:
     from phloem.cli.commands import CommandContext, Commands
@@ -35,6 +41,11 @@ def add_cli(commands: Commands) -> None:
     listing = group.add("list", "list the configured MCP servers, their state and tools", _list)
     listing.add_argument(
         "--no-connect", action="store_true", help="do not connect servers that are idle"
+    )
+    login = group.add("login", "authorize phloem at an OAuth-protected MCP server", _login)
+    login.add_argument("name", help="the [mcp.servers.NAME] to authorize")
+    login.add_argument(
+        "--no-browser", action="store_true", help="only print the URL, do not open a browser"
     )
     serve = group.add(
         "serve", "speak MCP on stdio (or streamable HTTP), offering coding tools and agents", _serve
@@ -76,6 +87,48 @@ def _list(ctx: CommandContext) -> int:
             lines.append(f"  {tool.name:<40} {kind} {summary}")
     lines.extend(f"warning: {w.render()}" for w in listed.warnings)
     ctx.emit(listed, text="\n".join(lines))
+    return EXIT_OK
+
+
+def _login(ctx: CommandContext) -> int:
+    import anyio
+
+    from phloem.actors.mcp.oauth import login
+    from phloem.config import load_config
+
+    path = ctx.config_path()
+    if path is None:
+        raise UsageError("no config file: pass --config FILE (the daemon's)")
+    mcp = load_config(path).mcp
+    cfg = mcp.servers.get(ctx.args.name)
+    if cfg is None or not cfg.oauth:
+        raise UsageError(f"{ctx.args.name!r} is not an [mcp.servers] entry with oauth = true")
+
+    def show(url: str) -> None:
+        print(f"Open this URL to authorize phloem at {ctx.args.name}:\n{url}", file=ctx.err)
+        ctx.err.flush()
+        if not ctx.args.no_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    try:
+        tools = anyio.run(login, ctx.args.name, cfg, mcp.oauth_path(ctx.args.name), show)
+    except TimeoutError:
+        raise PhloemError(
+            ErrorKind.TIMEOUT, f"{ctx.args.name}: no authorization arrived in time"
+        ) from None
+    except Exception as exc:  # the flow was refused, or the server is unreachable
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]  # type: ignore[assignment]
+        message = redact(f"{type(exc).__name__}: {exc}")[:500]
+        raise PhloemError(
+            ErrorKind.AUTHENTICATION, f"{ctx.args.name}: login failed: {message}"
+        ) from None
+    ctx.emit(
+        {"server": ctx.args.name, "tools": tools},
+        text=f"{ctx.args.name}: authorized; {len(tools)} tools",
+    )
     return EXIT_OK
 
 

@@ -11,15 +11,20 @@ any thread and wait a bounded time. Per server, one task owns the connection:
   warning `mcp_server_memory_exceeded`; the call it broke fails `server_failed` with
   `memory_exceeded: true`.
 - **http**: the SDK's streamable-HTTP client, with headers read from the environment
-  variables `headers_env` names (never from the config file itself).
+  variables `headers_env` names (never from the config file itself), and with `oauth`
+  the SDK's OAuth provider over the server's token file (`oauth.daemon_provider`). The
+  SDK resumes a broken SSE stream itself: it reconnects with `Last-Event-ID` after the
+  server's `retry` (its default otherwise) and receives the events it missed.
 
 The connection starts at the first need of the server's tools (`tools`, a call). When it
 breaks — the child exits, the session fails, a call times out (the child and its process
 group are then killed, since its state is unknown) — it is counted as a failure and the
 server reconnects after a backoff (`BACKOFF_S`, doubling); `MAX_FAILURES` consecutive
 failures suppress the server (state `suppressed`, warning `mcp_server_suppressed`). A
-completed tool call resets the count. States: idle, connecting, connected, restarting,
-suppressed, closed.
+completed tool call resets the count. An OAuth server without stored tokens (or whose
+refresh was refused) is not a failure: it waits in state `login_needed` (warning
+`mcp_server_login_needed` in the log) and is tried again at the next need of its tools.
+States: idle, connecting, connected, restarting, suppressed, login_needed, closed.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from mcp import ClientSession, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 
 from phloem.actors.mcp.foreign import foreign_servers
+from phloem.actors.mcp.oauth import LoginNeeded, daemon_provider
 from phloem.actors.mcp.settings import McpConfig, McpServerConfig
 from phloem.actors.mcp.tools import McpTool, build_tools
 from phloem.actors.mcp.transport import channel_streams
@@ -101,6 +107,12 @@ class McpServer:
             self._broken = asyncio.Event()
             try:
                 await self._serve_once()
+            except LoginNeeded as exc:  # no failure: it waits for `phloem mcp login`
+                self.last_error = str(exc)
+                log.warning("mcp_server_login_needed", server=self.name)
+                self._session = None
+                await self._set_state("login_needed")
+                return
             except Exception as exc:
                 while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # the cause
                     exc = exc.exceptions[0]  # type: ignore[assignment]
@@ -144,6 +156,7 @@ class McpServer:
                 read, write = await stack.enter_async_context(channel_streams(handle.channel))
             else:
                 client = httpx2.AsyncClient(
+                    auth=self.hub.oauth(self.name, self.cfg),
                     headers=self._headers(),
                     timeout=httpx2.Timeout(self.cfg.timeout_s),
                     follow_redirects=False,
@@ -245,9 +258,11 @@ class McpServer:
     async def ensure(self) -> None:
         """Connect if needed and wait (at most `connect_timeout_s`) until connected; `ToolFailure`
         `unavailable` when suppressed, closed or not connected in time."""
-        if self._task is None and not self._closing:
+        again = self.state == "login_needed" and self._task is not None and self._task.done()
+        if (self._task is None or again) and not self._closing:
+            self.state = "connecting"  # tried again: its tokens may be stored by now
             self._task = asyncio.get_running_loop().create_task(self._run())
-        ended = ("connected", "suppressed", "closed")
+        ended = ("connected", "suppressed", "closed", "login_needed")
         try:
             async with self._changed:
                 await asyncio.wait_for(
@@ -348,6 +363,12 @@ class McpHub:
         self._thread: threading.Thread | None = None
         self._servers: dict[str, McpServer] = {}
         self._closed = False
+
+    def oauth(self, name: str, cfg: McpServerConfig) -> httpx2.Auth | None:
+        """The OAuth provider of server `name` (None unless it has `oauth = true`)."""
+        if not cfg.oauth:
+            return None
+        return daemon_provider(name, cfg, self.config.oauth_path(name))
 
     def attach(self, find: Callable[[], SupervisorRef | None]) -> None:
         """Start stdio servers under the supervisor `find()` returns (the tree's
