@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from phloem.actors.mcp.lines import MAX_MESSAGE_BYTES
 from phloem.actors.mcp.serve import PROGRESS_INTERVAL_S
 from phloem.actors.mcp.serve_http import LoopbackOnly, parse_listen, security_for
-from tests.helpers import PY, ROOT, run_cli
+from tests.helpers import PY, ROOT, run_cli, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -212,3 +212,23 @@ def test_http_listen_addresses_are_loopback_only() -> None:
     assert "http://localhost:8123" in allowed.allowed_origins
     refused = run_cli("mcp", "serve", "--root", str(ROOT), "--http", "0.0.0.0:8000")
     assert refused.returncode == 2 and "loopback" in refused.stderr
+
+
+def test_sessions_are_bounded_at_max_sessions(tmp_path: Path) -> None:
+    from phloem.actors.mcp.serve_http import MAX_SESSIONS
+
+    with served(tmp_path) as (url, _):
+        opened = [_post(url, INITIALIZE) for _ in range(MAX_SESSIONS)]
+        assert [r.status_code for r in opened] == [200] * MAX_SESSIONS  # exactly at the bound
+        assert _post(url, INITIALIZE).status_code == 503  # one over
+        ended = httpx.delete(
+            url,
+            headers={
+                "mcp-session-id": opened[0].headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            },
+            timeout=30,
+        )
+        assert ended.status_code in (200, 204)
+        wait_until(lambda: _post(url, INITIALIZE).status_code == 200, timeout=30,
+                   what="an ended session frees its place")  # fmt: skip

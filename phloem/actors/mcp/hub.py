@@ -144,6 +144,7 @@ class McpServer:
         await self._set_state("connecting")
         broken = self._broken
         async with AsyncExitStack() as stack:
+            streams: tuple[Any, Any]  # (read, write): the SDK's stream protocols
             if self.cfg.command:
                 handle = await asyncio.to_thread(self.hub.start_child, self.name, self.cfg)
                 stack.push_async_callback(asyncio.to_thread, self.hub.stop_child, self.name)
@@ -153,7 +154,7 @@ class McpServer:
                 handle.add_exit_callback(
                     lambda reason: loop.call_soon_threadsafe(self._exited, broken, reason)
                 )
-                read, write = await stack.enter_async_context(channel_streams(handle.channel))
+                streams = await stack.enter_async_context(channel_streams(handle.channel))
             else:
                 client = httpx2.AsyncClient(
                     auth=self.hub.oauth(self.name, self.cfg),
@@ -162,12 +163,10 @@ class McpServer:
                     follow_redirects=False,
                 )
                 await stack.enter_async_context(client)
-                read, write = await stack.enter_async_context(
+                streams = await stack.enter_async_context(
                     streamable_http_client(self.cfg.url, http_client=client)
                 )
-            session = await stack.enter_async_context(
-                ClientSession(read, write, self._longest_wait)
-            )
+            session = await stack.enter_async_context(ClientSession(*streams, self._longest_wait))
             connect = self.cfg.connect_timeout_s
             await self._until_broken(session.initialize(), broken, connect)
             listed = await self._until_broken(self._list_tools(session), broken, connect)

@@ -180,7 +180,7 @@ async def run_reporting(
         finally:
             done.set()
 
-    async def report() -> None:
+    async def report(token: str | int) -> None:
         while True:
             with anyio.move_on_after(PROGRESS_INTERVAL_S):
                 await done.wait()
@@ -198,7 +198,7 @@ async def run_reporting(
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(work)
             if token is not None:
-                tasks.start_soon(report)
+                tasks.start_soon(report, token)
     except BaseException:
         cancel.set()
         raise

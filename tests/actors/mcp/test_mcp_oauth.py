@@ -134,7 +134,7 @@ def test_login_then_the_daemon_connects_and_no_token_shows_anywhere(tmp_path: Pa
             ("daemon log", logs),
             ("telemetry", telemetry.decode("latin-1")),
             *(("cli/error output", o) for o in outputs),
-        ]  # fmt: skip
+        ]
         if CANARY in text
     ]
     print(f"\ncanaries found outside the token file: {len(found)} {found}")
