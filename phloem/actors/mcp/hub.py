@@ -75,6 +75,11 @@ PING_TIMEOUT_S = 5.0
 T = TypeVar("T")
 
 
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class McpServer:
     """One configured server: its state, tools and the task that owns its session."""
 
@@ -227,6 +232,7 @@ class McpServer:
         if task.done():
             return task.result()
         task.cancel()
+        task.add_done_callback(_retrieved)  # its late exception, if any, is not news
         if broken.is_set():
             raise ConnectionError(f"MCP server {self.name} stopped")
         raise TimeoutError(f"no answer from MCP server {self.name} within {timeout} s")

@@ -32,7 +32,6 @@ from typing import Any
 
 import anyio
 import httpx2
-from aiohttp import web
 from mcp import ClientSession
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -198,11 +197,13 @@ async def login(
     URL to open. Starts clean: tokens and client stored before are forgotten (the client is
     registered again, with this login's redirect URI). The server's tool names once
     connected."""
+    from aiohttp import web  # the loopback listener (imported only by the login command)
+
     TokenFile(path).clear()
     answer: dict[str, AuthorizationCodeResult] = {}
     arrived = anyio.Event()
 
-    async def on_callback(request: web.Request) -> web.Response:
+    async def on_callback(request: Any) -> Any:
         query = request.query
         if "code" not in query:
             error = query.get("error", "no code")[:200]

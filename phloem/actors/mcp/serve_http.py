@@ -8,7 +8,9 @@ transport at `/mcp`, under uvicorn:
   carries its `Mcp-Session-Id`; every later request must carry it (an unknown id is
   404). The SDK answers any request but `initialize` and `ping` before `initialize`
   with an error, as the MCP lifecycle requires. At most `MAX_SESSIONS` sessions are
-  open at once (one more is 503); one idle for `SESSION_IDLE_S` is closed.
+  open at once (one more is 503); one idle for `SESSION_IDLE_S` is closed. (A client
+  of revision 2026-07-28, which has no handshake, is served request by request, as that
+  revision specifies, behind the same checks.)
 - SSE: a request's answer streams as server-sent events (progress notifications first,
   then the result); events are numbered in a `MemoryEventStore`, so a client whose stream
   broke resumes with `Last-Event-ID`, and the server tells clients to wait `RETRY_MS`
