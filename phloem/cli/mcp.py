@@ -5,9 +5,10 @@
     phloem mcp serve --root DIR [--tools read,grep,find,ls] [--agents NAME,...] [--config FILE]
                      [--http 127.0.0.1:PORT]
 
-`list` asks the daemon's `mcp` service: each configured server with its transport, state
-(idle, connecting, connected, restarting, suppressed), counters and tools (read-only
-ones marked), then any warnings; it connects the servers first unless `--no-connect`.
+`list` asks the daemon's `mcp` service: each configured server with its transport,
+state (idle, connecting, connected, restarting, suppressed, login_needed), counters and
+tools (read-only ones marked), then any warnings; it connects the servers first unless
+`--no-connect`.
 
 `login` runs the OAuth flow of an `oauth = true` server of the config file
 (`phloem.actors.mcp.oauth.login`): it prints the URL to open, takes the redirect on a

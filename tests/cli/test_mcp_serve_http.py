@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, MCPDeprecationWarning
 from mcp.client.streamable_http import streamable_http_client
 
 from phloem.actors.mcp.lines import MAX_MESSAGE_BYTES
@@ -120,6 +121,9 @@ def test_an_sdk_client_uses_tools_and_agents_over_streamable_http(tmp_path: Path
                 "agent_sleeper", {"state": {"seconds": SLOW_S}}, progress_callback=on_progress
             )
             seen["ping"] = await s.send_ping()
+            with warnings.catch_warnings():  # the 2026-07-28 revision deprecates logging
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                seen["level"] = await s.set_logging_level("debug")
 
     with served(tmp_path, *agents_config(tmp_path)) as (url, proc):
         assert url.endswith("/mcp")
@@ -127,6 +131,8 @@ def test_an_sdk_client_uses_tools_and_agents_over_streamable_http(tmp_path: Path
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0  # a clean stop: the embedded tree was stopped
     assert seen["init"].server_info.name == "phloem"
+    assert seen["init"].capabilities.logging is not None  # logging/setLevel is served
+    assert seen["level"] is not None and seen["ping"] is not None
     tools = seen["tools"]
     assert {"read", "grep", "agent_greeter", "agent_sleeper"} == set(tools)
     assert tools["read"].annotations.read_only_hint is True
