@@ -199,6 +199,9 @@ class WebConfig(Section):
     client_queue: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
     # Time one browser has to take one update before it is dropped.
     write_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 5.0
+    # Link of a run's telemetry trace, `{trace_id}` replaced (e.g. Jaeger's
+    # `http://127.0.0.1:16686/trace/{trace_id}`); "" shows the id without a link.
+    trace_url: Annotated[str, msgspec.Meta(pattern=r"^(https?://\S{1,2000})?$")] = ""
 
 
 class Config(Section):

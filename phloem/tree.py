@@ -15,6 +15,7 @@ the target stops first the caller gets `noproc`. Nothing waits without a bound.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import threading
@@ -41,7 +42,8 @@ from phloem.actors.services import (
     configured_services as _configured_services,
 )
 from phloem.actors.streams import StreamHub
-from phloem.base import telemetry
+from phloem.base import logs, telemetry
+from phloem.base.logbuffer import TooManyFollowers, matches
 from phloem.base.logs import get_logger
 from phloem.client.agents import AgentTreeMethods
 from phloem.client.plugins import PluginTreeMethods
@@ -49,17 +51,20 @@ from phloem.config import Config, load_config
 from phloem.models.interceptors import InterceptorRegistry
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
+from phloem.protocols.logs import LogLine, LogsReply
 from phloem.protocols.secrets import redact
 from phloem.protocols.snapshot import TreeSnapshot
 from phloem.protocols.wire import (
     MAX_ACTOR_PATH_CHARS,
     TOO_DEEP,
+    ChildControlled,
     ClusterSummary,
     DaemonStatus,
     TelemetryCounts,
 )
 from phloem.supervision import timers
 from phloem.supervision.actor import ActorHandle
+from phloem.supervision.control import control_child, split_path, stopped_paths
 from phloem.supervision.credit import Subscription
 from phloem.supervision.handle import ChildHandle, ChildStartError
 from phloem.supervision.reasons import ExitReason
@@ -78,6 +83,11 @@ MAX_PLAIN_ASKS = 256  # concurrent asks to non-service actors (each holds a work
 PLAIN_ASK_WORKERS = 16
 MAX_PATH_DEPTH = 16
 MAX_RESOLVE_CACHE = 1_024  # actor paths whose handles are remembered
+MAX_CONTROL_CALLS = 16  # start/stop/restart by path in flight at once (each holds a worker)
+MAX_STOPPED_LISTED = 64  # children stopped by hand that `status` names
+FOLLOW_RETAIN_MESSAGES = 1_000  # log lines a follow stream keeps until its reader subscribes
+FOLLOW_RETAIN_BYTES = 4 * 1024 * 1024
+MAX_LOG_REPLY_BYTES = 1024 * 1024  # line text in one `logs` reply (the newest lines fit)
 
 _NIL = b"\xc0"
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
@@ -122,6 +132,10 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         self._pending_lock = threading.Lock()
         self._pending: dict[str, set[Call]] = {}
         self._plain_asks = threading.BoundedSemaphore(MAX_PLAIN_ASKS)
+        self._control_calls = threading.BoundedSemaphore(MAX_CONTROL_CALLS)
+        self._follows: list[tuple[Any, Callable[[], None]]] = []  # (topic, unfollow)
+        self._follow_lock = threading.Lock()
+        self._follow_ids = itertools.count(1)
         self._executor = ThreadPoolExecutor(PLAIN_ASK_WORKERS, thread_name_prefix="phloem-ask")
         self._stopped = threading.Event()
         self._resolved: dict[str, ActorHandle] = {}
@@ -471,6 +485,116 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
             self._plain_asks.release()
             respond(_error(ErrorKind.SHUTTING_DOWN, "the tree is stopping"))
 
+    # -- children by path, and their log lines --------------------------------------------
+
+    def control(self, action: str, path: str, timeout: float | None, respond: Respond) -> None:
+        """Start, stop or restart the child at `path` (`supervision.control`) on a worker
+        thread (a stop waits for the child's shutdown); `respond` gets the
+        `ChildControlled`, encoded, or the error."""
+        if self._stopped.is_set():
+            respond(_error(ErrorKind.SHUTTING_DOWN, "the tree is stopping"))
+            return
+        seconds = self._timeout(timeout)
+        if seconds <= 0:
+            respond(_error(ErrorKind.TIMEOUT, "timeout must be > 0"))
+            return
+        if not self._control_calls.acquire(blocking=False):
+            respond(_error(ErrorKind.BACKPRESSURE, f"{MAX_CONTROL_CALLS} child controls in flight"))
+            return
+
+        def run() -> None:
+            try:
+                done = control_child(self.root, action, path, seconds)
+                log.info("child_controlled", action=action, path=done.path, state=done.state)
+                respond((True, _encoder.encode(done)))
+            except PhloemError as err:
+                respond((False, err.to_value()))
+            except Exception as exc:
+                respond(_error(ErrorKind.ACTOR_ERROR, f"{type(exc).__name__}: {redact(str(exc))}"))
+            finally:
+                self._control_calls.release()
+
+        try:
+            self._executor.submit(run)
+        except RuntimeError:
+            self._control_calls.release()
+            respond(_error(ErrorKind.SHUTTING_DOWN, "the tree is stopping"))
+
+    def control_now(self, action: str, path: str, timeout: float | None = None) -> ChildControlled:
+        """`control`, waited for here (embedded use and tests)."""
+        return control_child(self.root, action, path, self._timeout(timeout))
+
+    def logs(
+        self, owner: Owner, path: str = "", since: float | None = None, follow: bool = False
+    ) -> LogsReply:
+        """The kept log lines of `path` and below (the daemon's ring buffer) made at or
+        after `since`; with `follow`, a stream owned by `owner` that carries each later
+        line (`logs/<n>`; closed when its owner goes, or found unread once its reader
+        left). `unsupported` where this process keeps no lines (an embedded tree)."""
+        buffer = logs.kept()
+        if buffer is None:
+            raise PhloemError(
+                ErrorKind.UNSUPPORTED, "this process keeps no log lines (a daemon does)"
+            )
+        where = "/".join(split_path(self.root, path))
+
+        def kept() -> tuple[list[LogLine], int]:
+            every = buffer.lines(where, since)
+            newest = buffer.lines(where, since, MAX_LOG_REPLY_BYTES)
+            return newest, max(0, len(every) - len(newest))
+
+        if not follow:
+            lines, omitted = kept()
+            return LogsReply(lines, None, buffer.children_dropped, omitted)
+        self._sweep_follows()
+        topic = self.streams.open(
+            f"logs/{next(self._follow_ids)}",
+            owner=owner,
+            retain_messages=FOLLOW_RETAIN_MESSAGES,
+            retain_bytes=FOLLOW_RETAIN_BYTES,
+        )
+        gate = threading.Lock()
+        early: list[LogLine] | None = []  # lines told before the kept ones were read
+
+        def tell(line: LogLine) -> None:
+            if not matches(line.actor, where) or topic.closed:
+                return
+            with gate:
+                if early is not None:
+                    early.append(line)
+                    return
+            topic.publish(line)
+
+        try:
+            unfollow = buffer.follow(tell)
+        except TooManyFollowers as exc:
+            topic.forget()
+            raise PhloemError(ErrorKind.BACKPRESSURE, str(exc)) from None
+        with self._follow_lock:
+            self._follows.append((topic, unfollow))
+        lines, omitted = kept()
+        last = lines[-1].seq if lines else 0
+        with gate:
+            for line in early or ():
+                if line.seq > last:
+                    topic.publish(line)
+            early = None
+        return LogsReply(lines, topic.name, buffer.children_dropped, omitted)
+
+    def _sweep_follows(self) -> None:
+        """Stop following for streams that closed or whose reader left."""
+        with self._follow_lock:
+            live = []
+            for topic, unfollow in self._follows:
+                stream = topic.stream
+                if topic.closed or (not stream.retaining and stream.subscriber_count() == 0):
+                    unfollow()
+                    if not topic.closed:
+                        topic.close()
+                else:
+                    live.append((topic, unfollow))
+            self._follows = live
+
     # -- streams -------------------------------------------------------------------------
 
     def subscribe(
@@ -519,6 +643,7 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
             socket=self.socket_path,
             telemetry=_telemetry_counts(),
             cluster=self._cluster_summary(),
+            stopped=stopped_paths(self.root, MAX_STOPPED_LISTED),
         )
 
     def _cluster_summary(self) -> ClusterSummary:

@@ -41,6 +41,16 @@ def _no_phloem_socket_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PHLOEM_SOCKET", raising=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_session_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The same for what starts before a test's own fixtures (module and package daemons):
+    one state directory per test process, never the user's (a daemon holds its session
+    store from its start)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("session-state")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _private_state_home(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory

@@ -109,12 +109,15 @@ class DaemonProc:
 
 @contextlib.contextmanager
 def running_daemon(config: str, socket: str = "run/phloem.sock") -> Iterator[DaemonProc]:
-    """A daemon on the TOML text `config`, its socket at `socket` in a fresh short dir;
-    on exit it must stop cleanly (exit 0) and the dir is removed."""
+    """A daemon on the TOML text `config`, its socket at `socket` in a fresh short dir,
+    with a session store of its own there (one store, one daemon: a module's daemon must
+    not share the store of any other); on exit it must stop cleanly (exit 0) and the dir
+    is removed."""
     d = short_tmpdir()
     path = d / "phloem.toml"
     path.write_text(config)
-    daemon = DaemonProc(d / socket, path).wait_ready()
+    env = {"XDG_STATE_HOME": str(d / "state")}
+    daemon = DaemonProc(d / socket, path, env=env).wait_ready()
     try:
         yield daemon
     finally:

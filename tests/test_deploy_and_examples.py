@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -53,6 +55,54 @@ def test_make_run_starts_the_daemon_runs_every_example_and_stops_it(
     assert "├── echo  actor  running" in out
     assert "daemon stopped cleanly; 0 of" in out
     assert not (tmp_short / "r.sock").exists()
+
+
+def _bind_if_free(sock: socket.socket, port: int) -> None:
+    """Hold `port` (if something else already holds it, it is held all the same)."""
+    with contextlib.suppress(OSError):
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+
+
+@pytest.mark.timeout(180)
+def test_make_run_writes_only_to_its_temporary_state_and_runs_each_example_once(
+    tmp_short: Path,
+) -> None:
+    home, tmp = tmp_short / "home", tmp_short / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_RUNTIME_DIR": str(home / "run"),
+        "TMPDIR": str(tmp),
+        "PYTHONPATH": str(ROOT),
+    }
+    # the stand-in model's port of conf/phloem.toml, held: make run must not need it
+    with socket.socket() as held:
+        _bind_if_free(held, 18765)
+        done = subprocess.run(
+            [PY, "-m", "phloem.examples.run_all", "--config", "conf/phloem.toml"],
+            check=False,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=170,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    headings = [line for line in done.stdout.splitlines() if line.startswith("== ")]
+    names = [f"== {step.name}" for step in run_all.all_steps()]
+    assert [h for h in headings if h in names] == names  # each example, once, in order
+    state = re.search(r"state in (\S+)\)", done.stdout)
+    assert state and Path(state.group(1)).parent == tmp, done.stdout
+    assert sorted(home.rglob("*")) == []  # nothing in the user's directories
+    assert sorted(tmp.iterdir()) == []  # and the state directory is gone
 
 
 def test_a_failing_example_makes_run_all_exit_non_zero(

@@ -7,6 +7,7 @@ import io
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import structlog
@@ -101,3 +102,93 @@ def test_set_level_changes_the_owned_sink_live() -> None:
     log.info("shown")
     assert logs.current_level() == "info"
     assert "hidden" not in out.getvalue() and '"shown"' in out.getvalue()
+
+
+def test_a_daemon_prints_other_libraries_records_as_json_lines(tmp_short: Path) -> None:
+    """A daemon's stderr is JSON only: a library's own stdlib warning (as Ray's `ray.init`
+    logs from a thread) comes out as a `foreign_log` line, never as Python's plain text."""
+    import json
+    import subprocess
+
+    from tests.helpers import PY, ROOT
+
+    config = tmp_short / "c.toml"
+    config.write_text(
+        '[services.extra]\nnoisy = "tests.daemon.fixture_services:noisy_library_factory"\n'
+    )
+    daemon = subprocess.Popen(
+        [PY, "-m", "phloem", "daemon", "--config", str(config), "--socket", str(tmp_short / "s")],
+        cwd=ROOT,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_short / "state")},
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert daemon.stderr is not None
+    lines = []
+    for line in daemon.stderr:
+        lines.append(line)
+        if '"daemon_ready"' in line:
+            daemon.terminate()
+    assert daemon.wait(30) == 0, "".join(lines)
+    events = [json.loads(line) for line in lines]  # every line parses
+    foreign = [e for e in events if e["event"] == "foreign_log"]
+    assert foreign == [
+        {
+            "logger": "some.library",
+            "message": "a library's warning, 42",
+            "event": "foreign_log",
+            "level": "warning",
+            "timestamp": foreign[0]["timestamp"],
+        }
+    ]
+
+
+def test_an_adopted_library_logger_writes_json_through_the_owned_sink(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A library logger with its own stderr handler and no propagation (Ray's `ray`):
+    adopted, its records are JSON lines of the owned sink and nothing reaches stderr."""
+    import json
+    import logging
+
+    library = logging.getLogger("tests.library.own")
+    library.addHandler(logging.StreamHandler(sys.stderr))
+    library.propagate = False
+    library.setLevel(logging.INFO)
+    sink = io.StringIO()
+    try:
+        logs.configure_logging("info", "json", sink)
+        logs.adopt_logger("tests.library.own")
+        library.info("started %s", "here")
+        assert library.handlers == [] and library.propagate
+    finally:
+        for handler in logs._foreign:
+            logging.getLogger().removeHandler(handler)
+        logs._foreign.clear()
+        library.handlers.clear()
+    (line,) = sink.getvalue().splitlines()
+    event = json.loads(line)
+    assert (event["event"], event["logger"], event["message"], event["level"]) == (
+        "foreign_log",
+        "tests.library.own",
+        "started here",
+        "info",
+    )
+    assert capfd.readouterr().err == ""
+
+
+def test_adopting_a_logger_embedded_leaves_the_hosts_logging_alone() -> None:
+    import logging
+
+    logs.use_stdlib()
+    library = logging.getLogger("tests.library.host")
+    handler = logging.NullHandler()
+    library.addHandler(handler)
+    library.propagate = False
+    try:
+        logs.adopt_logger("tests.library.host")
+        assert library.handlers == [handler] and not library.propagate
+        assert logs._foreign == []
+    finally:
+        library.removeHandler(handler)

@@ -17,6 +17,11 @@ configuration belongs to the host program; `tests/test_layout.py` keeps to that)
 structlog (with the trace-id hook) is imported when the first record is made, not with
 this module: a CLI command that logs nothing does not pay the ~150 ms it costs to load.
 
+Every record carries `actor_path`, the tree path of the actor it was made for (when it is
+made for one: `set_actor_source`, which `phloem.supervision.owners` fills in). The daemon
+also keeps each line it writes, in its bounded ring buffer of recent lines per child
+(`keep_recent`, `phloem.base.logbuffer`), for `phloem logs`.
+
 Logging never raises into its caller: a line that cannot be written (a closed stream, a
 pipe whose reader has gone away, a full disk) is dropped and counted (`dropped_lines()`;
 the daemon reports the count in its `daemon_stopped` line). Code such as the daemon's stop
@@ -25,12 +30,17 @@ path logs before acting, and a dead log sink must not stop it from acting.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
-from collections.abc import MutableMapping
-from typing import Any, Literal, TextIO
+import time
+from collections.abc import Callable, MutableMapping
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from phloem.protocols.secrets import REDACTED, is_secret_key, redact, redact_value
+
+if TYPE_CHECKING:
+    from phloem.base.logbuffer import LogBuffer
 
 _lock = threading.Lock()
 _dropped = 0
@@ -106,6 +116,67 @@ def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
     return event
 
 
+def _no_actor() -> str | None:
+    return None
+
+
+_actor_source: Callable[[], str | None] = _no_actor
+_kept: LogBuffer | None = None
+
+
+def set_actor_source(source: Callable[[], str | None]) -> None:
+    """Where `actor_path` comes from: the tree path of the actor the calling thread works
+    for, or None (set by `phloem.supervision.owners`, which knows the actors)."""
+    global _actor_source
+    _actor_source = source
+
+
+def keep_recent(buffer: LogBuffer | None) -> None:
+    """Keep every line the owned sink writes in `buffer` too (None: keep none)."""
+    global _kept
+    _kept = buffer
+
+
+def kept() -> LogBuffer | None:
+    """The buffer of recent lines this process keeps (the daemon's), if any."""
+    return _kept
+
+
+def add_actor_path(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """structlog processor: `actor_path`, the tree path of the actor the record is for."""
+    try:
+        path = _actor_source()
+    except Exception:  # attribution is a courtesy: it never costs a record
+        path = None
+    if path:
+        event.setdefault("actor_path", path)
+    return event
+
+
+class _KeepAndRender:
+    """The owned sink's last processor: render the line and, when this process keeps
+    recent lines (`keep_recent`), keep it there as one JSON object."""
+
+    def __init__(self, renderer: Any, fmt: str) -> None:
+        self._render = renderer
+        self._json = fmt == "json"
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        buffer = _kept
+        if buffer is None:
+            return self._render(logger, method, event)
+        actor = str(event.get("actor_path") or "")
+        level = str(event.get("level", method))
+        name = str(event.get("event", ""))
+        if self._json:
+            line = rendered = self._render(logger, method, event)
+        else:
+            line = json.dumps(dict(event), default=str)
+            rendered = self._render(logger, method, event)
+        buffer.add(actor, level, name, time.time(), str(line))
+        return rendered
+
+
 class _Sink:
     """Where records go now: the standard library (stream None) or one stream of lines."""
 
@@ -146,6 +217,7 @@ def _wrap(name: str) -> Any:
                 structlog.stdlib.filter_by_level,
                 structlog.processors.format_exc_info,
                 add_trace_ids,
+                add_actor_path,
                 redact_fields,
                 _stdlib_message,
             ],
@@ -165,8 +237,9 @@ def _wrap(name: str) -> Any:
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             add_trace_ids,
+            add_actor_path,
             redact_fields,
-            renderer,
+            _KeepAndRender(renderer, _sink.fmt),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[_sink.level]),
         context_class=dict,
@@ -236,6 +309,9 @@ def get_logger(name: str = ROOT_LOGGER) -> Logger:
     return Logger(name)
 
 
+_FOREIGN_LOGGER = get_logger("phloem.foreign")
+
+
 def configure_logging(
     level: str = "warning", fmt: str = "console", stream: TextIO | None = None
 ) -> None:
@@ -249,6 +325,60 @@ def configure_logging(
         _sink.level, _sink.fmt, _sink.stream, _sink.owned = level, fmt, stream, True
         _sink.generation += 1
         _bound.clear()
+
+
+FOREIGN_EVENT = "foreign_log"  # a record of another library's standard-library logger
+_foreign: list[Any] = []  # the root logger's handler `capture_stdlib` added, once
+
+
+def capture_stdlib() -> None:
+    """Route every standard-library record that reaches the root logger (Ray's, an HTTP
+    library's: whatever their own loggers let through) into the owned sink, as one
+    `foreign_log` line with its `logger` and `message`: in a process that owns its
+    logging (the daemon) nothing may print plain text into its JSON stream, as Python's
+    last-resort handler otherwise would. Idempotent; records of phloem's own loggers, and
+    any record while the sink is not owned, are left alone."""
+    import logging
+
+    class ForeignHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if not _sink.owned or record.name.split(".", 1)[0] == ROOT_LOGGER:
+                return
+            try:
+                message = record.getMessage()
+            except Exception:  # arguments that do not fit the format: the format, as is
+                message = str(record.msg)
+            fields: dict[str, Any] = {"logger": record.name, "message": message}
+            if record.exc_info and record.exc_info[0] is not None:
+                fields["error_type"] = record.exc_info[0].__name__
+            level = record.levelno
+            method = (
+                "critical" if level >= CRITICAL else "error" if level >= ERROR
+                else "warning" if level >= WARNING else "info" if level >= INFO else "debug"
+            )  # fmt: skip
+            getattr(_FOREIGN_LOGGER, method)(FOREIGN_EVENT, **fields)
+
+    with _lock:
+        if _foreign:
+            return
+        _foreign.append(ForeignHandler())
+    logging.getLogger().addHandler(_foreign[0])
+
+
+def adopt_logger(name: str) -> None:
+    """In a process that owns its logging: take over library logger `name`, which set up
+    a stderr handler of its own at import (Ray's `ray` logger does, with propagation off):
+    its handlers go and its records propagate to `capture_stdlib`'s, as JSON lines. Its
+    level stays the library's. Embedded, the host's logging is left alone."""
+    if not _sink.owned:
+        return
+    import logging
+
+    logger = logging.getLogger(name)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    logger.propagate = True
+    capture_stdlib()
 
 
 def set_level(level: str, fmt: str | None = None) -> None:

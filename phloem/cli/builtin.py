@@ -1,4 +1,5 @@
-"""The built-in commands: daemon, config check, status, tree, top, send, stop."""
+"""The built-in commands: daemon, config check (and init: `configinit`), status, tree,
+top, send, stop."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from phloem.base.paths import CONFIG_ENV, config_candidates
+from phloem.cli import configinit
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, to_json
-from phloem.cli.render import is_terminal, render_status, render_table, render_tree
+from phloem.cli.control import add_path, control
+from phloem.cli.render import is_terminal, render_status, render_tree, status_view, tree_view
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import RangeError, RangeTypeError, check_range
 
@@ -29,9 +32,14 @@ def add_cli(commands: Commands) -> None:
     config.add(
         "check", "validate a config file and print it resolved (secrets masked)", _cmd_config_check
     )
+    configinit.add_cli(config)  # `config init`
     commands.add("status", "one-screen summary of the daemon", _cmd_status)
     commands.add("tree", "the supervision tree", _cmd_tree)
-    top = commands.add("top", "live view of every actor, refreshed until Ctrl-C", _cmd_top)
+    top = commands.add(
+        "top",
+        "live view of every actor until q or Ctrl-C (keys: m c r n t sort, / filters)",
+        _cmd_top,
+    )
     top.add_argument(
         "--interval", type=float, default=DEFAULT_TOP_INTERVAL_S, help="seconds between refreshes"
     )
@@ -41,12 +49,14 @@ def add_cli(commands: Commands) -> None:
     send.add_argument("message", metavar="JSON", help="the message, as JSON")
     send.add_argument("--timeout", type=float, default=None, help="seconds to wait")
     send.add_argument("--tell", action="store_true", help="queue it, do not wait for a reply")
-    stop = commands.add("stop", "stop the daemon gracefully", _cmd_stop)
+    stop = commands.add("stop", "stop the daemon gracefully, or one child by its PATH", _cmd_stop)
+    add_path(stop, required=False)
     stop.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_STOP_TIMEOUT_S,
-        help="seconds to wait for the daemon's process to exit (else exit code 1)",
+        help="seconds to wait for the daemon's process to exit (else exit code 1), or for"
+        " the child's supervisor",
     )
 
 
@@ -90,9 +100,9 @@ def _cmd_status(ctx: CommandContext) -> int:
     with ctx.client() as client:
         status = client.status()
     if not ctx.json and is_terminal(ctx.out):
-        from phloem.cli.screen import console_for, status_view  # rich: on a terminal only
+        from phloem.cli.screen import print_view  # rich: on a terminal only
 
-        console_for(ctx.out).print(status_view(status))
+        print_view(ctx.out, status_view(status))
         return EXIT_OK
     ctx.emit(status, text=render_status(status))
     return EXIT_OK
@@ -102,9 +112,9 @@ def _cmd_tree(ctx: CommandContext) -> int:
     with ctx.client() as client:
         snap = client.tree()
     if not ctx.json and is_terminal(ctx.out):
-        from phloem.cli.screen import console_for, tree_view
+        from phloem.cli.screen import print_view
 
-        console_for(ctx.out).print(tree_view(snap))
+        print_view(ctx.out, tree_view(snap))
         return EXIT_OK
     ctx.emit(snap, text=render_tree(snap))
     return EXIT_OK
@@ -112,7 +122,8 @@ def _cmd_tree(ctx: CommandContext) -> int:
 
 def _cmd_top(ctx: CommandContext) -> int:
     """Refresh until Ctrl-C (exit 130, from `main`) or `--iterations`: one screen redrawn
-    in place on a terminal, a plain snapshot per refresh when piped, JSON lines with
+    in place on a terminal, with keys (`phloem.cli.topscreen`; `q` quits, exit 0), a
+    plain snapshot per refresh when piped (CPU% from the second on), JSON lines with
     --json."""
     interval = ctx.args.interval
     iterations = ctx.args.iterations
@@ -123,25 +134,25 @@ def _cmd_top(ctx: CommandContext) -> int:
     except (RangeError, RangeTypeError) as exc:
         raise UsageError(exc.message) from None
     with ctx.client() as client:
-        frames = _top_frames(client, interval, iterations)
         if ctx.json:
-            for status, snap in frames:
+            for status, snap in _top_frames(client, interval, iterations):
                 ctx.out.write(to_json({"status": status, "tree": snap}) + "\n")
                 ctx.out.flush()
         elif is_terminal(ctx.out):
-            from rich.live import Live
+            from phloem.cli.screen import console_for
+            from phloem.cli.topscreen import run_top
 
-            from phloem.cli.screen import console_for, top_view
-
-            console = console_for(ctx.out)
-            with Live(console=console, screen=True, auto_refresh=False) as live:
-                for status, snap in frames:
-                    live.update(top_view(status, snap, console.size.width), refresh=True)
+            run_top(client, console_for(ctx.out), interval, iterations)
         else:
-            for n, (status, snap) in enumerate(frames):
+            from phloem.cli.rows import plain
+            from phloem.cli.top import PLAIN_WIDTH, top_view
+
+            previous = None
+            for n, (status, snap) in enumerate(_top_frames(client, interval, iterations)):
                 ctx.out.write("\n" * bool(n) + render_status(status) + "\n\n")
-                ctx.out.write(render_table(snap) + "\n")
+                ctx.out.write(plain(top_view(snap, previous), PLAIN_WIDTH) + "\n")
                 ctx.out.flush()
+                previous = snap
     return EXIT_OK
 
 
@@ -179,6 +190,8 @@ def _cmd_stop(ctx: CommandContext) -> int:
         check_range("timeout", timeout, *STOP_TIMEOUT_RANGE, integer=False)
     except (RangeError, RangeTypeError) as exc:
         raise UsageError(exc.message) from None
+    if ctx.args.path:
+        return control(ctx, "stop", timeout)
     with ctx.client() as client:
         pid = client.status().pid
         process = _local_process(pid)

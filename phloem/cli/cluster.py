@@ -1,6 +1,7 @@
 """`phloem cluster status|check`: where process children run, and whether they can.
 
-    phloem cluster status [--json]           address, nodes, CPUs, workers, calls in flight
+    phloem cluster status [--json]           address, nodes, CPUs, workers, calls in flight,
+                                             the `ray status` command and Ray's logs
     phloem cluster check [--timeout S] [--json]
 
 `check` connects through the daemon's backend and starts one worker on every live node
@@ -15,6 +16,8 @@ from typing import Any
 
 from phloem.actors.cluster.protocol import CHECK_TIMEOUT_RANGE, CHECK_TIMEOUT_S
 from phloem.cli.commands import CommandContext, Commands, UsageError
+from phloem.cli.render import is_terminal
+from phloem.cli.rows import Cell, Row, View, cells, plain
 
 
 def add_cli(commands: Commands) -> None:
@@ -31,45 +34,58 @@ def add_cli(commands: Commands) -> None:
     )
 
 
-def render_status(st: dict[str, Any]) -> str:
+def status_rows(st: dict[str, Any]) -> list[Row]:
     if st.get("backend") == "local":
-        return "backend local: every process child runs on this machine"
-    lines = [
-        f"backend    ray · {st['address']} · namespace {st['namespace']}",
-        f"remote     {', '.join(st['remote']) or '-'}",
+        local = Cell("backend local", "bold")
+        return [Row(cells("", local, ": every process child runs on this machine"))]
+    rows = [
+        Row(cells("backend", f"ray · {st['address']} · namespace {st['namespace']}")),
+        Row(cells("remote", ", ".join(st["remote"]) or "-")),
     ]
     if not st.get("connected"):
-        return "\n".join([*lines, "state      not connected"])
-    lines.append(
-        f"CPUs       {st['cpus']:g} ({st['cpus_available']:g} free) · "
-        f"{st['in_flight']} calls in flight"
-    )
+        return [*rows, Row(cells("state", Cell("not connected", "red")))]
+    cpus = f"{st['cpus']:g} ({st['cpus_available']:g} free) · {st['in_flight']} calls in flight"
+    rows.append(Row(cells("CPUs", cpus)))
     for node in st["nodes"]:
-        state = "alive" if node["alive"] else "dead"
-        lines.append(
-            f"node       {node['address']}/{node['node_id'][:8]}  {state}  {node['cpus']:g} CPUs"
-        )
+        state = Cell("alive", "green") if node["alive"] else Cell("dead", "red")
+        where = f"{node['address']}/{node['node_id'][:8]}  "
+        rows.append(Row(cells("node", where, state, f"  {node['cpus']:g} CPUs")))
     for kind, counts in sorted(st["workers"].items()):
         summary = " · ".join(f"{k} {v}" for k, v in counts.items())
-        lines.append(f"workers    {kind}: {summary}")
-    return "\n".join(lines)
+        rows.append(Row(cells("workers", f"{kind}: {summary}")))
+    if st.get("ray_status"):
+        rows.append(Row(cells("attach", st["ray_status"])))
+    if st.get("session_dir"):
+        rows.append(Row(cells("ray logs", f"{st['session_dir']}/logs")))
+    return rows
 
 
-def render_check(report: dict[str, Any]) -> str:
-    lines = [render_status(report["status"])]
+def check_view(report: dict[str, Any]) -> View:
+    rows = status_rows(report["status"])
     for item in report["modules"]:
-        mark = "ok" if item["ok"] else f"FAILED: {item['error']}"
-        lines.append(f"import     {item['node']}  {item['module']}  {mark}")
+        mark = Cell("ok", "green") if item["ok"] else Cell(f"FAILED: {item['error']}", "red")
+        rows.append(Row(cells("import", f"{item['node']}  {item['module']}  ", mark)))
     if report.get("error"):
-        lines.append(f"error      {report['error']}")
-    lines.append("check      " + ("ok" if report["ok"] else "FAILED"))
-    return "\n".join(lines)
+        rows.append(Row(cells("error", Cell(report["error"], "red"))))
+    verdict = Cell("ok", "green") if report["ok"] else Cell("FAILED", "red")
+    rows.append(Row(cells("check", verdict)))
+    return View("fields", tuple(rows))
+
+
+def _show(ctx: CommandContext, value: Any, view: View) -> None:
+    """`view` with rich on a terminal, as plain text when piped, `value` with --json."""
+    if not ctx.json and is_terminal(ctx.out):
+        from phloem.cli.screen import print_view
+
+        print_view(ctx.out, view)
+    else:
+        ctx.emit(value, plain(view))
 
 
 def _cmd_status(ctx: CommandContext) -> int:
     with ctx.client() as client:
         st = client.cluster_status()
-    ctx.emit(st, render_status(st))
+    _show(ctx, st, View("fields", tuple(status_rows(st))))
     return 0
 
 
@@ -80,5 +96,5 @@ def _cmd_check(ctx: CommandContext) -> int:
         raise UsageError(f"--timeout must be between {low:g} and {high:g}")
     with ctx.client(timeout=timeout + 15) as client:
         report = client.cluster_check(timeout)
-    ctx.emit(report, render_check(report))
+    _show(ctx, report, check_view(report))
     return 0 if report["ok"] else 1

@@ -1,8 +1,9 @@
 """The one command contract: every `phloem` subcommand is a handler `(ctx) -> int` added
 through `Commands`, and gets a `CommandContext`. Exit codes: 0 success, 1 error (one line
 on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argument), 130
-interrupted (Ctrl-C). Errors always go to stderr; with `--json` the error value is also
-printed on stdout.
+interrupted (Ctrl-C), 141 when stdout's reader went away (`phloem top | head`: quietly,
+as shells report a program ended by SIGPIPE). Errors always go to stderr, as one line,
+never a traceback; with `--json` the error value is also printed on stdout.
 
 A feature adds its commands in its own module under `phloem.cli` (listed, with the
 top-level commands it adds, in `phloem.cli.main.FEATURE_CLI_MODULES`: a run of one
@@ -39,6 +40,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report `cmd | head` when head exits first
 
 Handler = Callable[["CommandContext"], int]
 

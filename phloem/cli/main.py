@@ -10,13 +10,16 @@ the contract.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
 
 from phloem._version import __version__
 from phloem.cli.commands import (
+    EXIT_BROKEN_PIPE,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -33,6 +36,8 @@ from phloem.protocols.errors import PhloemError
 # of the parser (importing that module only). A test keeps the names true.
 FEATURE_CLI_MODULES: dict[str, tuple[str, ...]] = {
     "phloem.cli.builtin": ("daemon", "config", "status", "tree", "top", "send", "stop"),
+    "phloem.cli.control": ("start", "restart"),
+    "phloem.cli.logs": ("logs",),
     "phloem.cli.runs": ("runs",),
     "phloem.cli.agents": ("agent",),
     "phloem.cli.eval": ("eval",),
@@ -84,10 +89,19 @@ def modules_for(argv: Sequence[str]) -> list[str] | None:
 def main(
     argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
+    """Run one `phloem` command; its exit code (see `phloem.cli.commands`)."""
     out = out or sys.stdout
     err = err or sys.stderr
-    if argv is None:
-        argv = sys.argv[1:]
+    try:
+        code = _run(sys.argv[1:] if argv is None else argv, out, err)
+        with contextlib.suppress(ValueError):  # an `out` closed already: nothing to flush
+            out.flush()  # here, not at the interpreter's exit, where a closed pipe is noise
+    except BrokenPipeError:
+        return _reader_gone(out)
+    return code
+
+
+def _run(argv: Sequence[str], out: TextIO, err: TextIO) -> int:
     parser = build_parser(modules_for(argv))
     try:
         args = parser.parse_args(argv)
@@ -108,6 +122,22 @@ def main(
     except KeyboardInterrupt:
         err.write("\n")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
+    except Exception as exc:  # a bug: one line, not a traceback
+        err.write(f"phloem {args.command}: unexpected {type(exc).__name__}: {exc} (a bug)\n")
+        return EXIT_ERROR
+
+
+def _reader_gone(out: TextIO) -> int:
+    """stdout's reader has gone (`phloem top | head`): what is still buffered goes to
+    /dev/null, so the interpreter's last flush does not fail again, and the command ends
+    quietly with `EXIT_BROKEN_PIPE`."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _quiet_logging(args: argparse.Namespace) -> None:

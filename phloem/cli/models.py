@@ -1,9 +1,13 @@
 """`phloem model list`, `phloem model probe NAME` and `phloem ask NAME PROMPT`.
 
-These run in the CLI process (no daemon needed): they read `[providers.NAME]` from the
-config file (the one search order of `phloem.base.paths.find_config`: `--config`,
-`$PHLOEM_CONFIG`, `./phloem.toml`, the user's, the system's), or take an ad-hoc
-provider from `--protocol --base-url --model [--api-key-env VAR]`. Exit 0 on success, 1
+`model list` shows the running daemon's providers (asked over the socket: the
+configuration in force, keys checked in the daemon's environment); with `--config FILE`,
+that file's; with neither a `--config` nor a daemon, those of the file the search order
+finds. Its last line (`source` in JSON) says which. `probe` and `ask` run in the CLI
+process (no daemon needed): they read `[providers.NAME]` from the config file (the one
+search order of `phloem.base.paths.find_config`: `--config`, `$PHLOEM_CONFIG`,
+`./phloem.toml`, the user's, the system's), or take an ad-hoc provider from `--protocol
+--base-url --model [--api-key-env VAR]`. Exit 0 on success, 1
 with the error kind on stderr otherwise; `--json` prints the result or the error.
 
 `add_cli(commands)` plugs them into the main `phloem` command.
@@ -12,7 +16,7 @@ with the error kind on stderr otherwise; `--json` prints the result or the error
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -113,32 +117,42 @@ def resolve_provider(args: argparse.Namespace) -> tuple[str, ProviderConfig]:
 
 
 def cmd_list(ctx: CommandContext) -> int:
-    from phloem.models.providers import api_key_for
+    """The providers of the running daemon (asked over its socket: what its agents use,
+    keys checked in its environment), or of the file `--config` names; with no
+    `--config` and no daemon answering, of the file the search order finds. The output
+    says which (`source`)."""
+    from phloem.models.providers import load_providers, provider_rows
 
-    providers = _providers(ctx.args)
-    rows = []
-    for name, cfg in providers.items():
-        try:
-            key_state = "set" if api_key_for(cfg) else "none"
-        except PhloemError:
-            key_state = "missing"
-        rows.append(
-            {
-                "name": name,
-                "protocol": cfg.protocol,
-                "model": cfg.model,
-                "base_url": cfg.resolved_base_url(),
-                "api_key_env": cfg.api_key_env,
-                "api_key": key_state,
-            }
-        )
+    explicit = getattr(ctx.args, "config", None)
+    rows: list[dict[str, Any]] | None = None
+    if not explicit:
+        rows, source = _daemon_providers(ctx)
+    if rows is None:
+        path = find_config(explicit)
+        rows = provider_rows(load_providers(path)) if path is not None else []
+        why = "--config" if explicit else source
+        source = f"{path or 'no config file (defaults)'} ({why})"
     lines = [
         f"{r['name']:<16} {r['protocol']:<17} {r['model']:<28} {r['base_url']}"
         f"  key: {r['api_key_env'] or '-'} ({r['api_key']})"
         for r in rows
     ]
-    ctx.emit({"providers": rows}, text="\n".join(lines) if lines else "no providers configured")
+    lines = lines or ["no providers configured"]
+    ctx.emit({"providers": rows, "source": source}, text="\n".join([*lines, f"from {source}"]))
     return 0
+
+
+def _daemon_providers(ctx: CommandContext) -> tuple[list[dict[str, Any]] | None, str]:
+    """The running daemon's provider rows and where they came from; None (and why) when
+    no daemon answers on the socket."""
+    socket = ctx.socket_path()
+    try:
+        with ctx.client() as client:
+            return client.list_providers(), f"the daemon on {socket}"
+    except PhloemError as exc:
+        if exc.kind != ErrorKind.NO_DAEMON:
+            raise
+        return None, f"no daemon on {socket}"
 
 
 def _finish(ctx: CommandContext, result: OneShotResult, text: str) -> int:

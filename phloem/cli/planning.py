@@ -77,15 +77,38 @@ def _request(args: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
     return planner, executor, goal, context, options
 
 
+class ProgressLines:
+    """Human-readable lines for one run's progress events, in order. A `step_started`
+    line names the step's number in the run (the event's `attempt`: it counts every step
+    started, not the tries of one step) and its id; it says `retry N` only when that step
+    id failed before in this run (the plan was revised around it and it runs again)."""
+
+    def __init__(self) -> None:
+        self._failed: dict[str, int] = {}  # step id -> its error observations so far
+
+    def line(self, event: RunEvent[Any]) -> str:
+        data = event.data
+        if event.kind == "observation" and data["status"] != "ok":
+            step_id = str(data["step_id"])
+            self._failed[step_id] = self._failed.get(step_id, 0) + 1
+        if event.kind != "step_started":
+            return render_event(event)
+        step_id, revision = data["step_id"], data["revision"]
+        retries = self._failed.get(str(step_id), 0)
+        again = f"retry {retries}, " if retries else ""
+        return f"step {data['attempt']}: {step_id} ({again}plan revision {revision})"
+
+
 def render_event(event: RunEvent[Any]) -> str:
-    """One human-readable line for a progress event."""
+    """One human-readable line for a progress event (`ProgressLines` follows a whole run,
+    which a `step_started` line needs to tell a retry from a first try)."""
     data = event.data
     if event.kind in ("plan_accepted", "replan"):
         plan = data["plan"]
         steps = ", ".join(s["id"] for s in plan["steps"])
         return f"{event.kind}: {plan['id']} revision {plan['revision']} [{steps}]"
     if event.kind == "step_started":
-        return f"step {data['step_id']} (attempt {data['attempt']}, revision {data['revision']})"
+        return f"step {data['attempt']}: {data['step_id']} (plan revision {data['revision']})"
     if event.kind == "observation":
         if data["status"] == "ok":
             text = json.dumps(data["output"], sort_keys=True)
@@ -126,12 +149,13 @@ def _emit_result(ctx: CommandContext, result: PlanningResult) -> int:
 
 def _cmd_run(ctx: CommandContext) -> int:
     planner, executor, goal, context, options = _request(ctx.args)
+    progress = ProgressLines()
 
     def on_event(event: RunEvent[Any]) -> None:
         if ctx.json:
             ctx.emit({"event": event.kind, "seq": event.seq, "data": event.data})
         else:
-            ctx.emit(None, text=render_event(event))
+            ctx.emit(None, text=progress.line(event))
 
     with ctx.client() as client:
         result = client.run_planning(planner, executor, goal, context, options, on_event=on_event)

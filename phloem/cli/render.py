@@ -1,11 +1,13 @@
-"""Plain-text renderings of daemon status and the supervision tree (`status`, `tree`,
-`top` when stdout is not a terminal, and the README's examples). Every line of
-`render_table` fits in `PLAIN_WIDTH` columns; on a terminal `phloem.cli.screen` draws the
-same data with rich, fitted to the terminal's size."""
+"""The views of daemon status and the supervision tree as rows (`phloem.cli.rows`):
+`status_view`, `tree_view` (what `status`, `tree` and the head of `top` show), and their
+plain text (`render_status`, `render_tree`: pipes, files, the docs' examples). On a
+terminal `phloem.cli.screen` draws the same views with rich."""
 
 from __future__ import annotations
 
 from typing import Any, TextIO
+
+from phloem.cli.rows import Cell, Row, View, cells, plain
 
 
 def is_terminal(out: TextIO) -> bool:
@@ -40,33 +42,56 @@ def human_duration(seconds: float) -> str:
     return f"{m}m {s}s" if m else f"{seconds:.1f}s"
 
 
-def render_status(st: Any) -> str:
+STATE_STYLES = {"running": "green", "restarting": "yellow", "stopped": "dim", "exited": "dim"}
+
+
+def state_cell(state: str) -> Cell:
+    return Cell(state, STATE_STYLES.get(state, ""))
+
+
+def status_view(st: Any) -> View:
+    """`phloem status` (and the head of `top`): one field per line."""
     memory = human_bytes(st.rss_bytes)
     if st.children_rss_bytes:
         memory += f" (+{human_bytes(st.children_rss_bytes)} in child processes)"
-    return "\n".join(
-        [
-            f"phloem {st.version} · pid {st.pid} · {st.state} · up {human_duration(st.uptime_s)}",
-            f"socket     {st.socket or '-'}",
-            f"services   {', '.join(st.services) or '-'}",
-            f"actors     {st.actors}   processes {st.processes}   supervisors {st.supervisors}",
-            f"restarts   {st.restarts}",
-            f"memory     {memory}   threads {st.threads}",
-            f"clients    {st.connections} connected · {st.refs} refs · {st.streams} streams",
-            _telemetry_line(st),
-            _cluster_line(st),
-        ]
+    title = cells(
+        "",
+        Cell("phloem ", "bold"),
+        f"{st.version} · pid {st.pid} · ",
+        state_cell(st.state),
+        f" · up {human_duration(st.uptime_s)}",
     )
+    fields = [
+        ("socket", st.socket or "-"),
+        ("services", ", ".join(st.services) or "-"),
+        ("actors", f"{st.actors}   processes {st.processes}   supervisors {st.supervisors}"),
+        ("restarts", str(st.restarts)),
+        *(
+            [("stopped", f"{', '.join(st.stopped)} (by hand)")]
+            if getattr(st, "stopped", None)
+            else []
+        ),
+        ("memory", f"{memory}   threads {st.threads}"),
+        ("clients", f"{st.connections} connected · {st.refs} refs · {st.streams} streams"),
+        ("telemetry", _telemetry_line(st)),
+        ("cluster", _cluster_line(st)),
+    ]
+    rows = [Row(title), *(Row(cells(key, value)) for key, value in fields)]
+    return View("fields", tuple(rows))
+
+
+def render_status(st: Any) -> str:
+    return plain(status_view(st))
 
 
 def _cluster_line(st: Any) -> str:
     c = getattr(st, "cluster", None)
     if c is None or c.backend == "local":
-        return "cluster    local (process children on this machine)"
+        return "local (process children on this machine)"
     if not c.connected:
-        return f"cluster    {c.backend} {c.address} · not connected"
+        return f"{c.backend} {c.address} · not connected"
     return (
-        f"cluster    {c.backend} {c.address} · {c.nodes} nodes · "
+        f"{c.backend} {c.address} · {c.nodes} nodes · "
         f"{c.cpus:g} CPUs ({c.cpus_available:g} free) · {c.in_flight} remote calls in flight"
     )
 
@@ -74,10 +99,10 @@ def _cluster_line(st: Any) -> str:
 def _telemetry_line(st: Any) -> str:
     t = getattr(st, "telemetry", None)
     if t is None or not t.enabled:
-        return "telemetry  off"
+        return "off"
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(t.dropped_by_reason.items()) if v)
     dropped = f"{t.dropped} dropped ({reasons})" if reasons else f"{t.dropped} dropped"
-    return f"telemetry  {t.exported} exported · {dropped} · {t.failed} failed exports"
+    return f"{t.exported} exported · {dropped} · {t.failed} failed exports"
 
 
 def where_of(node: Any) -> str:
@@ -102,96 +127,39 @@ def unlisted(n: int) -> str:
     return f"… {n} more process{'' if n == 1 else 'es'} (not listed)"
 
 
-def render_tree(snap: Any) -> str:
-    lines: list[str] = []
-
-    def label(node: Any) -> str:
-        parts = [node.id, node.type, node.state, where_of(node)]
-        if node.strategy:
-            parts.insert(2, node.strategy)
-        if node.restarts:
-            parts.append(f"restarts {node.restarts}")
-        if node.mailbox_depth:
-            parts.append(f"mailbox {node.mailbox_depth}")
-        if node.credit_in_use:
-            parts.append(f"credit {node.credit_in_use}")
-        if node.rss_bytes is not None:
-            parts.append(human_bytes(node.rss_bytes))
-        if node.rss_cap_bytes is not None:
-            parts.append(_tree_memory(node))
-        return "  ".join(parts)
-
-    def walk(node: Any, prefix: str, last: bool, top: bool) -> None:
-        if top:
-            lines.append(label(node))
-            child_prefix = ""
-        else:
-            lines.append(prefix + ("└── " if last else "├── ") + label(node))
-            child_prefix = prefix + ("    " if last else "│   ")
-        more = node.unlisted_processes
-        for i, child in enumerate(node.children):
-            walk(child, child_prefix, i == len(node.children) - 1 and not more, False)
-        if more:
-            lines.append(f"{child_prefix}└── {unlisted(more)}")
-
-    for root in snap.roots:
-        walk(root, "", True, True)
-    return "\n".join(lines) if lines else "(no supervisors running)"
+def _label(node: Any) -> tuple[Cell, ...]:
+    """A node's fields, as `tree` shows them (empty ones are left out)."""
+    return cells(
+        Cell(node.id, "bold"),
+        node.type,
+        node.strategy or "",
+        state_cell(node.state),
+        where_of(node),
+        Cell(f"restarts {node.restarts}", "yellow") if node.restarts else "",
+        f"mailbox {node.mailbox_depth}" if node.mailbox_depth else "",
+        f"credit {node.credit_in_use}" if node.credit_in_use else "",
+        human_bytes(node.rss_bytes) if node.rss_bytes is not None else "",
+        _tree_memory(node) if node.rss_cap_bytes is not None else "",
+    )
 
 
-PLAIN_WIDTH = 80
-"""Columns of the plain `top` table (what a pipe gets, where no width is known)."""
+def tree_view(snap: Any) -> View:
+    """`phloem tree`: one row per node at its depth; a node's unlisted process children
+    are one dim row after its listed ones."""
+    rows: list[Row] = []
 
-# (title, width, right-aligned): 21+10+14+8+3+4+4+9 plus 7 separators = 80 columns
-TABLE_COLUMNS = (
-    ("ID", 21, False),
-    ("TYPE", 10, False),
-    ("PID/THREAD", 14, False),
-    ("STATE", 8, False),
-    ("RST", 3, True),
-    ("MBOX", 4, True),
-    ("CRED", 4, True),
-    ("RSS", 9, True),
-)
-
-
-def table_rows(snap: Any) -> list[tuple[str, ...]]:
-    """One row per node, depth-first, ids indented by depth (what `top` shows)."""
-    rows: list[tuple[str, ...]] = []
-
-    def walk(node: Any, depth: int) -> None:
-        rows.append(
-            (
-                "  " * depth + node.id,
-                node.type,
-                where_of(node),
-                node.state,
-                str(node.restarts),
-                str(node.mailbox_depth),
-                str(node.credit_in_use),
-                human_bytes(node.rss_bytes),
-            )
-        )
+    def visit(node: Any, depth: int) -> None:
+        rows.append(Row(_label(node), depth))
         for child in node.children:
-            walk(child, depth + 1)
+            visit(child, depth + 1)
         if node.unlisted_processes:
-            rows.append(("  " * (depth + 1) + unlisted(node.unlisted_processes), *[""] * 7))
+            note = Cell(unlisted(node.unlisted_processes), "dim")
+            rows.append(Row((note,), depth + 1, note=True))
 
     for root in snap.roots:
-        walk(root, 0)
-    return rows
+        visit(root, 0)
+    return View("tree", tuple(rows), empty="(no supervisors running)")
 
 
-def _cell(text: str, width: int, right: bool) -> str:
-    if len(text) > width:
-        text = text[: width - 1] + "…"
-    return text.rjust(width) if right else text.ljust(width)
-
-
-def render_table(snap: Any) -> str:
-    """The `top` table as plain text, each line at most `PLAIN_WIDTH` columns."""
-    lines = []
-    for row in [tuple(c[0] for c in TABLE_COLUMNS), *table_rows(snap)]:
-        cells = (_cell(v, w, r) for v, (_, w, r) in zip(row, TABLE_COLUMNS, strict=True))
-        lines.append(" ".join(cells).rstrip())
-    return "\n".join(lines)
+def render_tree(snap: Any) -> str:
+    return plain(tree_view(snap))

@@ -3,9 +3,11 @@
     phloem runs [--follow] [--json]
 
 Lists each run the daemon keeps a record of (agent runs, session turns, evals, planning
-runs; `[supervision] recent_runs`, oldest first): its id, kind, name, outcome (or
-`running`), times, owner, and its last events (`[supervision] recent_run_events`), each
-with its kind and content-free details. `--json` prints the list as one JSON array.
+runs; `[supervision] recent_runs`, oldest first) as a table: its id, kind, name, outcome
+(or `running`), start time, milliseconds taken, owner and event count, and under it its
+last events (`[supervision] recent_run_events`), each with its kind and content-free
+details. Piped, the columns are as wide as their content; on a terminal they are fitted
+to its width. `--json` prints the list as one JSON array.
 `--follow` then prints every change as it happens (one line each; `--json`: one JSON
 object per line — a `RunUpdate` with its `type`: `began`, `noted`, `finished`,
 `forgotten` or `missed` — after the list) until Ctrl-C.
@@ -17,6 +19,8 @@ import time
 from typing import TYPE_CHECKING
 
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, to_json
+from phloem.cli.render import is_terminal
+from phloem.cli.rows import Cell, Column, Row, View, cells, plain
 
 if TYPE_CHECKING:
     from phloem.protocols.runs import RunNote, RunSummary, RunUpdate
@@ -38,22 +42,45 @@ def render_note(note: RunNote) -> str:
     return f"#{note.seq} {clock(note.at)} {note.kind}{' ' + details if details else ''}"
 
 
-def render_run(run: RunSummary) -> str:
-    """The run's line, then one indented line per kept event."""
-    state: str = run.outcome or "running"
-    if run.error:
-        state += f" ({run.error})"
-    took = ""
-    if run.ended_at is not None:
-        took = f" → {clock(run.ended_at)} ({(run.ended_at - run.started_at) * 1000:.0f} ms)"
-    lines = [
-        f"{run.id} {run.kind} {run.name}: {state} · {clock(run.started_at)}{took} · "
-        f"{run.owner} · {run.event_count} events"
-    ]
-    if run.events_dropped:
-        lines.append(f"  ({run.events_dropped} older events not kept)")
-    lines.extend(f"  {render_note(n)}" for n in run.events)
-    return "\n".join(lines)
+OUTCOME_STYLES = {"done": "green", "failed": "red", "cancelled": "yellow", "running": "cyan"}
+COLUMNS = (
+    Column("ID"),
+    Column("KIND"),
+    Column("NAME", min_width=8),
+    Column("OUTCOME"),
+    Column("STARTED"),
+    Column("MS", right=True),
+    Column("OWNER", min_width=8),
+    Column("EVENTS", right=True),
+)
+
+
+def runs_view(runs: list[RunSummary]) -> View:
+    """One row per run, then one note row per kept event (and one for the events not
+    kept)."""
+    rows: list[Row] = []
+    for run in runs:
+        state: str = run.outcome or "running"
+        took = "" if run.ended_at is None else f"{(run.ended_at - run.started_at) * 1000:.0f}"
+        outcome = Cell(state + (f" ({run.error})" if run.error else ""), OUTCOME_STYLES[state])
+        rows.append(
+            Row(
+                cells(
+                    run.id,
+                    run.kind,
+                    run.name,
+                    outcome,
+                    clock(run.started_at),
+                    took,
+                    run.owner,
+                    str(run.event_count),
+                )
+            )
+        )
+        if run.events_dropped:
+            rows.append(Row(cells(f"({run.events_dropped} older events not kept)"), 1, note=True))
+        rows += [Row((Cell(render_note(n), "dim"),), 1, note=True) for n in run.events]
+    return View("table", tuple(rows), COLUMNS, empty="no runs yet")
 
 
 def render_update(update: RunUpdate) -> str:
@@ -90,6 +117,9 @@ def _print_runs(ctx: CommandContext, runs: list[RunSummary]) -> None:
     if ctx.json:
         ctx.out.write(to_json(runs) + "\n")
         ctx.out.flush()
-        return
-    text = "\n".join(render_run(r) for r in runs) if runs else "no runs yet"
-    ctx.emit(None, text=text)
+    elif is_terminal(ctx.out):
+        from phloem.cli.screen import print_view  # rich: on a terminal only
+
+        print_view(ctx.out, runs_view(runs))
+    else:
+        ctx.emit(None, text=plain(runs_view(runs)))

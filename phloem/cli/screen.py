@@ -1,34 +1,23 @@
-"""Terminal rendering for `status`, `tree` and `top` (rich).
+"""The rich renderer of the views of `phloem.cli.rows` (`status`, `tree`, `top`, `runs`
+on a terminal).
 
 Imported only when output goes to a terminal (`phloem.cli.render.is_terminal`), so
-plain and JSON runs do not pay for it. On a terminal the commands draw rich tables and
-trees fitted to its width, and `top` redraws one screen in place (`rich.live.Live` on the
-alternate screen: the header stays, rows that do not fit are cut at the bottom, and the
-terminal is restored on exit). Piped, they print the plain text of `phloem.cli.render`,
-without escape codes. Colour follows rich's rules, so `NO_COLOR` (any value) turns it off.
+plain and JSON runs do not pay for it. It draws the same lines as the plain renderer,
+fitted to the terminal's width, with their styles; colour follows rich's rules, so
+`NO_COLOR` (any value) turns it off. `top_screen` is one screen of `top`: the status,
+a line of keys, and as many table rows as the height allows, then `+N more`.
 """
 
 from __future__ import annotations
 
 from typing import Any, TextIO
 
-from rich import box
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
-from rich.tree import Tree as RichTree
 
-from phloem.cli.render import (
-    TABLE_COLUMNS,
-    human_bytes,
-    human_duration,
-    table_rows,
-    unlisted,
-    where_of,
-)
-
-STATE_STYLES = {"running": "green", "restarting": "yellow", "stopped": "dim"}
-MIN_ID_WIDTH = 8
+from phloem.cli.render import status_view
+from phloem.cli.rows import Line, View, cut, lines
+from phloem.cli.top import SORTS, TopState, top_view
 
 
 def console_for(out: TextIO) -> Console:
@@ -37,91 +26,46 @@ def console_for(out: TextIO) -> Console:
     return Console(file=out, highlight=False, soft_wrap=False)
 
 
-def status_view(st: Any) -> RenderableType:
-    memory = human_bytes(st.rss_bytes)
-    if st.children_rss_bytes:
-        memory += f" (+{human_bytes(st.children_rss_bytes)} in children)"
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
-    title = Text.assemble(
-        ("phloem ", "bold"),
-        f"{st.version} · pid {st.pid} · ",
-        (st.state, STATE_STYLES.get(st.state, "")),
-        f" · up {human_duration(st.uptime_s)}",
-    )
-    grid.add_row("", title)
-    grid.add_row("socket", st.socket or "-")
-    grid.add_row("services", ", ".join(st.services) or "-")
-    grid.add_row(
-        "actors",
-        f"{st.actors}   processes {st.processes}   supervisors {st.supervisors}",
-    )
-    grid.add_row("restarts", str(st.restarts))
-    grid.add_row("memory", f"{memory}   threads {st.threads}")
-    grid.add_row("clients", f"{st.connections} connected · {st.refs} refs · {st.streams} streams")
-    return grid
+def _text(laid: list[Line]) -> Text:
+    text = Text(no_wrap=True, overflow="crop", end="")
+    for n, line in enumerate(laid):
+        if n:
+            text.append("\n")
+        for piece, style in line:
+            text.append(piece, style or None)
+    return text
 
 
-def tree_view(snap: Any) -> RenderableType:
-    if not snap.roots:
-        return Text("(no supervisors running)")
-    views = []
-
-    def label(node: Any) -> Text:
-        where = where_of(node)
-        text = Text.assemble((node.id, "bold"), f"  {node.type}  ")
-        if node.strategy:
-            text.append(f"{node.strategy}  ")
-        text.append(node.state, STATE_STYLES.get(node.state, ""))
-        text.append(f"  {where}")
-        if node.restarts:
-            text.append(f"  restarts {node.restarts}", "yellow")
-        if node.rss_bytes is not None:
-            text.append(f"  {human_bytes(node.rss_bytes)}")
-        return text
-
-    def add(branch: RichTree, node: Any) -> None:
-        for child in node.children:
-            add(branch.add(label(child)), child)
-        if node.unlisted_processes:
-            branch.add(Text(unlisted(node.unlisted_processes), style="dim"))
-
-    for root in snap.roots:
-        view = RichTree(label(root), guide_style="dim")
-        add(view, root)
-        views.append(view)
-    return Group(*views)
+def to_text(view: View, width: int) -> Text:
+    """`view` fitted to `width` columns, with its styles."""
+    return _text(lines(view, width))
 
 
-def top_table(snap: Any, width: int) -> Table:
-    """The `top` table fitted to `width` columns: the fixed columns keep their widths,
-    the id column takes the rest; cells are cut with an ellipsis, never wrapped."""
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1, 0, 0),
-        pad_edge=False,
-        show_edge=False,
-        collapse_padding=True,
-        expand=True,
-        width=width,
-    )
-    for i, (title, w, right) in enumerate(TABLE_COLUMNS):
-        table.add_column(
-            title,
-            min_width=MIN_ID_WIDTH if i == 0 else w,
-            max_width=None if i == 0 else w,
-            ratio=1 if i == 0 else None,
-            justify="right" if right else "left",
-            no_wrap=True,
-            overflow="ellipsis",
-        )
-    for row in table_rows(snap):
-        state = Text(row[3], STATE_STYLES.get(row[3], ""))
-        table.add_row(row[0], row[1], row[2], state, *row[4:])
-    return table
+def print_view(out: TextIO, view: View) -> None:
+    console = console_for(out)
+    console.print(to_text(view, console.size.width))
 
 
-def top_view(status: Any, snap: Any, width: int) -> RenderableType:
-    hint = Text("(Ctrl-C to quit)", style="dim")
-    return Group(status_view(status), hint, top_table(snap, width))
+def keys_line(state: TopState, width: int) -> Line:
+    """What the keys do now (or the filter being typed)."""
+    if state.typing is not None:
+        return [(cut(f"filter: {state.typing}_  (Enter applies, Esc clears)", width), "bold")]
+    shown = f"filter {state.filter!r} (Esc clears) · " if state.filter else ""
+    order = SORTS.get(state.sort, SORTS["t"])
+    text = f"{shown}sorted by {order} · sort m c r n t · / filter · q quit"
+    return [(cut(text, width), "dim")]
+
+
+def top_screen(
+    status: Any, snap: Any, previous: Any | None, state: TopState, width: int, height: int
+) -> Text:
+    """One screen of `top` in `width` by `height` columns: rows that do not fit are counted in a
+    last `+N more` line."""
+    head = [*lines(status_view(status), width), keys_line(state, width)]
+    table = lines(top_view(snap, previous, state), width)
+    room = max(height - len(head), 0)
+    if len(table) > room:
+        shown = max(room - 1, 0)  # the table's header and first rows, then one line
+        more = len(table) - shown
+        table = [*table[:shown], [(cut(f"+{more} more", width), "bold yellow")]]
+    return _text([*head, *table])

@@ -1,6 +1,6 @@
 """Agent methods of `phloem.Client` and `phloem.Tree`.
 
-`AgentClientMethods` is a `ClientBase` mixin: `list_agents`, `plan_agent`,
+`AgentClientMethods` is a `ClientBase` mixin: `list_agents`, `list_providers`, `plan_agent`,
 `start_agent_run`, `cancel_agent_run`, `confirm_agent_run`, `follow_agent_run` and
 `run_agent` (start, follow the event stream under credit — answering `confirm` items
 with `on_confirm` — and return the `AgentRun`). `AgentTreeMethods` adds
@@ -91,6 +91,16 @@ class AgentClientMethods(ClientBase):
             SERVICE, ListAgents(), timeout=timeout, reply_type=list[AgentInfo]
         )
         return result
+
+    def list_providers(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """The daemon's configured model providers (`phloem model list`): name, protocol,
+        model, base URL, key variable and whether it is set in the daemon's environment."""
+        from phloem.actors.agents.protocol import ListProviders
+
+        rows: list[dict[str, Any]] = self.ask(
+            SERVICE, ListProviders(), timeout=timeout, reply_type=list[dict[str, Any]]
+        )
+        return rows
 
     def plan_agent(
         self, name: str, state: Mapping[str, Any] | None = None, *, timeout: float | None = None
@@ -269,6 +279,14 @@ class AsyncAgentMethods(AsyncClientBase):
             SERVICE, ListAgents(), timeout=timeout, reply_type=list[AgentInfo]
         )
         return result
+
+    async def list_providers(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        from phloem.actors.agents.protocol import ListProviders
+
+        rows: list[dict[str, Any]] = await self.ask(
+            SERVICE, ListProviders(), timeout=timeout, reply_type=list[dict[str, Any]]
+        )
+        return rows
 
     async def plan_agent(
         self, name: str, state: Mapping[str, Any] | None = None, *, timeout: float | None = None

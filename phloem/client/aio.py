@@ -39,6 +39,7 @@ from phloem.client.base import (
     trace_context,
 )
 from phloem.client.cluster import AsyncClusterMethods
+from phloem.client.control import FOLLOW_WINDOW
 from phloem.client.eval import AsyncEvalMethods
 from phloem.client.live import AsyncLiveMethods
 from phloem.client.mcp import AsyncMcpMethods
@@ -63,8 +64,9 @@ from phloem.client.telemetry import AsyncTelemetryMethods
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
+from phloem.protocols.logs import LogLine, LogsReply
 from phloem.protocols.snapshot import TreeSnapshot
-from phloem.protocols.wire import DaemonStatus, Welcome
+from phloem.protocols.wire import ChildControlled, DaemonStatus, Welcome
 
 T = TypeVar("T")
 
@@ -364,6 +366,42 @@ class AsyncClient(
     async def stop_daemon(self) -> None:
         """Ask the daemon to stop gracefully (it replies first, then stops)."""
         await self._request(lambda: self._proto.control("stop"))
+
+    async def _control(self, action: str, path: str, timeout: float | None) -> ChildControlled:
+        reply = await self._request(
+            lambda: self._proto.control_child(action, path, timeout), timeout, counted=True
+        )
+        result: ChildControlled = decode_as(reply, ChildControlled)
+        return result
+
+    async def start_child(self, path: str, *, timeout: float | None = None) -> ChildControlled:
+        """Start the stopped child at tree path `path` (as `Client.start_child`)."""
+        return await self._control("start", path, timeout)
+
+    async def stop_child(self, path: str, *, timeout: float | None = None) -> ChildControlled:
+        """Stop the child at `path`; a kept child stays stopped until started."""
+        return await self._control("stop", path, timeout)
+
+    async def restart_child(self, path: str, *, timeout: float | None = None) -> ChildControlled:
+        """Stop the child at `path` if it runs, then start it again."""
+        return await self._control("restart", path, timeout)
+
+    async def logs(self, path: str = "", since: float | None = None) -> LogsReply:
+        """The daemon's kept log lines of `path` and below it (as `Client.logs`)."""
+        reply = await self._request(lambda: self._proto.logs(path, since, False))
+        result: LogsReply = decode_as(reply, LogsReply)
+        return result
+
+    async def follow_logs(
+        self, path: str = "", since: float | None = None
+    ) -> tuple[LogsReply, AsyncEventStream[LogLine]]:
+        """The kept lines and a stream of every later line of `path`."""
+        reply = decode_as(
+            await self._request(lambda: self._proto.logs(path, since, True)), LogsReply
+        )
+        assert reply.stream is not None
+        stream = await self.subscribe(reply.stream, FOLLOW_WINDOW, event_type=LogLine)
+        return reply, stream
 
     async def subscribe(
         self, stream: str, window: CreditWindow | None = None, *, event_type: Any = Any

@@ -90,7 +90,9 @@ class Transport(Protocol):
     """How a client reaches a tree: a socket or a direct call."""
 
     def request(self, op: str, actor: str, body: bytes, timeout: float | None) -> bytes:
-        """Perform `op` (`ask`, `tell`, `status`, `tree`, `stop`, `ping`); the reply body."""
+        """Perform `op` (`ask`, `tell`, `status`, `tree`, `stop`, `ping`, `logs`, or
+        `start_child` / `stop_child` / `restart_child` with the path as `actor`); the reply
+        body."""
 
     def subscribe(self, stream: str, window: CreditWindow) -> StreamSource: ...
 

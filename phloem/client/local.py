@@ -12,7 +12,8 @@ from phloem.client.base import StreamSource
 from phloem.client.protocol import REPLY_GRACE_S
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
-from phloem.protocols.wire import NIL
+from phloem.protocols.logs import LogsQuery
+from phloem.protocols.wire import CHILD_OP, NIL
 
 if TYPE_CHECKING:
     from phloem.supervision.credit import CreditReceiver
@@ -35,6 +36,16 @@ class _Slot:
         if not self._event.wait(timeout) or self.outcome is None:
             raise PhloemError(ErrorKind.TIMEOUT, "no reply in time")
         return self.outcome
+
+
+def _outcome(outcome: tuple[bool, bytes | ErrorValue]) -> bytes:
+    """The reply body of an outcome; its error raised."""
+    ok, value = outcome
+    if not ok:
+        assert isinstance(value, ErrorValue)
+        raise PhloemError.from_value(value)
+    assert isinstance(value, bytes)
+    return value
 
 
 class LocalStream:
@@ -70,6 +81,13 @@ class LocalTransport:
         if self._closed:
             raise PhloemError(ErrorKind.CLOSED, "the client is closed")
         tree = self._tree
+        if op.endswith(CHILD_OP):
+            slot = _Slot()
+            tree.control(op.removesuffix(CHILD_OP), actor, timeout, slot.set)
+            return _outcome(slot.wait(tree._timeout(timeout) + REPLY_GRACE_S))
+        if op == "logs":
+            query = msgspec.msgpack.decode(body, type=LogsQuery)
+            return msgspec.msgpack.encode(tree.logs(self.owner, actor, query.since, query.follow))
         if op in ("ask", "tell"):
             slot = _Slot()
             tree.call(
@@ -81,12 +99,7 @@ class LocalTransport:
                 tell=op == "tell",
                 trace=telemetry.carrier(),
             )
-            ok, value = slot.wait(tree._timeout(timeout) + REPLY_GRACE_S)
-            if not ok:
-                assert isinstance(value, ErrorValue)
-                raise PhloemError.from_value(value)
-            assert isinstance(value, bytes)
-            return value
+            return _outcome(slot.wait(tree._timeout(timeout) + REPLY_GRACE_S))
         if op == "status":
             return msgspec.msgpack.encode(tree.status())
         if op == "tree":

@@ -40,10 +40,12 @@ from phloem.protocols.wire import (
     MAX_FRAME_BYTES_LIMIT,
     PROTOCOL_VERSION,
     Ask,
+    ControlChild,
     Credit,
     Event,
     Fail,
     FrameReader,
+    GetLogs,
     GetStatus,
     GetTree,
     Hello,
@@ -261,6 +263,18 @@ class ClientProtocol:
         if make is None:
             raise ValueError(f"unknown op {op!r}")
         return self._request(make, self.reply_wait(timeout))
+
+    def control_child(self, action: str, path: str, timeout: float | None) -> Outgoing:
+        """Start, stop or restart the child at tree path `path`."""
+        return self._request(
+            lambda rid: ControlChild(rid, action, path, timeout),
+            self.reply_wait(timeout),
+            counted=True,  # the daemon counts it in flight, as an ask
+        )
+
+    def logs(self, path: str, since: float | None, follow: bool) -> Outgoing:
+        """The daemon's kept log lines of `path` (and a follow stream's name)."""
+        return self._request(lambda rid: GetLogs(rid, path, since, follow), self.reply_wait(None))
 
     def subscribe(self, stream: Subscription) -> Outgoing:
         """Ask for `stream`; it is live once its reply arrives (`Answered`)."""

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from phloem.client.base import StreamSource, trace_context
+from phloem.client.base import StreamSource, decode_as, trace_context
 from phloem.client.protocol import (
     DEFAULT_CONNECT_TIMEOUT_S,
     RECV_BYTES,
@@ -31,6 +31,8 @@ from phloem.client.protocol import (
 )
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.logs import LogsQuery
+from phloem.protocols.wire import CHILD_OP
 
 
 def connect_unix(path: Path, timeout: float) -> socket.socket:
@@ -181,6 +183,12 @@ class SocketTransport:
         elif op == "tell":
             trace = trace_context()
             answer = self._roundtrip(lambda: proto.tell(actor, body, trace))
+        elif op.endswith(CHILD_OP):  # start_child, stop_child, restart_child; actor: the path
+            action = op.removesuffix(CHILD_OP)
+            answer = self._roundtrip(lambda: proto.control_child(action, actor, timeout))
+        elif op == "logs":  # actor: the tree path; body: a `LogsQuery`
+            query = decode_as(body, LogsQuery)
+            answer = self._roundtrip(lambda: proto.logs(actor, query.since, query.follow))
         else:  # status, tree, stop, ping
             answer = self._roundtrip(lambda: proto.control(op, timeout))
         return answer.body()

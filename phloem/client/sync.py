@@ -17,6 +17,7 @@ import os
 from phloem.client.agents import AgentClientMethods
 from phloem.client.base import ClientBase, resolve_socket_path
 from phloem.client.cluster import ClusterMethods
+from phloem.client.control import ControlMethods
 from phloem.client.eval import EvalClientMethods
 from phloem.client.live import LiveMethods
 from phloem.client.mcp import McpClientMethods
@@ -32,6 +33,7 @@ from phloem.client.telemetry import TelemetryMethods
 class Client(
     AgentClientMethods,
     ClusterMethods,
+    ControlMethods,
     EvalClientMethods,
     LiveMethods,
     McpClientMethods,

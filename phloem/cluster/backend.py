@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
+import shlex
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from phloem.base import logs
 from phloem.base.logs import get_logger
 from phloem.base.settings import configured_modules
 from phloem.cluster import rayapi
@@ -58,6 +62,12 @@ class ClusterStatus(msgspec.Struct, frozen=True):
     cpus_available: float = 0.0
     in_flight: int = 0
     workers: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+    # The GCS's host:port, the shell command that attaches `ray status` to this Ray
+    # (with Ray's token settings when it uses token auth), and Ray's own session
+    # directory (its logs are in `logs/` there); empty when Ray does not say (Ray Client).
+    gcs_address: str = ""
+    ray_status: str = ""
+    session_dir: str = ""
 
 
 class ModuleCheck(msgspec.Struct, frozen=True):
@@ -122,6 +132,9 @@ class RayBackend:
         self._launchers: dict[str, RayLauncher] = {}
         self._owned = False
         self._connected = False
+        self._gcs_address = ""
+        self._ray_status = ""
+        self._session_dir = ""
         # kills and spare starts, off Ray's callback threads (see `WorkerPool._helper`)
         self._helper_thread = ThreadPoolExecutor(1, thread_name_prefix="phloem-cluster-helper")
 
@@ -138,14 +151,16 @@ class RayBackend:
             ) from None
         from phloem.cluster.worker import CONCURRENCY_GROUPS, RemoteWorker
 
+        logs.adopt_logger("ray")  # the daemon's: Ray's own lines as JSON, not plain text
         env = self.runtime_env()
+        info: dict[str, Any] = {}
         if ray.is_initialized():
             self._owned = False
         else:
             # "local" makes Ray start an instance of its own even when another runs here
             address = self.config.address or "local"
             try:
-                ray.init(
+                context = ray.init(
                     address=address,
                     namespace=self.config.namespace,
                     runtime_env=env or None,
@@ -159,6 +174,9 @@ class RayBackend:
                     f"cannot reach the Ray cluster at {self.config.address or '(local)'}: {exc}",
                 ) from None
             self._owned = True
+            info = dict(getattr(context, "address_info", None) or {})
+        self._gcs_address, self._session_dir = _ray_addresses(ray, info)
+        self._ray_status = ray_status_command(self._gcs_address, os.environ)
         actor_class = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(RemoteWorker)
         with self._lock:
             for kind in KINDS:
@@ -183,6 +201,8 @@ class RayBackend:
             namespace=self.config.namespace,
             remote=list(self._pools),
             owned=self._owned,
+            gcs_address=self._gcs_address,
+            session_dir=self._session_dir,
         )
 
     def shutdown(self) -> None:
@@ -253,6 +273,9 @@ class RayBackend:
             cpus_available=float(available),
             in_flight=sum(p.in_flight() for p in pools.values()),
             workers={kind: pool.counts() for kind, pool in pools.items()},
+            gcs_address=self._gcs_address,
+            ray_status=self._ray_status,
+            session_dir=self._session_dir,
         )
 
     def check(self, timeout: float) -> CheckReport:
@@ -287,6 +310,34 @@ class RayBackend:
             checks.extend(ModuleCheck(where, m, not why, why) for m, why in result.items())
         ok = not error and bool(status.nodes) and all(c.ok for c in checks)
         return CheckReport(ok, status, checks, error)
+
+
+def _ray_addresses(ray: Any, info: dict[str, Any]) -> tuple[str, str]:
+    """The GCS address and Ray's session directory: from what `ray.init` answered, else
+    from the connection's runtime context (a Ray this process had already joined)."""
+    gcs = str(info.get("gcs_address") or "")
+    session = str(info.get("session_dir") or "")
+    if not gcs:
+        try:
+            gcs = str(ray.get_runtime_context().gcs_address or "")
+        except Exception:  # Ray Client: the driver has no GCS address of its own
+            gcs = ""
+    return gcs, session
+
+
+def ray_status_command(gcs_address: str, environ: Mapping[str, str]) -> str:
+    """The shell command that runs `ray status` against `gcs_address` ('' without one).
+    A Ray with token authentication (`RAY_AUTH_MODE=token` in the daemon's environment,
+    set by Ray itself when it turned it on) answers only a CLI in that mode too; its
+    token file is Ray's default (`~/.ray/auth_token`) unless `RAY_AUTH_TOKEN_PATH` says."""
+    if not gcs_address:
+        return ""
+    words = []
+    if environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        words.append("RAY_AUTH_MODE=token")
+        if environ.get("RAY_AUTH_TOKEN_PATH"):
+            words.append(f"RAY_AUTH_TOKEN_PATH={shlex.quote(environ['RAY_AUTH_TOKEN_PATH'])}")
+    return " ".join([*words, "ray", "status", "--address", shlex.quote(gcs_address)])
 
 
 def package_dir(name: str) -> str:

@@ -29,10 +29,12 @@ from phloem.protocols.wire import (
     PROTOCOL_VERSION,
     Ask,
     BadRequest,
+    ControlChild,
     Credit,
     Event,
     Fail,
     FrameReader,
+    GetLogs,
     GetStatus,
     GetTree,
     Hello,
@@ -311,6 +313,25 @@ class Connection:
             self._reply(message.id, tree.status())
         elif isinstance(message, GetTree):
             self._reply(message.id, tree.snapshot())
+        elif isinstance(message, ControlChild):
+            if self._admit(message.id):
+                log.info(
+                    "child_control_requested",
+                    action=message.action,
+                    path=message.path[:200],
+                    owner=self.owner.id,
+                    peer_pid=self.peer_pid,
+                )
+                tree.control(
+                    message.action, message.path, message.timeout, self._responder(message.id)
+                )
+        elif isinstance(message, GetLogs):
+            try:
+                logs = tree.logs(self.owner, message.path, message.since, message.follow)
+            except PhloemError as err:
+                self._fail(err.kind, err.message, message.id)
+            else:
+                self._reply(message.id, logs)
         elif isinstance(message, Subscribe):
             self._subscribe(message)
         elif isinstance(message, Unsubscribe):

@@ -5,10 +5,14 @@ root supervisor giving up. The socket lives in a directory of mode 0700 and has 
 0600 (with `daemon.allowed_uids` set: 0711 and 0666, and the peer's uid, read with
 SO_PEERCRED, decides); an existing directory owned by another uid or writable by group or
 others is refused (`phloem.daemon.socketfile`). A stale socket left by a crashed daemon
-is replaced; a live one is refused. Logs are JSON lines on stderr (structlog);
+is replaced; a live one is refused. So is a second daemon on the same session store (on
+another socket, the same state directory): it exits 1 with one `session_store_locked`
+line naming the holder's pid and socket (`hold_session_store`). Logs are JSON lines on
+stderr (structlog);
 `daemon_ready` marks the moment the socket accepts connections, and under systemd
 (`Type=notify`) the daemon says `READY=1` then, `STOPPING=1` when it begins to stop
-(`phloem.daemon.notify`).
+(`phloem.daemon.notify`). Each line is also kept in a bounded ring buffer of recent lines
+per child (`phloem.base.logbuffer`), which `phloem logs` reads and follows.
 
 SIGHUP re-reads the config file the daemon started from and applies what can change live
 (`Tree.reload`: the logging level and format here, and what features registered with
@@ -53,7 +57,9 @@ import msgspec
 
 from phloem._version import __version__
 from phloem.actors.reload import ReloadContext, Reloader, ReloadReport
+from phloem.actors.sessions.storelock import StoreLock, reserve as reserve_store
 from phloem.base import logs
+from phloem.base.logbuffer import LogBuffer
 from phloem.base.logs import get_logger
 from phloem.config import Config, LoggingConfig, check_components, load_config
 from phloem.daemon.connection import Connection
@@ -298,7 +304,11 @@ def run(
     except BaseException:
         signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
         raise
-    return _serve(cfg, config_path, socket_path, previous)
+    logs.keep_recent(LogBuffer())  # recent lines per child, for `phloem logs`
+    try:
+        return _serve(cfg, config_path, socket_path, previous)
+    finally:
+        logs.keep_recent(None)
 
 
 def with_socket(config: Config, socket_path: str | None) -> Config:
@@ -316,6 +326,15 @@ def with_socket(config: Config, socket_path: str | None) -> Config:
         raise PhloemError(ErrorKind.CONFIG_INVALID, f"--socket: {reason}") from None
 
 
+def hold_session_store(cfg: Config, socket_path: Path) -> StoreLock | None:
+    """Reserve the session store for this daemon before its tree starts (None when the
+    sessions service is disabled): a second daemon on the same store refuses to start
+    with `session_store_locked`, naming the holder's pid and socket."""
+    if "sessions" in cfg.services.disabled:
+        return None
+    return reserve_store(cfg.sessions.store_dir(), str(socket_path), cfg.sessions.fsync)
+
+
 def _serve(
     cfg: Config,
     config_path: str | os.PathLike[str] | None,
@@ -324,12 +343,17 @@ def _serve(
 ) -> int:
     notifier = Notifier()
     configure_logging(cfg.logging)
+    logs.capture_stdlib()  # other libraries' records (Ray's) as JSON lines, never plain text
     malloc_tuned = tune_malloc()
     path = cfg.daemon.socket_path()
+    store: StoreLock | None = None
     try:
         prepare_socket_path(path, bool(cfg.daemon.allowed_uids))  # refuse a live daemon early
+        store = hold_session_store(cfg, path)  # one session store, one daemon
         tree = Tree.start(cfg)
     except BaseException:
+        if store is not None:
+            store.release()
         signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
         raise
     server = Server(cfg, tree, path)
@@ -337,6 +361,8 @@ def _serve(
         server.bind()
     except PhloemError:
         tree.stop()
+        if store is not None:
+            store.release()
         signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
         raise
     ready = f"serving on {path} ({len(tree.services)} services)"
@@ -379,6 +405,8 @@ def _serve(
         root_failed = not tree.root.is_alive()
         server.close()
         reason = tree.stop(cfg.daemon.shutdown_timeout_s)
+        if store is not None:
+            store.release()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         log.info("daemon_stopped", reason=str(reason), log_lines_dropped=logs.dropped_lines())

@@ -123,16 +123,17 @@ def run_workload(client: Any, root: str = ".", out: Any = None) -> bool:
     and the result; True if the run completed."""
     import sys
 
-    from phloem.cli.planning import render_event, render_result
+    from phloem.cli.planning import ProgressLines, render_result
 
     stream = out or sys.stdout
+    progress = ProgressLines()
     result = client.run_planning(
         "report",
         {"name": "readonly_tools", "target": {"root": str(Path(root).resolve())}},
         {"report": "repository"},
         {"invocation_id": "make-run"},
         {"max_steps": 8, "max_replans": 1, "timeout_ms": 60_000},
-        on_event=lambda event: print(render_event(event), file=stream, flush=True),
+        on_event=lambda event: print(progress.line(event), file=stream, flush=True),
     )
     print(render_result(result), file=stream, flush=True)
     return bool(result.status == "completed")

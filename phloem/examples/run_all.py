@@ -2,8 +2,17 @@
 
 The workload is the list `STEPS`: each step gets a connected `phloem.Client` and returns
 something JSON-able to print. Feature modules add their examples by listing a module in
-`EXAMPLE_MODULES` that defines `steps() -> list[Step]`. Any failing step (or a daemon that
-does not start or stop cleanly) makes the exit code non-zero.
+`EXAMPLE_MODULES` that defines `steps() -> list[Step]`, and, if an example needs something
+running beside the daemon (a stand-in model server), `prepare(config) -> context manager`:
+entered before the daemon starts, it may change the daemon's config table (the server's
+port). Each example runs once. Any failing step (or a daemon that does not start or stop
+cleanly) makes the exit code non-zero.
+
+Nothing is left in the user's directories: the daemon runs on a copy of the config in a
+temporary state directory (`phloem-run-*` under `$TMPDIR`), with its socket, its session
+store and `$XDG_STATE_HOME`, `$XDG_CACHE_HOME` and `$XDG_DATA_HOME` there; the directory
+is removed at the end. Stand-in servers listen on ports the system picks, so a port in
+use elsewhere changes nothing.
 
 The daemon it starts is stopped on every way out: the normal end, a failure, Ctrl-C
 (SIGINT), SIGTERM, SIGHUP, and a closed stdout (`make run | head`). A signal first tells
@@ -24,6 +33,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,13 +44,15 @@ from typing import Any
 import msgspec
 
 import phloem
+from phloem.base.settings import read_toml
 from phloem.cli.render import render_status, render_tree
-from phloem.config import load_config
+from phloem.config import load_config, to_toml
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 INTERRUPTING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STATE_PREFIX = "phloem-run-"  # the temporary state directory's name, under $TMPDIR
 
 
 @dataclass(frozen=True)
@@ -90,14 +102,18 @@ EXAMPLE_MODULES: list[str] = [
     "phloem.examples.live_session",
     "phloem.examples.sessions_demo",
     "phloem.examples.helpdesk_eval",
-    "phloem.examples.sessions_demo",
 ]
+
+
+def example_modules() -> list[Any]:
+    """The modules of `EXAMPLE_MODULES`, each once, in order."""
+    return [importlib.import_module(name) for name in dict.fromkeys(EXAMPLE_MODULES)]
 
 
 def all_steps() -> list[Step]:
     steps = list(STEPS)
-    for module in EXAMPLE_MODULES:
-        steps.extend(importlib.import_module(module).steps())
+    for module in example_modules():
+        steps.extend(module.steps())
     return steps
 
 
@@ -118,11 +134,11 @@ class _Interrupted(BaseException):
 class _Daemon:
     """The daemon subprocess, started and waited for through its JSON log lines."""
 
-    def __init__(self, config: Path, socket: Path) -> None:
+    def __init__(self, config: Path, socket: Path, env: dict[str, str]) -> None:
         argv = [sys.executable, "-m", "phloem", "daemon", "--config", str(config)]
         argv += ["--socket", str(socket)]
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
         )
         self.log: list[str] = []
         self._ready = threading.Event()
@@ -222,18 +238,49 @@ def _note(text: str) -> None:
 
 def _run(config_path: str, socket_arg: str | None, started: list[_Daemon]) -> int:
     try:
-        config = load_config(config_path)
+        load_config(config_path)
+        table, _ = read_toml(config_path)
     except PhloemError as err:
         print(f"run_all: {err.message}", file=sys.stderr)
         return 1
-    socket = Path(socket_arg) if socket_arg else config.daemon.socket_path()
-    print(f"== starting phloem daemon on {socket} ({config_path})", flush=True)
-    daemon = _Daemon(Path(config_path), socket)
-    started.append(daemon)
-    try:
-        return _drive(daemon, socket)
-    finally:
-        daemon.stop()  # a no-op after a clean stop; otherwise no daemon is left behind
+    with (
+        tempfile.TemporaryDirectory(prefix=STATE_PREFIX) as state_dir,
+        contextlib.ExitStack() as prepared,
+    ):
+        state = Path(state_dir)
+        socket = Path(socket_arg) if socket_arg else state / "phloem.sock"
+        for module in example_modules():
+            prepare = getattr(module, "prepare", None)
+            if prepare is not None:
+                prepared.enter_context(prepare(table))
+        config = state_config(table, state, socket)
+        print(f"== starting phloem daemon on {socket} ({config_path}, state in {state})")
+        sys.stdout.flush()
+        daemon = _Daemon(config, socket, state_env(state))
+        started.append(daemon)
+        try:
+            return _drive(daemon, socket)
+        finally:
+            daemon.stop()  # a no-op after a clean stop; otherwise no daemon is left behind
+
+
+def state_config(table: dict[str, Any], state: Path, socket: Path) -> Path:
+    """The daemon's copy of the config table, written into `state`: its socket and its
+    session store there (whatever the file said)."""
+    table.setdefault("daemon", {})["socket"] = str(socket)
+    table.setdefault("sessions", {})["dir"] = str(state / "sessions")
+    path = state / "phloem.toml"
+    path.write_text(to_toml(table), encoding="utf-8")
+    return path
+
+
+def state_env(state: Path) -> dict[str, str]:
+    """The daemon's environment: this one, with the XDG state, cache and data homes in
+    `state` (whatever a library puts there goes with the directory)."""
+    env = dict(os.environ)
+    for name in ("XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        env[name] = str(state / name.removeprefix("XDG_").removesuffix("_HOME").lower())
+    return env
 
 
 def _drive(daemon: _Daemon, socket: Path) -> int:

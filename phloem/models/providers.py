@@ -225,6 +225,11 @@ class ProviderRegistry:
                 self._models[name] = model
             return model
 
+    def rows(self) -> list[dict[str, str | None]]:
+        """`provider_rows` of the configured providers, keys checked in this registry's
+        environment (a daemon's: what its model calls will see)."""
+        return provider_rows(self._configs, self._environ)
+
     def close(self) -> None:
         with self._lock:
             models, self._models = list(self._models.values()), {}
@@ -286,3 +291,27 @@ class ProviderModel:
 
     def __repr__(self) -> str:
         return f"<ProviderModel {self.provider!r}>"
+
+
+def provider_rows(
+    providers: Mapping[str, ProviderConfig], environ: Mapping[str, str] | None = None
+) -> list[dict[str, str | None]]:
+    """What `phloem model list` shows of each provider: never a key, only whether its
+    variable is `set`, `missing` (named but unset) or `none` (no key configured)."""
+    rows: list[dict[str, str | None]] = []
+    for name, cfg in providers.items():
+        try:
+            key_state = "set" if api_key_for(cfg, environ) else "none"
+        except PhloemError:
+            key_state = "missing"
+        rows.append(
+            {
+                "name": name,
+                "protocol": cfg.protocol,
+                "model": cfg.model,
+                "base_url": cfg.resolved_base_url(),
+                "api_key_env": cfg.api_key_env,
+                "api_key": key_state,
+            }
+        )
+    return rows

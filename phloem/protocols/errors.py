@@ -81,6 +81,10 @@ class ErrorKind(enum.StrEnum):
     DAEMON_RUNNING = "daemon_running", "a daemon already listens on the socket path"
     SOCKET_IN_USE = "socket_in_use", "the socket path exists and is not a usable socket"
     SOCKET_ERROR = "socket_error", "the daemon socket cannot be bound"
+    LISTEN_FAILED = (
+        "listen_failed",
+        "`phloem web` cannot listen on its address (in use, not local, not permitted)",
+    )
     UNSAFE_SOCKET_DIR = (
         "unsafe_socket_dir",
         "the socket's directory is another uid's or writable by group or others",
@@ -97,11 +101,18 @@ class ErrorKind(enum.StrEnum):
     RUNNING = "running", "restart/delete_child: the child is running"
     RESTARTING = "restarting", "restart/delete_child: the child is being restarted"
     SIMPLE_ONE_FOR_ONE = "simple_one_for_one", "not allowed for dynamic children"
+    UNKNOWN_CHILD = "unknown_child", "no supervisor's child at that tree path"
+    NOT_RUNNING = "not_running", "stop: the child is not running"
+    NOT_CONTROLLABLE = (
+        "not_controllable",
+        "the tree's root (stop the daemon instead) cannot be started, stopped or restarted",
+    )
     CHANNEL_CLOSED = "channel_closed", "the process channel is closed"
     CHILD_START_FAILED = "child_start_failed", "call_in_child: the process child did not start"
     CHILD_TIMEOUT = "child_timeout", "call_in_child: no answer within the call's timeout"
     CHILD_EXITED = "child_exited", "call_in_child: the child ended without answering"
     CHILD_CANCELLED = "child_cancelled", "call_in_child: the call was cancelled"
+    CHILD_SERVER_LOST = "child_server_lost", "call_in_child: the fork server died with the child"
     CHANNEL_TIMEOUT = "channel_timeout", "a channel send or receive timed out"
     NO_CHANNEL = "no_channel", "the process child was started without a channel"
     UNENCODABLE = "unencodable", "a value cannot be encoded as msgpack"

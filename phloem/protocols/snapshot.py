@@ -18,7 +18,10 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     `MAX_LISTED_PROCESSES`, the rest counted in `unlisted_processes`). A process
     child with a memory cap also has `rss_cap_bytes` (the cap on its whole tree's summed
     RSS, enforced by the RSS watchdog) and the watchdog's latest reading of that tree
-    (`tree_rss_bytes`, `tree_processes`).
+    (`tree_rss_bytes`, `tree_processes`). `cpu_s` is the CPU time (user + system
+    seconds) used so far by a process child's process or an actor's thread (None when
+    unknown, as for a remote child): `phloem top` shows its change between two snapshots
+    as CPU%.
     """
 
     id: str
@@ -39,6 +42,7 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     tree_processes: int | None = None
     node: str | None = None  # a remote process child's cluster node (`ip/node-id`)
     unlisted_processes: int = 0  # attached process children past MAX_LISTED_PROCESSES
+    cpu_s: float | None = None
 
 
 class TreeSnapshot(msgspec.Struct, frozen=True):

@@ -142,8 +142,47 @@ class Ping(_Msg, tag="ping", frozen=True):
     id: RequestId
 
 
+CHILD_ACTIONS = ("start", "stop", "restart")
+"""What `ControlChild` does to a supervisor's child (supervisorctl's words)."""
+CHILD_OP = "_child"
+"""A client transport's op for a `ControlChild` is its action and this (`stop_child`)."""
+
+
+class ControlChild(_Msg, tag="child", frozen=True, omit_defaults=True):
+    """Start, stop or restart (`action`, one of `CHILD_ACTIONS`) the supervisor's child at
+    tree path `path` (as `phloem tree` prints it); the reply is a `ChildControlled`.
+    `timeout`: seconds to wait for its supervisor (default: `request_timeout_s`)."""
+
+    id: RequestId
+    action: str
+    path: str
+    timeout: float | None = None
+
+
+class GetLogs(_Msg, tag="logs", frozen=True, omit_defaults=True):
+    """The daemon's kept log lines of `path` and below it (every line for ""), made at or
+    after `since` (seconds since the epoch); with `follow`, also a stream of later ones.
+    The reply is a `phloem.protocols.logs.LogsReply`."""
+
+    id: RequestId
+    path: str = ""
+    since: float | None = None
+    follow: bool = False
+
+
 ClientMessage = (
-    Hello | Ask | Tell | GetStatus | GetTree | Subscribe | Credit | Unsubscribe | StopDaemon | Ping
+    Hello
+    | Ask
+    | Tell
+    | GetStatus
+    | GetTree
+    | Subscribe
+    | Credit
+    | Unsubscribe
+    | StopDaemon
+    | Ping
+    | ControlChild
+    | GetLogs
 )
 
 # --- daemon → client --------------------------------------------------------------------
@@ -383,6 +422,20 @@ class ClusterSummary(msgspec.Struct, frozen=True):
     in_flight: int = 0
 
 
+class ChildControlled(msgspec.Struct, frozen=True):
+    """What `ControlChild` did: the child's `state` after it (`stopped`, `running`, or
+    `removed` for a dynamic or temporary child, whose spec goes when it stops), and the
+    handle ids and pids of the incarnation before (`previous`) and after (`handle`)."""
+
+    path: str
+    action: str
+    state: str
+    handle: str | None = None
+    pid: int | None = None
+    previous: str | None = None
+    previous_pid: int | None = None
+
+
 class DaemonStatus(msgspec.Struct, frozen=True):
     """The one-screen summary behind `phloem status` (and `Client.status()`)."""
 
@@ -405,3 +458,4 @@ class DaemonStatus(msgspec.Struct, frozen=True):
     socket: str | None = None
     telemetry: TelemetryCounts = msgspec.field(default_factory=TelemetryCounts)
     cluster: ClusterSummary = msgspec.field(default_factory=ClusterSummary)
+    stopped: list[str] = msgspec.field(default_factory=list)  # children stopped by hand

@@ -34,7 +34,7 @@ from phloem.supervision.handle import (
     HandleKind,
     HandleStats,
 )
-from phloem.supervision.owners import set_current_owner
+from phloem.supervision.owners import set_current_actor, set_current_owner
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.threadpark import run_parked
 
@@ -113,6 +113,7 @@ class Actor(pykka.ThreadingActor):
     def _actor_loop_setup(self) -> None:
         if self._phloem_handle is not None:
             self._phloem_handle._thread_name = threading.current_thread().name
+            self._phloem_handle._native_thread = threading.get_native_id()
         try:
             super()._actor_loop_setup()
         finally:
@@ -124,6 +125,7 @@ class Actor(pykka.ThreadingActor):
 
     def _actor_loop(self) -> None:
         # The loop runs in a fresh context (`threadpark`): the owner ends with it.
+        set_current_actor(self._phloem_handle)
         if self.owns_work:
             set_current_owner(self._phloem_handle)
         try:
@@ -169,6 +171,7 @@ class ActorHandle(ChildHandle):
         self._killed = False
         self._actor: Actor | None = None
         self._thread_name: str | None = None
+        self._native_thread: int | None = None
 
     # -- start ---------------------------------------------------------------------------
 
@@ -363,4 +366,5 @@ class ActorHandle(ChildHandle):
             thread=self._thread_name,
             mailbox_depth=self.mailbox_depth(),
             credit_in_use=credit,
+            native_thread=self._native_thread if self.is_alive() else None,
         )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Literal
 
 import msgspec
+import psutil
 
 from phloem.base.logs import get_logger
 from phloem.supervision.reasons import ExitReason
@@ -33,7 +34,8 @@ class ChildState(enum.StrEnum):
     STOPPING = "stopping"
     EXITED = "exited"
     RESTARTING = "restarting"
-    UNDEFINED = "undefined"  # spec kept, no process (terminated or not started)
+    STOPPED = "stopped"  # spec kept, stopped by hand (terminate_child): stays down until started
+    UNDEFINED = "undefined"  # spec kept, no process (ended and not restarted, or not started)
 
 
 class HandleStats(msgspec.Struct, frozen=True):
@@ -41,7 +43,9 @@ class HandleStats(msgspec.Struct, frozen=True):
 
     For a process child with a memory cap, `rss_cap_bytes` is the cap on its tree's
     summed RSS and `tree_rss_bytes` / `tree_processes` the watchdog's latest reading of
-    that tree (`rss_bytes` is the child's own RSS).
+    that tree (`rss_bytes` is the child's own RSS). `cpu_s` is the CPU time (user +
+    system, seconds) a process child has used so far; `native_thread` is the OS id of an
+    actor's or supervisor's thread, whose CPU time the snapshot reads once for all threads.
     """
 
     pid: int | None = None
@@ -53,6 +57,16 @@ class HandleStats(msgspec.Struct, frozen=True):
     tree_rss_bytes: int | None = None
     tree_processes: int | None = None
     node: str | None = None  # a remote child's cluster node (`ip/node-id`)
+    cpu_s: float | None = None
+    native_thread: int | None = None
+
+
+def rss_and_cpu(proc: psutil.Process) -> tuple[int, float]:
+    """A process's resident memory (bytes) and CPU time so far (user + system seconds),
+    read together (`psutil.Error` when it is gone)."""
+    with proc.oneshot():
+        times = proc.cpu_times()
+        return proc.memory_info().rss, times.user + times.system
 
 
 def new_handle_id(kind: str) -> str:

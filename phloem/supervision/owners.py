@@ -10,6 +10,10 @@ its loop), a thread an actor starts for its work takes the actor along with
 `childcall` attach what they start to `current_owner()`; with none (a script, a test, a
 supervisor starting its own children) nothing is attached.
 
+Log records are attributed the same way (`current_actor_path`, the `actor_path` field
+of every record: `phloem.base.logs`): to the owner of the thread's work, else to the actor
+whose loop the thread runs (a supervisor's, which owns no work).
+
 Each process child is titled (`setproctitle`, set in the child before user code runs),
 so `ps` says what it is: `phloem: <where>`, where `where` is the owner's place in the tree
 and the child's name (`planning/runs/planning-run-7 executor.execute`) or, for a
@@ -24,6 +28,8 @@ import contextvars
 import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+from phloem.base import logs
 
 if TYPE_CHECKING:
     from phloem.supervision.handle import ChildHandle
@@ -40,6 +46,23 @@ MAX_PATH_DEPTH = 64
 _owner: contextvars.ContextVar[ChildHandle | None] = contextvars.ContextVar(
     "phloem_owner", default=None
 )
+
+
+_actor: contextvars.ContextVar[ChildHandle | None] = contextvars.ContextVar(
+    "phloem_actor", default=None
+)
+
+
+def set_current_actor(actor: ChildHandle | None) -> None:
+    """The actor whose loop the calling thread runs (an actor's loop, in its own context):
+    what its log records are attributed to when the thread works for no owner."""
+    _actor.set(actor)
+
+
+def current_actor_path() -> str | None:
+    """The tree path log records made here are attributed to (None: no actor's)."""
+    node = _owner.get() or _actor.get()
+    return None if node is None else tree_path(node)
 
 
 def current_owner() -> ChildHandle | None:
@@ -115,3 +138,6 @@ def child_title(name: str, owner: ChildHandle | None = None) -> str:
     one): `phloem: <owner's path> <name>`, or `phloem: <name>` for nobody's."""
     owner = owner if owner is not None else current_owner()
     return title(name if owner is None else f"{tree_path(owner)} {name}")
+
+
+logs.set_actor_source(current_actor_path)

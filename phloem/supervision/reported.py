@@ -17,7 +17,13 @@ import signal
 
 import psutil
 
-from phloem.supervision.handle import ChildHandle, ChildState, HandleKind, HandleStats
+from phloem.supervision.handle import (
+    ChildHandle,
+    ChildState,
+    HandleKind,
+    HandleStats,
+    rss_and_cpu,
+)
 from phloem.supervision.reasons import ExitReason
 
 KILL_WAIT_S = 5.0
@@ -44,13 +50,14 @@ class ReportedProcess(ChildHandle):
 
     def stats(self) -> HandleStats:
         rss: int | None = None
+        cpu: float | None = None
         proc = self._proc
         if proc is not None and self.is_alive():
             try:
-                rss = proc.memory_info().rss
+                rss, cpu = rss_and_cpu(proc)
             except psutil.Error:
-                rss = None
-        return HandleStats(pid=self.pid, rss_bytes=rss)
+                rss = cpu = None
+        return HandleStats(pid=self.pid, rss_bytes=rss, cpu_s=cpu)
 
     def _signal(self, sig: int) -> None:
         proc = self._proc

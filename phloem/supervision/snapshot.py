@@ -16,7 +16,7 @@ import time
 import psutil
 
 from phloem.protocols.snapshot import NodeSnapshot, TreeSnapshot
-from phloem.supervision.handle import ChildHandle
+from phloem.supervision.handle import ChildHandle, ChildState
 from phloem.supervision.spec import Command, ProcessTarget, RemoteTarget, SupervisorChild
 from phloem.supervision.supervisor import SupervisorRef, _child_info, root_supervisors
 
@@ -26,7 +26,33 @@ MAX_LISTED_PROCESSES = 32
 counted in its `unlisted_processes`."""
 
 
-def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: int) -> NodeSnapshot:
+class _ThreadTimes:
+    """The CPU time of each of this process's threads, read once per snapshot (on first
+    use: one read of /proc for all actors)."""
+
+    def __init__(self) -> None:
+        self._times: dict[int, float] | None = None
+
+    def of(self, native_id: int | None) -> float | None:
+        if native_id is None:
+            return None
+        if self._times is None:
+            try:
+                threads = psutil.Process().threads()
+            except psutil.Error:
+                threads = []
+            self._times = {t.id: t.user_time + t.system_time for t in threads}
+        return self._times.get(native_id)
+
+
+def _node(
+    handle: ChildHandle,
+    child_id: str,
+    kind: str,
+    restarts: int,
+    depth: int,
+    threads: _ThreadTimes,
+) -> NodeSnapshot:
     stats = handle.stats()
     children: list[NodeSnapshot] = []
     strategy = None
@@ -35,7 +61,9 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
         for child in handle._sup.children_view():
             info = _child_info(child)
             if info.ref is not None:
-                children.append(_node(info.ref, info.id, info.kind, info.restarts, depth + 1))
+                children.append(
+                    _node(info.ref, info.id, info.kind, info.restarts, depth + 1, threads)
+                )
             else:
                 children.append(
                     NodeSnapshot(
@@ -51,7 +79,7 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
         attached = handle.attached()
         unlisted = max(0, len(attached) - MAX_LISTED_PROCESSES)
         for proc in attached[:MAX_LISTED_PROCESSES]:
-            children.append(_node(proc, proc.name, "worker", 0, depth + 1))
+            children.append(_node(proc, proc.name, "worker", 0, depth + 1, threads))
     return NodeSnapshot(
         id=child_id,
         kind=kind,
@@ -71,6 +99,7 @@ def _node(handle: ChildHandle, child_id: str, kind: str, restarts: int, depth: i
         tree_processes=stats.tree_processes,
         node=stats.node,
         unlisted_processes=unlisted,
+        cpu_s=stats.cpu_s if stats.cpu_s is not None else threads.of(stats.native_thread),
     )
 
 
@@ -82,20 +111,21 @@ def _start_type(start: object) -> str:
     return "actor"
 
 
-def snapshot_of(root: SupervisorRef) -> NodeSnapshot:
+def snapshot_of(root: SupervisorRef, threads: _ThreadTimes | None = None) -> NodeSnapshot:
     """The subtree under one supervisor."""
-    return _node(root, root.name, "supervisor", 0, 0)
+    return _node(root, root.name, "supervisor", 0, 0, threads or _ThreadTimes())
 
 
 def tree_snapshot(roots: list[SupervisorRef] | None = None) -> TreeSnapshot:
     """Snapshot the given supervisors (default: every running root supervisor)."""
-    nodes = [snapshot_of(r) for r in (roots if roots is not None else root_supervisors())]
+    threads = _ThreadTimes()
+    nodes = [snapshot_of(r, threads) for r in (roots if roots is not None else root_supervisors())]
     counts = {"actor": 0, "process": 0, "supervisor": 0}
     restarts = 0
 
     def walk(node: NodeSnapshot) -> None:
         nonlocal restarts
-        if node.state != "undefined":
+        if node.state not in (ChildState.UNDEFINED, ChildState.STOPPED):  # no incarnation
             counts[node.type] = counts.get(node.type, 0) + 1
         counts["process"] += node.unlisted_processes
         restarts += node.restarts

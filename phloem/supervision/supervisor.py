@@ -11,6 +11,9 @@ Semantics (see docs/supervision.md for the full table):
   (never; its spec is dropped when it exits);
 - more than `intensity` restarts within `period_s` → stop every child in reverse start
   order and exit with reason `shutdown` (detail `reached_max_restart_intensity`);
+- a child stopped by hand (`terminate_child`) keeps its spec and stays down, state
+  `stopped`, until `restart_child` (or `restart`) starts it: no restart of its own or of
+  its group starts it, and neither that stop nor `restart` counts against intensity;
 - children start in order; a child that fails to start aborts the supervisor's start;
   stop is in reverse order, each child with its own shutdown (seconds, `brutal_kill`,
   `infinity`).
@@ -95,6 +98,7 @@ class _Child:
     handle: ChildHandle | None = None
     restarts: int = 0
     restarting: bool = False
+    stopped: bool = False  # terminated by hand: no restart (group ones too) until started
     on_exit: Any = None  # the supervisor's own exit callback on `handle`
 
     @property
@@ -252,6 +256,7 @@ class SupervisorActor(Actor):
         handle._parent = self.ref
         child.handle = handle
         child.restarting = False
+        child.stopped = False
         me = self.actor_ref
 
         def on_exit(reason: ExitReason) -> None:
@@ -374,7 +379,7 @@ class SupervisorActor(Actor):
             self._children = [c for c in self._children if c not in dropped]
         failed.restarts += 1
         for child in group:
-            if child in dropped:
+            if child in dropped or (child.stopped and child is not failed):
                 continue
             try:
                 self._start_child(child)
@@ -406,7 +411,7 @@ class SupervisorActor(Actor):
             return
         index = self._children.index(child)
         for later in self._children[index:]:
-            if later.running:
+            if later.running or (later.stopped and later is not child):
                 continue
             try:
                 self._start_child(later)
@@ -471,9 +476,16 @@ class SupervisorActor(Actor):
         child = self._lookup(id_or_handle)
         self._terminate(child)
         child.restarting = False
+        child.stopped = True
         if child.spec.restart is Restart.TEMPORARY or self._template is not None:
             with self._lock:
                 self._children.remove(child)
+
+    def _api_stop_child(self, id_or_handle: Any) -> None:
+        child = self._lookup(id_or_handle)
+        if not child.running and not child.restarting:
+            raise PhloemError("not_running", f"child {child.spec.id!r} is not running")
+        self._api_terminate_child(id_or_handle)
 
     def _api_restart_child(self, child_id: str) -> ChildHandle:
         if self._template is not None:
@@ -486,6 +498,19 @@ class SupervisorActor(Actor):
         try:
             return self._start_child(child)
         except ChildStartError as exc:
+            raise PhloemError("failed_to_start_child", str(exc)) from exc
+
+    def _api_restart(self, child_id: str) -> ChildHandle:
+        if self._template is not None:
+            raise PhloemError("simple_one_for_one", "restart is not for dynamic children")
+        child = self._lookup(child_id)
+        if child.restarting:
+            raise PhloemError("restarting", f"child {child_id!r} is restarting")
+        self._terminate(child)  # its exit callback is dropped first: no restart is counted
+        try:
+            return self._start_child(child)
+        except ChildStartError as exc:
+            child.stopped = True  # down until started again, as after a stop by hand
             raise PhloemError("failed_to_start_child", str(exc)) from exc
 
     def _api_delete_child(self, child_id: str) -> None:
@@ -522,8 +547,10 @@ def _child_info(child: _Child) -> ChildInfo:
     if handle is not None and handle.is_alive():
         state = handle.state.value
         pid = getattr(handle, "pid", None)
+    elif child.restarting:
+        state, pid, handle = ChildState.RESTARTING.value, None, None
     else:
-        state = (ChildState.RESTARTING if child.restarting else ChildState.UNDEFINED).value
+        state = (ChildState.STOPPED if child.stopped else ChildState.UNDEFINED).value
         pid = None
         handle = None
     return ChildInfo(
@@ -561,9 +588,9 @@ class SupervisorRef(ActorHandle):
         assert isinstance(actor, SupervisorActor)
         return actor
 
-    def _call(self, method: str, *args: Any) -> Any:
+    def _call(self, method: str, *args: Any, timeout: float = API_TIMEOUT_S) -> Any:
         try:
-            return self.ask(_Call(method, args), timeout=API_TIMEOUT_S)
+            return self.ask(_Call(method, args), timeout=timeout)
         except PhloemError as exc:
             if exc.kind == "noproc":
                 raise PhloemError("noproc", f"supervisor {self.name!r} is not running") from exc
@@ -574,13 +601,26 @@ class SupervisorRef(ActorHandle):
         result: ChildHandle = self._call("start_child", spec_or_args)
         return result
 
-    def terminate_child(self, id_or_handle: Any) -> None:
-        """Stop a child and keep its spec (temporary and dynamic children are dropped)."""
-        self._call("terminate_child", id_or_handle)
+    def terminate_child(self, id_or_handle: Any, *, timeout: float = API_TIMEOUT_S) -> None:
+        """Stop a child and keep its spec (temporary and dynamic children are dropped).
+        A permanent child stays stopped (`stopped`) until `restart_child`: a group restart
+        of its siblings leaves it down, and its stop is not counted against intensity."""
+        self._call("terminate_child", id_or_handle, timeout=timeout)
 
-    def restart_child(self, child_id: str) -> ChildHandle:
+    def stop_child(self, id_or_handle: Any, *, timeout: float = API_TIMEOUT_S) -> None:
+        """`terminate_child`, but `not_running` for a child that neither runs nor is
+        being restarted (supervisorctl's `stop`: a second stop is an error)."""
+        self._call("stop_child", id_or_handle, timeout=timeout)
+
+    def restart_child(self, child_id: str, *, timeout: float = API_TIMEOUT_S) -> ChildHandle:
         """Start a terminated child again from its kept spec."""
-        result: ChildHandle = self._call("restart_child", child_id)
+        result: ChildHandle = self._call("restart_child", child_id, timeout=timeout)
+        return result
+
+    def restart(self, child_id: str, *, timeout: float = API_TIMEOUT_S) -> ChildHandle:
+        """Stop the child if it runs, then start it again from its spec (supervisorctl's
+        `restart`): asked for, not a failure, so it is not counted against intensity."""
+        result: ChildHandle = self._call("restart", child_id, timeout=timeout)
         return result
 
     def delete_child(self, child_id: str) -> None:
@@ -608,7 +648,11 @@ class SupervisorRef(ActorHandle):
 
     def stats(self) -> HandleStats:
         base = super().stats()
-        return HandleStats(thread=base.thread, mailbox_depth=base.mailbox_depth)
+        return HandleStats(
+            thread=base.thread,
+            mailbox_depth=base.mailbox_depth,
+            native_thread=base.native_thread,
+        )
 
 
 class Supervisor:

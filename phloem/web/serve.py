@@ -1,12 +1,14 @@
 """`serve()`: run the web view until SIGTERM or SIGINT (what `phloem web` calls).
 
 It prints one line, `phloem web: serving http://HOST:PORT/` (the real port when the
-listen port is 0), once the socket is bound, then serves until stopped.
+listen port is 0), once the socket is bound, then serves until stopped. An address it
+cannot listen on (in use, not this machine's, not permitted) is `listen_failed`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 from typing import TextIO
@@ -14,6 +16,7 @@ from typing import TextIO
 from aiohttp import web
 
 from phloem.config import WebConfig
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.web.access import Access, parse_listen
 from phloem.web.app import build_app
 from phloem.web.hub import Hub, cancel_and_wait
@@ -33,7 +36,12 @@ async def serve(
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:  # in use, not an address of this machine, not permitted
+        await runner.cleanup()
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise PhloemError(ErrorKind.LISTEN_FAILED, f"cannot listen on {listen}: {reason}") from None
     reader = asyncio.create_task(hub.run(), name="phloem-web-reader")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

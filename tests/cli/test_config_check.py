@@ -150,9 +150,10 @@ def test_daemon_and_client_commands_use_phloem_config(d: Path) -> None:
 
 def test_model_commands_find_dot_phloem_toml_not_conf(d: Path) -> None:
     (d / "phloem.toml").write_text(GOOD)
-    result = _phloem(d, "model", "list", "--json")
+    no_daemon = str(d)  # `model list` asks a running daemon first: none runs under here
+    result = _phloem(d, "model", "list", "--json", XDG_RUNTIME_DIR=no_daemon)
     assert result.returncode == 0 and '"local"' in result.stdout, result.stderr
     elsewhere = d / "xdg"
     elsewhere.mkdir()
-    result = _phloem(d, "model", "list", "--json", cwd=elsewhere)
+    result = _phloem(d, "model", "list", "--json", cwd=elsewhere, XDG_RUNTIME_DIR=no_daemon)
     assert result.returncode == 0 and '"local"' not in result.stdout

@@ -25,6 +25,7 @@ from phloem.models.providers import (
 )
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.model import ModelError
+from tests.helpers import ROOT, DaemonProc
 from tests.models.fake_provider import (
     FakeProvider,
     Reply,
@@ -162,6 +163,60 @@ def test_model_list_shows_providers_but_never_keys(
     code, out, _ = in_process("model", "list", "--config", str(config))
     assert code == 0
     assert "key: LOCAL_KEY (missing)" in out.splitlines()[0]
+
+
+def test_model_list_asks_the_running_daemon_unless_given_a_config(tmp_short: Path) -> None:
+    """Without --config it shows what the daemon runs with (a local ./phloem.toml that
+    says otherwise is not read; the key is checked in the daemon's environment); with
+    --config, the file; with no daemon, the file found, and it says so."""
+    daemon_config = tmp_short / "daemon.toml"
+    daemon_config.write_text(
+        '[providers.remote]\nprotocol = "gemini"\nmodel = "gemini-daemon"\n'
+        'api_key_env = "DAEMON_ONLY_KEY"\n'
+    )
+    local = tmp_short / "here"
+    local.mkdir()
+    (local / "phloem.toml").write_text(
+        '[providers.local]\nprotocol = "openai-chat"\nmodel = "m"\n'
+        'base_url = "http://127.0.0.1:9/v1"\nchat_token_limit = "max_tokens"\n'
+    )
+    socket = tmp_short / "s" / "d.sock"
+    env = {"XDG_STATE_HOME": str(tmp_short / "state"), "DAEMON_ONLY_KEY": KEY}
+    daemon = DaemonProc(socket, daemon_config, env=env).wait_ready()
+
+    def model_list(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "phloem", "model", "list", *args],
+            check=False,
+            cwd=local,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(tmp_short)},
+            capture_output=True,
+            text=True,
+            timeout=25,
+        )
+
+    try:
+        asked = model_list("--socket", str(socket))
+        assert asked.returncode == 0, asked.stderr
+        assert asked.stdout.splitlines() == [
+            "remote           gemini            gemini-daemon                "
+            "https://generativelanguage.googleapis.com/v1beta  key: DAEMON_ONLY_KEY (set)",
+            f"from the daemon on {socket}",
+        ]
+        as_json = json.loads(model_list("--socket", str(socket), "--json").stdout)
+        assert [r["name"] for r in as_json["providers"]] == ["remote"]
+        assert as_json["source"] == f"the daemon on {socket}"
+        assert KEY not in asked.stdout + asked.stderr
+        from_file = model_list("--socket", str(socket), "--config", str(daemon_config))
+        assert from_file.returncode == 0
+        assert "key: DAEMON_ONLY_KEY (missing)" in from_file.stdout  # not in this env
+        assert from_file.stdout.splitlines()[-1] == f"from {daemon_config} (--config)"
+    finally:
+        assert daemon.stop() == 0
+    none = model_list("--socket", str(socket))
+    assert none.returncode == 0, none.stderr
+    assert none.stdout.splitlines()[0].startswith("local ")
+    assert none.stdout.splitlines()[-1] == (f"from {local / 'phloem.toml'} (no daemon on {socket})")
 
 
 def test_probe_a_configured_provider_over_http(fake: FakeProvider, tmp_path: Path) -> None:

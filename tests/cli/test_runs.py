@@ -53,7 +53,10 @@ def test_phloem_runs_lists_a_five_ms_run_with_its_events_and_outcome(daemon: Dae
     plain = run_cli("runs", "--socket", str(daemon.socket))
     assert plain.returncode == 0, plain.stderr
     [line] = [x for x in plain.stdout.splitlines() if x.startswith(f"{mine.id} ")]
-    assert line.startswith(f"{mine.id} agent quick: done · ") and " ms) · connection " in line
+    assert line.split()[:4] == [mine.id, "agent", "quick", "done"] and " connection " in line
+    assert plain.stdout.splitlines()[0].split() == [
+        *("ID", "KIND", "NAME", "OUTCOME", "STARTED", "MS", "OWNER", "EVENTS")
+    ]
     index = plain.stdout.splitlines().index(line)
     assert plain.stdout.splitlines()[index + 1].strip().startswith("#1 ")
     assert "agent_event author=quick" in plain.stdout

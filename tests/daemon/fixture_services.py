@@ -109,3 +109,12 @@ class SlowStopService(ServiceActor):
     def on_stop(self) -> None:
         time.sleep(SLOW_STOP_S)
         super().on_stop()
+
+
+def noisy_library_factory(ctx: ServiceContext) -> ChildSpec | None:
+    """No service: a library warning through its own stdlib logger at the tree's start,
+    as Ray's `ray.init` does in a daemon (tests/test_logs.py)."""
+    import logging
+
+    logging.getLogger("some.library").warning("a library's warning, %d", 42)
+    return None

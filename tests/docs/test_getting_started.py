@@ -27,6 +27,18 @@ def test_the_install_section_covers_a_clone_and_a_tool() -> None:
         assert needle in install, needle
 
 
+@pytest.mark.timeout(120)
+def test_a_config_of_your_own_runs_as_written() -> None:
+    (block,) = doc_blocks(GUIDE, "A config of your own", "sh")
+    with ShellSession() as shell:
+        done = shell.run(block)
+        written = shell.dir / "xdg_config_home" / "phloem" / "phloem.toml"
+        assert done["phloem config init"].stdout.startswith(f"wrote {written}")
+        listed = done["phloem model list"].stdout.splitlines()
+        assert listed[0].startswith("flash ")
+        assert listed[-1].startswith("from the daemon on ")
+
+
 @pytest.mark.timeout(300)
 def test_a_daemon_of_your_own_runs_as_written() -> None:
     (block,) = doc_blocks(GUIDE, "A daemon of your own", "sh")

@@ -11,7 +11,9 @@ from typing import Any
 import psutil
 import pytest
 
-from phloem.cli.render import render_tree, table_rows
+from phloem.cli.render import render_tree
+from phloem.cli.rows import plain
+from phloem.cli.top import top_view
 from phloem.protocols.snapshot import NodeSnapshot
 from phloem.supervision import (
     Actor,
@@ -203,7 +205,7 @@ def test_past_the_per_node_limit_children_are_counted_not_listed(
     assert snap.processes == 3
     text = render_tree(snap)
     assert "    ├── h1  process" in text and "    └── … 1 more process (not listed)" in text
-    assert any("… 1 more process (not listed)" in row[0] for row in table_rows(snap))
+    assert "      … 1 more process (not listed)" in plain(top_view(snap), 80).splitlines()
     handles[0].stop(5.0)
     node = owner_node(tree)
     assert [c.id for c in node.children] == ["h1", "h2"] and node.unlisted_processes == 0

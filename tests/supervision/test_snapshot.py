@@ -22,7 +22,7 @@ def test_snapshot_lists_nested_supervisors_and_children_and_round_trips_as_json(
     (root,) = snap.roots
     assert root.id == "root" and root.type == "supervisor" and root.strategy == "one_for_one"
     s1, inner_node = root.children
-    assert (s1.id, s1.state, s1.handle) == ("s1", "undefined", None)
+    assert (s1.id, s1.state, s1.handle) == ("s1", "stopped", None)
     assert inner_node.strategy == "one_for_all" and inner_node.kind == "supervisor"
     (s2,) = inner_node.children
     assert s2.type == "actor" and s2.state == "running" and s2.thread

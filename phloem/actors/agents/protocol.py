@@ -53,7 +53,14 @@ class ConfirmAgentRun(msgspec.Struct, frozen=True, tag="confirm"):
     approve: bool
 
 
-AgentRequest = ListAgents | PlanAgent | StartAgentRun | CancelAgentRun | ConfirmAgentRun
+class ListProviders(msgspec.Struct, frozen=True, tag="providers"):
+    """The configured model providers as `phloem model list` shows them
+    (`phloem.models.providers.provider_rows`, keys checked in the daemon's environment)."""
+
+
+AgentRequest = (
+    ListAgents | PlanAgent | StartAgentRun | CancelAgentRun | ConfirmAgentRun | ListProviders
+)
 
 
 class AgentInfo(msgspec.Struct, frozen=True):

@@ -47,6 +47,7 @@ from phloem.actors.agents.protocol import (
     ConfirmAgentRun,
     DelegateAgentRun,
     ListAgents,
+    ListProviders,
     PlanAgent,
     RegisterAgent,
     StartAgentObject,
@@ -251,6 +252,8 @@ class AgentService(ServiceActor):
     def handle(self, message: Any, call: Call) -> Any:
         if isinstance(message, ListAgents):
             return self._infos()
+        if isinstance(message, ListProviders):
+            return self.providers.rows()
         if isinstance(message, PlanAgent):
             agent = self.catalogue.agent(message.name)
             return AgentPlan(agent.name, planned_groups(agent, message.state))

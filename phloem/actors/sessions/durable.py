@@ -2,7 +2,8 @@
 
 Layout under the store's directory (directories 0700, files 0600):
 
-    .lock                           held (flock) by the one process using the store
+    .lock                           held (flock) by the one process using the store, which
+                                    writes its pid (and socket) in (`storelock`)
     <app>/app_state.jsonl, .json    the app's state journal and its derived snapshot
     <app>/users/<user>/user_state.jsonl, .json
     <app>/sessions/<id>.jsonl       one transcript per session (`transcript.py`)
@@ -20,7 +21,6 @@ active run per session (`session_busy`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import threading
 from collections import OrderedDict
@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from phloem.actors.sessions import storelock
 from phloem.actors.sessions.files import (
     AppendFile,
     io_error,
@@ -125,7 +126,7 @@ class DurableSessionService:
         self.root = Path(root)
         try:
             private_dir(self.root, sync)
-            self._lock_fd = _lock_store(self.root)
+            self._store_lock = storelock.claim(self.root)
         except OSError as exc:
             raise io_error(f"cannot open the session store {self.root}", exc) from None
         self.app_dir = self.root / encode_id(app, "app")
@@ -453,10 +454,7 @@ class DurableSessionService:
         self._journals(entry.session, seed, removed)
 
     def _unlock(self) -> None:
-        fd, self._lock_fd = self._lock_fd, -1
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._store_lock.release()
 
 
 def _log(warning: RunWarning, **fields: str) -> None:
@@ -468,18 +466,6 @@ def _log(warning: RunWarning, **fields: str) -> None:
 def _local(key: str) -> bool:
     """A key kept in the session itself (session keys and, in memory only, `temp:`)."""
     return scope_of(key) in ("session", "temp")
-
-
-def _lock_store(root: Path) -> int:
-    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise PhloemError(
-            ErrorKind.SESSION_STORE_LOCKED, f"another process holds the session store {root}"
-        ) from None
-    return fd
 
 
 def _read_header(path: Path) -> Header:

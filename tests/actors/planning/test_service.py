@@ -307,6 +307,27 @@ def test_the_make_run_workload_completes() -> None:
     assert "status: completed" in out.getvalue()
 
 
+def test_plan_run_numbers_the_steps_and_says_retry_only_for_a_failed_step_run_again(
+    daemon: DaemonProc,
+) -> None:
+    target = {
+        "steps": [{"op": "echo", "value": 1}, {"op": "fail"}],
+        "review": "replan_on_error",
+        "recovery": [{"op": "echo", "value": 2}, {"op": "echo", "value": 3}],
+    }
+    args = ["plan", "run", "--planner", "scripted", "--executor", "scripted", "--goal", "1"]
+    out = cli(daemon, *args, "--planner-target", json.dumps(target))
+    assert out.returncode == 0, out.stderr
+    started = [line for line in out.stdout.splitlines() if line.startswith("step ")]
+    assert started == [
+        "step 1: s1 (plan revision 0)",
+        "step 2: s2 (plan revision 0)",
+        "step 3: s1 (plan revision 1)",
+        "step 4: s2 (retry 1, plan revision 1)",
+    ]
+    assert "attempt" not in out.stdout
+
+
 def test_cli_reports_configuration_errors_in_one_line(daemon: DaemonProc) -> None:
     out = cli(daemon, "plan", "run", "--planner", "nope", "--executor", "scripted", "--goal", "1")
     assert out.returncode == 1 and out.stdout == ""

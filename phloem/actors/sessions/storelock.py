@@ -1,0 +1,135 @@
+"""One session store, one process: the store's `.lock` (flock) and who holds it.
+
+The process holding the lock writes itself into the file — `{"pid": N}`, and for a
+daemon `"socket"` too — so the one refused can say whom to look for
+(`session_store_locked`: "... held by the phloem daemon pid 123 on socket ...").
+
+- `claim(root)`: what a `DurableSessionService` takes while it is open; one claim per
+  store at a time, in this process as in any other.
+- `reserve(root, socket)`: what `phloem daemon` takes before its tree starts, so a second
+  daemon on the same store (another socket, the same state directory) refuses to start
+  instead of failing its session turns later. The daemon's own sessions service then
+  claims the reserved lock (`claim` finds it) rather than conflicting with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from phloem.actors.sessions.files import io_error, private_dir
+from phloem.protocols.errors import ErrorKind, PhloemError
+
+LOCK_NAME = ".lock"
+MAX_HOLDER_RECORD_BYTES = 4096  # the holder record read back from a lock file, at most
+
+
+@dataclass
+class _Reservation:
+    fd: int
+    claimed: bool = False
+
+
+_guard = threading.Lock()
+_reserved: dict[str, _Reservation] = {}  # store realpath -> this process's reservation
+
+
+class StoreLock:
+    """A held claim or reservation; `release()` lets it go (idempotent). A claim of this
+    process's reservation borrows the reservation's descriptor and never closes it."""
+
+    def __init__(self, key: str, fd: int, *, reservation: bool, borrowed: bool) -> None:
+        self._key = key
+        self._fd = fd
+        self._reservation = reservation
+        self._borrowed = borrowed
+
+    def release(self) -> None:
+        with _guard:
+            fd, self._fd = self._fd, -1
+            if fd < 0:
+                return
+            reserved = _reserved.get(self._key)
+            if self._borrowed:
+                if reserved is not None and reserved.fd == fd:
+                    reserved.claimed = False
+                return
+            if self._reservation and reserved is not None and reserved.fd == fd:
+                del _reserved[self._key]
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def claim(root: Path) -> StoreLock:
+    """The store's lock for one open store (its directory exists); `session_store_locked`
+    naming the holder when another store or process has it."""
+    key = os.path.realpath(root)
+    with _guard:
+        reserved = _reserved.get(key)
+        if reserved is not None and not reserved.claimed:
+            reserved.claimed = True
+            return StoreLock(key, reserved.fd, reservation=False, borrowed=True)
+        if reserved is not None:
+            raise _locked(root, _holder(reserved.fd))
+        return StoreLock(key, _lock(root, None), reservation=False, borrowed=False)
+
+
+def reserve(root: Path, socket: str, sync: bool = True) -> StoreLock:
+    """Hold the store for this daemon (creating its directory, 0700) before the tree
+    starts; `session_store_locked` naming the holder when another process has it."""
+    key = os.path.realpath(root)
+    with _guard:
+        if key in _reserved:
+            raise _locked(root, _holder(_reserved[key].fd))
+        try:
+            private_dir(root, sync)
+            fd = _lock(root, socket)
+        except OSError as exc:
+            raise io_error(f"cannot open the session store {root}", exc) from None
+        _reserved[key] = _Reservation(fd)
+    return StoreLock(key, fd, reservation=True, borrowed=False)
+
+
+def _lock(root: Path, socket: str | None) -> int:
+    """flock `root/.lock` (never waiting) and write this process in as its holder."""
+    fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise _locked(root, holder) from None
+    record: dict[str, object] = {"pid": os.getpid()}
+    if socket is not None:
+        record["socket"] = socket
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
+    except OSError:
+        pass  # the lock is what counts; the record only helps the one refused
+    return fd
+
+
+def _holder(fd: int) -> str:
+    """Who the record in an open lock file names ("another process" if it names no one)."""
+    try:
+        record = json.loads(os.pread(fd, MAX_HOLDER_RECORD_BYTES, 0) or b"null")
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        return "another process"
+    socket = record.get("socket")
+    if isinstance(socket, str):
+        return f"the phloem daemon pid {record['pid']} on socket {socket}"
+    return f"pid {record['pid']}"
+
+
+def _locked(root: Path, holder: str) -> PhloemError:
+    return PhloemError(
+        ErrorKind.SESSION_STORE_LOCKED, f"the session store {root} is held by {holder}"
+    )
