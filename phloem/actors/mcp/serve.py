@@ -6,7 +6,10 @@ policy, exactly as for an agent) and one tool per named agent (`agent_<name>`, t
 `input` and `state`). Every call goes through the one tool contract: a failure value
 comes back as an MCP error result whose text is the failure value as JSON; a success as
 JSON text plus the same value as structured content. Tools run in worker threads, so a
-slow tool never blocks the session. `serve_stdio` runs it on this process's stdio
+slow tool never blocks the session; one that runs past `PROGRESS_INTERVAL_S` reports
+progress while it runs (when the client asked, with a progress token), and a cancelled
+call sets its cancel flag. `logging/setLevel` is accepted. `serve_http.serve_http` runs
+the server over streamable HTTP (`--http`); `serve_stdio` runs it on this process's stdio
 (`phloem mcp serve`) through `stdio_streams`, phloem's own stdio transport:
 
 - lines are read with the client side's `lines.LineSplitter` and `lines.decode_line`:
