@@ -10,7 +10,8 @@ writes) and writes the JSON and JUnit reports where asked, each file replaced
 atomically. Progress goes to stderr: a progress bar on a terminal (cases done / total,
 pass rate so far, elapsed, ETA), else one line per finished case. Exit codes: 0 every
 gate passed, 2 the run completed but a gate failed or it regressed against the
-baseline, 1 a configuration or runtime error (one line on stderr). Ctrl-C cancels the
+baseline, 1 a configuration or runtime error (one line on stderr), 64 a usage error (a
+flag or value the command line cannot parse: never taken for a failed gate). Ctrl-C cancels the
 eval and every case run it started, and exits 130 as every command does.
 """
 
@@ -24,10 +25,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from phloem.cli.args import key_values
-from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError
+from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, set_usage_exit
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 EXIT_GATE_FAILED = 2
+EXIT_EVAL_USAGE = 64  # EX_USAGE of sysexits.h: a mistyped `eval run` is not a failed gate
 BAR_WIDTH = 24
 
 
@@ -72,6 +74,7 @@ def add_cli(commands: Commands) -> None:
     run.add_argument("--markdown", metavar="FILE", help="write the Markdown report")
     run.add_argument("--junit", metavar="FILE", help="write the JUnit XML report")
     run.set_defaults(handler=_cmd_run, json=False)
+    set_usage_exit(run, EXIT_EVAL_USAGE)
     validate = group.add(
         "validate", "parse an eval set and report its format and counts", _cmd_validate
     )
