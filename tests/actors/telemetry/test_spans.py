@@ -180,6 +180,8 @@ def test_metrics_carry_genai_instruments_and_keep_series_bounded(
     assert tokens == {"input": (1, 9.0), "output": (1, 3.0)}
     runs = receiver.latest_points("phloem.runs")
     assert any(p.attributes == {"kind": "agent", "outcome": "done"} for p in runs)
+    timed = receiver.latest_points("phloem.run.duration")  # every run's wall time
+    assert any(p.attributes == {"kind": "agent", "outcome": "done"} for p in timed)
     series = receiver.latest_points("phloem.test.series")
     overflow = [p for p in series if p.attributes.get("otel.metric.overflow") is True]
     assert len(series) == 200 and len(overflow) == 1
@@ -273,6 +275,8 @@ def test_a_planning_run_has_a_span_per_callback_and_children_get_the_context(
     with phloem.Tree.start(tree_config(receiver)) as tree:
         result = tree.client().run_planning("scripted", "trace", {"task": "t"})
     assert result.status == "completed", result
+    timed = receiver.latest_points("phloem.run.duration")
+    assert [p.attributes for p in timed] == [{"kind": "planning", "outcome": "completed"}]
     (run,) = receiver.span_named("planning_run")
     assert run.attributes["phloem.planning.status"] == "completed"
     (plan,) = receiver.span_named("planning_callback planner.plan")
