@@ -35,6 +35,15 @@ class SampleResult(msgspec.Struct, frozen=True, omit_defaults=True):
     judge: dict[str, Any] = msgspec.field(default_factory=dict)  # rubric metadata, rationale
 
 
+class Spread(msgspec.Struct, frozen=True):
+    """How one metric's scores spread across the samples that scored it."""
+
+    n: int
+    min: float
+    max: float
+    stdev: float  # the population standard deviation (0.0 for one score)
+
+
 class CaseResult(msgspec.Struct, frozen=True):
     id: str
     status: CaseStatus
@@ -43,6 +52,8 @@ class CaseResult(msgspec.Struct, frozen=True):
     samples: list[SampleResult]
     passed_samples: int = 0
     error_samples: int = 0
+    # per metric: the spread of its scores over this case's successful samples
+    spread: dict[str, Spread] = msgspec.field(default_factory=dict)
 
 
 class Regression(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -78,6 +89,8 @@ class EvalReport(msgspec.Struct, frozen=True):
     samples: int = 1
     duration_ms: int = 0
     baseline: BaselineComparison | None = None
+    # per metric: the spread of its scores over every successful sample of every case
+    spread: dict[str, Spread] = msgspec.field(default_factory=dict)
 
 
 def report_invalid(message: str) -> PhloemError:
