@@ -154,6 +154,7 @@ class _PlannerRun:
             user_content=ctx.user_content,
             invocation_id=ctx.invocation_id,
             generate=self.generate if ctx.interceptors else None,
+            invocation=ctx,
         )
         self.result: str | None = None
         self.started = time.monotonic()

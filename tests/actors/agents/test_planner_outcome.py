@@ -111,3 +111,24 @@ def test_the_outcome_and_each_group_record_their_wall_time() -> None:
     # a plain agent's derived outcome is timed too
     plain = run_agent(FunctionAgent("f", "", lambda: time.sleep(0.2) or "x"))
     assert plain.outcome.duration_ms >= 200
+
+
+class _Looks(Planner):
+    """Records what its planning context says of the invocation, then stops."""
+
+    seen: list[Any] = []
+
+    def first_action(self, ctx: PlanningContext) -> PlannerAction:
+        inv = ctx.invocation_context
+        assert inv is not None
+        _Looks.seen[:] = [inv.session_id, inv.invocation_id == ctx.invocation_id, inv.cancel]
+        return Done()
+
+    def next_action(self, ctx: PlanningContext) -> PlannerAction:
+        return Done()
+
+
+def test_the_planning_context_offers_the_invocation_context() -> None:
+    run = run_agent(PlannerAgent("plan", "", _Looks, [writer("a", "x")]), input="go")
+    session_id, same_invocation, cancel = _Looks.seen
+    assert session_id == run.session_id and same_invocation and not cancel.cancelled
