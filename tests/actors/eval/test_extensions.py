@@ -191,3 +191,30 @@ def test_the_judges_requested_and_answering_models_are_recorded() -> None:
     )
     meta = plain.run().cases[0].samples[0].judge["helpful"]
     assert meta["model"] == "scripted" and "response_model" not in meta  # its name
+
+
+def test_at_most_max_scorers_are_configured() -> None:
+    from phloem.actors.eval.settings import MAX_SCORERS
+
+    def config(n: int) -> str:
+        return "[eval.scorers]\n" + "".join(f's{i} = "a:b"\n' for i in range(n))
+
+    assert len(parse_config(config(MAX_SCORERS)).eval.scorers) == MAX_SCORERS == 64
+    assert kind_of(lambda: parse_config(config(MAX_SCORERS + 1))) == "config_invalid"
+
+
+def test_judge_model_names_and_scorer_failures_are_cut_to_their_bounds() -> None:
+    from phloem.actors.eval.judge import MAX_MODEL_CHARS, requested_model
+    from phloem.actors.eval.scorers import MAX_FAILURE_CHARS
+
+    exact, over = NamedJudge([]), NamedJudge([])
+    exact.model, over.model = "m" * MAX_MODEL_CHARS, "m" * (MAX_MODEL_CHARS + 1)
+    assert requested_model(exact) == "m" * MAX_MODEL_CHARS
+    assert requested_model(over) == "m" * MAX_MODEL_CHARS
+
+    def loud(case: EvalCase, outputs: Sequence[TurnOutput]) -> float:
+        raise ValueError("x" * 1000)
+
+    error = run(loud).cases[0].samples[0].error
+    cause = error.message.split(": ", 2)[-1]  # "length: scorer 'length': <cause>"
+    assert len(cause) == MAX_FAILURE_CHARS and cause.endswith("...")

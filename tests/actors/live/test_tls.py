@@ -39,7 +39,7 @@ def _cert(
     ca: bool,
     ip: str | None = None,
 ) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     issuer_name, signer = (subject, key) if issuer is None else issuer
     builder = (
         x509.CertificateBuilder()
