@@ -319,6 +319,8 @@ def test_one_shot_runs_report_real_usage_and_model_spans(
     assert result.metadata.usage.input_tokens == 9 and result.metadata.usage.output_tokens == 3
     (chat,) = receiver.span_named("chat fake-chat")
     assert chat.attributes["gen_ai.usage.input_tokens"] == 9
+    timed = receiver.latest_points("phloem.run.duration")
+    assert [p.attributes for p in timed] == [{"kind": "oneshot", "outcome": "ok"}]
 
 
 def test_a_supervisor_planners_model_calls_are_spans_too(receiver: Receiver) -> None:
