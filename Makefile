@@ -3,8 +3,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The `phloem api` tests run in a venv of their own with google-adk (the `adk` extra): its
+# opentelemetry pin (<=1.44) is older than phloem's telemetry needs (see pyproject.toml).
+ADK_VENV := .venv-adk
+ADK_STAMP := $(ADK_VENV)/.installed
 
-.PHONY: install run test test-fast test-slow bench docs lint format clean browser screenshots
+.PHONY: install adk run test test-fast test-slow bench docs lint format clean browser screenshots
 CHROMIUM := /usr/bin/chromium
 
 install: $(STAMP)
@@ -15,6 +19,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
+$(ADK_STAMP): pyproject.toml
+	$(PY) -m venv $(ADK_VENV)
+	$(ADK_VENV)/bin/pip install --quiet --upgrade pip
+	$(ADK_VENV)/bin/pip install --quiet -e '.[dev,adk]'
+	touch $(ADK_STAMP)
+
+adk: $(ADK_STAMP)
+
 run: install
 	$(BIN)/python -m phloem.examples.run_all --config conf/phloem.toml
 
@@ -24,11 +36,14 @@ run: install
 # cache instead of recompiling phloem each time, whatever the shell says.
 TEST_WORKERS ?= 2
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q
-test: install browser
-	@$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m '(slow or not slow) and not ray_cluster'; \
-	rest=$$?; $(PYTEST) -m ray_cluster; ray=$$?; \
-	echo "make test: the suite exited $$rest, its Ray tests $$ray"; \
-	test $$rest -eq 0 && test $$ray -eq 0
+ADK_PYTEST := env -u PYTHONDONTWRITEBYTECODE $(ADK_VENV)/bin/python -m pytest -q
+test: install adk browser
+	@$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m '(slow or not slow) and not ray_cluster' \
+		--ignore=tests/api; \
+	rest=$$?; $(PYTEST) -m ray_cluster --ignore=tests/api; ray=$$?; \
+	$(ADK_PYTEST) -m '(slow or not slow) and not ray_cluster' tests/api; api=$$?; \
+	echo "make test: the suite exited $$rest, its Ray tests $$ray, the phloem api tests $$api"; \
+	test $$rest -eq 0 && test $$ray -eq 0 && test $$api -eq 0
 
 # The web view's browser tests drive Debian's chromium (never a downloaded build). Install
 # it where the machine allows (root with apt); otherwise say why, and never fail.
@@ -44,11 +59,11 @@ browser:
 screenshots: install browser
 	$(BIN)/python -m tests.web.screenshots screenshots
 
-test-fast: install
-	$(BIN)/python -m pytest -q
+test-fast: install adk
+	$(BIN)/python -m pytest -q --ignore=tests/api && $(ADK_VENV)/bin/python -m pytest -q tests/api
 
-test-slow: install
-	$(BIN)/python -m pytest -q -m slow
+test-slow: install  # tests/api has no slow tests
+	$(BIN)/python -m pytest -q -m slow --ignore=tests/api
 
 bench: install
 	$(BIN)/python -m tests.perf
@@ -68,4 +83,4 @@ format: install
 	$(BIN)/ruff check --fix phloem tests
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(ADK_VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

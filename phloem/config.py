@@ -199,6 +199,39 @@ class WebConfig(Section):
     client_queue: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
     # Time one browser has to take one update before it is dropped.
     write_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 5.0
+    # Link of a run's telemetry trace, `{trace_id}` replaced (e.g. Jaeger's
+    # `http://127.0.0.1:16686/trace/{trace_id}`); "" shows the id without a link.
+    trace_url: Annotated[str, msgspec.Meta(pattern=r"^(https?://\S{1,2000})?$")] = ""
+
+
+DEFAULT_API_TOKEN_ENV = "PHLOEM_API_TOKEN"
+
+
+class ApiConfig(Section):
+    """`[api]`: the ADK-compatible HTTP API that `phloem api` serves (off by default).
+
+    The same access rule as `[web]`: a loopback `listen` needs nothing more; any other
+    address needs the bearer token in the variable `token_env`, checked on every request.
+    """
+
+    # HOST:PORT to serve (`--listen` overrides it); empty: the API is off.
+    listen: Annotated[str, msgspec.Meta(pattern=LISTEN_PATTERN)] = ""
+    # Variable holding the bearer token a non-loopback listen needs; unset: refused.
+    token_env: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")] = (
+        DEFAULT_API_TOKEN_ENV
+    )
+    # Serve ADK's dev UI from the installed `google-adk` package at `/dev-ui/` (`--dev-ui`).
+    dev_ui: bool = False
+    # Largest request body (JSON of a run or a new session); one byte more is a 413.
+    max_body_bytes: Annotated[int, msgspec.Meta(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    # Events `/run` collects for one turn; one more cancels the turn and answers 413.
+    max_run_events: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 10_000
+    # Turns (`/run`, `/run_sse`, `/run_live`) served at once; one more is answered 503.
+    max_runs: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 32
+    # Time one HTTP client has to take one event before it is dropped (its turn cancelled).
+    write_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 30.0
+    # Longest a turn may take before it is cancelled.
+    turn_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 3_600.0
 
 
 class Config(Section):
@@ -237,6 +270,8 @@ class Config(Section):
     sessions: SessionsConfig = section(SessionsConfig)
     # The web view (`[web]`, served by `phloem web`, see phloem.web).
     web: WebConfig = section(WebConfig)
+    # The ADK-compatible HTTP API (`[api]`, served by `phloem api`, see phloem.api).
+    api: ApiConfig = section(ApiConfig)
     # Where process children run: local fork server or a Ray cluster (`[cluster]`).
     cluster: ClusterConfig = section(ClusterConfig)
 

@@ -4,7 +4,8 @@ their protocols, every export imports.
 Units: each folder directly under `phloem/`, each feature folder under `phloem/actors/`, and
 each top-level module. Layers, lowest first (docs/design.md): `protocols` ← `base` ←
 `supervision` ← `cluster` ← `tools`, `models` ← `agents`, `instructions` ← `actors` (the
-services) ← `config` ← `client`, `daemon`, `cli`, `web`, `tree`, the faces ← `examples`.
+services) ← `config` ← `client`, `daemon`, `cli`, `web`, `api`, `tree`, the faces ←
+`examples`.
 A unit may import its own layer and the ones below it; units of one layer may import each
 other so long as no cycle forms. Lazy imports inside functions count; `if TYPE_CHECKING:`
 imports (annotations only) do not. Feature folders under `actors/` import each other only
@@ -43,6 +44,7 @@ LAYERS: dict[str, float] = {
     "daemon": 8,
     "cli": 8,
     "web": 8,
+    "api": 8,  # `phloem api`: ADK's HTTP API over the daemon (beside web)
     "tree": 8,
     "plugins": 8,  # the public face of the plugin contract (phloem.plugins)
     "examples": 9,

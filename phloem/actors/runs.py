@@ -30,7 +30,8 @@ ends it `failed` (`run_crashed`). Then the ref is forgotten (a feature may keep 
 planning does until its result is awaited) and the feature's `on_exit(run, reason)` runs
 in its service's own thread.
 
-The record keeps the last `max_runs` runs and each one's last `max_events` notes. Any
+The record keeps the last `max_runs` runs and each one's last `max_events` notes, and
+each run's telemetry trace id (that of the request that started it; "" without one). Any
 client of the tree may read it, so a note holds only what `note_detail` lets through:
 scalars, text cut to `MAX_NOTE_TEXT_CHARS` and redacted (`phloem.protocols.secrets`),
 credential-shaped keys dropped — ids, names, counts and error kinds, never prompts,
@@ -146,6 +147,7 @@ class RunEntry:
     error: str | None = None
     count: int = 0
     dropped: int = 0
+    trace_id: str = ""
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -160,6 +162,7 @@ class RunEntry:
             events=list(self.notes),
             event_count=self.count,
             events_dropped=self.dropped,
+            trace_id=self.trace_id,
         )
 
 
@@ -183,9 +186,10 @@ class RunLog:
         self._listeners: list[Listener] = []
         self.forgotten = 0  # runs dropped beyond `max_runs`
 
-    def begin(self, kind: str, name: str, owner: Owner) -> RunEntry:
+    def begin(self, kind: str, name: str, owner: Owner, trace_id: str = "") -> RunEntry:
         with self._lock:
             entry = RunEntry(
+                trace_id=trace_id,
                 id=f"{kind}-{next(self._ids)}",
                 kind=kind,
                 name=note_text(name),
@@ -510,7 +514,7 @@ class ServiceRuns:
             )
             run.stream = run.topic.name
             if self.log is not None:
-                run.entry = self.log.begin(self.kind, name, owner)
+                run.entry = self.log.begin(self.kind, name, owner, trace_id_of(run))
                 run.id = run.entry.id
             handle = launch(run)
         except BaseException:
@@ -668,6 +672,13 @@ class RunDriver(Actor):
         return self.run.credit_in_use()
 
 
+def trace_id_of(run: Run) -> str:
+    """The trace id (hex) of the request that started `run`; "" outside a trace."""
+    with telemetry.use(run.trace):
+        ids = telemetry.current_ids()
+    return "" if ids is None else ids[0]
+
+
 def outcome_of(status: str) -> RunOutcome:
     """A feature's status as a run outcome: `done`, `done_with_result` and `completed`
     are `done`, `cancelled` is `cancelled`, anything else `failed`."""
@@ -692,4 +703,5 @@ __all__ = [
     "Work",
     "note_detail",
     "outcome_of",
+    "trace_id_of",
 ]

@@ -54,6 +54,7 @@ FEATURE_CLI_MODULES: dict[str, tuple[str, ...]] = {
     "phloem.cli.telemetry": ("telemetry",),
     "phloem.cli.cluster": ("cluster",),
     "phloem.cli.web": ("web",),
+    "phloem.cli.api": ("api",),
 }
 _TOP_VALUED = ("--socket", "--config")  # the top-level options that take a value
 

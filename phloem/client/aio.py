@@ -198,6 +198,11 @@ class AsyncClient(
         return self._closed
 
     @property
+    def error(self) -> PhloemError | None:
+        """The error that ended the connection (`connection_lost`, `closed`, ...), if one did."""
+        return self._proto.error
+
+    @property
     def inflight(self) -> int:
         """Asks and tells the daemon has not answered yet (at most `max_inflight`)."""
         return self._proto.inflight

@@ -12,8 +12,9 @@ Ctrl-C out of the call) cancels the eval and every case run it started.
 
 from __future__ import annotations
 
+import fnmatch
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,46 @@ def load_criteria(criteria: CriteriaInput, evalset: EvalSetInput) -> Criteria:
         if beside.is_file():
             return read_criteria(beside)
     return default_criteria()
+
+
+NOT_PASSING = ("failed", "partial", "error")
+
+
+def select_cases(
+    evalset: EvalSet,
+    patterns: Sequence[str] = (),
+    rerun: EvalReport | None = None,
+) -> EvalSet:
+    """`evalset` with only the cases whose id matches one of `patterns` (shell globs,
+    `fnmatch` rules, case-sensitive) and, with `rerun` (a saved report of this set),
+    that did not pass in it (failed, partial or error). Neither given: the set as it
+    is. Nothing left: `eval_options_invalid` saying why."""
+    cases = list(evalset.cases)
+    if patterns:
+        for pattern in patterns:
+            if not any(fnmatch.fnmatchcase(c.id, pattern) for c in evalset.cases):
+                raise PhloemError(
+                    ErrorKind.EVAL_OPTIONS_INVALID,
+                    f"--case {pattern!r} matches no case of eval set {evalset.id!r}",
+                )
+        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
+    if rerun is not None:
+        if rerun.eval_set_id != evalset.id:
+            raise PhloemError(
+                ErrorKind.EVAL_OPTIONS_INVALID,
+                f"the report to re-run is of eval set {rerun.eval_set_id!r}, not {evalset.id!r}",
+            )
+        failed = {c.id for c in rerun.cases if c.status in NOT_PASSING}
+        cases = [c for c in cases if c.id in failed]
+        if not cases:
+            raise PhloemError(
+                ErrorKind.EVAL_OPTIONS_INVALID,
+                "nothing to re-run: no case of the report failed"
+                + (" among those --case selects" if patterns else ""),
+            )
+    if len(cases) == len(evalset.cases):
+        return evalset
+    return msgspec.structs.replace(evalset, cases=cases)
 
 
 def build_options(options: EvalOptions | Mapping[str, Any] | None, **overrides: Any) -> EvalOptions:

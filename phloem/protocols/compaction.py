@@ -267,6 +267,23 @@ def _turn_drops(work: _Work, policy: Policy, state: State, current: int) -> int:
     return current
 
 
+def decisions_in(contents: Sequence[dict[str, Any]], state: State) -> tuple[set[int], set[int]]:
+    """Where `state`'s sticky decisions fall in `contents` (wire shape, as a request
+    holds them): the indices of contents with an elided function response, and of
+    contents in a dropped turn — what a transcript view marks."""
+    keys = set(state.elided_responses)
+    elided = {
+        i for i, c in enumerate(contents) if any(response_key(r) in keys for r in _responses(c))
+    }
+    work = _elide(list(contents), keys)
+    hashes = set(state.dropped_turns)
+    dropped: set[int] = set()
+    for start, end in turns(work):
+        if start != 0 and end != len(work) and digest(work[start:end]) in hashes:
+            dropped.update(range(start, end))
+    return elided, dropped
+
+
 def _remember(decisions: list[str], key: str) -> None:
     decisions.append(key)
     del decisions[:-MAX_STICKY]

@@ -112,6 +112,7 @@ class ErrorKind(enum.StrEnum):
     CHILD_TIMEOUT = "child_timeout", "call_in_child: no answer within the call's timeout"
     CHILD_EXITED = "child_exited", "call_in_child: the child ended without answering"
     CHILD_CANCELLED = "child_cancelled", "call_in_child: the call was cancelled"
+    CHILD_SERVER_LOST = "child_server_lost", "call_in_child: the fork server died with the child"
     CHANNEL_TIMEOUT = "channel_timeout", "a channel send or receive timed out"
     NO_CHANNEL = "no_channel", "the process child was started without a channel"
     UNENCODABLE = "unencodable", "a value cannot be encoded as msgpack"

@@ -13,12 +13,16 @@ ignored) and `llm_judge` (`rubric_id`, `rubric_version`, `rubric`, `provider`, `
 `deadline_s`), which runs only when named; `custom` (`scorer`: a name the tree's
 `[eval.scorers]`, or the embedding program, registered) calls trusted code.
 
-ADK's `test_config.json` is `{"criteria": {name: threshold | {"threshold": x, ...}}}`;
-`tool_trajectory_avg_score` (its `match_type` EXACT | IN_ORDER | ANY_ORDER maps to exact |
-in_order | subset: ADK's IN_ORDER and ANY_ORDER allow extra calls) and
-`response_match_score` run; every other ADK criterion is kept by name as
-`not_evaluated`. Without a file, ADK's defaults apply: `tool_trajectory_avg_score` 1.0 and
-`response_match_score` 0.8. Files are at most `MAX_CRITERIA_BYTES`.
+ADK's `test_config.json` (its `EvalConfig`) is `{"criteria": {name: threshold |
+{"threshold": x, ...}}, "custom_metrics"?, "user_simulator_config"?,
+"live_model_config"?}`, snake_case or camelCase, nulls allowed;
+`tool_trajectory_avg_score` (its `match_type` EXACT | IN_ORDER | ANY_ORDER, or 0 | 1 | 2
+as ADK dumps the enum, maps to exact | in_order | subset: ADK's IN_ORDER and ANY_ORDER
+allow extra calls; `ignore_args` true compares names only) and `response_match_score`
+run; every other ADK criterion, the other top-level sections and a criterion's options
+phloem does not implement are kept by name as `not_evaluated`. Without a file, ADK's
+defaults apply: `tool_trajectory_avg_score` 1.0 and `response_match_score` 0.8. Files
+are at most `MAX_CRITERIA_BYTES`.
 """
 
 from __future__ import annotations
@@ -136,37 +140,72 @@ def _number(value: Any, path: str) -> float:
     return float(value)
 
 
+_ADK_CONFIG = {"criteria", "custom_metrics", "user_simulator_config", "live_model_config"}
+_ADK_MATCH_NUMBERS = {0: "EXACT", 1: "IN_ORDER", 2: "ANY_ORDER"}  # the enum's dumped values
+
+
+def _match_type(value: Any, path: str) -> MatchPolicy:
+    """ADK's `match_type` as its validator reads it: a name in any case, with `-` or
+    spaces for `_`, or the enum's number (what `model_dump_json` writes)."""
+    name: Any = value
+    if isinstance(value, int) and not isinstance(value, bool):
+        name = _ADK_MATCH_NUMBERS.get(value)
+    elif isinstance(value, str):
+        name = value.strip().upper().replace("-", "_").replace(" ", "_")
+    if name not in ADK_MATCH_TYPES:
+        raise invalid(f"{path}.match_type must be one of EXACT, IN_ORDER, ANY_ORDER (or 0, 1, 2)")
+    return ADK_MATCH_TYPES[name]
+
+
 def _adk(doc: dict[str, Any]) -> Criteria:
-    unknown = sorted(set(doc) - {"criteria"})
-    if unknown:
-        raise invalid(f"$: unknown field {unknown[0]!r}")
-    criteria: list[Criterion] = []
+    """ADK's `EvalConfig`: snake_case or camelCase keys, nulls where ADK writes them.
+    What phloem does not run (other criteria, `user_simulator_config`,
+    `custom_metrics`, `live_model_config`, options of a criterion it runs that it does
+    not implement) is named in `not_evaluated`, never refused and never a pass."""
+    config: dict[str, Any] = {}
     skipped: list[str] = []
-    for name, value in doc["criteria"].items():
+    for key, value in doc.items():
+        name = snake(key)
+        if name in config:
+            raise invalid(f"$: field {name!r} is given twice (snake_case and camelCase)")
+        config[name] = value
+        if name != "criteria" and value is not None and name not in skipped:
+            skipped.append(name)  # what runs the eval differently than phloem can
+    if not isinstance(config["criteria"], dict):
+        raise invalid("$.criteria must be an object")
+    criteria: list[Criterion] = []
+    for name, value in config["criteria"].items():
         path = f"$.criteria.{name}"
         if name not in (ADK_TRAJECTORY, RESPONSE_MATCH):
             skipped.append(name)
             continue
-        extra: dict[str, Any] = {}
+        options: dict[str, Any] = {}
         if isinstance(value, dict):
-            extra = dict(value)
-            if "threshold" not in extra:
+            options = {snake(k): v for k, v in value.items()}
+            if options.get("threshold") is None:
                 raise invalid(f"{path}: missing field 'threshold'")
-            threshold = _number(extra.pop("threshold"), f"{path}.threshold")
+            threshold = _number(options.pop("threshold"), f"{path}.threshold")
         else:
             threshold = _number(value, path)
         if name == ADK_TRAJECTORY:
-            match_type = extra.pop("match_type", extra.pop("matchType", "EXACT"))
-            if match_type not in ADK_MATCH_TYPES:
-                raise invalid(f"{path}.match_type must be one of EXACT, IN_ORDER, ANY_ORDER")
-            criteria.append(
-                Criterion(name, TOOL_TRAJECTORY, threshold, match=ADK_MATCH_TYPES[match_type])
-            )
+            match_type = options.pop("match_type", None)
+            match = "exact" if match_type is None else _match_type(match_type, path)
+            ignore = options.pop("ignore_args", None)
+            if ignore is not None and not isinstance(ignore, bool):
+                raise invalid(f"{path}.ignore_args must be true or false")
+            args: ArgsPolicy = "ignored" if ignore else "exact"
+            criteria.append(Criterion(name, TOOL_TRAJECTORY, threshold, match=match, args=args))
         else:
             criteria.append(Criterion(name, RESPONSE_MATCH, threshold))
-        if extra:
-            raise invalid(f"{path}: unknown field {sorted(extra)[0]!r}")
+        if options.get("include_intermediate_responses_in_final") is False:
+            del options["include_intermediate_responses_in_final"]  # ADK's default: phloem's
+        skipped += [f"{name}.{k}" for k, v in options.items() if v is not None]
     return Criteria(criteria, skipped, "adk")
+
+
+def snake(key: str) -> str:
+    """`matchType` → `match_type` (ADK's camelCase aliases); snake_case stays."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in key).lstrip("_")
 
 
 _ENTRY_FIELDS = {"id", "criterion", "kind", "threshold", "config"}

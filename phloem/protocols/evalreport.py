@@ -5,8 +5,12 @@ against (`--baseline`): `{schema_version, eval_set_id, status: passed | failed,
 pass_rate, metrics: {name: score}, cases: [{id, status, metrics: {name: score | null},
 not_evaluated: [names], samples: [{id, status, metrics, error?}]}], ...}`.
 Case statuses: `passed`, `failed`, `partial` (some samples errored, too few succeeded),
-`error` (none succeeded), `not_evaluated` (nothing to score). Every renderer returns the
-exact, newline-terminated bytes that go to stdout and to a file alike.
+`error` (none succeeded), `not_evaluated` (nothing to score). A failed or errored sample
+carries a `diagnosis` (expected against actual per failing turn, the aligned trajectory
+diff, the first error), which the Markdown report shows under `## Failures`, JUnit in
+each `<failure>`'s message and body, and the CLI on the terminal as each case ends.
+Every renderer returns the exact, newline-terminated bytes that go to stdout and to a
+file alike.
 """
 
 from __future__ import annotations
@@ -25,6 +29,46 @@ SampleStatus = Literal["passed", "failed", "error", "not_evaluated"]
 RegressionKind = Literal["pass_rate_drop", "metric_drop", "case_not_passing", "case_missing"]
 
 
+StepStatus = Literal["match", "mismatch", "missing", "extra"]
+
+
+class CallStep(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One row of an aligned trajectory diff: an expected call, the actual call it was
+    paired with (as the match policy pairs them), or one alone; calls as
+    `name({args as sorted JSON})`. `differs`: the argument names the args policy
+    compares differently in a `mismatch`."""
+
+    status: StepStatus
+    expected: str | None = None
+    actual: str | None = None
+    differs: list[str] = msgspec.field(default_factory=list)
+
+
+class TurnDiagnosis(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One turn below a threshold: what was expected and what the agent did.
+    `scores`: each criterion's score for this turn alone; `trajectory`: the aligned diff
+    (None when the turn expects no trajectory) under `policy` (`match, args`)."""
+
+    turn_id: str
+    input: str
+    actual_response: str
+    expected_response: str | None = None
+    scores: dict[str, float] = msgspec.field(default_factory=dict)
+    trajectory: list[CallStep] | None = None
+    policy: str = ""
+    omitted_steps: int = 0  # rows left out past the diagnosis budget
+
+
+class Diagnosis(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Why a sample failed or errored: its turns below a threshold, the thresholds, and
+    the first error (the sample's own, else the first error event of its runs)."""
+
+    turns: list[TurnDiagnosis] = msgspec.field(default_factory=list)
+    thresholds: dict[str, float] = msgspec.field(default_factory=dict)
+    error: ErrorValue | None = None
+    omitted_turns: int = 0  # failing turns left out past the diagnosis budget
+
+
 class SampleResult(msgspec.Struct, frozen=True, omit_defaults=True):
     id: str
     index: int
@@ -33,6 +77,7 @@ class SampleResult(msgspec.Struct, frozen=True, omit_defaults=True):
     error: ErrorValue | None = None
     duration_ms: int = 0
     judge: dict[str, Any] = msgspec.field(default_factory=dict)  # rubric metadata, rationale
+    diagnosis: Diagnosis | None = None  # failed and error samples (see `Diagnosis`)
 
 
 class Spread(msgspec.Struct, frozen=True):
@@ -124,6 +169,116 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+_MARKS = {"match": "=", "mismatch": "~", "missing": "-", "extra": "+"}
+
+
+def diagnosed(case: CaseResult) -> SampleResult | None:
+    """The sample whose diagnosis explains a case that did not pass: its first failed or
+    errored sample that carries one."""
+    if case.status in ("passed", "not_evaluated"):
+        return None
+    return next((s for s in case.samples if s.diagnosis is not None), None)
+
+
+def _verdict(name: str, value: float, thresholds: dict[str, float]) -> str:
+    threshold = thresholds.get(name)
+    if threshold is None:
+        return f"{name} {value:.3f}"
+    return f"{name} {value:.3f} {'<' if value < threshold else '≥'} {threshold:g}"
+
+
+def _quoted(text: str) -> str:
+    return msgspec.json.encode(text).decode()
+
+
+def diagnosis_lines(case: CaseResult) -> list[str]:
+    """Why `case` did not pass, as plain text lines (the terminal's and JUnit's form):
+    for its diagnosed sample the first error, then each failing turn's expected and
+    actual response with its scores against the thresholds, and the trajectory diff
+    (`=` matched, `~` paired but different, `-` expected only, `+` actual only)."""
+    sample = diagnosed(case)
+    if sample is None or sample.diagnosis is None:
+        return []
+    d = sample.diagnosis
+    others = sum(1 for s in case.samples if s.status in ("failed", "error")) - 1
+    head = f"sample {sample.index} ({sample.id}): {sample.status}"
+    lines = [head + (f" (and {others} more not passing)" if others > 0 else "")]
+    if d.error is not None:
+        lines.append(f"  first error: {d.error.kind}: {d.error.message}")
+    for t in d.turns:
+        lines.append(f"  turn {t.turn_id}: input {_quoted(t.input)}")
+        if t.expected_response is not None:
+            lines.append(f"    expected response: {_quoted(t.expected_response)}")
+        lines.append(f"    actual response:   {_quoted(t.actual_response)}")
+        if t.scores:
+            verdicts = (_verdict(k, v, d.thresholds) for k, v in t.scores.items())
+            lines.append("    scores: " + ", ".join(verdicts))
+        if t.trajectory is not None:
+            lines.append(f"    trajectory ({t.policy}):" + ("" if t.trajectory else " no calls"))
+            for step in t.trajectory:
+                mark = _MARKS[step.status]
+                if step.status == "mismatch":
+                    why = f"  [args differ: {', '.join(step.differs)}]" if step.differs else ""
+                    lines.append(f"      ~ expected {step.expected}")
+                    lines.append(f"        actual   {step.actual}{why}")
+                else:
+                    lines.append(f"      {mark} {step.expected or step.actual}")
+            if t.omitted_steps:
+                lines.append(f"      ({t.omitted_steps} more rows left out)")
+    if d.omitted_turns:
+        lines.append(f"  ({d.omitted_turns} more failing turns left out)")
+    return lines
+
+
+def _code(text: str | None) -> str:
+    if not text:
+        return ""
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{_cell(text)}{pad}{fence}"
+
+
+def _markdown_failures(report: EvalReport) -> list[str]:
+    lines: list[str] = []
+    for case in report.cases:
+        sample = diagnosed(case)
+        if sample is None or sample.diagnosis is None:
+            continue
+        d = sample.diagnosis
+        lines += ["", f"### `{_cell(case.id)}`: {case.status}", ""]
+        lines.append(f"Sample {sample.index} (`{sample.id}`): {sample.status}.")
+        if d.error is not None:
+            lines.append(f"First error: `{d.error.kind}`: {_cell(d.error.message)}")
+        for t in d.turns:
+            lines += ["", f"**Turn `{_cell(t.turn_id)}`**: {_code(t.input)}", ""]
+            lines += ["| | expected | actual |", "| --- | --- | --- |"]
+            expected = "—" if t.expected_response is None else _code(t.expected_response)
+            lines.append(f"| response | {expected} | {_code(t.actual_response) or '(empty)'} |")
+            if t.scores:
+                verdicts = (_verdict(k, v, d.thresholds) for k, v in t.scores.items())
+                lines += ["", "Scores: " + ", ".join(_cell(v) for v in verdicts) + "."]
+            if t.trajectory is not None:
+                lines += ["", f"Trajectory ({t.policy}):", ""]
+                lines += ["| | expected | actual | note |", "| --- | --- | --- | --- |"]
+                for step in t.trajectory:
+                    note = {"missing": "missing", "extra": "extra"}.get(step.status, "")
+                    if step.differs:
+                        note = "args differ: " + ", ".join(step.differs)
+                    elif step.status == "mismatch":
+                        note = "differs"
+                    lines.append(
+                        f"| {_MARKS[step.status]} | {_code(step.expected)} | "
+                        f"{_code(step.actual)} | {note} |"
+                    )
+                if not t.trajectory:
+                    lines.append("| | (none) | (none) | |")
+                if t.omitted_steps:
+                    lines += ["", f"({t.omitted_steps} more rows left out.)"]
+        if d.omitted_turns:
+            lines += ["", f"({d.omitted_turns} more failing turns left out.)"]
+    return ["", "## Failures", *lines] if lines else []
+
+
 def encode_markdown(report: EvalReport) -> bytes:
     """`# Evaluation report` with status, pass rate, metrics and one row per case."""
     lines = [
@@ -150,11 +305,13 @@ def encode_markdown(report: EvalReport) -> bytes:
         )
     if report.not_evaluated:
         lines += ["", "Not evaluated: " + ", ".join(f"`{n}`" for n in report.not_evaluated)]
-    lines += ["", "## Cases", "", "| case | status | " + " | ".join(report.metrics) + " |"]
+    names = "".join(f" {_cell(m)} |" for m in report.metrics)
+    lines += ["", "## Cases", "", "| case | status |" + names]
     lines.append("| --- | --- |" + " ---: |" * len(report.metrics))
     for case in report.cases:
-        scores = " | ".join(_score(case.metrics.get(m)) for m in report.metrics)
-        lines.append(f"| {_cell(case.id)} | {case.status} | {scores} |")
+        scores = "".join(f" {_score(case.metrics.get(m))} |" for m in report.metrics)
+        lines.append(f"| {_cell(case.id)} | {case.status} |{scores}")
+    lines += _markdown_failures(report)
     if report.baseline is not None:
         lines += ["", "## Baseline", ""]
         if not report.baseline.regressions:
@@ -190,7 +347,8 @@ def encode_junit(report: EvalReport) -> bytes:
         )
         scores = ", ".join(f"{k}={_score(v)}" for k, v in case.metrics.items())
         if case.status == "failed":
-            failure = ET.SubElement(node, "failure", {"message": f"failed: {scores}"})
+            message = f"failed: {scores}" + _summary(case)
+            failure = ET.SubElement(node, "failure", {"message": message})
             failure.text = _detail(case)
         elif case.status in ("error", "partial"):
             first = next((s.error for s in case.samples if s.error is not None), None)
@@ -210,12 +368,33 @@ def encode_junit(report: EvalReport) -> bytes:
     return xml + b"\n"
 
 
+def _summary(case: CaseResult) -> str:
+    """The first failing turn in one line, for a `<failure>`'s message: its expected and
+    actual response and how its trajectory differs."""
+    sample = diagnosed(case)
+    if sample is None or sample.diagnosis is None or not sample.diagnosis.turns:
+        return ""
+    t = sample.diagnosis.turns[0]
+    parts = [f"turn {t.turn_id}"]
+    if t.expected_response is not None:
+        parts.append(f"expected {_quoted(t.expected_response)}")
+    parts.append(f"actual {_quoted(t.actual_response)}")
+    if t.trajectory is not None:
+        counts = {k: sum(1 for s in t.trajectory if s.status == k) for k in _MARKS}
+        differ = ", ".join(f"{n} {k}" for k, n in counts.items() if n and k != "match")
+        parts.append(f"trajectory {differ or 'matches'}")
+    return " — " + "; ".join(parts)
+
+
 def _detail(case: CaseResult) -> str:
     lines = []
     for s in case.samples:
         error = f" {s.error.kind}: {s.error.message}" if s.error is not None else ""
         scores = ", ".join(f"{k}={_score(v)}" for k, v in s.metrics.items())
         lines.append(f"sample {s.index} ({s.id}): {s.status} {scores}{error}")
+    explained = diagnosis_lines(case)
+    if explained:
+        lines += ["", *explained]
     return "\n".join(lines)
 
 

@@ -14,9 +14,16 @@ Three inputs, detected from the document itself:
   tool_input}], expected_intermediate_agent_responses, reference}`, one conversation, so
   one case whose turns are the entries.
 
+ADK files are read as ADK's own models read them: every field of its current `EvalSet`,
+`EvalCase`, `Invocation`, `IntermediateData` (or `InvocationEvents`), `SessionInput` and
+genai `Content` / `Part` / `FunctionCall`, with nulls wherever ADK writes them (a
+`model_dump_json` without `exclude_none`). Where ADK's model allows fields it does not
+declare (`EvalCase`, `SessionInput`; `EvalSet` ignores them) they are named, not refused.
 ADK fields phloem reads but does not evaluate (`final_session_state`, `rubrics`,
-`conversation_scenario`, tool responses, ...) are kept as the case's `unsupported` names,
-which reports list as `not_evaluated`: never dropped silently, never counted as passes.
+`conversation_scenario`, tool responses, such extra fields, ...) are kept as the case's
+`unsupported` names, which reports list as `not_evaluated`: never dropped silently,
+never counted as passes. A case with only a `conversation_scenario` (a user simulator's
+plan) has no turns, so it is `not_evaluated`.
 Bounds: files ≤ `MAX_EVALSET_BYTES`, 1 to `MAX_CASES` cases (a set without cases
 evaluates nothing, so it is invalid), ≤ `MAX_TURNS` turns a case, JSON nested at most
 `MAX_NESTING_DEPTH` deep.
@@ -73,6 +80,7 @@ class SessionInput(msgspec.Struct, frozen=True, omit_defaults=True):
     app_name: str = ""
     user_id: str = ""
     state: dict[str, Any] = msgspec.field(default_factory=dict)
+    session_id: str | None = None  # a fixed session id (ADK's), else a fresh one
 
 
 class EvalCase(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -284,11 +292,13 @@ def _trajectory(value: Any, path: str) -> list[ToolCall] | None:
 def _session_input(value: Any, path: str) -> SessionInput | None:
     if value is None:
         return None
-    doc = _keys(_obj(value, path), path, {"app_name", "user_id", "state"})
+    doc = _keys(_obj(value, path), path, {"app_name", "user_id", "state", "session_id"})
+    sid = doc.get("session_id")
     return SessionInput(
         app_name=_str(doc.get("app_name", ""), f"{path}.app_name"),
         user_id=_str(doc.get("user_id", ""), f"{path}.user_id"),
         state=_obj(doc.get("state", {}), f"{path}.state"),
+        session_id=None if sid is None else _ident(sid, f"{path}.session_id"),
     )
 
 
@@ -302,16 +312,23 @@ def snake(key: str) -> str:
     return _CAMEL.sub("_", key).lower()
 
 
-def _keys(doc: dict[str, Any], path: str, known: set[str]) -> dict[str, Any]:
-    """`doc` with every key in snake_case; a key spelled both ways, or not in `known`,
-    is an error naming it."""
+def _keys(
+    doc: dict[str, Any], path: str, known: set[str], extra: list[str] | None = None
+) -> dict[str, Any]:
+    """`doc` with every key in snake_case; a key spelled both ways is an error naming
+    it, and so is one not in `known` — unless `extra` is given (where ADK's model allows
+    extra fields): then the unknown key is left out and its snake_case name appended."""
     out: dict[str, Any] = {}
     for key, value in doc.items():
         name = snake(key)
         if name in out:
             raise invalid(f"{path}: field {name!r} is given twice (snake_case and camelCase)")
         if name not in known:
-            raise invalid(f"{path}: unknown field {key!r}")
+            if extra is None:
+                raise invalid(f"{path}: unknown field {key!r}")
+            if value is not None and name not in extra:
+                extra.append(name)
+            continue
         out[name] = value
     return out
 
@@ -332,12 +349,18 @@ _ADK_INVOCATION = {
     "final_response",
     "intermediate_data",
     "creation_timestamp",
+    "duration",  # the timings of the run that recorded the invocation: not expectations
+    "model_duration",
+    "tool_duration",
     "rubrics",
     "app_details",
 }
 _ADK_INTERMEDIATE = {"tool_uses", "tool_responses", "intermediate_responses"}
+_ADK_EVENTS = {"invocation_events"}  # `InvocationEvents`, the other intermediate_data shape
+_ADK_EVENT = {"author", "content", "grounding_metadata", "usage_metadata", "model_version"}
+_ADK_SESSION = {"app_name", "user_id", "session_id", "state"}
 _ADK_CONTENT = {"parts", "role"}
-_ADK_PART = {
+_ADK_PART = {  # google.genai `Part`: a dump without exclude_none writes every one as null
     "text",
     "thought",
     "thought_signature",
@@ -348,16 +371,25 @@ _ADK_PART = {
     "executable_code",
     "code_execution_result",
     "video_metadata",
+    "media_resolution",
+    "tool_call",
+    "tool_response",
+    "part_metadata",
+    "audio_transcription",
+    "media_processing",
+    "speech_metadata",
 }
+_ADK_CALL = {"name", "args", "id", "partial_args", "will_continue"}
 
 
 def _adk(doc: dict[str, Any]) -> EvalSet:
-    top = _keys(doc, "$", _ADK_SET)
+    extra: list[str] = []  # ADK's `EvalSet` ignores fields it does not know: named here
+    top = _keys(doc, "$", _ADK_SET, extra)
     for key in ("eval_set_id", "eval_cases"):
         if key not in top:
             raise invalid(f"$: missing field {key!r}")
     cases = [
-        _adk_case(raw, f"$.eval_cases[{i}]")
+        _adk_case(raw, f"$.eval_cases[{i}]", [f"eval_set.{e}" for e in extra])
         for i, raw in enumerate(_list(top["eval_cases"], "$.eval_cases", MAX_CASES))
     ]
     if not cases:
@@ -374,33 +406,49 @@ def _adk(doc: dict[str, Any]) -> EvalSet:
     )
 
 
-def _adk_case(raw: Any, path: str) -> EvalCase:
-    case = _keys(_obj(raw, path), path, _ADK_CASE)
+def _adk_case(raw: Any, path: str, unsupported: list[str]) -> EvalCase:
+    extra: list[str] = []  # ADK's `EvalCase` allows extra fields
+    case = _keys(_obj(raw, path), path, _ADK_CASE, extra)
     if "eval_id" not in case:
         raise invalid(f"{path}: missing field 'eval_id'")
-    unsupported = [k for k in ("conversation_scenario", "final_session_state") if case.get(k)]
-    if case.get("rubrics"):
-        unsupported.append("rubrics")
+    unsupported = [*unsupported, *(f"eval_case.{e}" for e in extra)]
+    for key in ("conversation_scenario", "final_session_state", "rubrics"):
+        if case.get(key):
+            unsupported.append(key)
     conversation = case.get("conversation")
-    if conversation is None and "conversation_scenario" not in case:
+    if conversation is None and case.get("conversation_scenario") is None:
         raise invalid(f"{path}: needs 'conversation' (or 'conversation_scenario')")
     turns = []
     for j, inv in enumerate(_list(conversation or [], f"{path}.conversation", MAX_TURNS)):
-        turn, extra = _adk_invocation(inv, f"{path}.conversation[{j}]", j)
+        turn, more = _adk_invocation(inv, f"{path}.conversation[{j}]", j)
         turns.append(turn)
-        unsupported.extend(e for e in extra if e not in unsupported)
+        unsupported.extend(e for e in more if e not in unsupported)
     _unique([t.id for t in turns], f"{path}.conversation")
+    session: SessionInput | None = None
+    if case.get("session_input") is not None:
+        sp = f"{path}.session_input"
+        more = []  # ADK's `SessionInput` allows extra fields too
+        doc = _keys(_obj(case["session_input"], sp), sp, _ADK_SESSION, more)
+        unsupported.extend(f"session_input.{e}" for e in more)
+        session = SessionInput(
+            app_name=_str(doc.get("app_name") or "", f"{sp}.app_name"),
+            user_id=_str(doc.get("user_id") or "", f"{sp}.user_id"),
+            state=_obj(doc.get("state") or {}, f"{sp}.state"),
+            session_id=None
+            if doc.get("session_id") is None
+            else _ident(doc["session_id"], f"{sp}.session_id"),
+        )
     return EvalCase(
         id=_ident(case["eval_id"], f"{path}.eval_id"),
         turns=turns,
-        session_input=_session_input(case.get("session_input"), f"{path}.session_input"),
+        session_input=session,
         unsupported=unsupported,
     )
 
 
 def _adk_invocation(raw: Any, path: str, index: int) -> tuple[Turn, list[str]]:
     inv = _keys(_obj(raw, path), path, _ADK_INVOCATION)
-    if "user_content" not in inv:
+    if inv.get("user_content") is None:
         raise invalid(f"{path}: missing field 'user_content'")
     extra: list[str] = []
     text, other = _content_text(inv["user_content"], f"{path}.user_content")
@@ -416,24 +464,13 @@ def _adk_invocation(raw: Any, path: str, index: int) -> tuple[Turn, list[str]]:
     data = inv.get("intermediate_data")
     if data is not None:
         ip = f"{path}.intermediate_data"
-        mid = _keys(_obj(data, ip), ip, _ADK_INTERMEDIATE)
-        trajectory = [
-            _adk_call(c, f"{ip}.tool_uses[{k}]")
-            for k, c in enumerate(_list(mid.get("tool_uses", []), f"{ip}.tool_uses"))
-        ]
-        if _list(mid.get("tool_responses", []), f"{ip}.tool_responses"):
-            extra.append("intermediate_data.tool_responses")
-        responses = _list(mid.get("intermediate_responses", []), f"{ip}.intermediate_responses")
+        doc = _obj(data, ip)
+        if any(snake(k) in _ADK_EVENTS for k in doc):
+            trajectory, intermediate, responses = _adk_events(doc, ip)
+        else:
+            trajectory, intermediate, responses = _adk_intermediate(doc, ip)
         if responses:
-            intermediate = []
-            for k, item in enumerate(responses):
-                rp = f"{ip}.intermediate_responses[{k}]"
-                pair = _list(item, rp)
-                if len(pair) != 2:
-                    raise invalid(f"{rp} must be [author, parts]")
-                _str(pair[0], f"{rp}[0]")
-                parts = _list(pair[1], f"{rp}[1]")
-                intermediate.append(_parts_text(parts, f"{rp}[1]")[0])
+            extra.append("intermediate_data.tool_responses")
     turn = Turn(
         id=_ident(inv.get("invocation_id") or f"turn-{index + 1}", f"{path}.invocation_id"),
         input=text,
@@ -444,8 +481,61 @@ def _adk_invocation(raw: Any, path: str, index: int) -> tuple[Turn, list[str]]:
     return turn, extra
 
 
+def _adk_intermediate(
+    doc: dict[str, Any], path: str
+) -> tuple[list[ToolCall], list[str] | None, bool]:
+    """ADK's `IntermediateData`: tool uses, whether it has tool responses, the texts of
+    its intermediate responses (`[author, parts]` pairs)."""
+    mid = _keys(doc, path, _ADK_INTERMEDIATE)
+    trajectory = [
+        _adk_call(c, f"{path}.tool_uses[{k}]")
+        for k, c in enumerate(_list(mid.get("tool_uses") or [], f"{path}.tool_uses"))
+    ]
+    responses = bool(_list(mid.get("tool_responses") or [], f"{path}.tool_responses"))
+    items = _list(mid.get("intermediate_responses") or [], f"{path}.intermediate_responses")
+    intermediate = []
+    for k, item in enumerate(items):
+        rp = f"{path}.intermediate_responses[{k}]"
+        pair = _list(item, rp)
+        if len(pair) != 2:
+            raise invalid(f"{rp} must be [author, parts]")
+        _str(pair[0], f"{rp}[0]")
+        intermediate.append(_parts_text(_list(pair[1], f"{rp}[1]"), f"{rp}[1]")[0])
+    return trajectory, intermediate or None, responses
+
+
+def _adk_events(doc: dict[str, Any], path: str) -> tuple[list[ToolCall], list[str] | None, bool]:
+    """ADK's `InvocationEvents`: the function calls of its events' parts are the
+    trajectory, their texts the intermediate responses."""
+    events = _list(
+        _keys(doc, path, _ADK_EVENTS).get("invocation_events") or [],
+        f"{path}.invocation_events",
+    )
+    trajectory: list[ToolCall] = []
+    intermediate: list[str] = []
+    responses = False
+    for k, raw in enumerate(events):
+        ep = f"{path}.invocation_events[{k}]"
+        event = _keys(_obj(raw, ep), ep, _ADK_EVENT, [])  # extra fields ignored, as ADK does
+        if event.get("content") is None:
+            continue
+        cp = f"{ep}.content"
+        content = _keys(_obj(event["content"], cp), cp, _ADK_CONTENT)
+        parts = _list(content.get("parts") or [], f"{cp}.parts")
+        for n, part_raw in enumerate(parts):
+            pp = f"{cp}.parts[{n}]"
+            part = _keys(_obj(part_raw, pp), pp, _ADK_PART)
+            if part.get("function_call") is not None:
+                trajectory.append(_adk_call(part["function_call"], f"{pp}.function_call"))
+            responses = responses or part.get("function_response") is not None
+        text, _ = _parts_text(parts, f"{cp}.parts")
+        if text:
+            intermediate.append(text)
+    return trajectory, intermediate or None, responses
+
+
 def _adk_call(raw: Any, path: str) -> ToolCall:
-    call = _keys(_obj(raw, path), path, {"name", "args", "id", "partial_args", "will_continue"})
+    call = _keys(_obj(raw, path), path, _ADK_CALL)
     return ToolCall(
         _str(call.get("name"), f"{path}.name", empty=False),
         _obj(call.get("args") or {}, f"{path}.args"),

@@ -18,7 +18,8 @@ A stream that ends without its `RunEnd` is `run_incomplete`. Decode with
 
 The tree's record of recent runs (`ListRuns`, `FollowRuns`) is content-free, because any
 client of the tree may read it: a `RunSummary` carries kind, name, owner, times, outcome
-and error kind, and the last events as `RunNote`s — an event's kind and a few scalar
+and error kind, its telemetry trace id (when telemetry is on), and the last events as
+`RunNote`s — an event's kind and a few scalar
 details (ids, names, counts, error kinds), never prompts, inputs, outputs or state.
 """
 
@@ -127,6 +128,7 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     events: list[RunNote] = []  # the last ones, oldest first
     event_count: int = 0
     events_dropped: int = 0  # the oldest events no longer kept
+    trace_id: str = ""  # the run's telemetry trace (32 hex digits); "" with telemetry off
 
 
 class ListRuns(msgspec.Struct, frozen=True, tag="list"):

@@ -50,6 +50,7 @@ from phloem.supervision.childwire import (
     StatusRecord,
     encode,
 )
+from phloem.supervision.treebudget import split_on_fork
 
 CPU_KILL_GRACE_S = 1
 """Seconds between RLIMIT_CPU's soft limit (SIGXCPU) and its hard limit (SIGKILL)."""
@@ -182,6 +183,8 @@ def _specialize(req: Spawn, fds: list[int]) -> NoReturn:
         _apply_limits(req.max_memory_bytes, req.max_open_files, req.max_cpu_seconds)
     except (ValueError, OSError) as exc:
         _fail_start(exc)
+    if req.split_budget and req.max_memory_bytes is not None:
+        split_on_fork()
     if isinstance(req.start, CommandStart):
         _exec_command(req.start)  # a command keeps its own command line
     if req.title:

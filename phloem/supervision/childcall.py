@@ -15,6 +15,8 @@ child's `ExitReason` when there is one:
     child_timeout       no answer within `timeout`, start included; the child is killed
     child_exited        it ended without answering: raised, heap cap, signal, ...
     child_cancelled     `CallControl.cancel()` was called (before or during the call)
+    child_server_lost   the fork server died with the child, during its start or its
+                        call (not the child's doing: a caller may call again, once)
 
 Its users (isolated function agents, planning callbacks) map these onto their own error
 kinds. By default the child is started with `start_process`; `launcher=` starts it
@@ -55,6 +57,7 @@ Failure = Literal[
     ErrorKind.CHILD_TIMEOUT,
     ErrorKind.CHILD_EXITED,
     ErrorKind.CHILD_CANCELLED,
+    ErrorKind.CHILD_SERVER_LOST,
 ]
 Starter = Callable[[ProcessTarget, float], ChildHandle]
 """Starts the child for a target within a ready timeout (seconds); returns its handle."""
@@ -181,11 +184,11 @@ def start_call(
         started = starter(target, ready)
     except ChildStartError as exc:
         control._started(None)
-        kind: Failure = (
-            ErrorKind.CHILD_TIMEOUT
-            if exc.reason.kind is ExitKind.TIMEOUT
-            else ErrorKind.CHILD_START_FAILED
-        )
+        kind: Failure = ErrorKind.CHILD_START_FAILED
+        if exc.reason.kind is ExitKind.TIMEOUT:
+            kind = ErrorKind.CHILD_TIMEOUT
+        elif exc.reason.server_lost:
+            kind = ErrorKind.CHILD_SERVER_LOST
         raise ChildCallError(kind, f"{name}: {exc}", exc.reason) from None
     except BaseException:
         control._started(None)
@@ -250,6 +253,10 @@ def _finish(
         if control.cancelled:
             raise ChildCallError(
                 ErrorKind.CHILD_CANCELLED, f"{name}: cancelled", reason, handle.pid
+            ) from None
+        if reason.server_lost:
+            raise ChildCallError(
+                ErrorKind.CHILD_SERVER_LOST, f"{name}: {reason}", reason, handle.pid
             ) from None
         raise ChildCallError(
             ErrorKind.CHILD_EXITED, f"{name}: process child ended: {reason}", reason, handle.pid

@@ -77,6 +77,7 @@ class Spawn(msgspec.Struct, frozen=True, tag="spawn"):
     nfds: int  # the status pipe's write end, then the channel's child end if any
     env: dict[str, str] | None = None  # the daemon's environment, if it changed since
     title: str | None = None  # the process title of a target's child (`owners.title`)
+    split_budget: bool = False  # forks split the address-space budget (`treebudget`)
 
 
 class Started(msgspec.Struct, frozen=True, tag="started"):

@@ -19,6 +19,12 @@ the server when it starts, and those passed to `add_preload` also by a server al
 running (`Preload`), so that children start with them loaded — worth it for callback
 modules and `dill` (closures), at the price of a slower fork.
 
+A server that dies (killed, out of memory) takes its children along: each is reported
+`killed` with detail `reasons.SERVER_LOST`, once. The next start makes a new server — a
+server whose process is gone is never asked again, even before its reader has noticed
+(`alive`) — and a start the dying server took along is made again on the new one
+(`process.MAX_START_ATTEMPTS`).
+
 Starting a child: the server keeps `POOL_SIZE` children forked and prepared ahead of
 time and passes the daemon one end of a socket to each (`Idle(pid)`); the daemon hands a
 request straight to one of them (then tells the server `Claimed(pid)`, which refills the
@@ -152,6 +158,11 @@ class ForkServer:
 
     @property
     def alive(self) -> bool:
+        """False once the server is known gone: its reader saw the end of the socket, or
+        its process has exited (checked without waiting, so that no new child is asked of
+        a server that died before its reader noticed)."""
+        if self._alive and self._proc.poll() is not None:
+            self._alive = False
         return self._alive
 
     def tracked_pids(self) -> set[int]:
@@ -166,6 +177,8 @@ class ForkServer:
         Returns the pid of the idle child used, if any: pass it to `claimed` once the
         child is ready (telling the server earlier would have it fork a replacement
         while the child is still getting ready, competing for the CPU)."""
+        if not self.alive:  # its idle children are dying with it
+            raise ForkServerLost("fork server is not running")
         env = dict(os.environ)
         if env != self.env:  # children see the daemon's environment as it is now
             request = msgspec.structs.replace(request, env=env)
@@ -238,7 +251,10 @@ class ForkServer:
         fds: list[int] = []  # received with Idle messages, in order
         try:
             while True:
-                data, new_fds, _, _ = socket.recv_fds(self._sock, 1 << 16, 16)
+                try:
+                    data, new_fds, _, _ = socket.recv_fds(self._sock, 1 << 16, 16)
+                except ConnectionResetError:  # the server was killed: as end-of-file
+                    break
                 fds += new_fds
                 if not data:
                     break

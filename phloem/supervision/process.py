@@ -72,7 +72,7 @@ from phloem.supervision.leftovers import kill_procs, outside_group, sweep, wait_
 from phloem.supervision.notifier import ExitNotifier
 from phloem.supervision.owners import attach_to_owner, child_title
 from phloem.supervision.proctree import freeze_tree, kill_all
-from phloem.supervision.reasons import ExitKind, ExitReason
+from phloem.supervision.reasons import SERVER_LOST, ExitKind, ExitReason
 from phloem.supervision.reported import ReportedProcess
 from phloem.supervision.spec import Command, Limits, ProcessTarget
 from phloem.supervision.status import ChildStatus, exit_reason, with_wait_status
@@ -88,6 +88,10 @@ KILL_REAP_TIMEOUT_S = 30.0
 """How long a stop waits, after SIGKILL, for the fork server's exit report (unless told
 otherwise). Past it the child is recorded as `killed` (detail `no exit report after
 kill`) so no caller hangs."""
+
+MAX_START_ATTEMPTS = 2
+"""How many times `start_process` starts a child whose fork server died before it was
+ready (nothing of it ran yet: the next attempt asks a fresh server)."""
 
 REAP_TIMEOUT_RANGE = (0.0, 3_600.0)
 """Accepted `reap_timeout` of `ProcessHandle.stop`, in seconds."""
@@ -108,9 +112,11 @@ def start_process(
 ) -> ProcessHandle:
     """Start a process child from the fork server; raises `ChildStartError` if it cannot.
 
-    Once it runs it is attached to the calling thread's owner (`owners`), so the tree
-    lists it there until it ends. A target's child is titled `title` (default:
-    `owners.child_title(name)`); a command keeps its own command line."""
+    A start that its fork server took along when it died (exit reason `killed`, detail
+    `SERVER_LOST`) is made again on a fresh server, `MAX_START_ATTEMPTS` times in all,
+    within the one `ready_timeout`. Once it runs it is attached to the calling thread's owner
+    (`owners`), so the tree lists it there until it ends. A target's child is titled
+    `title` (default: `owners.child_title(name)`); a command keeps its own command line."""
     if not isinstance(start, ProcessTarget | Command):
         raise TypeError("start must be a ProcessTarget or a Command")
     if limits is not None and not isinstance(limits, Limits):
@@ -132,15 +138,24 @@ def start_process(
             ),
             name,
         )
-    handle = ProcessHandle(
-        name,
-        command=isinstance(start, Command),
-        limits=limits or Limits(),
-        with_channel=isinstance(start, ProcessTarget) and start.pass_channel,
-    )
-    handle._start(how, float(ready_timeout), title or child_title(name))
-    attach_to_owner(handle)
-    return handle
+    deadline = time.monotonic() + ready_timeout
+    for attempt in range(1, MAX_START_ATTEMPTS + 1):
+        handle = ProcessHandle(
+            name,
+            command=isinstance(start, Command),
+            limits=limits or Limits(),
+            with_channel=isinstance(start, ProcessTarget) and start.pass_channel,
+        )
+        try:
+            handle._start(how, deadline, float(ready_timeout), title or child_title(name))
+        except ChildStartError as exc:
+            if exc.reason.server_lost and attempt < MAX_START_ATTEMPTS:
+                log.info("process_start_retried", child=name, reason=str(exc.reason))
+                continue  # its fork server died under it: a fresh one starts it
+            raise
+        attach_to_owner(handle)
+        return handle
+    raise AssertionError("unreachable")
 
 
 class ProcessHandle(CallChild):
@@ -178,8 +193,10 @@ class ProcessHandle(CallChild):
 
     # -- starting ------------------------------------------------------------------------
 
-    def _start(self, how: TargetStart | CommandStart, ready_timeout: float, title: str) -> None:
-        deadline = time.monotonic() + ready_timeout
+    def _start(
+        self, how: TargetStart | CommandStart, deadline: float, ready_timeout: float, title: str
+    ) -> None:
+        """Start the child, ready by `deadline` (monotonic; `ready_timeout` is for errors)."""
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         self._status = ChildStatus(status_r)
         fds = [status_w]
@@ -198,6 +215,7 @@ class ProcessHandle(CallChild):
             max_cpu_seconds=limits.max_cpu_seconds,
             nfds=len(fds),
             title=None if self._command else title,
+            split_budget=limits.shares_budget,
         )
         try:
             self._server, pooled = self._spawn(request, fds)
@@ -263,7 +281,13 @@ class ProcessHandle(CallChild):
             telemetry.count("phloem.process.started")
             cap = self.limits.rss_cap
             if cap is not None:
-                _watchdog.watch(self.pid, cap, self._on_rss_exceeded, marker=self.handle_id)
+                _watchdog.watch(
+                    self.pid,
+                    cap,
+                    self._on_rss_exceeded,
+                    marker=self.handle_id,
+                    budget=self.limits.shares_budget,
+                )
                 if self._reaped.is_set():
                     _watchdog.unwatch(self.pid)
             return
@@ -347,7 +371,7 @@ class ProcessHandle(CallChild):
             if self._rss_detail is not None
             else self._status.heap()
         )
-        self._on_gone(heap or ExitReason.killed("fork server died"))
+        self._on_gone(heap or ExitReason.killed(SERVER_LOST))
 
     def _status_seen(self) -> None:
         """The child is gone: read the rest of its status pipe (and close it unless a

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import time
 
@@ -105,6 +106,33 @@ def rss_of(pid: int) -> int | None:
             return int(f.read().split()[1]) * PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return None
+
+
+def vm_of(pid: int) -> int | None:
+    """`pid`'s address-space size in bytes (what `RLIMIT_AS` counts); None if it is gone."""
+    sizes = sizes_of(pid)
+    return None if sizes is None else sizes[0]
+
+
+def sizes_of(pid: int) -> tuple[int, int] | None:
+    """`pid`'s address-space size and resident set size in bytes, read at one moment;
+    None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            fields = f.read().split()
+        return int(fields[0]) * PAGE_SIZE, int(fields[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def limit_address_space(pid: int, soft: int) -> None:
+    """Set `pid`'s soft `RLIMIT_AS` to `soft` bytes, never above its hard limit (which
+    stays: lowering it could not be undone); a process that is gone is skipped."""
+    with contextlib.suppress(OSError, ValueError):
+        _, hard = resource.prlimit(pid, resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.prlimit(pid, resource.RLIMIT_AS, (max(0, soft), hard))
 
 
 def pss_of(pid: int) -> int | None:

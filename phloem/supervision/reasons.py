@@ -27,6 +27,10 @@ class ExitKind(enum.StrEnum):
     BACKPRESSURE = "backpressure"
 
 
+SERVER_LOST = "fork server died"
+"""The detail of a `killed` process child that died with its fork server (and of one whose
+start it took along): not the child's doing, so worth starting again."""
+
 # Kinds that a `transient` child treats as a normal end (OTP: normal and shutdown).
 NORMAL_KINDS = frozenset({ExitKind.NORMAL, ExitKind.SHUTDOWN})
 
@@ -63,6 +67,11 @@ class ExitReason(msgspec.Struct, frozen=True):
         if self.detail:
             parts.append(f"({self.detail})")
         return ": ".join(parts[:3]) + (f" {parts[3]}" if len(parts) > 3 else "")
+
+    @property
+    def server_lost(self) -> bool:
+        """True for a process child that died with its fork server (`SERVER_LOST`)."""
+        return self.kind is ExitKind.KILLED and self.detail == SERVER_LOST
 
     @classmethod
     def normal(cls) -> ExitReason:

@@ -44,7 +44,7 @@ class Limits:
       `max_rss_bytes` is given — also caps the resident memory of the child's whole tree.
     - `max_rss_bytes` caps the resident memory of the child's whole tree only (the child,
       its descendants in or out of its process group, and orphans of its tree), read by
-      the RSS watchdog every 0.1 s (summed RSS, confirmed as PSS at the cap; see
+      the RSS watchdog (summed RSS, confirmed as PSS at the cap; see
       `supervision.watchdog`), with no `RLIMIT_AS` of its own: for commands whose
       programs reserve far more address space than they use (JVMs, Go, sanitizers), give
       `max_rss_bytes` alone.
@@ -52,6 +52,9 @@ class Limits:
     Over either cap the child and its whole tree are killed and the child ends with exit
     reason `heap_exceeded` (an RSS detail reads `rss TOTAL > max_rss_bytes CAP (N
     processes)`, naming whichever field set the cap). `rss_cap` is the tree cap in force.
+    With `max_memory_bytes` alone, the tree's members also share an address-space budget
+    that bounds what a burst between two readings maps to `MAX_BURST_FACTOR` (1.25)
+    times the cap (`supervision.treebudget`).
     `max_open_files` (`RLIMIT_NOFILE`) and `max_cpu_seconds` (`RLIMIT_CPU`) are per process.
     """
 
@@ -74,6 +77,12 @@ class Limits:
     def rss_cap(self) -> int | None:
         """The cap on the tree's summed RSS: `max_rss_bytes`, else `max_memory_bytes`."""
         return self.max_rss_bytes if self.max_rss_bytes is not None else self.max_memory_bytes
+
+    @property
+    def shares_budget(self) -> bool:
+        """True if the tree cap is the address-space cap, so that the tree's members
+        share an address-space budget between two readings (`supervision.treebudget`)."""
+        return self.max_rss_bytes is None and self.max_memory_bytes is not None
 
     @property
     def rss_cap_field(self) -> str:

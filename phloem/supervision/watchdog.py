@@ -1,10 +1,12 @@
 """Resident-memory watchdog for process children with a memory cap: the whole tree counts.
 
 `RLIMIT_AS` caps each process's address space, but only per process: a child that forks
-helpers gives each a fresh allowance, and memory can be resident without a failing
-allocation (a C extension ignoring errors, an exec'd command). So one daemon thread
-reads, every `WATCHDOG_INTERVAL_S` seconds, the resident memory of each watched child's
-*tree*:
+helpers gives each an allowance of its own (the tree's address-space budget,
+`treebudget`, bounds only a burst between two readings), and memory can be resident
+without a failing allocation (a C extension ignoring errors, an exec'd command). So one
+daemon thread reads, every `WATCHDOG_INTERVAL_S` seconds — every `NEAR_CAP_INTERVAL_S`
+while some tree holds `NEAR_CAP_FRACTION` of its cap or more —, the resident memory of
+each watched child's *tree*:
 
 - the child and all its descendants, also those that left its process group or session
   (`setsid`), found through /proc's children files;
@@ -20,6 +22,9 @@ forks ten helpers sharing its 40 MiB heap costs about 40 MiB, not 400. PSS is re
 then, and at most every `PSS_INTERVAL_S` while the tree stays in that band, as it costs
 a walk of each member's page tables (`_confirm`). Over the cap,
 `on_exceeded(total, processes)` is called once, with the PSS sum, and the watch ends.
+Under the cap, a watch made with `budget=True` hands the tree's address-space budget
+out to its members (`treebudget`), which bounds what a burst between two readings can
+add.
 
 A descendant that both leaves the group and loses its parent without exec'ing (a
 pure-Python double fork with `setsid`) is out of sight, as it is for the stop sequence's
@@ -44,14 +49,21 @@ from phloem.supervision.proctree import (
     parent_of,
     pss_of,
     rss_of,
+    sizes_of,
     tree_of,
 )
+from phloem.supervision.treebudget import share_budget
 
 log = get_logger("phloem.supervision.watchdog")
 
 WATCHDOG_INTERVAL_S = 0.1
 """Seconds between two readings of each watched tree."""
 WATCHDOG_INTERVAL_RANGE = (0.01, 10.0)
+NEAR_CAP_INTERVAL_S = 0.02
+"""Seconds between two readings while some tree is near its cap (never more than the
+watchdog's own interval)."""
+NEAR_CAP_FRACTION = 0.5
+"""A tree holding this fraction of its cap or more is near it."""
 PSS_INTERVAL_S = 1.0
 """Seconds a tree's PSS reading stands while its RSS stays over the cap (see `_confirm`)."""
 
@@ -73,6 +85,7 @@ class _Watch:
     on_exceeded: OnExceeded
     marker: str | None
     parent: int | None
+    budget: bool = False  # share the address-space budget among the members
     last: TreeRss | None = None
     pss: TreeRss | None = None  # the latest PSS reading, while the RSS is over the cap
     pss_rss: int = 0  # the RSS sum at that reading
@@ -91,16 +104,23 @@ class RssWatchdog:
         self._thread: threading.Thread | None = None
 
     def watch(
-        self, pid: int, cap: int, on_exceeded: OnExceeded, *, marker: str | None = None
+        self,
+        pid: int,
+        cap: int,
+        on_exceeded: OnExceeded,
+        *,
+        marker: str | None = None,
+        budget: bool = False,
     ) -> bool:
-        """Start watching the tree of `pid` (with orphans carrying `marker`); False if
-        `pid` no longer exists."""
+        """Start watching the tree of `pid` (with orphans carrying `marker`; with
+        `budget`, sharing its address-space budget, see `treebudget`); False if `pid` no
+        longer exists."""
         check_range("cap", cap, 1, None)
         parent = parent_of(pid)
         if parent is None:
             return False
         with self._cond:
-            self._watches[pid] = _Watch(cap, on_exceeded, marker, parent)
+            self._watches[pid] = _Watch(cap, on_exceeded, marker, parent, budget)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="phloem-rss-watchdog", daemon=True
@@ -140,13 +160,16 @@ class RssWatchdog:
                 self.unwatch(pid)  # gone: its exit is reported elsewhere
                 continue
             members = tree_of([pid, *strays.get(pid, ())])
-            reading = _sum(members, rss_of)
+            sizes = {p: s for p in members if (s := sizes_of(p)) is not None}
+            reading = TreeRss(sum(rss for _, rss in sizes.values()), len(sizes))
             if reading.total > w.cap:
                 reading = _confirm(w, members, reading)
             else:
                 w.pss = None
             w.last = reading
             if reading.total <= w.cap:
+                if w.budget:  # from the sizes of this reading: what grew since counts
+                    share_budget({p: vm for p, (vm, _) in sizes.items()}, w.cap, reading.total)
                 continue
             with self._cond:
                 if self._watches.get(pid) is not w:
@@ -173,7 +196,15 @@ class RssWatchdog:
             self.sample()
             with self._cond:
                 if self._watches:
-                    self._cond.wait(self.interval)
+                    self._cond.wait(self._next_interval())
+
+    def _next_interval(self) -> float:
+        """`interval`, or `NEAR_CAP_INTERVAL_S` while some tree is near its cap (under
+        the lock)."""
+        for w in self._watches.values():
+            if w.last is not None and w.last.total >= w.cap * NEAR_CAP_FRACTION:
+                return min(self.interval, NEAR_CAP_INTERVAL_S)
+        return self.interval
 
 
 def _confirm(w: _Watch, members: list[int], rss: TreeRss) -> TreeRss:

@@ -25,14 +25,17 @@ MAX_TOKEN_CHARS = 4096
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (`[::1]:PORT` for IPv6) → `(host, port)`; `config_invalid` if bad."""
+def parse_listen(text: str, what: str = "web") -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:PORT` for IPv6) → `(host, port)`; `config_invalid` if bad.
+    `what` names the server in messages (`web`, `api`)."""
     host, sep, port_text = text.rpartition(":")
     if not sep or not host or not port_text.isdigit():
-        raise PhloemError(ErrorKind.CONFIG_INVALID, f"web listen {text!r}: expected HOST:PORT")
+        raise PhloemError(ErrorKind.CONFIG_INVALID, f"{what} listen {text!r}: expected HOST:PORT")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    port = check_range("web listen port", int(port_text), 0, 65_535, kind=ErrorKind.CONFIG_INVALID)
+    port = check_range(
+        f"{what} listen port", int(port_text), 0, 65_535, kind=ErrorKind.CONFIG_INVALID
+    )
     return host, port
 
 
@@ -61,7 +64,7 @@ class Access:
     token: str | None = None
 
     @classmethod
-    def for_listen(cls, host: str, token_env: str) -> Access:
+    def for_listen(cls, host: str, token_env: str, what: str = "web") -> Access:
         """Loopback hosts need no token; any other needs `$token_env` (else refused)."""
         if is_loopback(host):
             return cls(loopback=True)
@@ -69,7 +72,7 @@ class Access:
         if not token:
             raise PhloemError(
                 ErrorKind.CONFIG_INVALID,
-                f"web listen {host!r} is not loopback: set a token in ${token_env} "
+                f"{what} listen {host!r} is not loopback: set a token in ${token_env} "
                 "(every request must then carry it)",
             )
         if not MIN_TOKEN_CHARS <= len(token) <= MAX_TOKEN_CHARS:

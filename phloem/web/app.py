@@ -1,7 +1,9 @@
 """The aiohttp application of `phloem web`: pages, the event stream, the access check.
 
 Routes (all GET but the login form's POST; nothing here changes the daemon):
-`/` tree · `/runs` · `/sessions` · `/live` · `/evals` and `/evals/NAME` · `/telemetry` ·
+`/` tree · `/runs` (`?kind=K&status=S`) and `/runs/ID` (one run's timeline) · `/sessions`
+and `/sessions/ID` (one transcript, read from the daemon when asked) · `/live` · `/plots` ·
+`/evals` and `/evals/NAME` · `/telemetry` ·
 `/events?sections=a,b` (server-sent events, one event per changed section) ·
 `/api/stats` (the web process's own counters, JSON) · `/static/...` (the CSS and JS
 shipped in this package) · `/login` (the token form, for a non-loopback server).
@@ -15,23 +17,27 @@ import asyncio
 import contextlib
 import re
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
 
+import msgspec
 from aiohttp import web
 
-from phloem.protocols.errors import PhloemError
+from phloem.client.aio import AsyncClient
+from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.evalreport import MAX_REPORT_BYTES, EvalReport, decode_json
 from phloem.protocols.files import UnreadableFile, read_prefix
-from phloem.web import views
+from phloem.web import runview, sessionview, views
 from phloem.web.access import COOKIE_NAME, Access
-from phloem.web.hub import Hub, TooManyFollowers
+from phloem.web.hub import ASK_TIMEOUT_S, RUN_SECTION, Hub, TooManyFollowers
 
 KEEPALIVE_S = 15.0  # a comment line keeps idle proxies from closing the stream
 SSE_SEND_BUFFER_BYTES = 16 * 1024  # the kernel's send buffer of one event stream
 MAX_REPORT_FILES = 200  # newest first; older ones are not listed
 MAX_FORM_BYTES = 8 * 1024
+MAX_TRANSCRIPT_READS = 4  # transcripts read from the daemon at once; one more is 503
 REPORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json$")
 STATIC_TYPES = {"phloem.css": "text/css", "phloem.js": "text/javascript"}
 SECURITY_HEADERS = {
@@ -44,6 +50,7 @@ SECURITY_HEADERS = {
 
 HUB = web.AppKey("hub", Hub)
 ACCESS = web.AppKey("access", Access)
+READS = web.AppKey("transcript_reads", asyncio.Semaphore)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -93,6 +100,66 @@ def _page(path: str, body: str = "") -> Handler:
         return _html(views.page(path, body or _body(hub, path), hub.rendered))
 
     return handle
+
+
+async def runs_page(request: web.Request) -> web.StreamResponse:
+    """The runs, filtered by `?kind=` and `?status=` (the script keeps the filter on
+    every update)."""
+    hub = request.app[HUB]
+    kind, status = runview.wanted(request.query)
+    shown = views.runs(runview.matching(hub.runs.views(), kind, status), hub.runs_error)
+    html = views.page(
+        "/runs",
+        "",
+        {**hub.rendered, "runs": runview.filter_form(kind, status) + shown},
+        attrs=runview.filter_attrs(kind, status),
+    )
+    return _html(html)
+
+
+async def run_page(request: web.Request) -> web.StreamResponse:
+    """One run's timeline, updated live while it runs; 404 when the record has no such run."""
+    hub = request.app[HUB]
+    run_id = request.match_info["id"]
+    section = f"run:{run_id}"
+    if not RUN_SECTION.match(section):
+        raise web.HTTPNotFound
+    run = hub.runs.runs.get(run_id)
+    detail = runview.run_detail(run, run_id, hub.cfg.trace_url, time.time())
+    html = views.page(
+        f"/runs/{run_id}",
+        "",
+        {**hub.rendered, section: detail},
+        live=["summary", section],
+        title=f"Run {run_id}",
+    )
+    return _html(html, 200 if run is not None else 404)
+
+
+async def session_page(request: web.Request) -> web.StreamResponse:
+    """One session's transcript, read from the daemon now (read-only; at most
+    `MAX_TRANSCRIPT_READS` at once, each over its own connection)."""
+    hub = request.app[HUB]
+    session_id = request.match_info["id"]
+    if not sessionview.SESSION_ID.match(session_id):
+        raise web.HTTPNotFound
+    reads = request.app[READS]
+    if reads.locked():
+        return _html(views.message("busy", "too many transcripts are being read"), 503)
+    status = 200
+    try:
+        async with reads, await AsyncClient.connect(hub.socket) as client:
+            detail = await asyncio.wait_for(
+                client.session_show(session_id, max_events=sessionview.MAX_TRANSCRIPT_EVENTS),
+                ASK_TIMEOUT_S,
+            )
+        body = sessionview.transcript(msgspec.to_builtins(detail))
+    except (PhloemError, OSError, TimeoutError) as err:
+        kind = getattr(err, "kind", type(err).__name__)
+        status = 404 if kind == ErrorKind.UNKNOWN_SESSION else 502
+        body = f"<p class=bad>session {views.e(session_id)} unavailable: {views.e(kind)}</p>"
+    title = f"Session {session_id}"
+    return _html(views.page(f"/sessions/{session_id}", body, hub.rendered, title=title), status)
 
 
 def _body(hub: Hub, path: str) -> str:
@@ -195,8 +262,11 @@ def build_app(hub: Hub, access: Access) -> web.Application:
     app = web.Application(middlewares=[check_access], client_max_size=MAX_FORM_BYTES)
     app[HUB] = hub
     app[ACCESS] = access
+    app[READS] = asyncio.Semaphore(MAX_TRANSCRIPT_READS)
     for path, _, _ in views.PAGES:
-        app.router.add_get(path, _page(path))
+        app.router.add_get(path, runs_page if path == "/runs" else _page(path))
+    app.router.add_get("/runs/{id}", run_page)
+    app.router.add_get("/sessions/{id}", session_page)
     app.router.add_get("/evals/{name}", eval_report)
     app.router.add_get("/events", events)
     app.router.add_get("/api/stats", stats)

@@ -4,8 +4,11 @@
 `refresh_ms` (status, harness sessions, the agent catalogue and Live sessions every
 `SLOW_EVERY` reads) and
 follows the tree's record of runs (`follow_runs`: every change as it happens, under
-credit), renders each live section, and hands a section that changed to every browser
-that follows it. However many browsers watch, the daemon answers one reader.
+credit), samples each tree read into the plots' `History`, renders each live section
+(and the page of each run a browser follows, `run:ID`), and hands a section that
+changed to every browser that follows it. However many browsers watch, the daemon
+answers one reader. From the first read that fails until the next that succeeds the
+daemon is `down_since` that time: every page says so, and the tree is shown stale.
 
 Each browser (`Follower`) has a queue of at most `client_queue` updates. The hub never
 waits for a browser: an update that finds the queue full drops that browser instead
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -30,7 +34,10 @@ import psutil
 from phloem.client.aio import AsyncClient
 from phloem.config import WebConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.web import views
+from phloem.protocols.runs import RunBegan, RunFinished
+from phloem.web import runview, views
+from phloem.web.history import History
+from phloem.web.plotview import plots, spark_for
 from phloem.web.runs import RunBoard
 
 SLOW_EVERY = 5  # status, sessions and agents are read once every this many tree reads
@@ -38,7 +45,9 @@ RECONNECT_DELAY_S = 1.0
 ASK_TIMEOUT_S = 10.0
 CANCEL_WAIT_S = 10.0  # how long stopping waits for the reader to end
 RECANCEL_S = 0.1  # how often a reader that is still running is cancelled again
-SECTIONS = ("summary", "tree", "runs", "sessions", "agents", "live", "telemetry")
+SECTIONS = ("summary", "tree", "runs", "sessions", "agents", "live", "telemetry", "plots")
+RUN_SECTION = re.compile(r"^run:[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # one run's page
+MAX_RUN_SECTIONS = 4  # run pages one browser may follow over one stream
 
 
 def sse_frame(event: str, html: str) -> bytes:
@@ -93,6 +102,8 @@ class Hub:
         self.agents_error: str | None = None
         self.runs = RunBoard()
         self.runs_error: str | None = None
+        self.history = History()
+        self.down_since: float | None = time.time()  # the daemon not read since (None: read)
         self.rendered: dict[str, str] = {}
         self.followers: set[Follower] = set()
         self.counters = {
@@ -110,7 +121,11 @@ class Hub:
         """A new follower, first given the current state of its sections."""
         if len(self.followers) >= self.cfg.max_clients:
             raise TooManyFollowers
-        follower = Follower(sections & frozenset(SECTIONS), self.cfg.client_queue)
+        runs = sorted(n for n in sections if RUN_SECTION.match(n))[:MAX_RUN_SECTIONS]
+        follower = Follower((sections & frozenset(SECTIONS)) | set(runs), self.cfg.client_queue)
+        for name in runs:
+            if name not in self.rendered:
+                self._render_run(name)
         for name in sorted(follower.sections):
             if name in self.rendered:
                 follower.offer(sse_frame(name, self.rendered[name]))
@@ -119,6 +134,9 @@ class Hub:
 
     def unfollow(self, follower: Follower) -> None:
         self.followers.discard(follower)
+        for name in [n for n in follower.sections if n.startswith("run:")]:
+            if not any(name in f.sections for f in self.followers):
+                self.rendered.pop(name, None)  # nobody follows that run's page now
 
     def close(self) -> None:
         """End every follower's stream (the server is stopping)."""
@@ -146,6 +164,7 @@ class Hub:
             "queued": sum(len(f.queue) for f in self.followers),
             "rss_bytes": self._process.memory_info().rss,
             "connected": self.error is None,
+            "samples": len(self.history.daemon_threads),
         }
 
     # -- reading the daemon -----------------------------------------------------------------
@@ -164,6 +183,8 @@ class Hub:
             except Exception as err:  # any failure: show it, reconnect, keep serving
                 self.error = f"{getattr(err, 'kind', type(err).__name__)}: {err}"
                 self.status = None
+                if self.down_since is None:
+                    self.down_since = time.time()
                 self.counters["poll_errors"] += 1
                 self._render_all()
             await asyncio.sleep(RECONNECT_DELAY_S)
@@ -178,7 +199,10 @@ class Hub:
             tree = await asyncio.wait_for(client.tree(), ASK_TIMEOUT_S)
             self.snapshot = msgspec.to_builtins(tree)
             self.error = None
+            self.down_since = None
             self.counters["polls"] += 1
+            if self.history.sample(self.snapshot, self.status, time.time()):
+                self._render_plots()
             self._render_all()
             n += 1
             await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
@@ -210,10 +234,15 @@ class Hub:
                 runs, updates = await asyncio.wait_for(client.follow_runs(), ASK_TIMEOUT_S)
                 async with updates:
                     self.runs.reset(runs)
+                    self.history.runs_read(runs)
                     self.runs_error = None
                     self._render_runs()
                     async for update in updates:
                         self.runs.apply(update)
+                        if isinstance(update, RunBegan):
+                            self.history.run_began(update.run.id, update.run.started_at)
+                        elif isinstance(update, RunFinished):
+                            self.history.run_finished(update.id, update.ended_at)
                         self.counters["run_updates"] += 1
                         if self.runs.missed:
                             break
@@ -227,10 +256,30 @@ class Hub:
 
     def _render_runs(self) -> None:
         self._publish("runs", views.runs(self.runs.views(), self.runs_error))
+        wanted = {n for f in self.followers for n in f.sections if n.startswith("run:")}
+        for name in sorted(wanted):
+            self._render_run(name)
+        self._render_plots()
+
+    def _render_run(self, name: str) -> None:
+        run_id = name.partition(":")[2]
+        html = runview.run_detail(
+            self.runs.runs.get(run_id), run_id, self.cfg.trace_url, time.time()
+        )
+        self._publish(name, html)
+
+    def _render_plots(self) -> None:
+        self._publish("plots", plots(self.history, self._plotted_at()))
+
+    def _plotted_at(self) -> float:
+        """The end of every plot: the last sample (so a plot changes only when the
+        history does), or now before the first one."""
+        return self.history.last_sample or time.time()
 
     def _render_all(self) -> None:
-        self._publish("summary", views.summary(self.status, self.error))
-        self._publish("tree", views.tree(self.snapshot))
+        self._publish("summary", views.summary(self.status, self.error, self.down_since))
+        spark = spark_for(self.history, self._plotted_at())
+        self._publish("tree", views.tree(self.snapshot, spark, self.down_since))
         self._render_runs()
         self._publish("sessions", views.sessions(self.harness, self.harness_error))
         self._publish("agents", views.agents(self.agents, self.agents_error))

@@ -4,13 +4,14 @@ Every fragment is a pure function of data (what `phloem status --json`, `phloem 
 --json`, `phloem runs --json`, `phloem live list --json` and the sessions listing print,
 eval reports), so the same code renders the first page and every update the browser
 receives. Every value is escaped; only allow-listed, content-free fields are shown (ids,
-names, states, counters), never inputs, outputs, prompts, media or credentials.
+names, states, counters), never inputs, outputs, prompts, media or credentials — but on
+a transcript's own page (`sessionview`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -24,6 +25,7 @@ PAGES: list[tuple[str, str, list[str]]] = [
     ("/sessions", "Sessions", ["summary", "sessions"]),
     ("/agents", "Agents", ["summary", "agents"]),
     ("/live", "Live sessions", ["summary", "live"]),
+    ("/plots", "Plots", ["summary", "plots"]),
     ("/evals", "Evaluation reports", ["summary"]),
     ("/telemetry", "Telemetry", ["summary", "telemetry"]),
 ]
@@ -61,15 +63,28 @@ def span(seconds: float) -> str:
     )
 
 
-def page(path: str, body: str, sections: Mapping[str, str]) -> str:
-    """The whole page at `path`: nav, the live sections (`id="s-NAME"`), `body`."""
-    title = next((t for p, t, _ in PAGES if p == path), "phloem")
-    wanted = next((s for p, _, s in PAGES if p == path), ["summary"])
-    nav = "".join(
-        f'<a href="{p}"{" class=here" if p == path else ""}>{e(t)}</a>' for p, t, _ in PAGES
+def page(
+    path: str,
+    body: str,
+    sections: Mapping[str, str],
+    *,
+    live: Sequence[str] | None = None,
+    title: str | None = None,
+    attrs: str = "",
+) -> str:
+    """The whole page at `path`: nav, the live sections (`id="s-NAME"`: the page's own,
+    or `live`), `body`. `attrs` are more attributes of `<body>` (already escaped)."""
+    nav_path = "/" + path.split("/")[1] if path.count("/") > 1 else path
+    title = title or next((t for p, t, _ in PAGES if p == nav_path), "phloem")
+    wanted = (
+        list(live) if live is not None else next((s for p, _, s in PAGES if p == path), ["summary"])
     )
-    live = "".join(
-        f'<section id="s-{name}" class="{name}">{sections.get(name, "")}</section>'
+    nav = "".join(
+        f'<a href="{p}"{" class=here" if p == nav_path else ""}>{e(t)}</a>' for p, t, _ in PAGES
+    )
+    shown = "".join(
+        f'<section id="s-{e(name)}" class="{e(name.partition(":")[0])}">'
+        f"{sections.get(name, '')}</section>"
         for name in wanted
     )
     return (
@@ -77,17 +92,25 @@ def page(path: str, body: str, sections: Mapping[str, str]) -> str:
         f"<title>phloem · {e(title)}</title>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         '<link rel=stylesheet href="/static/phloem.css"></head>'
-        f'<body data-sections="{e(",".join(wanted))}">'
+        f'<body data-sections="{e(",".join(wanted))}"{attrs}>'
         f"<header><b>phloem</b><nav>{nav}</nav><span id=conn class=conn>connecting…</span></header>"
-        f"<main><h1>{e(title)}</h1>{live}{body}</main>"
+        f"<main><h1>{e(title)}</h1>{shown}{body}</main>"
         '<script src="/static/phloem.js"></script></body></html>'
     )
 
 
-def summary(status: Mapping[str, Any] | None, error: str | None) -> str:
-    if status is None:
+def summary(
+    status: Mapping[str, Any] | None, error: str | None, down_since: float | None = None
+) -> str:
+    """The daemon's status line; `data-daemon` says `connected` or `disconnected` (the
+    page's connection badge follows it)."""
+    if status is None or down_since is not None:
         reason = (error or "not connected")[:MAX_ERROR_CHARS]
-        return f"<p class=bad>daemon unreachable: {e(reason)}</p>"
+        since = "" if down_since is None else f" since {clock(down_since)} UTC"
+        return (
+            f'<p class=bad data-daemon=disconnected data-since="{e(down_since or "")}">'
+            f"daemon disconnected{since}: {e(reason)}</p>"
+        )
     counts = status.get("telemetry")
     tele = "telemetry off"
     if isinstance(counts, Mapping) and _telemetry_on(counts):
@@ -96,7 +119,8 @@ def summary(status: Mapping[str, Any] | None, error: str | None) -> str:
             f"{e(counts.get('dropped', 0))} dropped"
         )
     return (
-        f"<p>daemon pid {e(status.get('pid'))} · v{e(status.get('version'))} · "
+        f"<p data-daemon=connected>daemon pid {e(status.get('pid'))} · "
+        f"v{e(status.get('version'))} · "
         f"{e(status.get('state'))} · up {span(float(status.get('uptime_s', 0)))} · "
         f"{e(status.get('actors'))} actors · {e(status.get('processes'))} processes · "
         f"<span data-restarts-total={e(status.get('restarts'))}>"
@@ -106,7 +130,12 @@ def summary(status: Mapping[str, Any] | None, error: str | None) -> str:
     )
 
 
-def _tree_rows(node: Mapping[str, Any], path: str, depth: int, out: list[str]) -> int:
+Spark = Callable[[str], str]  # a node's path → its history cell
+
+
+def _tree_rows(
+    node: Mapping[str, Any], path: str, depth: int, out: list[str], spark: Spark | None = None
+) -> int:
     """Append the rows of `node` and its subtree, at most `MAX_TREE_ROWS` in all; the
     number of nodes left out."""
     if len(out) >= MAX_TREE_ROWS:
@@ -128,14 +157,18 @@ def _tree_rows(node: Mapping[str, Any], path: str, depth: int, out: list[str]) -
         f'<td class="{"warn" if restarts else ""} num">{restarts}</td>'
         f"<td>{e(who)}</td><td class=num>{e(memory)}</td>"
         f"<td class=num>{e(node.get('mailbox_depth', 0))}</td>"
-        f"<td class=num>{e(node.get('credit_in_use', 0))}</td></tr>"
+        f"<td class=num>{e(node.get('credit_in_use', 0))}</td>"
+        + ("" if spark is None else f"<td class=hist>{spark(where)}</td>")
+        + "</tr>"
     )
-    left_out = sum(_tree_rows(child, where, depth + 1, out) for child in node.get("children", ()))
+    left_out = sum(
+        _tree_rows(child, where, depth + 1, out, spark) for child in node.get("children", ())
+    )
     more = int(node.get("unlisted_processes", 0))
     if more:  # the snapshot counted them, did not list them
         out.append(
             f'<tr data-unlisted="{more}"><td style="padding-left:{0.4 + (depth + 1) * 1.2:.1f}em"'
-            f" colspan=8 class=warn>… {more} more process{'' if more == 1 else 'es'}"
+            f" colspan=9 class=warn>… {more} more process{'' if more == 1 else 'es'}"
             " (not listed)</td></tr>"
         )
     return left_out
@@ -145,19 +178,33 @@ def _count(node: Mapping[str, Any]) -> int:
     return 1 + sum(_count(c) for c in node.get("children", ()))
 
 
-def tree(snapshot: Mapping[str, Any] | None) -> str:
+def tree(
+    snapshot: Mapping[str, Any] | None, spark: Spark | None = None, down_since: float | None = None
+) -> str:
+    """The tree as a table, each row with its history (`spark`); once the daemon is gone
+    (`down_since`), the last tree read, marked stale — never shown as running."""
     if snapshot is None:
         return "<p>no tree yet</p>"
     rows: list[str] = []
-    left_out = sum(_tree_rows(root, "", 0, rows) for root in snapshot.get("roots", ()))
+    left_out = sum(_tree_rows(root, "", 0, rows, spark) for root in snapshot.get("roots", ()))
     if left_out:
-        rows.append(f"<tr><td colspan=8 class=warn>{left_out} more nodes not shown</td></tr>")
+        rows.append(f"<tr><td colspan=9 class=warn>{left_out} more nodes not shown</td></tr>")
+    stale = ""
+    if down_since is not None:
+        stale = (
+            f"<p class=bad data-stale>daemon disconnected since {clock(down_since)} UTC: "
+            "this is the last tree it gave, not its state now</p>"
+        )
     return (
-        f"<p>{e(snapshot.get('supervisors'))} supervisors · {e(snapshot.get('actors'))} actors · "
+        f"{stale}<p>{e(snapshot.get('supervisors'))} supervisors · "
+        f"{e(snapshot.get('actors'))} actors · "
         f"{e(snapshot.get('processes'))} processes · {e(snapshot.get('threads'))} threads · "
         f"taken {clock(snapshot.get('taken_at'))} UTC</p>"
-        "<table><thead><tr><th>name</th><th>type</th><th>state</th><th>restarts</th>"
-        "<th>pid / thread</th><th>memory</th><th>mailbox</th><th>credit</th></tr></thead>"
+        f"<table{' class=stale' if stale else ''}><thead><tr><th>name</th><th>type</th>"
+        "<th>state</th><th>restarts</th><th>pid / thread</th><th>memory</th><th>mailbox</th>"
+        "<th>credit</th>"
+        + ("" if spark is None else "<th>memory · mailbox (15 min)</th>")
+        + "</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
@@ -181,7 +228,8 @@ def runs(views: Iterable[RunSummary], error: str | None = None) -> str:
             f'<article class="run {"ended" if run.outcome else "active"}" data-run="{e(run.id)}"'
             f' data-kind="{e(run.kind)}" data-state="{e(state)}"'
             f' data-events="{run.event_count}">'
-            f"<h2>{e(run.kind)} · {e(run.name)} <small>{e(run.id)}</small></h2>"
+            f'<h2><a href="/runs/{e(run.id)}">{e(run.kind)} · {e(run.name)}</a> '
+            f"<small>{e(run.id)}</small></h2>"
             f'<p><span class="st-{e(state)}">{e(state)}</span>{why} · started '
             f"{clock(run.started_at)} UTC{took} · {e(run.owner)} · {run.event_count} events</p>"
             f"<ol>{more}{events}</ol></article>"
@@ -208,7 +256,8 @@ def sessions(listed: Sequence[Mapping[str, Any]] | None, error: str | None = Non
     head = "".join(f"<th>{e(f)}</th>" for f in SESSION_FIELDS)
     rows = "".join(
         f'<tr data-session="{e(s.get("id"))}" data-busy="{"yes" if s.get("busy") else "no"}">'
-        + "".join(f"<td>{_cell(s.get(f))}</td>" for f in SESSION_FIELDS)
+        + f'<td><a href="/sessions/{e(s.get("id"))}">{_cell(s.get("id"))}</a></td>'
+        + "".join(f"<td>{_cell(s.get(f))}</td>" for f in SESSION_FIELDS[1:])
         + f"<td>{'busy' if s.get('busy') else 'idle'}</td>"
         + f"<td>{clock(s.get('updated'))}</td></tr>"
         for s in listed

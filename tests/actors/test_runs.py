@@ -345,3 +345,21 @@ def test_a_cancel_that_crosses_its_runs_end_is_no_error_to_its_owner(
             client.cancel_agent_run(run.ref)
         assert raises_kind(other.cancel_agent_run, started[2].ref) == "not_owner"
         assert raises_kind(client.cancel_agent_run, started[0].ref) == "not_owner"  # forgotten
+
+
+def test_the_record_keeps_the_trace_id_of_the_request_that_started_a_run(
+    parts: tuple[ServiceRuns, Any, RunLog],
+) -> None:
+    from phloem.base import telemetry
+
+    runs, sup, record = parts
+    ends = Ends(record)
+    owner = Owner.client("probe")
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    with telemetry.attached({"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}):
+        traced = runs.start(owner, "traced", _launch(sup, lambda run: run.end("done")))
+    ends.wait(1)
+    untraced = runs.start(owner, "untraced", _launch(sup, lambda run: run.end("done")))
+    ends.wait(2)
+    kept = {r.id: r.trace_id for r in record.runs()}
+    assert kept == {traced.id: trace_id, untraced.id: ""}

@@ -6,12 +6,15 @@ any model call or dial."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import re
 import signal
+import struct
 import subprocess
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -34,21 +37,29 @@ PROMPT = "you> "
 SESSION_ID = re.compile(r"session    (s-[0-9a-f-]+)")
 
 
-def keyless_env() -> dict[str, str]:
+SIZES = [(80, 24), (200, 50)]
+"""The terminal sizes the loop is checked at (columns, lines)."""
+
+
+def keyless_env(columns: int = 100, lines: int = 30) -> dict[str, str]:
     """The tests' environment without any API key, this checkout importable."""
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
-    return {**env, "PYTHONPATH": str(ROOT), "TERM": "xterm", "COLUMNS": "100"}
+    size = {"COLUMNS": str(columns), "LINES": str(lines)}
+    return {**env, "PYTHONPATH": str(ROOT), "TERM": "xterm", **size}
 
 
 class Terminal:
     """A command on a pseudo-terminal of its own (its controlling terminal: Ctrl-C is a
     keystroke), with everything it has shown so far as plain text."""
 
-    def __init__(self, args: list[str], cwd: Path) -> None:
-        env = keyless_env()
+    def __init__(self, args: list[str], cwd: Path, size: tuple[int, int] = (100, 30)) -> None:
+        columns, lines = size
+        env = keyless_env(columns, lines)
         pid, fd = pty.fork()
         if pid == 0:  # the child: nothing but exec
             try:
+                window = struct.pack("HHHH", lines, columns, 0, 0)
+                fcntl.ioctl(0, termios.TIOCSWINSZ, window)  # the terminal's size, as a person's
                 os.chdir(cwd)
                 os.execve(PY, [PY, "-m", "phloem", *args], env)
             finally:
@@ -156,7 +167,8 @@ def test_the_loop_on_a_terminal(
 ) -> None:
     fake.add(chat_text("Hello from the fake."), chat_text("Still here."))
     with running_daemon(harness_config(fake.base_url, tmp_path / "store")) as daemon:
-        term = Terminal(["chat", "--new", "--socket", str(daemon.socket)], workspace)
+        args = ["chat", "--new", "--socket", str(daemon.socket)]
+        term = Terminal(args, workspace, SIZES[0])
         terminals.append(term)
         term.expect("/help lists the commands; Ctrl-D leaves")
         banner = term.screen()
@@ -196,8 +208,11 @@ def test_the_loop_on_a_terminal(
         assert {s["id"] for s in listed} == {first, second}
 
 
-def test_the_demo_on_a_terminal_with_no_key(workspace: Path, terminals: list[Terminal]) -> None:
-    term = Terminal(["chat", "--demo"], workspace)
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "200x50"])
+def test_the_demo_on_a_terminal_with_no_key(
+    workspace: Path, terminals: list[Terminal], size: tuple[int, int]
+) -> None:
+    term = Terminal(["chat", "--demo"], workspace, size)
     terminals.append(term)
     term.expect("/help lists the commands; Ctrl-D leaves")
     banner = term.screen()

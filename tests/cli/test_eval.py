@@ -19,7 +19,15 @@ from junitparser import JUnitXml
 
 import phloem
 from tests.actors.eval.fixtures import ADK_LEGACY, case, phloem_set, write_json
-from tests.helpers import PY, ROOT, DaemonProc, run_cli, running_daemon, wait_until
+from tests.helpers import (
+    PY,
+    ROOT,
+    DaemonProc,
+    run_cli,
+    running_daemon,
+    short_tmpdir,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -29,6 +37,7 @@ disabled = ["echo"]
 [agents.components]
 helpdesk = "phloem.examples.helpdesk_eval:helpdesk"
 echo_agent = "tests.actors.eval.fixtures:EchoAgent"
+home = "tests.actors.eval.fixtures:home_agent"
 [agents.functions.sleepy]
 fn = "tests.actors.eval.fixtures:sleepy"
 input_keys = ["seconds", "pid_file"]
@@ -88,8 +97,10 @@ def test_eval_run_passes_writes_three_reports_and_prints_the_markdown(
     assert len(report["cases"][0]["samples"]) == 2
     suite = next(iter(JUnitXml.fromfile(str(out_xml))))
     assert suite.tests == 4 and suite.failures == 0 and suite.errors == 0
-    # off a terminal: one line per finished case
-    lines = sorted(err.splitlines())
+    # off a terminal: where it runs first, then one line per finished case
+    first, *rest = err.splitlines()
+    assert first == f"eval helpdesk: 4 cases, agent helpdesk, daemon at {daemon.socket}"
+    lines = sorted(rest)
     assert lines == sorted(
         f"case {c}: passed"
         for c in ("weather-oslo", "weather-lisbon", "greeting-then-weather", "off-topic")
@@ -387,3 +398,208 @@ def test_the_service_refuses_an_eval_set_struct_without_cases(daemon: DaemonProc
     with phloem.Client.connect(daemon.socket) as client, pytest.raises(phloem.PhloemError) as info:
         client.run_eval(EvalSet(id="e", version="1", cases=[]), agent="helpdesk")
     assert info.value.kind == "eval_set_invalid" and "no cases" in info.value.message
+
+
+LAMP = {
+    "schema_version": 2,
+    "id": "home",
+    "version": "1",
+    "cases": [
+        {
+            "id": "lamp",
+            "turns": [
+                {
+                    "id": "t1",
+                    "input": "Turn on the lamp",
+                    "expected_response": "The lamp is off.",
+                    "expected_trajectory": [
+                        {"name": "set_device", "args": {"device": "lamp", "on": False}},
+                        {"name": "get_status"},
+                    ],
+                }
+            ],
+        },
+        {
+            "id": "fan",
+            "turns": [{"input": "Is the fan on?", "expected_response": "The fan is off."}],
+        },
+    ],
+}
+
+
+def test_a_failing_case_shows_expected_against_actual_everywhere(
+    daemon: DaemonProc, tmp_path: Path
+) -> None:
+    path = write_json(tmp_path / "home.json", LAMP)
+    out_json, out_xml = tmp_path / "r.json", tmp_path / "r.xml"
+    code, out, err = cli(
+        daemon, "eval", "run", str(path), "--agent", "home", "--json", str(out_json),
+        "--junit", str(out_xml),
+    )  # fmt: skip
+    assert code == 2, err
+    on = 'set_device({"device":"lamp","on":true})'
+    off = 'set_device({"device":"lamp","on":false})'
+    # Markdown: a Failures section, expected next to actual, the scores against thresholds
+    failures = out.split("## Failures\n", 1)[1]
+    assert "### `lamp`: failed" in failures and "`fan`" not in failures
+    assert "| response | `The lamp is off.` | `The lamp is on.` |" in failures
+    scores = "Scores: tool_trajectory_avg_score 0.000 < 1, response_match_score 0.750 < 0.8."
+    assert scores in failures
+    assert "Trajectory (exact, args exact):" in failures
+    assert f"| ~ | `{off}` | `{on}` | args differ: on |" in failures
+    assert "| - | `get_status({})` |  | missing |" in failures
+    # the terminal (stderr): the same, as the case ends
+    explained = err.split("case lamp: failed\n", 1)[1]
+    assert '    expected response: "The lamp is off."' in explained
+    assert '    actual response:   "The lamp is on."' in explained
+    assert "response_match_score 0.750 < 0.8" in explained
+    assert f"        ~ expected {off}\n          actual   {on}  [args differ: on]" in explained
+    assert "        - get_status({})" in explained
+    assert "case fan: passed" in err
+    # JUnit: the <failure>'s message and body
+    suite = next(iter(JUnitXml.fromfile(str(out_xml))))
+    lamp = next(c for c in suite if c.name == "lamp")
+    [failure] = lamp.result
+    assert 'expected "The lamp is off."; actual "The lamp is on."' in failure.message
+    assert "trajectory 1 mismatch, 1 missing" in failure.message
+    assert f"~ expected {off}" in failure.text and "- get_status({})" in failure.text
+    # JSON: the diagnosis itself
+    sample = json.loads(out_json.read_bytes())["cases"][0]["samples"][0]
+    turn = sample["diagnosis"]["turns"][0]
+    assert turn["expected_response"] == "The lamp is off."
+    assert turn["actual_response"] == "The lamp is on."
+    assert [s["status"] for s in turn["trajectory"]] == ["mismatch", "missing"]
+    assert turn["trajectory"][0]["differs"] == ["on"]
+    assert sample["diagnosis"]["thresholds"]["response_match_score"] == 0.8
+
+
+def test_an_errored_case_shows_its_first_error(daemon: DaemonProc, tmp_path: Path) -> None:
+    crit = write_json(tmp_path / "c.json", EXACT)
+    path = write_json(tmp_path / "f.json", phloem_set([case("boom", {"input": "fail"})]))
+    xml = tmp_path / "f.xml"
+    code, out, err = cli(
+        daemon, "eval", "run", str(path), "--agent", "echo_agent", "--criteria", str(crit),
+        "--junit", str(xml),
+    )  # fmt: skip
+    assert code == 2
+    assert "### `boom`: error" in out and "First error: `agent_error`: asked to fail" in out
+    assert "    first error: agent_error: asked to fail" in err
+    [error] = next(c for c in next(iter(JUnitXml.fromfile(str(xml)))) if c.name == "boom").result
+    assert "first error: agent_error: asked to fail" in error.text
+
+
+def _case_ids(report: Path) -> list[str]:
+    return [c["id"] for c in json.loads(report.read_bytes())["cases"]]
+
+
+def test_case_globs_and_rerun_failed(daemon: DaemonProc, tmp_path: Path) -> None:
+    crit = write_json(tmp_path / "c.json", EXACT)
+    path = echo_set(tmp_path, "e.json", {"a": "a", "b1": "b1", "b2": "wrong", "c": "wrong"})
+    report = tmp_path / "r.json"
+    base = ("eval", "run", str(path), "--agent", "echo_agent", "--criteria", str(crit))
+    code, _, err = cli(daemon, *base, "--case", "b*", "--json", str(report))
+    assert code == 2 and _case_ids(report) == ["b1", "b2"], err
+    assert err.splitlines()[0].startswith("eval echo: 2 cases, agent echo_agent, daemon at")
+    code, _, _ = cli(daemon, *base, "--case", "a", "--case", "b?", "--json", str(report))
+    assert _case_ids(report) == ["a", "b1", "b2"]
+    code, out, err = cli(daemon, *base, "--case", "z*")
+    assert code == 1 and out == "" and "--case 'z*' matches no case of eval set 'echo'" in err
+    full = tmp_path / "full.json"
+    code, _, _ = cli(daemon, *base, "--json", str(full))
+    assert code == 2 and _case_ids(full) == ["a", "b1", "b2", "c"]
+    code, _, err = cli(daemon, *base, "--rerun-failed", str(full), "--json", str(report))
+    assert code == 2 and _case_ids(report) == ["b2", "c"], err
+    code, _, _ = cli(
+        daemon, *base, "--rerun-failed", str(full), "--case", "c", "--json", str(report)
+    )
+    assert _case_ids(report) == ["c"]
+    passing = tmp_path / "passing.json"
+    assert cli(daemon, *base, "--case", "a", "--json", str(passing))[0] == 0
+    code, _, err = cli(daemon, *base, "--rerun-failed", str(passing))
+    assert code == 1 and "nothing to re-run: no case of the report failed" in err
+    other = write_json(tmp_path / "o.json", phloem_set([case("a", {"input": "a"})], "other"))
+    code, _, err = cli(
+        daemon, "eval", "run", str(other), "--agent", "echo_agent", "--rerun-failed", str(full)
+    )
+    assert code == 1 and "the report to re-run is of eval set 'echo', not 'other'" in err
+    code, _, err = cli(daemon, *base, "--rerun-failed", str(tmp_path / "missing.json"))
+    assert code == 1 and "[eval_baseline_invalid]" in err
+
+
+def _standalone_config(socket: Path) -> str:
+    return CONFIG + f'[daemon]\nsocket = "{socket}"\n'
+
+
+def test_eval_run_with_config_runs_embedded_without_a_daemon_and_on_one_with_it(
+    tmp_path: Path,
+) -> None:
+    d = short_tmpdir()
+    socket = d / "phloem.sock"
+    config = d / "phloem.toml"
+    config.write_text(_standalone_config(socket))
+    crit = write_json(tmp_path / "c.json", EXACT)
+    good = echo_set(tmp_path, "good.json", {"a": "a", "b": "b"})
+    bad = echo_set(tmp_path, "bad.json", {"a": "a", "b": "not b"})
+
+    def run(path: Path) -> tuple[int, str, str]:
+        done = run_cli(
+            "eval", "run", str(path), "--agent", "echo_agent", "--criteria", str(crit),
+            "--config", str(config), timeout=120,
+        )  # fmt: skip
+        return done.returncode, done.stdout, done.stderr
+
+    assert not socket.exists()
+    code, embedded_good, err = run(good)
+    assert code == 0, err
+    assert (
+        err.splitlines()[0] == f"eval echo: 2 cases, agent echo_agent, embedded tree from {config}"
+    )
+    code, embedded_bad, err = run(bad)
+    assert code == 2 and "| b | failed |" in embedded_bad and "## Failures" in embedded_bad, err
+    assert not socket.exists()  # nothing left listening
+    daemon = DaemonProc(socket, config).wait_ready()
+    try:
+        code, daemon_good, err = run(good)
+        assert code == 0, err
+        assert err.splitlines()[0] == f"eval echo: 2 cases, agent echo_agent, daemon at {socket}"
+        code, daemon_bad, _ = run(bad)
+        assert code == 2
+    finally:
+        assert daemon.stop() == 0
+    assert embedded_good == daemon_good and embedded_bad == daemon_bad  # the same reports
+
+
+def test_unimplemented_adk_fields_are_named_once_as_a_warning(
+    daemon: DaemonProc, tmp_path: Path
+) -> None:
+    fixtures = ROOT / "tests" / "actors" / "eval" / "adk_fixtures"
+    code, out, err = cli(
+        daemon, "eval", "run", str(fixtures / "home.evalset.json"), "--agent", "home",
+        "--criteria", str(fixtures / "test_config.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    [warning] = [line for line in err.splitlines() if line.startswith("warning:")]
+    for name in ("user_simulator_config", "final_response_match_v2", "conversation_scenario"):
+        assert warning.count(name) == 1 and out.count(f"`{name}`") == 1
+    assert "| simulated_user | not_evaluated |" in out
+
+
+def test_ctrl_c_stops_an_embedded_eval_and_its_children(tmp_path: Path) -> None:
+    d = short_tmpdir()
+    config = d / "phloem.toml"
+    config.write_text(_standalone_config(d / "phloem.sock"))
+    pid_file = tmp_path / "pids"
+    c = case("c0", {"input": "go", "expected_response": "woke"})
+    c["session_input"] = {"state": {"seconds": 60, "pid_file": str(pid_file)}}
+    path = write_json(tmp_path / "slow.json", phloem_set([c]))
+    proc = subprocess.Popen(
+        [PY, "-m", "phloem", "eval", "run", str(path), "--agent", "sleepy", "--timeout", "300",
+         "--case-timeout", "200", "--config", str(config)],
+        cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", 60)
+    [pid] = [int(p) for p in pid_file.read_text().split()]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 130
+    assert proc.stderr is not None and "embedded tree from" in proc.stderr.read().decode()
+    wait_until(lambda: not alive(pid), 30, "the case's child gone with the embedded tree")

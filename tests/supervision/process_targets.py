@@ -128,11 +128,23 @@ def exit_on_sigterm(ch: Channel, code: int) -> None:
     threading.Event().wait()
 
 
+HOLD_CHUNK = 4 * 1024 * 1024  # under a member's share at the cap in these tests (no stall)
+
+
 def _hold(size: int) -> None:
-    """Make `size` bytes resident (every page written), then wait for ever."""
-    block = bytearray(size)
-    for i in range(0, size, 4096):
-        block[i] = 1
+    """Make `size` bytes resident (every page written) in blocks of `HOLD_CHUNK`, then
+    wait for ever. A block the tree's address-space budget refuses (`MemoryError`) is
+    asked for again a moment later: the tree's cap ends it, not the helper giving up."""
+    blocks: list[bytearray] = []
+    while len(blocks) * HOLD_CHUNK < size:
+        try:
+            block = bytearray(min(HOLD_CHUNK, size - len(blocks) * HOLD_CHUNK))
+        except MemoryError:
+            time.sleep(0.005)
+            continue
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        blocks.append(block)
     threading.Event().wait()
 
 
@@ -196,7 +208,13 @@ def orphan_hogs(ch: Channel, helpers: int, size: int) -> None:
     """Start `helpers` Python processes in sessions of their own through a shell that
     exits at once (they are re-parented to the fork server), each holding `size`
     resident bytes; send their pids, then wait for ever."""
-    code = f"import threading; b = b'x' * {size}; threading.Event().wait()"
+    code = (  # in blocks, a refused one asked again (see `_hold`)
+        "import threading, time\nblocks = []\n"
+        f"while len(blocks) * {HOLD_CHUNK} < {size}:\n"
+        f"    try: blocks.append(b'x' * {HOLD_CHUNK})\n"
+        "    except MemoryError: time.sleep(0.005)\n"
+        "threading.Event().wait()"
+    )
     script = f'for i in $(seq {helpers}); do setsid "$0" -c "$1" >/dev/null 2>&1 & echo $!; done'
     out = subprocess.run(
         ["sh", "-c", script, sys.executable, code], capture_output=True, check=True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -10,6 +12,7 @@ import pytest
 
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.secrets import REDACTED
+from phloem.supervision import forkserver
 from phloem.supervision.childcall import CallControl, ChildCallError, call_in_child
 from phloem.supervision.handle import ChildHandle, ChildStartError
 from phloem.supervision.reasons import ExitKind, ExitReason
@@ -128,3 +131,29 @@ def test_a_call_cancelled_before_it_starts_starts_nothing() -> None:
     with pytest.raises(ChildCallError) as info:
         call_in_child(targets.double, 1, name="never", control=control, start=never)
     assert info.value.kind == "child_cancelled" and control.pid is None
+
+
+def test_a_call_whose_fork_server_dies_is_child_server_lost_and_the_next_one_runs() -> None:
+    control = CallControl()
+    errors: list[ChildCallError] = []
+
+    def call() -> None:
+        try:
+            call_in_child(time.sleep, 30, name="lost", control=control, timeout=60)
+        except ChildCallError as exc:
+            errors.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    deadline = time.monotonic() + 30
+    while control.pid is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    server = forkserver.server_pid()
+    assert control.pid is not None and server is not None
+    os.kill(server, signal.SIGKILL)
+    caller.join(30)
+    [error] = errors
+    assert error.kind == "child_server_lost", error
+    assert error.reason is not None and error.reason.server_lost
+    assert call_in_child(targets.double, 21, name="next", timeout=30) == 42
+    assert forkserver.server_pid() not in (None, server)

@@ -14,11 +14,12 @@ import psutil
 import pytest
 
 from phloem.base import logs as phloem_logs
-from phloem.supervision import forkserver, threadpark
+from phloem.supervision import forkserver, process, threadpark
 from phloem.supervision._bootstrap import POOL_SIZE
-from phloem.supervision.process import ProcessHandle, start_process
+from phloem.supervision.handle import ChildStartError
+from phloem.supervision.process import MAX_START_ATTEMPTS, ProcessHandle, start_process
 from phloem.supervision.proctree import proc_table
-from phloem.supervision.reasons import ExitKind, ExitReason
+from phloem.supervision.reasons import SERVER_LOST, ExitKind, ExitReason
 from phloem.supervision.spec import Command, ProcessTarget
 from tests.helpers import wait_until
 from tests.supervision import process_targets as targets
@@ -98,7 +99,8 @@ def test_a_dead_fork_server_is_survived_and_its_children_are_reported_killed() -
     old = forkserver.server_pid()
     assert old is not None
     os.kill(old, signal.SIGKILL)
-    assert h.wait(10) == ExitReason.killed("fork server died")
+    reason = h.wait(10)
+    assert reason == ExitReason.killed(SERVER_LOST) and reason.server_lost
     assert gone(h.pid)
     fresh = start_process(ProcessTarget(targets.echo, pass_channel=True), name="fresh")
     try:
@@ -106,6 +108,52 @@ def test_a_dead_fork_server_is_survived_and_its_children_are_reported_killed() -
         assert fresh.request("hello", timeout=5) == "hello"
     finally:
         fresh.stop(0)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("attempts", [MAX_START_ATTEMPTS, 1], ids=["default", "one-attempt"])
+def test_a_start_the_dying_fork_server_took_along_is_made_again_on_a_fresh_one(
+    attempts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server is stopped, its idle children used up: the next start waits on the
+    # server itself when it is killed. Its running children die with it, typed once;
+    # the start goes to a fresh server and succeeds — unless it has no attempt left.
+    monkeypatch.setattr(process, "MAX_START_ATTEMPTS", attempts)
+    server = forkserver.get_server()
+    os.kill(server.pid, signal.SIGSTOP)
+    held: list[ProcessHandle] = []
+    started: list[ProcessHandle | BaseException] = []
+    try:
+        while server._idle:
+            held.append(start_process(ProcessTarget(targets.run_forever), name="pooled"))
+        waiting = threading.Thread(
+            target=lambda: started.append(_start_echo()), name="waiting-start"
+        )
+        waiting.start()
+        wait_until(lambda: bool(server._pending))  # its Spawn is with the stopped server
+    finally:
+        os.kill(server.pid, signal.SIGKILL)
+    waiting.join(30)
+    for h in held:
+        reason = h.wait(10)
+        assert reason is not None and reason.server_lost, reason
+    [fresh] = started
+    if attempts == 1:
+        assert isinstance(fresh, ChildStartError) and fresh.reason.server_lost, fresh
+        return
+    assert isinstance(fresh, ProcessHandle), fresh
+    try:
+        assert forkserver.server_pid() not in (None, server.pid)
+        assert fresh.request("hello", timeout=5) == "hello"
+    finally:
+        fresh.stop(0)
+
+
+def _start_echo() -> ProcessHandle | BaseException:
+    try:
+        return start_process(ProcessTarget(targets.echo, pass_channel=True), name="late")
+    except BaseException as exc:  # the test asserts on it
+        return exc
 
 
 def _counts() -> tuple[int, int, int, int]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
@@ -17,12 +19,14 @@ import pytest
 import phloem
 from phloem.actors.sessions.durable import DurableSessionService
 from phloem.agents.events import Event
+from phloem.web.sessionview import MAX_TRANSCRIPT_EVENTS
 from tests.helpers import DaemonProc, running_daemon, short_tmpdir, wait_until
 from tests.web.webproc import PLANNING_CONFIG, SLEEPING_PLAN, running_web
 
 pytestmark = pytest.mark.timeout(180)
 
 PAGE_TIMEOUT_S = 60.0
+UNTRUSTED = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 AGENTS = """
 [agents.functions.quick]
 fn = "tests.actors.runs_fixtures:quick"
@@ -39,8 +43,12 @@ def store() -> Iterator[Path]:
     session = sessions.create_session(
         "phloem", "user", session_id="s-web", meta={"agent": "coder", "workdir": "/w"}
     )
-    for text in ("hello", "a private answer"):
+    for text in ("hello", "a private answer", UNTRUSTED):
         sessions.append_event(session, Event.from_text("coder", text))
+    for name, count in (("s-full", MAX_TRANSCRIPT_EVENTS), ("s-over", MAX_TRANSCRIPT_EVENTS + 1)):
+        long = sessions.create_session("phloem", "user", session_id=name, meta={"agent": "coder"})
+        for i in range(count):
+            sessions.append_event(long, Event.from_text("coder", f"line {i}"))
     sessions.close()
     yield root / "sessions"
     shutil.rmtree(root, ignore_errors=True)
@@ -114,10 +122,36 @@ def test_the_sessions_page_lists_the_sessions(web: str) -> None:
 
     wait_until(lists_it, PAGE_TIMEOUT_S, "the session")
     html = page(web + "/sessions")
-    assert '<tr data-session="s-web" data-busy="no"><td>s-web</td><td>coder</td>' in html
-    assert "<td>/w</td><td>2</td><td>idle</td>" in html  # two events, no turn running
+    assert (
+        '<tr data-session="s-web" data-busy="no"><td><a href="/sessions/s-web">s-web</a></td>'
+        "<td>coder</td>" in html
+    )
+    assert "<td>/w</td><td>3</td><td>idle</td>" in html  # three events, no turn running
     assert "private answer" not in html and "s-web.jsonl" not in html
     assert '<a href="/sessions" class=here>Sessions</a>' in html
+
+
+def test_a_sessions_transcript_is_shown_read_only_and_escaped(web: str) -> None:
+    html = page(web + "/sessions/s-web")
+    assert '<div class=session data-session="s-web">' in html
+    texts = re.findall(r"<div class=text>(.*?)</div>", html)
+    assert texts[:2] == ["hello", "a private answer"]
+    assert texts[2] == html_escape(UNTRUSTED)  # untrusted text: escaped, never markup
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "compaction:" not in html  # no decisions kept: nothing marked
+    assert '<a href="/sessions" class=here>Sessions</a>' in html
+    for path, code in (("/sessions/nobody", 404), ("/sessions/..%2Fetc", 404)):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            page(web + path)
+        assert err.value.code == code, path
+
+
+def test_a_transcript_page_reads_at_most_its_last_events(web: str) -> None:
+    full = page(web + "/sessions/s-full")
+    assert full.count('<li class="event ') == MAX_TRANSCRIPT_EVENTS and "older events" not in full
+    over = page(web + "/sessions/s-over")
+    assert over.count('<li class="event ') == MAX_TRANSCRIPT_EVENTS
+    assert "1 older events not shown" in over and ">line 0<" not in over and ">line 1<" in over
 
 
 def test_the_agents_page_lists_the_catalogue(web: str) -> None:

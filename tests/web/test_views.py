@@ -83,7 +83,9 @@ def test_values_are_escaped_and_live_shows_only_allow_listed_fields() -> None:
     assert "&lt;b&gt;open&lt;/b&gt;" in html and "<b>open" not in html
     assert "sk-secret" not in html and "AAAA" not in html and "alice" not in html
     assert "<td>3</td><td>1</td>" in html  # turn and generation epochs
-    assert "daemon unreachable: no_daemon" in views.summary(None, "no_daemon")
+    assert "daemon disconnected: no_daemon" in views.summary(None, "no_daemon")
+    gone = views.summary({"pid": 1}, "connection_lost", down_since=3661.0)
+    assert "data-daemon=disconnected" in gone and "since 01:01:01 UTC" in gone
 
 
 def test_the_tree_renders_each_node_with_its_restarts() -> None:
@@ -195,7 +197,10 @@ def test_the_sessions_page_shows_each_session_without_its_transcript() -> None:
         {"id": "s2", "agent": "coder", "workdir": "/w", "events": None, "busy": False},
     ]
     html = views.sessions(listed)
-    assert '<tr data-session="s&lt;1&gt;" data-busy="yes"><td>s&lt;1&gt;</td>' in html
+    assert (
+        '<tr data-session="s&lt;1&gt;" data-busy="yes">'
+        '<td><a href="/sessions/s&lt;1&gt;">s&lt;1&gt;</a></td>' in html
+    )
     assert "<td>coder</td><td>/w</td><td>12</td><td>busy</td>" in html
     assert "<td>&ndash;</td><td>idle</td>" in html  # events not known without reading
     assert "/secret/place.jsonl" not in html
@@ -259,7 +264,8 @@ def test_without_a_daemon_the_view_says_so_and_keeps_trying(tmp_short: Path) -> 
 
     hub = asyncio.run(go())
     assert hub.counters["poll_errors"] >= 2  # it retried
-    assert "daemon unreachable: no_daemon" in hub.rendered["summary"]
+    assert "daemon disconnected since" in hub.rendered["summary"]
+    assert "no_daemon" in hub.rendered["summary"]
     assert hub.stats()["connected"] is False
 
 

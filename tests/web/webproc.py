@@ -134,3 +134,46 @@ def browser_or_skip() -> Any:
         executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"]
     )
     return manager, browser
+
+
+UNTRUSTED_TEXT = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+SEEDED_SESSION = "s-compacted"
+
+
+def seed_sessions(directory: Path) -> str:
+    """A session store with one session whose compaction elided an old tool result and
+    dropped an old turn (its sidecar, as the harness writes it) and whose transcript holds
+    untrusted markup; made before a daemon opens the store. Its id."""
+    from phloem.actors.sessions.compaction import SIDECAR_KIND
+    from phloem.actors.sessions.durable import DurableSessionService
+    from phloem.agents.events import Event
+    from phloem.protocols.compaction import State
+    from phloem.protocols.content import Content, Part
+    from phloem.protocols.tokens import digest, wire_content
+
+    store = DurableSessionService(directory, sync=False)
+    session = store.create_session(
+        "phloem", "user", session_id=SEEDED_SESSION, meta={"agent": "coder", "workdir": "/w"}
+    )
+    call = Part.from_function_call("read", {"path": "notes.txt"}, id="call_1")
+    answer = Part.from_function_response("read", {"output": "x" * 300}, id="call_1")
+    old_turn = [Content.user("an old question"), Content.model("an old answer")]
+    contents = [
+        Content.user("read notes.txt"),
+        Content(role="model", parts=(call,)),
+        Content(role="user", parts=(answer,)),
+        Content.model("notes.txt is 300 x's"),
+        *old_turn,
+        Content.user(UNTRUSTED_TEXT),
+        Content.model("that was markup, shown as text"),
+    ]
+    for content in contents:
+        store.append_event(
+            session, Event(author="user" if content.role == "user" else "coder", content=content)
+        )
+    state = State(
+        elided_responses=["id:call_1"], dropped_turns=[digest([wire_content(c) for c in old_turn])]
+    )
+    store.save_sidecar(session.id, SIDECAR_KIND, state.to_json())
+    store.close()
+    return session.id

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phloem.actors.eval import accounting
+from phloem.actors.eval.diagnosis import Budget, diagnose
 from phloem.actors.eval.judge import judge
 from phloem.actors.eval.options import EvalOptions
 from phloem.actors.eval.scorers import Scorer, check_scorers, custom_score
@@ -39,7 +40,7 @@ from phloem.base.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.evalcriteria import CUSTOM, LLM_JUDGE, Criteria
-from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult
+from phloem.protocols.evalreport import CaseResult, Diagnosis, EvalReport, SampleResult
 from phloem.protocols.evalset import EvalCase, EvalSet, ToolCall
 from phloem.protocols.model import Model
 from phloem.supervision.owners import carry
@@ -54,17 +55,18 @@ _ids = itertools.count(1)
 
 def turn_output(run: AgentRun) -> TurnOutput:
     """What one turn answered: its output (`AgentRun.output`: the outcome's result, else
-    the last text an agent said), the texts said before the last, and every tool call
-    the agents made, in order."""
+    the last text an agent said), the texts said before the last, every tool call the
+    agents made, in order, and the first error event."""
     calls: list[ToolCall] = []
     texts: list[str] = []
+    error = next((e.error for e in run.events if e.error is not None), None)
     for event in run.events:
         if event.author == "user" or event.content is None or event.planner_status is not None:
             continue
         calls.extend(ToolCall(c.name, dict(c.args)) for c in event.content.function_calls)
         if event.text and not event.content.function_calls and not event.partial:
             texts.append(event.text)
-    return TurnOutput(run.output, tuple(calls), tuple(texts[:-1]))
+    return TurnOutput(run.output, tuple(calls), tuple(texts[:-1]), error)
 
 
 @dataclass
@@ -115,6 +117,7 @@ class EvalEngine:
         self.on_case = on_case
         self.invocation_timeout_s = invocation_timeout_s or options.case_timeout_s
         self.name = f"eval-{next(_ids)}"
+        self.diagnoses = Budget()  # at most MAX_DIAGNOSED_SAMPLES diagnosed samples a run
         self.started = time.monotonic()
 
     # -- one sample ---------------------------------------------------------------------
@@ -123,8 +126,13 @@ class EvalEngine:
         sid = accounting.sample_id(self.evalset.id, self.evalset.version, case.id, index)
         started = time.monotonic()
 
+        outputs: list[TurnOutput] = []
+
         def done(status: Any, metrics: dict[str, float | None], **extra: Any) -> SampleResult:
             ms = int((time.monotonic() - started) * 1000)
+            cause = extra.pop("cause", None) or extra.get("error")
+            if status in ("failed", "error") and self.diagnoses.take():
+                extra["diagnosis"] = diagnose(self.criteria, case.turns, outputs, cause)
             return SampleResult(sid, index, status, metrics, duration_ms=ms, **extra)
 
         if not case.turns:
@@ -135,8 +143,8 @@ class EvalEngine:
             (si.app_name if si else "") or "phloem-eval",
             (si.user_id if si else "") or "eval",
             state=si.state if si else None,
+            session_id=si.session_id if si else None,
         )
-        outputs: list[TurnOutput] = []
         interceptors = self.chain()
         for turn in case.turns:
             if job.token.cancelled:
@@ -160,6 +168,7 @@ class EvalEngine:
                         kind=ErrorKind.EVAL_RUN_FAILED,
                         message=f"turn {turn.id}: {outcome.status} ({why}): {outcome.message}",
                     ),
+                    cause=turn_output(run).error or outcome.error,  # what went wrong first
                 )
             outputs.append(turn_output(run))
         metrics: dict[str, float | None] = {}
@@ -232,7 +241,7 @@ class EvalEngine:
             )
             ms = int((time.monotonic() - job.started) * 1000)
             error = ErrorValue(kind=kind, message=message)
-            record(key, SampleResult(sid, key[1], "error", {}, error=error, duration_ms=ms))
+            record(key, self._errored(sid, key[1], error, ms))
 
         try:
             while pending or running:
@@ -253,7 +262,7 @@ class EvalEngine:
                             kind=ErrorKind.TIMEOUT,
                             message=f"not started before timeout_s ({opts.timeout_s:g}s)",
                         )
-                        record(key, SampleResult(sid, key[1], "error", {}, error=error))
+                        record(key, self._errored(sid, key[1], error))
                     break
                 wake = min([run_deadline, *(j.deadline for j in running.values())])
                 try:
@@ -282,6 +291,14 @@ class EvalEngine:
         done = [f for f in finished if f is not None]
         return accounting.set_report(self.evalset, self.agent.name, done, self.criteria, opts, ms)
 
+    def _errored(self, sid: str, index: int, error: ErrorValue, ms: int = 0) -> SampleResult:
+        """A sample that ended in `error` outside its run (a timeout, a crash): its
+        diagnosis is the error alone."""
+        diagnosis = Diagnosis(error=error) if self.diagnoses.take() else None
+        return SampleResult(
+            sid, index, "error", {}, error=error, duration_ms=ms, diagnosis=diagnosis
+        )
+
     def _launch(
         self,
         key: tuple[int, int],
@@ -308,8 +325,7 @@ class EvalEngine:
                 sid = accounting.sample_id(self.evalset.id, self.evalset.version, case.id, key[1])
                 kind = exc.kind if isinstance(exc, PhloemError) else ErrorKind.EVAL_RUN_FAILED
                 message = exc.message if isinstance(exc, PhloemError) else repr(exc)
-                error = ErrorValue(kind=kind, message=message)
-                sample = SampleResult(sid, key[1], "error", {}, error=error)
+                sample = self._errored(sid, key[1], ErrorValue(kind=kind, message=message))
             results.put((key, sample))
 
         # carried: process children of the sample's run are listed under the eval's driver

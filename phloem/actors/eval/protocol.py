@@ -47,6 +47,7 @@ class EvalProgress(msgspec.Struct, frozen=True):
     passed: int
     evaluated: int
     elapsed_s: float
+    detail: str = ""  # why a case did not pass (`evalreport.diagnosis_lines`), else ""
 
 
 EvalStreamItem = run_item_type(EvalProgress, EvalReport)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from phloem.protocols.errors import ErrorValue
 from phloem.protocols.evalcriteria import (
     EXACT_RESPONSE,
     RESPONSE_MATCH,
@@ -43,6 +44,7 @@ class TurnOutput:
     response: str
     tool_calls: tuple[ToolCall, ...] = ()
     intermediate: tuple[str, ...] = field(default=())
+    error: ErrorValue | None = None  # the first error event of the turn's run
 
 
 def normalize(text: str, how: Normalization) -> str:
@@ -123,6 +125,13 @@ def _max_matching(
     expected: Sequence[ToolCall], actual: Sequence[ToolCall], same: Callable[[int, int], bool]
 ) -> int:
     """Size of a maximum matching of expected to distinct actual calls (augmenting paths)."""
+    return len(_matching(expected, actual, same))
+
+
+def _matching(
+    expected: Sequence[ToolCall], actual: Sequence[ToolCall], same: Callable[[int, int], bool]
+) -> dict[int, int]:
+    """A maximum matching of expected to distinct actual calls: actual index → expected."""
     owner: dict[int, int] = {}
 
     def assign(i: int, seen: set[int]) -> bool:
@@ -135,7 +144,9 @@ def _max_matching(
                 return True
         return False
 
-    return sum(1 for i in range(len(expected)) if assign(i, set()))
+    for i in range(len(expected)):
+        assign(i, set())
+    return owner
 
 
 def trajectory_matches(
@@ -161,6 +172,100 @@ def trajectory_matches(
     if match == "any_order" and len(expected) != len(actual):
         return False
     return _max_matching(expected, actual, same) == len(expected)
+
+
+StepStatus = Literal["match", "mismatch", "missing", "extra"]
+Step = tuple[StepStatus, int | None, int | None]  # status, expected index, actual index
+
+
+def align(
+    expected: Sequence[ToolCall],
+    actual: Sequence[ToolCall],
+    match: MatchPolicy,
+    args: ArgsPolicy,
+) -> list[Step]:
+    """Expected and actual calls side by side, paired as `match` pairs them (with the
+    same call comparison as `trajectory_matches`): `match` rows, `missing` (expected
+    only), `extra` (actual only), and `mismatch` — an expected call with no partner next
+    to the first unpaired actual call of the same name (its arguments differ)."""
+
+    def same(i: int, j: int) -> bool:
+        return call_matches(expected[i], actual[j], args)
+
+    rows: list[Step] = []
+    if match == "exact":
+        for k in range(max(len(expected), len(actual))):
+            if k >= len(actual):
+                rows.append(("missing", k, None))
+            elif k >= len(expected):
+                rows.append(("extra", None, k))
+            else:
+                rows.append(("match" if same(k, k) else "mismatch", k, k))
+        return rows
+    if match == "in_order":
+        j = 0
+        for i in range(len(expected)):
+            k = j
+            while k < len(actual) and not same(i, k):
+                k += 1
+            if k == len(actual):
+                rows.append(("missing", i, None))
+                continue
+            rows += [("extra", None, n) for n in range(j, k)]
+            rows.append(("match", i, k))
+            j = k + 1
+        rows += [("extra", None, n) for n in range(j, len(actual))]
+    else:
+        owner = _matching(expected, actual, same)
+        rows = [
+            ("match", owner[j], j) if j in owner else ("extra", None, j) for j in range(len(actual))
+        ]
+        paired = set(owner.values())
+        rows += [("missing", i, None) for i in range(len(expected)) if i not in paired]
+    return _pair_by_name(rows, same, lambda i, j: expected[i].name == actual[j].name)
+
+
+def _pair_by_name(
+    rows: list[Step], same: Callable[[int, int], bool], names: Callable[[int, int], bool]
+) -> list[Step]:
+    """Each `missing` expected call next to the first `extra` actual call of its name
+    that differs from it (an equal one is the same call out of place: both stay)."""
+    out = list(rows)
+    for row in rows:
+        i = row[1]
+        if row[0] != "missing" or i is None:
+            continue
+        k = next(
+            (
+                n
+                for n, (status, _, j) in enumerate(out)
+                if status == "extra" and j is not None and names(i, j) and not same(i, j)
+            ),
+            None,
+        )
+        if k is not None:
+            out[k] = ("mismatch", i, out[k][2])
+            out.remove(row)
+    return out
+
+
+def args_differ(expected: ToolCall, actual: ToolCall, args: ArgsPolicy) -> list[str]:
+    """The argument names `args` compares differently in two calls (sorted): under
+    `subset` those of `expected` absent or different in `actual`; under `exact` also
+    those only `actual` has; none under `ignored`."""
+    if args == "ignored":
+        return []
+    keys = set(expected.args) | (set(actual.args) if args == "exact" else set())
+    out = []
+    for key in keys:
+        if key not in expected.args or key not in actual.args:
+            out.append(key)
+            continue
+        e, a = expected.args[key], actual.args[key]
+        ok = json_subset(e, a) and (args == "subset" or json_subset(a, e))
+        if not ok:
+            out.append(key)
+    return sorted(out)
 
 
 def tool_trajectory(

@@ -41,7 +41,7 @@ from phloem.agents.preparation import prepare
 from phloem.base.logs import get_logger
 from phloem.models.interceptors import Interceptors
 from phloem.protocols.errors import ErrorKind, PhloemError
-from phloem.protocols.evalreport import CaseResult
+from phloem.protocols.evalreport import CaseResult, diagnosis_lines
 from phloem.protocols.refs import RefKind
 from phloem.supervision import (
     ActorHandle,
@@ -84,6 +84,7 @@ def drive(engine: EvalEngine, run: Run) -> None:
             counts["passed"],
             counts["evaluated"],
             round(time.monotonic() - engine.started, 3),
+            "\n".join(diagnosis_lines(case)),
         )
         note = {"case": case.id, "status": case.status, "done": done, "total": total}
         run.emit("case_done", item, {**note, "passed": counts["passed"]})

@@ -9,7 +9,8 @@ cancelled first: then the child is killed, nothing reported.
 
 A `CallbackOutcome` is either the child's checked answer (an `outcomes.Outcome`) or a
 failure: `callback_timeout`, `callback_worker_down`, `callback_memory_exceeded` (the
-child hit its memory cap) or `callback_exception`.
+child hit its memory cap), `callback_exception`, or `callback_server_lost` (the fork
+server died with the child: the run asks a planner callback again once, see `run`).
 
 An executor that runs an agent (`[planning.agents]`) has no child of its own:
 `start_agent` asks the tree's delegation (`phloem.agents.delegation`, the same one an
@@ -42,7 +43,11 @@ from phloem.tools.contract import ToolContext, is_failure
 log = get_logger("phloem.planning")
 
 Failure = Literal[
-    "callback_timeout", "callback_worker_down", "callback_memory_exceeded", "callback_exception"
+    "callback_timeout",
+    "callback_worker_down",
+    "callback_memory_exceeded",
+    "callback_exception",
+    "callback_server_lost",
 ]
 CANCEL_WAIT_S = 5.0
 """How long `CallbackTask.cancel` waits for the killed child to be reaped."""
@@ -215,6 +220,8 @@ def _failed(exc: ChildCallError) -> CallbackOutcome:
             return CallbackOutcome(failure="callback_timeout", detail=detail, pid=exc.pid)
         case "child_cancelled":
             return CallbackOutcome(failure="callback_worker_down", detail="cancelled", pid=exc.pid)
+        case "child_server_lost":
+            return CallbackOutcome(failure="callback_server_lost", pid=exc.pid)
         case "child_exited" if reason is not None and reason.kind is ExitKind.HEAP_EXCEEDED:
             return CallbackOutcome(failure="callback_memory_exceeded", pid=exc.pid)
     detail = str(reason) if reason is not None else exc.message

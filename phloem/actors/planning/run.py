@@ -11,9 +11,13 @@ waiter thread posts it back. At most one callback is in flight. The state machin
        └─ complete / error / failure: finish
 
 Budgets: `max_steps` (executor calls across all revisions), `max_replans`, one absolute
-deadline (`timeout_ms`) capping every callback's own `callback_timeout_ms`. Every end is a
-`PlanningResult` handed to the run's `RunRecord`, except when the owner went away: then
-the active worker is killed and the run stops without a result.
+deadline (`timeout_ms`) capping every callback's own `callback_timeout_ms`. A planner
+callback that failed only because the fork server died with it (`callback_server_lost`)
+is asked again once, as a restart would be, within the same deadline; an executor
+callback is not (its step may have acted): its observation carries the failure, and the
+planner decides. Every end is a `PlanningResult` handed to the run's `RunRecord`, except
+when the owner went away: then the active worker is killed and the run stops without a
+result.
 
 The actor is the driver of a run of the one run lifecycle (`phloem.actors.runs`): its
 events (`plan_accepted`, `step_started`, `observation`, `replan`, `terminal`) go to the
@@ -197,6 +201,7 @@ class PlanningRun(Actor):
         self.started = time.monotonic()
         self.deadline = self.started + self.options.timeout_ms / 1000
         self.on_callback: Callable[[CallbackOutcome], None] = self._on_plan
+        self.retry: Callable[[], None] | None = None  # the planner callback, asked again
         self.span: Any = None  # `planning_run`, and the callback in flight's own span
         self.callback_span: Any = None
 
@@ -231,7 +236,12 @@ class PlanningRun(Actor):
             if message.seq == self.seq and not self.ended:
                 self.task = None
                 self._end_callback_span(message.outcome.failure)
-                self.on_callback(message.outcome)
+                retry, self.retry = self.retry, None
+                if message.outcome.failure == "callback_server_lost" and retry is not None:
+                    log.info("planning_callback_retried", failure=message.outcome.failure)
+                    retry()
+                else:
+                    self.on_callback(message.outcome)
             return None
         if isinstance(message, CancelRun):
             return self._cancel(message.reason)
@@ -263,7 +273,13 @@ class PlanningRun(Actor):
         adapter: AdapterRef,
         call: Call,
         then: Callable[[CallbackOutcome], None],
+        retried: bool = False,
     ) -> None:
+        """Start the callback; a planner's, unless `retried`, may be asked again once
+        (`retry`, see the module docstring)."""
+        self.retry = None
+        if adapter.role == "planner" and not retried:
+            self.retry = lambda: self._callback(adapter, call, then, retried=True)
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             self._fail(ResultError(K.DEADLINE_EXCEEDED, limit=self.options.timeout_ms))

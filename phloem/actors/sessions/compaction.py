@@ -11,16 +11,19 @@ only what is sent. Warnings (`compaction_sidecar_load`, `compaction_budget_exhau
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from phloem.actors.sessions.protocol import CompactionMarks
+from phloem.agents.conversation import close_calls
+from phloem.agents.events import Event
 from phloem.agents.settings import LlmAgentConfig
 from phloem.models.interceptors import CallInfo, Interceptor
-from phloem.protocols.compaction import CompactionSession, Policy
-from phloem.protocols.content import ModelRequest, ModelResponse
-from phloem.protocols.tokens import content_from_wire, wire_request
+from phloem.protocols.compaction import CompactionSession, Policy, State, decisions_in
+from phloem.protocols.content import Content, ModelRequest, ModelResponse
+from phloem.protocols.tokens import content_from_wire, wire_content, wire_request
 from phloem.protocols.warnings import RunWarning
 from phloem.tools.outputlimit import OutputBudget
 
@@ -39,6 +42,36 @@ def policy_of(agent: LlmAgentConfig) -> Policy:
         minimum_elision_tokens=agent.minimum_elision_tokens,
         preserve_tool_names=tuple(agent.preserve_tool_names),
         calibration=agent.calibration,
+    )
+
+
+def marks(events: Sequence[Event], sidecar: object) -> CompactionMarks | None:
+    """Where the sticky decisions of `sidecar` (the session's `compaction` sidecar) fall
+    among `events`, which are rebuilt into a request's contents as the session's agent
+    builds them; None without decisions (or without a readable sidecar)."""
+    try:
+        state = State.from_json(sidecar)
+    except ValueError:
+        return None
+    if not (state.elided_responses or state.dropped_turns or state.exhausted_warned):
+        return None
+    sent = [e for e in events if e.content is not None and e.content.parts and e.error is None]
+    owner: dict[int, str] = {}
+    for event in sent:
+        assert event.content is not None
+        owner[id(event.content)] = event.id
+    contents: list[Content] = close_calls([e.content for e in sent if e.content is not None])
+    elided, dropped = decisions_in([wire_content(c) for c in contents], state)
+
+    def ids(indices: set[int]) -> list[str]:
+        found = (owner.get(id(contents[i])) for i in sorted(indices))
+        return list(dict.fromkeys(x for x in found if x is not None))
+
+    return CompactionMarks(
+        elided=ids(elided),
+        dropped=ids(dropped),
+        calibration=state.calibration,
+        exhausted=state.exhausted_warned,
     )
 
 

@@ -81,6 +81,17 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     events: int | None = None  # None: not known without reading the whole transcript
 
 
+class CompactionMarks(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the session's sticky compaction decisions fall in its transcript: the ids
+    of the events whose function responses are elided from model requests, and of the
+    events in dropped turns (the transcript itself keeps everything)."""
+
+    elided: list[str] = []
+    dropped: list[str] = []
+    calibration: float = 1.0
+    exhausted: bool = False  # the budget could not be met once (warned once)
+
+
 class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
     """One session: its summary, its state (secrets pruned), its last events, and what its
     agent runs on (so a client can say so, and name a missing key before a turn)."""
@@ -95,6 +106,7 @@ class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
     # does not set it ("" when it is set, or the provider needs none).
     missing_key_env: str = ""
     templates: bool = False  # the agent expands the workspace's `/name args` templates
+    compaction: CompactionMarks | None = None  # None: no compaction decisions kept
 
 
 class SessionRunStarted(msgspec.Struct, frozen=True):

@@ -36,7 +36,7 @@ from typing import Any
 
 from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
-from phloem.actors.sessions.compaction import SessionCompaction, policy_of
+from phloem.actors.sessions.compaction import SIDECAR_KIND, SessionCompaction, marks, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
 from phloem.actors.sessions.protocol import (
     CancelSession,
@@ -386,6 +386,7 @@ class SessionsService(ServiceActor):
             model=model.model if model is not None else "",
             missing_key_env=model.missing_key_env if model is not None else "",
             templates=bool(spec is not None and spec.templates),
+            compaction=marks(events, self.store.sidecar(session.id, SIDECAR_KIND)),
         )
 
     def runs_supervisor(self) -> SupervisorRef:

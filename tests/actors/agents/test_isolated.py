@@ -94,7 +94,10 @@ def test_an_isolated_function_over_its_memory_cap_ends_with_an_error_event(
 
 
 def fork_hogs() -> list[int]:
-    """Fork 4 helpers of 64 MiB each (each under a 128 MiB cap), then wait."""
+    """Fork 4 helpers of 64 MiB each (each under a 128 MiB cap), then wait. Each fills
+    its memory in 2 MiB blocks (under a member's share at the cap, so the tree cannot
+    stall under it) and asks again for a block the tree's address-space budget refuses
+    (`MemoryError`): the tree's cap ends them, not a helper giving up."""
     import time
 
     pids = []
@@ -102,8 +105,14 @@ def fork_hogs() -> list[int]:
         pid = os.fork()
         if pid == 0:
             try:
-                block = bytearray(64 * 1024 * 1024)
-                block[::4096] = b"\1" * (len(block) // 4096)
+                blocks = []
+                while len(blocks) < 32:
+                    try:
+                        blocks.append(bytearray(2 * 1024 * 1024))
+                    except MemoryError:
+                        time.sleep(0.005)
+                        continue
+                    blocks[-1][::4096] = b"\1" * (len(blocks[-1]) // 4096)
                 time.sleep(60)
             finally:
                 os._exit(0)

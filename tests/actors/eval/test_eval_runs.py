@@ -139,7 +139,10 @@ def test_agent_failures_are_errors_and_partial_cases(tree: Tree) -> None:
     assert by_id["fails"].status == "error"
     error = by_id["fails"].samples[0].error
     assert error is not None and error.kind == "eval_run_failed" and "agent_error" in error.message
-    assert by_id["fine"].status == "passed"
+    assert by_id["fine"].status == "passed" and by_id["fine"].samples[0].diagnosis is None
+    explained = by_id["fails"].samples[1].diagnosis  # every errored sample carries one
+    assert explained is not None and explained.error is not None
+    assert (explained.error.kind, explained.error.message) == ("agent_error", "asked to fail")
     assert by_id["no-expectation"].status == "not_evaluated"
     assert by_id["no-expectation"].not_evaluated == ["exact"]
     assert (report.pass_rate, report.status) == (0.5, "failed")
@@ -173,6 +176,10 @@ def test_a_case_over_its_timeout_is_an_error_and_its_child_process_is_killed(
     assert slow.status == "error"
     error = slow.samples[0].error
     assert error is not None and error.kind == "timeout" and "case_timeout_s" in error.message
+    assert slow.samples[0].diagnosis is not None and slow.samples[0].diagnosis.error == error
+    quick = {c.id: c for c in report.cases}["quick"]  # failed: "x" was expected
+    [turn] = quick.samples[0].diagnosis.turns  # type: ignore[union-attr]
+    assert (turn.turn_id, turn.expected_response, turn.scores) == ("turn-1", "x", {"exact": 0.0})
     pids = [int(p) for p in pid_file.read_text().split()]
     assert len(pids) == 2
     wait_until(
@@ -193,6 +200,10 @@ def test_the_run_timeout_ends_the_run_with_errors_for_what_is_left(tree: Tree) -
     assert [c.status for c in report.cases] == ["error", "error", "error"]
     messages = [c.samples[0].error.message for c in report.cases]  # type: ignore[union-attr]
     assert "run timeout_s" in messages[0] and "not started" in messages[2]
+    diagnoses = [c.samples[0].diagnosis for c in report.cases]
+    assert all(
+        d is not None and d.error is not None and d.error.kind == "timeout" for d in diagnoses
+    )
 
 
 def test_closing_the_client_cancels_the_eval_and_leaves_no_child(

@@ -148,15 +148,72 @@ def test_adk_evalset_text_parts_join_with_newlines_and_thoughts_are_skipped() ->
     assert parse(doc).cases[0].turns[0].expected_response == "a\nb"
 
 
-def test_adk_evalset_rejects_a_key_in_both_casings_and_unknown_keys() -> None:
+def test_adk_evalset_rejects_a_key_in_both_casings_and_unknown_keys_where_adk_does() -> None:
     doc = json.loads(json.dumps(ADK_SNAKE))
     doc["evalSetId"] = "again"
     with pytest.raises(es.PhloemError, match="given twice"):
         parse(doc)
     doc = json.loads(json.dumps(ADK_SNAKE))
-    doc["eval_cases"][0]["surprise"] = 1
-    with pytest.raises(es.PhloemError, match=r"\$\.eval_cases\[0\]: unknown field 'surprise'"):
+    doc["eval_cases"][0]["conversation"][0]["surprise"] = 1  # ADK's Invocation forbids extras
+    with pytest.raises(
+        es.PhloemError, match=r"\$\.eval_cases\[0\]\.conversation\[0\]: unknown field 'surprise'"
+    ):
         parse(doc)
+
+
+def test_adk_nulls_and_every_genai_part_field_are_read() -> None:
+    doc = json.loads(json.dumps(ADK_SNAKE))
+    invocation = doc["eval_cases"][0]["conversation"][0]
+    part = invocation["user_content"]["parts"][0]
+    for field in sorted(es._ADK_PART - {"text"}):
+        part[field] = None
+    invocation.update(duration=None, model_duration=None, tool_duration=None, rubrics=None)
+    invocation["app_details"] = None
+    invocation["intermediate_data"]["tool_uses"][0].update(partial_args=None, will_continue=None)
+    doc["eval_cases"][0].update(conversation_scenario=None, rubrics=None)
+    doc["eval_cases"][0]["session_input"]["session_id"] = None
+    doc["description"] = None
+    got = parse(doc)
+    assert got.cases[0].turns[0].input == "Turn on the lamp" and got.cases[0].unsupported == []
+    assert got.cases[0].session_input is not None and got.cases[0].session_input.session_id is None
+
+
+def test_adk_invocation_events_give_the_trajectory_and_intermediate_texts() -> None:
+    doc = json.loads(json.dumps(ADK_SNAKE))
+    events = [
+        {"author": "home", "content": {"parts": [{"text": "on it"}], "role": "model"}},
+        {
+            "author": "home",
+            "content": {
+                "role": "model",
+                "parts": [{"functionCall": {"name": "set_device", "args": {"device": "lamp"}}}],
+            },
+            "invocationIndex": 3,  # a UI-only field ADK ignores
+        },
+        {"author": "tool", "content": {"parts": [{"function_response": {"name": "set_device"}}]}},
+        {"author": "home", "content": None},
+    ]
+    doc["eval_cases"][0]["conversation"][0]["intermediate_data"] = {"invocationEvents": events}
+    got = parse(doc).cases[0]
+    turn = got.turns[0]
+    assert turn.expected_trajectory == [es.ToolCall("set_device", {"device": "lamp"})]
+    assert turn.expected_intermediate_responses == ["on it"]
+    assert got.unsupported == ["intermediate_data.tool_responses"]
+
+
+def test_adk_extra_fields_where_adk_allows_them_are_named_not_refused() -> None:
+    doc = json.loads(json.dumps(ADK_SNAKE))
+    doc["eval_cases"][0]["surprise"] = 1  # EvalCase: extra="allow"
+    doc["eval_cases"][0]["session_input"]["tenant"] = "t1"  # SessionInput: extra="allow"
+    doc["eval_cases"][0]["quiet"] = None  # a null extra says nothing
+    doc["producer"] = "a tool"  # EvalSet: extra fields ignored by ADK
+    got = parse(doc)
+    assert got.cases[0].unsupported == [
+        "eval_set.producer",
+        "eval_case.surprise",
+        "session_input.tenant",
+    ]
+    assert got.cases[1].unsupported[0] == "eval_set.producer"
 
 
 def test_adk_conversation_scenario_and_rubrics_are_not_evaluated_by_name() -> None:
@@ -235,6 +292,71 @@ def test_adk_test_config_threshold_and_object_forms() -> None:
 def test_adk_match_types_keep_adk_meaning(adk: str, ours: str) -> None:
     doc = {"criteria": {"tool_trajectory_avg_score": {"threshold": 1.0, "match_type": adk}}}
     assert ec.parse_criteria(json.dumps(doc)).criteria[0].match == ours
+
+
+@pytest.mark.parametrize(
+    ("value", "ours"),
+    [
+        (0, "exact"),
+        (1, "in_order"),
+        (2, "subset"),
+        ("in-order", "in_order"),
+        (" any order ", "subset"),
+    ],
+)
+def test_adk_match_types_as_adks_validator_reads_them(value: object, ours: str) -> None:
+    doc = {"criteria": {"tool_trajectory_avg_score": {"threshold": 1.0, "matchType": value}}}
+    assert ec.parse_criteria(json.dumps(doc)).criteria[0].match == ours
+
+
+@pytest.mark.parametrize("value", [3, True, "SOMETIMES", None])
+def test_an_adk_match_type_adk_refuses_is_refused(value: object) -> None:
+    doc = {"criteria": {"tool_trajectory_avg_score": {"threshold": 1.0, "match_type": value}}}
+    if value is None:  # a null is ADK's default
+        assert ec.parse_criteria(json.dumps(doc)).criteria[0].match == "exact"
+        return
+    with pytest.raises(ec.PhloemError, match="match_type must be one of") as info:
+        ec.parse_criteria(json.dumps(doc))
+    assert info.value.kind == "eval_criteria_invalid"
+
+
+def test_adk_eval_config_sections_and_options_phloem_does_not_run_are_named() -> None:
+    doc = {
+        "criteria": {
+            "tool_trajectory_avg_score": {
+                "threshold": 1.0,
+                "ignoreArgs": True,
+                "includeIntermediateResponsesInFinal": False,
+                "judge_model_options": None,
+            },
+            "response_match_score": {
+                "threshold": 0.5,
+                "include_intermediate_responses_in_final": True,
+                "weight": 2,
+            },
+            "rubric_based_final_response_quality_v1": {"threshold": 0.5, "rubrics": []},
+        },
+        "customMetrics": {"m": {"code_config": {"name": "x.y"}}},
+        "user_simulator_config": {"model": "m", "max_allowed_invocations": 3},
+        "live_model_config": None,
+    }
+    got = ec.parse_criteria(json.dumps(doc))
+    trajectory, response = got.criteria
+    assert (trajectory.args, trajectory.match, response.threshold) == ("ignored", "exact", 0.5)
+    assert got.not_evaluated == [
+        "custom_metrics",
+        "user_simulator_config",
+        "response_match_score.include_intermediate_responses_in_final",
+        "response_match_score.weight",
+        "rubric_based_final_response_quality_v1",
+    ]
+    assert ec.parse_criteria('{"criteria": {}}').criteria == []  # ADK allows none
+    with pytest.raises(ec.PhloemError, match="given twice"):
+        ec.parse_criteria('{"criteria": {}, "customMetrics": null, "custom_metrics": null}')
+    with pytest.raises(ec.PhloemError, match="ignore_args must be true or false"):
+        ec.parse_criteria(
+            '{"criteria": {"tool_trajectory_avg_score": {"threshold": 1, "ignore_args": 1}}}'
+        )
 
 
 def test_defaults_are_adks() -> None:

@@ -117,3 +117,63 @@ def test_a_baseline_file_is_at_most_16_mib(tmp_path: Path) -> None:
     with path.open("ab") as f:
         f.write(b" ")
     assert raises_kind(read_baseline, path) == "eval_baseline_invalid"
+
+
+def _failing_report() -> EvalReport:
+    from phloem.protocols.evalreport import CallStep, Diagnosis, TurnDiagnosis
+
+    diagnosis = Diagnosis(
+        turns=[
+            TurnDiagnosis(
+                turn_id="t1",
+                input="say `hi`",
+                actual_response="",
+                expected_response="a | b",
+                scores={"exact": 0.0},
+                trajectory=[CallStep("extra", actual='f({"x":1})')],
+                policy="exact, args exact",
+                omitted_steps=2,
+            )
+        ],
+        thresholds={"exact": 1.0},
+        error=ErrorValue(kind="tool_failed", message="f broke"),
+        omitted_turns=1,
+    )
+    sample = SampleResult("s-1", 0, "failed", {"exact": 0.0}, diagnosis=diagnosis)
+    second = SampleResult("s-2", 1, "failed", {"exact": 0.0})
+    case = CaseResult("c", "failed", {"exact": 0.0}, [], [sample, second])
+    return EvalReport(
+        eval_set_id="s",
+        status="failed",
+        pass_rate=0.0,
+        metrics={"exact": 0.0},
+        cases=[case],
+        thresholds={"exact": 1.0},
+        counts={"failed": 1},
+    )
+
+
+def test_the_diagnosis_reads_back_and_renders_in_every_form(tmp_path: Path) -> None:
+    report = _failing_report()
+    assert decode_json(encode_json(report)) == report  # a saved report with diagnoses
+    md = encode_markdown(report).decode()
+    assert "## Failures" in md and "First error: `tool_failed`: f broke" in md
+    assert "**Turn `t1`**: `` say `hi` ``" in md  # a backtick inside: a longer fence
+    assert "| response | `a \\| b` | (empty) |" in md
+    assert '| + |  | `f({"x":1})` | extra |' in md
+    assert "(2 more rows left out.)" in md and "(1 more failing turns left out.)" in md
+    path = tmp_path / "r.xml"
+    path.write_bytes(encode_junit(report))
+    [case] = list(next(iter(JUnitXml.fromfile(str(path)))))
+    [failure] = case.result
+    assert failure.message.endswith('— turn t1; expected "a | b"; actual ""; trajectory 1 extra')
+    assert "sample 0 (s-1): failed (and 1 more not passing)" in failure.text
+    assert '      + f({"x":1})' in failure.text and "(2 more rows left out)" in failure.text
+
+
+def test_a_report_saved_before_diagnoses_still_reads_back() -> None:
+    doc = json.loads(encode_json(make_report()))
+    for case in doc["cases"]:
+        for sample in case["samples"]:
+            assert "diagnosis" not in sample or sample.pop("diagnosis") is None
+    assert decode_json(json.dumps(doc).encode()).cases[1].id == "wrong|pipe"

@@ -70,6 +70,23 @@ class ScriptedPlanner:
             os.close(go)
             time.sleep(target.get("hold_s", 3))
             return Ok(_doc(goal, 0, actions))
+        if mode == "report_and_sleep":  # until killed; with `flag`, only while it is absent
+            flag = target.get("flag")
+            if flag is None or not os.path.exists(flag):
+                if flag is not None:
+                    open(flag, "w").close()
+                _report(target["fifo"], str(os.getpid()))
+                time.sleep(30)
+            return Ok(_doc(goal, 0, actions))
+        if mode == "burst_hogs":  # helpers that all fill their memory at once, at speed
+            _report(target["fifo"], str(os.getpid()))
+            gate, go = os.pipe()
+            for _ in range(target["helpers"]):
+                _fork_holding(target["size"], gate, go, chunk=target["chunk"])
+            os.close(gate)
+            os.close(go)
+            time.sleep(target.get("hold_s", 30))
+            return Ok(_doc(goal, 0, actions))
         raise ValueError(f"unknown plan mode {mode}")
 
     def review(
@@ -153,7 +170,7 @@ class ScriptedExecutor:
         raise ValueError(f"unknown op {op}")
 
 
-def _fork_holding(size: int, gate: int, go: int) -> int:
+def _fork_holding(size: int, gate: int, go: int, chunk: int = 4 * 1024 * 1024) -> int:
     """Fork a helper that waits for end-of-file on `gate` (the parent closes `go`), makes
     `size` bytes resident and then sleeps; its pid."""
     pid = os.fork()
@@ -161,12 +178,28 @@ def _fork_holding(size: int, gate: int, go: int) -> int:
         try:
             os.close(go)
             os.read(gate, 1)
-            block = bytearray(size)
-            block[::4096] = b"\1" * len(range(0, size, 4096))
+            held = fill(size, chunk)
             time.sleep(60)
+            del held
         finally:
             os._exit(0)
     return pid
+
+
+def fill(size: int, chunk: int) -> list[bytearray]:
+    """Make `size` bytes resident in blocks of `chunk`, as fast as it goes. A block the
+    address-space budget refuses (`MemoryError`) is asked for again a moment later, as a
+    hungry program would: the tree's cap ends it, not the helper giving up."""
+    blocks: list[bytearray] = []
+    while len(blocks) * chunk < size:
+        try:
+            block = bytearray(chunk)
+        except MemoryError:
+            time.sleep(0.005)
+            continue
+        block[::4096] = b"\1" * len(range(0, chunk, 4096))
+        blocks.append(block)
+    return blocks
 
 
 def _report(fifo: str, text: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import phloem
 from phloem.config import parse_config
-from phloem.protocols.compaction import CompactionSession, Policy, State, compact
+from phloem.protocols.compaction import CompactionSession, Policy, State, compact, decisions_in
 from tests.actors.sessions.conftest import harness_config
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
 
@@ -39,9 +39,20 @@ def test_old_tool_output_is_elided_and_stays_elided_after_a_restart(
         sid = client.session_new(workdir=str(workspace))
         first = client.session_ask(sid, "read big.txt")
         assert "xxxx" in tool_messages(fake, 1)[0]  # in the recent window: sent whole
+        before = client.session_show(sid)
         second = client.session_ask(sid, "and?")
         assert second.ok
         assert json.loads(tool_messages(fake, 2)[0]) == {"output": "[elided]"}
+        detail = client.session_show(sid)
+    assert before.compaction is not None and before.compaction.elided == []
+    assert before.compaction.exhausted  # the first turn was over the target: warned once
+    assert detail.compaction is not None and detail.compaction.dropped == []
+    [answer] = [
+        e.id
+        for e in detail.events
+        if e.content is not None and any(p.function_response for p in e.content.parts)
+    ]
+    assert detail.compaction.elided == [answer]  # the tool's answer is marked, not changed
     transcript = Path(first.transcript).read_text()
     assert "xxxx" in transcript  # the transcript keeps everything
     sidecars = [json.loads(line) for line in transcript.splitlines() if '"sidecar"' in line]
@@ -61,6 +72,22 @@ def test_off_and_below_the_trigger_nothing_changes() -> None:
     assert compact(contents, Policy(context_tokens=0), state).contents == contents
     result = compact(contents, Policy(context_tokens=100_000), state)
     assert not result.triggered and not result.changed and state == State()
+
+
+def test_decisions_are_located_in_the_contents_they_were_made_on() -> None:
+    contents = [wire("user", "first")]
+    for i in range(4):
+        contents += [wire("user", f"question {i} " + "q" * 400), wire("model", "a" * 400)]
+    contents.append(wire("user", "now"))
+    state = State()
+    policy = Policy(context_tokens=400, keep_recent_contents=2, calibration=False)
+    result = compact(contents, policy, state)
+    assert result.triggered and state.dropped_turns
+    elided, dropped = decisions_in(contents, state)
+    assert elided == set()
+    kept = [c for i, c in enumerate(contents) if i not in dropped]
+    assert kept == result.contents  # exactly the contents the request left out
+    assert decisions_in(contents, State()) == (set(), set())
 
 
 def test_exhaustion_warns_once_per_session() -> None:
