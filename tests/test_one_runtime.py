@@ -147,8 +147,8 @@ def test_one_agent_gets_the_same_tools_everywhere(
     fake.add(chat_text("Served and answered."))
     before = len(fake.requests)
     result = serve_agent(workdir, daemon.config)
-    assert not result.isError, result.content
-    assert result.structuredContent["text"] == "Served and answered."  # its output
+    assert not result.is_error, result.content
+    assert result.structured_content["text"] == "Served and answered."  # its output
     assert declared(asked_once(before)) == tools
 
 

@@ -1,16 +1,26 @@
 """`phloem mcp list | serve`: the daemon's MCP servers, and phloem as an MCP server.
 
     phloem mcp list [--no-connect] [--json]
+    phloem mcp login NAME [--config FILE]
     phloem mcp serve --root DIR [--tools read,grep,find,ls] [--agents NAME,...] [--config FILE]
+                     [--http 127.0.0.1:PORT]
 
-`list` asks the daemon's `mcp` service: each configured server with its transport, state
-(idle, connecting, connected, restarting, suppressed), counters and tools (read-only
-ones marked), then any warnings; it connects the servers first unless `--no-connect`.
+`list` asks the daemon's `mcp` service: each configured server with its transport,
+state (idle, connecting, connected, restarting, suppressed, login_needed), counters and
+tools (read-only ones marked), then any warnings; it connects the servers first unless
+`--no-connect`.
+
+`login` runs the OAuth flow of an `oauth = true` server of the config file
+(`phloem.actors.mcp.oauth.login`): it prints the URL to open, takes the redirect on a
+loopback port, and stores the tokens (mode 0600) where the daemon finds them.
 
 `serve` speaks MCP over stdin/stdout with the official SDK: the named coding tools
 (default: the read-only ones, read, grep, find and ls), confined to `--root` and under
 the output policy, and with `--agents` those agents of `--config` (an embedded tree is
 started for them) as `agent_<name>` tools. Logs go to stderr; stdout is the protocol's.
+With `--http HOST:PORT` (loopback only) it serves the same server over streamable HTTP at
+`http://HOST:PORT/mcp` instead (`phloem.actors.mcp.serve_http`); port 0 picks a free one,
+and the URL is said on stderr.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from phloem.cli.commands import EXIT_OK, UsageError
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.protocols.secrets import redact
 
 if TYPE_CHECKING:
     from phloem.cli.commands import CommandContext, Commands
@@ -32,7 +43,14 @@ def add_cli(commands: Commands) -> None:
     listing.add_argument(
         "--no-connect", action="store_true", help="do not connect servers that are idle"
     )
-    serve = group.add("serve", "speak MCP on stdio, offering coding tools and agents", _serve)
+    login = group.add("login", "authorize phloem at an OAuth-protected MCP server", _login)
+    login.add_argument("name", help="the [mcp.servers.NAME] to authorize")
+    login.add_argument(
+        "--no-browser", action="store_true", help="only print the URL, do not open a browser"
+    )
+    serve = group.add(
+        "serve", "speak MCP on stdio (or streamable HTTP), offering coding tools and agents", _serve
+    )
     serve.add_argument("--root", required=True, help="the workspace the tools are confined to")
     serve.add_argument(
         "--tools",
@@ -40,6 +58,12 @@ def add_cli(commands: Commands) -> None:
         help="comma-separated coding tools (default: read,grep,find,ls)",
     )
     serve.add_argument("--agents", default="", help="comma-separated agents of --config")
+    serve.add_argument(
+        "--http",
+        default="",
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (loopback only)",
+    )
 
 
 def _list(ctx: CommandContext) -> int:
@@ -67,6 +91,48 @@ def _list(ctx: CommandContext) -> int:
     return EXIT_OK
 
 
+def _login(ctx: CommandContext) -> int:
+    import anyio
+
+    from phloem.actors.mcp.oauth import login
+    from phloem.config import load_config
+
+    path = ctx.config_path()
+    if path is None:
+        raise UsageError("no config file: pass --config FILE (the daemon's)")
+    mcp = load_config(path).mcp
+    cfg = mcp.servers.get(ctx.args.name)
+    if cfg is None or not cfg.oauth:
+        raise UsageError(f"{ctx.args.name!r} is not an [mcp.servers] entry with oauth = true")
+
+    def show(url: str) -> None:
+        print(f"Open this URL to authorize phloem at {ctx.args.name}:\n{url}", file=ctx.err)
+        ctx.err.flush()
+        if not ctx.args.no_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    try:
+        tools = anyio.run(login, ctx.args.name, cfg, mcp.oauth_path(ctx.args.name), show)
+    except TimeoutError:
+        raise PhloemError(
+            ErrorKind.TIMEOUT, f"{ctx.args.name}: no authorization arrived in time"
+        ) from None
+    except Exception as exc:  # the flow was refused, or the server is unreachable
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]  # type: ignore[assignment]
+        message = redact(f"{type(exc).__name__}: {exc}")[:500]
+        raise PhloemError(
+            ErrorKind.AUTHENTICATION, f"{ctx.args.name}: login failed: {message}"
+        ) from None
+    ctx.emit(
+        {"server": ctx.args.name, "tools": tools},
+        text=f"{ctx.args.name}: authorized; {len(tools)} tools",
+    )
+    return EXIT_OK
+
+
 def _names(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
@@ -85,6 +151,7 @@ def _serve(ctx: CommandContext) -> int:
     root = Path(ctx.args.root)
     if not root.is_dir():
         raise UsageError(f"root is not a directory: {root}")
+    listen = _listen(ctx.args.http) if ctx.args.http else None
     config = load_config(ctx.args.config) if ctx.args.config else None
     agents = _names(ctx.args.agents)
     if agents and config is None:
@@ -112,12 +179,27 @@ def _serve(ctx: CommandContext) -> int:
             tree.stop()
         raise UsageError(str(exc)) from None
     tool_ctx = ToolContext(workspace=Workspace(root), session="mcp-serve")
+    server = build_server(registry, tool_ctx, runners)
     try:
-        anyio.run(serve_stdio, build_server(registry, tool_ctx, runners))
+        if listen is None:
+            anyio.run(serve_stdio, server)
+        else:
+            from phloem.actors.mcp.serve_http import serve_http
+
+            anyio.run(serve_http, server, *listen)
     finally:
         if tree is not None:
             tree.stop()
     return EXIT_OK
+
+
+def _listen(text: str) -> tuple[str, int]:
+    from phloem.actors.mcp.serve_http import LoopbackOnly, parse_listen
+
+    try:
+        return parse_listen(text)
+    except (ValueError, LoopbackOnly) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _runner(tree: Any, name: str) -> Any:

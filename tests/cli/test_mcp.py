@@ -94,21 +94,21 @@ def test_mcp_serve_offers_tools_and_agents_to_an_sdk_client(tmp_path: Path) -> N
     anyio.run(_serve_session, root, config, check)
     tools = seen["tools"]
     assert set(tools) == {"read", "grep", "agent_greeter"}
-    assert tools["read"].annotations.readOnlyHint is True
-    assert tools["read"].inputSchema["additionalProperties"] is False
+    assert tools["read"].annotations.read_only_hint is True
+    assert tools["read"].input_schema["additionalProperties"] is False
     read = seen["read"]
-    assert not read.isError and "needle here" in read.structuredContent["content"]
+    assert not read.is_error and "needle here" in read.structured_content["content"]
     grep = seen["grep"]
-    assert not grep.isError and "notes.txt" in json.dumps(grep.structuredContent)
+    assert not grep.is_error and "notes.txt" in json.dumps(grep.structured_content)
     escape = seen["escape"]
-    assert escape.isError
+    assert escape.is_error
     assert json.loads(escape.content[0].text)["error"] == "outside_root"
     agent = seen["agent"]
-    assert not agent.isError, agent.content
-    assert agent.structuredContent["ok"] is True
-    assert agent.structuredContent["status"].startswith("done")
+    assert not agent.is_error, agent.content
+    assert agent.structured_content["ok"] is True
+    assert agent.structured_content["status"].startswith("done")
     unknown = seen["unknown"]
-    assert unknown.isError and json.loads(unknown.content[0].text)["error"] == "unknown_tool"
+    assert unknown.is_error and json.loads(unknown.content[0].text)["error"] == "unknown_tool"
 
 
 def test_mcp_serve_usage_errors(tmp_path: Path) -> None:

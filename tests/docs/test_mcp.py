@@ -23,3 +23,10 @@ def test_mcp_both_ways(capfd: pytest.CaptureFixture[str]) -> None:
     run_doc_block(serve_side, f"{GUIDE}#phloem-as-an-mcp-server")
     printed = capfd.readouterr().out
     assert "['find', 'grep', 'ls', 'read']" in printed and "notes.txt" in printed
+
+
+@pytest.mark.timeout(120)
+def test_mcp_over_streamable_http(capfd: pytest.CaptureFixture[str]) -> None:
+    (block,) = doc_python_blocks(GUIDE, "MCP over streamable HTTP")
+    run_doc_block(block, f"{GUIDE}#mcp-over-streamable-http")
+    assert capfd.readouterr().out == "notes.txt\n0\n"

@@ -1,6 +1,6 @@
 """MCP and LSP: a tool call through phloem vs the SDK's own client; write + diagnostics.
 
-- `mcp_call_phloem`: one `mcp__b__echo` call through the one tool contract (a FastMCP
+- `mcp_call_phloem`: one `mcp__b__echo` call through the one tool contract (an MCPServer
   stdio server behind phloem's supervised bridge child, the hub's event loop thread, a
   caller on another thread), floor `mcp_call_sdk`: the same call from the SDK's own
   `stdio_client` + `ClientSession`, measured inside its event loop.

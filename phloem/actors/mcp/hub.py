@@ -11,15 +11,20 @@ any thread and wait a bounded time. Per server, one task owns the connection:
   warning `mcp_server_memory_exceeded`; the call it broke fails `server_failed` with
   `memory_exceeded: true`.
 - **http**: the SDK's streamable-HTTP client, with headers read from the environment
-  variables `headers_env` names (never from the config file itself).
+  variables `headers_env` names (never from the config file itself), and with `oauth`
+  the SDK's OAuth provider over the server's token file (`oauth.daemon_provider`). The
+  SDK resumes a broken SSE stream itself: it reconnects with `Last-Event-ID` after the
+  server's `retry` (its default otherwise) and receives the events it missed.
 
 The connection starts at the first need of the server's tools (`tools`, a call). When it
 breaks — the child exits, the session fails, a call times out (the child and its process
 group are then killed, since its state is unknown) — it is counted as a failure and the
 server reconnects after a backoff (`BACKOFF_S`, doubling); `MAX_FAILURES` consecutive
 failures suppress the server (state `suppressed`, warning `mcp_server_suppressed`). A
-completed tool call resets the count. States: idle, connecting, connected, restarting,
-suppressed, closed.
+completed tool call resets the count. An OAuth server without stored tokens (or whose
+refresh was refused) is not a failure: it waits in state `login_needed` (warning
+`mcp_server_login_needed` in the log) and is tried again at the next need of its tools.
+States: idle, connecting, connected, restarting, suppressed, login_needed, closed.
 """
 
 from __future__ import annotations
@@ -31,14 +36,14 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
-from datetime import timedelta
 from typing import Any, TypeVar
 
-import httpx
-from mcp import ClientSession, McpError, types
+import httpx2
+from mcp import ClientSession, MCPError, types
 from mcp.client.streamable_http import streamable_http_client
 
 from phloem.actors.mcp.foreign import foreign_servers
+from phloem.actors.mcp.oauth import LoginNeeded, daemon_provider
 from phloem.actors.mcp.settings import McpConfig, McpServerConfig
 from phloem.actors.mcp.tools import McpTool, build_tools
 from phloem.actors.mcp.transport import channel_streams
@@ -68,6 +73,11 @@ PING_TIMEOUT_S = 5.0
 """How long a session may take to answer the ping that follows a failed call."""
 
 T = TypeVar("T")
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class McpServer:
@@ -102,6 +112,12 @@ class McpServer:
             self._broken = asyncio.Event()
             try:
                 await self._serve_once()
+            except LoginNeeded as exc:  # no failure: it waits for `phloem mcp login`
+                self.last_error = str(exc)
+                log.warning("mcp_server_login_needed", server=self.name)
+                self._session = None
+                await self._set_state("login_needed")
+                return
             except Exception as exc:
                 while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # the cause
                     exc = exc.exceptions[0]  # type: ignore[assignment]
@@ -133,6 +149,7 @@ class McpServer:
         await self._set_state("connecting")
         broken = self._broken
         async with AsyncExitStack() as stack:
+            streams: tuple[Any, Any]  # (read, write): the SDK's stream protocols
             if self.cfg.command:
                 handle = await asyncio.to_thread(self.hub.start_child, self.name, self.cfg)
                 stack.push_async_callback(asyncio.to_thread, self.hub.stop_child, self.name)
@@ -142,20 +159,19 @@ class McpServer:
                 handle.add_exit_callback(
                     lambda reason: loop.call_soon_threadsafe(self._exited, broken, reason)
                 )
-                read, write = await stack.enter_async_context(channel_streams(handle.channel))
+                streams = await stack.enter_async_context(channel_streams(handle.channel))
             else:
-                client = httpx.AsyncClient(
+                client = httpx2.AsyncClient(
+                    auth=self.hub.oauth(self.name, self.cfg),
                     headers=self._headers(),
-                    timeout=httpx.Timeout(self.cfg.timeout_s),
+                    timeout=httpx2.Timeout(self.cfg.timeout_s),
                     follow_redirects=False,
                 )
                 await stack.enter_async_context(client)
-                read, write, _ = await stack.enter_async_context(
+                streams = await stack.enter_async_context(
                     streamable_http_client(self.cfg.url, http_client=client)
                 )
-            session = await stack.enter_async_context(
-                ClientSession(read, write, timedelta(seconds=self._longest_wait))
-            )
+            session = await stack.enter_async_context(ClientSession(*streams, self._longest_wait))
             connect = self.cfg.connect_timeout_s
             await self._until_broken(session.initialize(), broken, connect)
             listed = await self._until_broken(self._list_tools(session), broken, connect)
@@ -216,6 +232,7 @@ class McpServer:
         if task.done():
             return task.result()
         task.cancel()
+        task.add_done_callback(_retrieved)  # its late exception, if any, is not news
         if broken.is_set():
             raise ConnectionError(f"MCP server {self.name} stopped")
         raise TimeoutError(f"no answer from MCP server {self.name} within {timeout} s")
@@ -228,7 +245,7 @@ class McpServer:
                 params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
             )
             tools.extend(page.tools)
-            cursor = page.nextCursor
+            cursor = page.next_cursor
             if not cursor:
                 break
         return tools
@@ -246,9 +263,11 @@ class McpServer:
     async def ensure(self) -> None:
         """Connect if needed and wait (at most `connect_timeout_s`) until connected; `ToolFailure`
         `unavailable` when suppressed, closed or not connected in time."""
-        if self._task is None and not self._closing:
+        again = self.state == "login_needed" and self._task is not None and self._task.done()
+        if (self._task is None or again) and not self._closing:
+            self.state = "connecting"  # tried again: its tokens may be stored by now
             self._task = asyncio.get_running_loop().create_task(self._run())
-        ended = ("connected", "suppressed", "closed")
+        ended = ("connected", "suppressed", "closed", "login_needed")
         try:
             async with self._changed:
                 await asyncio.wait_for(
@@ -270,7 +289,7 @@ class McpServer:
             result = await self._until_broken(
                 session.call_tool(tool, args), broken, self.cfg.timeout_s
             )
-        except McpError as exc:
+        except MCPError as exc:
             # a protocol error: the tool's fault, or a session that ended under the call
             message = redact(exc.error.message)[:4096]
             if not await self._check_alive(session, broken):
@@ -349,6 +368,12 @@ class McpHub:
         self._thread: threading.Thread | None = None
         self._servers: dict[str, McpServer] = {}
         self._closed = False
+
+    def oauth(self, name: str, cfg: McpServerConfig) -> httpx2.Auth | None:
+        """The OAuth provider of server `name` (None unless it has `oauth = true`)."""
+        if not cfg.oauth:
+            return None
+        return daemon_provider(name, cfg, self.config.oauth_path(name))
 
     def attach(self, find: Callable[[], SupervisorRef | None]) -> None:
         """Start stdio servers under the supervisor `find()` returns (the tree's

@@ -104,7 +104,7 @@ def decode_line(line: bytes) -> types.JSONRPCMessage:
     except Exception as exc:  # ValueError (not JSON, not UTF-8), RecursionError, ...
         raise MessageInvalid(types.PARSE_ERROR, f"Parse error: {_short(exc)}") from None
     try:
-        return types.JSONRPCMessage.model_validate(value)
+        return types.jsonrpc_message_adapter.validate_python(value)
     except Exception as exc:  # pydantic's ValidationError, or anything it raised
         raise MessageInvalid(
             types.INVALID_REQUEST, f"Invalid Request: {_short(exc)}", _request_id(value)

@@ -25,7 +25,7 @@ class McpToolInfo(msgspec.Struct, frozen=True):
 class McpServerInfo(msgspec.Struct, frozen=True):
     name: str
     transport: str  # stdio | http
-    state: str  # idle | connecting | connected | restarting | suppressed | closed
+    state: str  # idle | connecting | connected | restarting | suppressed | login_needed | closed
     failures: int
     restarts: int
     pid: int | None

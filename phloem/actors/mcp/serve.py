@@ -6,7 +6,10 @@ policy, exactly as for an agent) and one tool per named agent (`agent_<name>`, t
 `input` and `state`). Every call goes through the one tool contract: a failure value
 comes back as an MCP error result whose text is the failure value as JSON; a success as
 JSON text plus the same value as structured content. Tools run in worker threads, so a
-slow tool never blocks the session. `serve_stdio` runs it on this process's stdio
+slow tool never blocks the session; one that runs past `PROGRESS_INTERVAL_S` reports
+progress while it runs (when the client asked, with a progress token), and a cancelled
+call sets its cancel flag. `logging/setLevel` is accepted. `serve_http.serve_http` runs
+the server over streamable HTTP (`--http`); `serve_stdio` runs it on this process's stdio
 (`phloem mcp serve`) through `stdio_streams`, phloem's own stdio transport:
 
 - lines are read with the client side's `lines.LineSplitter` and `lines.decode_line`:
@@ -24,6 +27,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,6 +36,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
@@ -43,7 +49,14 @@ from phloem.actors.mcp.lines import (
     decode_line,
 )
 from phloem.base.logs import get_logger
-from phloem.tools.contract import JSON, Tool, ToolContext, is_failure, object_schema
+from phloem.tools.contract import (
+    JSON,
+    Tool,
+    ToolContext,
+    is_failure,
+    object_schema,
+    unknown_tool,
+)
 from phloem.tools.registry import ToolRegistry
 
 AgentRunner = Callable[[str | None, dict[str, Any]], JSON]
@@ -58,6 +71,8 @@ STREAM_BUFFER = 32
 """Messages buffered each way between stdio and the session."""
 DRAIN_S = 5.0
 """How long, once the session ends, what is queued for stdout may take to go out."""
+PROGRESS_INTERVAL_S = 1.0
+"""How often a running tool call reports progress (when the client asked for it)."""
 BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
 """The requests answered before `initialize` (the MCP lifecycle allows `ping` any time)."""
 _AGENT_NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -92,45 +107,108 @@ class AgentTool(Tool):
 
 def build_server(
     registry: ToolRegistry, ctx: ToolContext, agents: Mapping[str, AgentRunner] | None = None
-) -> Server[Any, Any]:
-    """The MCP server over `registry` (plus `agents`, each as an `AgentTool`)."""
+) -> Server[Any]:
+    """The MCP server over `registry` (plus `agents`, each as an `AgentTool`); the same
+    server runs on stdio (`serve_stdio`) and on streamable HTTP (`serve_http`)."""
     tools: dict[str, Tool] = {tool.name: tool for tool in registry.tools()}
     for name, run in list((agents or {}).items())[:MAX_AGENT_TOOLS]:
         agent_tool = AgentTool(name, run)
         tools[agent_tool.name] = agent_tool
-    server: Server[Any, Any] = Server("phloem", version=__version__)
+    listed = [
+        types.Tool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
+        )
+        for tool in tools.values()
+    ]
 
-    @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
-    async def list_tools() -> list[types.Tool]:
-        return [
-            types.Tool(
-                name=tool.name,
-                description=tool.description,
-                inputSchema=tool.input_schema,
-                annotations=types.ToolAnnotations(readOnlyHint=tool.read_only),
-            )
-            for tool in tools.values()
-        ]
+    async def list_tools(
+        request: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
 
-    # phloem validates (the one argument check); the SDK's jsonschema check is not needed
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        tool = tools.get(name)
+    async def call_tool(
+        request: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        # phloem validates (the one argument check in `Tool.run`)
+        tool = tools.get(params.name)
         if tool is None:
-            result: JSON = {"error": "unknown_tool", "message": f"no tool named {name[:80]}"}
+            result: JSON = unknown_tool(params.name[:80])
         else:
-            result = await anyio.to_thread.run_sync(tool.run, dict(arguments or {}), ctx)
+            result = await run_reporting(request, tool, dict(params.arguments or {}), ctx)
         text = json.dumps(result, ensure_ascii=False)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
-            structuredContent=None if is_failure(result) else result,
-            isError=is_failure(result),
+            structured_content=None if is_failure(result) else result,
+            is_error=is_failure(result),
         )
 
+    server: Server[Any] = Server(
+        "phloem", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool
+    )
+    # `logging/setLevel` (registered directly: the SDK's constructor argument warns that
+    # the 2026-07-28 revision deprecates it; clients of the handshake era still send it)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_level)
     return server
 
 
-async def serve_stdio(server: Server[Any, Any], stdin: int = 0, stdout: int = 1) -> None:
+async def _set_level(
+    request: ServerRequestContext[Any], params: types.SetLevelRequestParams
+) -> types.EmptyResult:
+    """Accepted and logged: phloem sends no `notifications/message` of its own (its logs
+    go to stderr), so any level is honoured trivially."""
+    log.info("mcp_serve_log_level", level=params.level)
+    return types.EmptyResult()
+
+
+async def run_reporting(
+    request: ServerRequestContext[Any], tool: Tool, args: JSON, ctx: ToolContext
+) -> JSON:
+    """`tool.run` in a worker thread; while it runs, a `notifications/progress` every
+    `PROGRESS_INTERVAL_S` (progress: seconds so far) when the client gave a progress
+    token. A cancelled request sets the tool's cancel flag (the tool stops at its next
+    check; its result is dropped)."""
+    cancel = threading.Event()
+    token = request.meta.get("progress_token") if request.meta else None
+    started = time.monotonic()
+    done = anyio.Event()
+    result: JSON = {}
+
+    async def work() -> None:
+        nonlocal result
+        try:
+            result = await anyio.to_thread.run_sync(tool.run, args, ctx.with_cancel(cancel))
+        finally:
+            done.set()
+
+    async def report(token: str | int) -> None:
+        while True:
+            with anyio.move_on_after(PROGRESS_INTERVAL_S):
+                await done.wait()
+            if done.is_set():
+                return
+            elapsed = round(time.monotonic() - started, 1)
+            await request.session.send_progress_notification(
+                token,
+                elapsed,
+                message=f"{tool.name} running for {elapsed} s",
+                related_request_id=str(request.request_id),
+            )
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(work)
+            if token is not None:
+                tasks.start_soon(report, token)
+    except BaseException:
+        cancel.set()
+        raise
+    return result
+
+
+async def serve_stdio(server: Server[Any], stdin: int = 0, stdout: int = 1) -> None:
     """Speak MCP on `stdin` and `stdout` (file descriptors) until the client goes away."""
     async with stdio_streams(stdin, stdout) as (read, write):
         await server.run(read, write, server.create_initialization_options())
@@ -163,7 +241,7 @@ async def stdio_streams(
     async def admit(message: types.JSONRPCMessage) -> bool:
         """True to pass `message` to the session (the lifecycle gate)."""
         nonlocal initialized
-        root = message.root
+        root = message
         if initialized or isinstance(root, types.JSONRPCResponse | types.JSONRPCError):
             return True
         if isinstance(root, types.JSONRPCRequest):

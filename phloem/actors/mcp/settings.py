@@ -12,9 +12,15 @@
     url = "https://mcp.example.com/mcp"
     headers_env = { Authorization = "SEARCH_MCP_AUTH" }   # header name -> env variable
 
+    [mcp.servers.tracker]                # streamable HTTP behind OAuth: `phloem mcp login tracker`
+    url = "https://tracker.example.com/mcp"
+    oauth = true
+    oauth_scope = "read write"
+
     [mcp]
     allow_foreign = ["github"]           # exact names from other tools' config files
     trusted_roots = ["/home/me/project"] # whose .mcp.json, .vscode/mcp.json, .codex/config.toml
+    oauth_dir = ""                       # empty: $XDG_STATE_HOME/phloem/mcp-oauth
 
 Configured servers are the consent: nothing else is connected. A server connects at the
 first need of its tools; `connect_timeout_s` bounds connecting (start, `initialize`,
@@ -26,7 +32,9 @@ server and whatever it starts) is capped at `max_memory_bytes` of resident memor
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Annotated
 
 import msgspec
@@ -64,6 +72,10 @@ class McpServerConfig(Section, kw_only=True):
     connect_timeout_s: Annotated[float, msgspec.Meta(ge=TIMEOUT_RANGE[0], le=TIMEOUT_RANGE[1])] = (
         DEFAULT_TIMEOUT_S
     )
+    # HTTP: authorize with OAuth (the SDK's client flow; `phloem mcp login NAME` once).
+    oauth: bool = False
+    # HTTP with oauth: the scopes asked for (space-separated); empty: the server's default.
+    oauth_scope: str = ""
     # stdio: cap on the resident memory of its process tree; over it the tree is killed
     # (the call fails `server_failed` with `memory_exceeded`) and it is reconnected.
     max_memory_bytes: Annotated[
@@ -77,6 +89,8 @@ class McpServerConfig(Section, kw_only=True):
             raise ValueError(f"url must be http:// or https://, got {self.url[:80]!r}")
         if any(not part for part in self.command):
             raise ValueError("command parts must not be empty")
+        if (self.oauth or self.oauth_scope) and not self.url:
+            raise ValueError("oauth and oauth_scope are for a streamable-HTTP server (url)")
 
     @property
     def transport(self) -> str:
@@ -93,8 +107,21 @@ class McpConfig(Section, kw_only=True):
     allow_foreign: list[ServerName] = []
     # Absolute directories whose `.mcp.json`, `.vscode/mcp.json`, `.codex/config.toml` are read.
     trusted_roots: list[str] = []
+    # Where OAuth tokens are kept (mode 0600); empty: $XDG_STATE_HOME/phloem/mcp-oauth.
+    oauth_dir: str = ""
 
     def __post_init__(self) -> None:
         for root in self.trusted_roots:
             if not root.startswith("/"):
                 raise ValueError(f"trusted_roots must be absolute paths, got {root[:80]!r}")
+
+    def oauth_path(self, server: str) -> Path:
+        """The token file of `server`: `oauth_dir/NAME.json`, `oauth_dir` defaulting to
+        `$XDG_STATE_HOME/phloem/mcp-oauth`, else `~/.local/state/phloem/mcp-oauth`."""
+        if self.oauth_dir:
+            base = Path(self.oauth_dir).expanduser()
+        else:
+            state = os.environ.get("XDG_STATE_HOME")
+            base = (Path(state) if state else Path.home() / ".local" / "state") / "phloem"
+            base = base / "mcp-oauth"
+        return base / f"{server}.json"

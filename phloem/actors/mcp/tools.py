@@ -63,24 +63,24 @@ class McpTool(Tool):
         self.remote_name = remote.name
         self.name = tool_name(server, remote.name)
         self.description = (remote.description or remote.title or "")[:4096]
-        self.input_schema = exact_schema(remote.inputSchema)
+        self.input_schema = exact_schema(remote.input_schema)
         hints = remote.annotations
         # An instance attribute shadowing the class default: policy reads `tool.read_only`.
-        self.read_only = bool(hints is not None and hints.readOnlyHint)  # type: ignore[misc]
+        self.read_only = bool(hints is not None and hints.read_only_hint)  # type: ignore[misc]
         self._call = call
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         ctx.check_cancelled()
         result = self._call(self.server, self.remote_name, args)
         text = render_content(result.content)
-        if result.isError:
+        if result.is_error:
             raise ToolFailure("tool_error", text[:4096] or "the MCP tool reported an error")
         shown, report = ctx.limit(text)
         out: JSON = {"content": shown, "truncated": report.truncated}
-        if result.structuredContent is not None:
-            structured = json.dumps(result.structuredContent)
+        if result.structured_content is not None:
+            structured = json.dumps(result.structured_content)
             if len(structured) <= ctx.policy.max_bytes or ctx.policy.max_bytes <= 0:
-                out["structured"] = result.structuredContent
+                out["structured"] = result.structured_content
             else:
                 out["truncated"] = True
         return out
@@ -93,7 +93,7 @@ def render_content(blocks: Sequence[types.ContentBlock]) -> str:
         if isinstance(block, types.TextContent):
             parts.append(block.text)
         elif isinstance(block, types.ImageContent | types.AudioContent):
-            parts.append(f"[{block.type}: {block.mimeType}]")
+            parts.append(f"[{block.type}: {block.mime_type}]")
         elif isinstance(block, types.EmbeddedResource):
             resource = block.resource
             text = getattr(resource, "text", None)
@@ -119,7 +119,7 @@ def build_tools(
                 )
             )
             break
-        size = len(json.dumps(remote.inputSchema).encode())
+        size = len(json.dumps(remote.input_schema).encode())
         if size > MAX_SCHEMA_BYTES:
             warnings.append(
                 RunWarning.of(

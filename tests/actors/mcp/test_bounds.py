@@ -19,7 +19,7 @@ def _tool(name: str, schema_bytes: int) -> types.Tool:
     pad = schema_bytes - len(json.dumps(schema).encode())
     schema["description"] = "d" * pad
     assert len(json.dumps(schema).encode()) == schema_bytes
-    return types.Tool(name=name, inputSchema=schema)
+    return types.Tool(name=name, input_schema=schema)
 
 
 def test_a_schema_of_exactly_64_kib_is_kept_one_byte_more_is_dropped() -> None:
@@ -50,7 +50,7 @@ def test_a_stdio_line_over_the_message_limit_ends_the_transport() -> None:
 
     anyio.run(main)
     assert len(got) == 2
-    assert got[0].message.root.method == "ping"  # type: ignore[attr-defined]
+    assert got[0].message.method == "ping"  # type: ignore[union-attr]
     assert isinstance(got[1], MessageTooLarge)
     channel.close()
     peer.close()

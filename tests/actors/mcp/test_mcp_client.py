@@ -1,4 +1,4 @@
-"""MCP servers built with the official SDK (FastMCP), reached through phloem's hub.
+"""MCP servers built with the official SDK (MCPServer), reached through phloem's hub.
 
 A stdio server runs as a supervised process child of the tree; a streamable-HTTP one
 listens on loopback in a process of its own. See `servers.py` for their tools.
@@ -7,10 +7,7 @@ listens on loopback in a process of its own. See `servers.py` for their tools.
 from __future__ import annotations
 
 import contextlib
-import socket
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -28,6 +25,7 @@ from phloem.tools.contract import ToolContext
 from phloem.tools.outputlimit import OutputPolicy
 from phloem.tools.toolset import SourceToolset
 from phloem.tree import Tree
+from tests.actors.mcp.loopback import free_port, serving
 from tests.helpers import ROOT, pids_alive, ps_args, tree_node, wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -242,30 +240,12 @@ def test_configured_llm_agents_name_their_mcp_servers(tmp_path: Path) -> None:
         load_config(tmp_path / "c.toml", load_components=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def http_server(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([*SERVER, "http", str(port)], cwd=ROOT, stderr=subprocess.DEVNULL)
-    try:
-
-        def listening() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_until(listening, timeout=30, what="the HTTP MCP server listens")
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
+def http_server(port: int, *extra: str) -> contextlib.AbstractContextManager[object]:
+    return serving("tests.actors.mcp.servers", port, *extra, kind="http")
 
 
 def test_streamable_http_server_and_a_broken_session_reconnects(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     hub = McpHub(McpConfig(servers={"web": McpServerConfig(url=url, timeout_s=5)}))
     try:
@@ -345,3 +325,28 @@ def test_a_server_that_cannot_start_is_suppressed_and_contributes_no_tools() -> 
         assert "mcp_server_suppressed" in codes and "mcp_server_unavailable" in codes
     finally:
         hub.close()
+
+
+def test_a_broken_sse_stream_is_resumed_with_last_event_id_after_the_servers_retry() -> None:
+    """The server closes a call's SSE stream mid-call (`resumable`); the SDK client under
+    the hub reconnects with `Last-Event-ID`, waiting the server's `retry` (2.5 s, not its
+    own 1 s default), and the call completes with the answer sent after the break."""
+    from tests.actors.mcp.servers import RETRY_MS
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    hub = McpHub(McpConfig(servers={"web": McpServerConfig(url=url, timeout_s=60)}))
+    try:
+        with http_server(port):
+            tools = tools_of(hub, "web")
+            done = tools["mcp__web__resumable"].run({"seconds": 0.5}, ToolContext())  # type: ignore[attr-defined]
+            assert done.get("content") == "resumed", (done, hub.server("web").last_error)
+            seen = tools["mcp__web__resumes"].run({}, ToolContext())  # type: ignore[attr-defined]
+    finally:
+        hub.close()
+    resumes = seen["structured"]["result"]
+    print(f"\nresumption requests (server retry {RETRY_MS} ms): {resumes}")
+    assert resumes, "the client never resumed the broken stream"
+    first = resumes[0]
+    assert first["last_event_id"].isdigit()  # an id of phloem's MemoryEventStore
+    assert first["after_s"] >= RETRY_MS / 1000  # it waited the server's retry, at least

@@ -1,4 +1,4 @@
-"""MCP stdio servers' memory cap, with a real FastMCP server child (`servers.py`)."""
+"""MCP stdio servers' memory cap, with a real MCPServer server child (`servers.py`)."""
 
 from __future__ import annotations
 
