@@ -218,3 +218,10 @@ def test_judge_model_names_and_scorer_failures_are_cut_to_their_bounds() -> None
     error = run(loud).cases[0].samples[0].error
     cause = error.message.split(": ", 2)[-1]  # "length: scorer 'length': <cause>"
     assert len(cause) == MAX_FAILURE_CHARS and cause.endswith("...")
+
+
+def test_a_failing_custom_criterion_is_diagnosed_without_rescoring_it() -> None:
+    report = run(lambda case, outputs: 0.0)  # below its threshold: the sample failed
+    sample = report.cases[0].samples[0]
+    assert sample.status == "failed" and sample.metrics == {"length": 0.0}
+    assert sample.diagnosis is not None
