@@ -294,15 +294,24 @@ def encode_markdown(report: EvalReport) -> bytes:
         "",
         "## Metrics",
         "",
-        "| metric | score | threshold |",
-        "| --- | ---: | ---: |",
     ]
+    spread = report.samples > 1  # with repeated samples: how the scores spread
+    lines.append(
+        "| metric | score | threshold |" + (" spread (min .. max, sd) |" if spread else "")
+    )
+    lines.append("| --- | ---: | ---: |" + (" ---: |" if spread else ""))
     for name, value in report.metrics.items():
         threshold = report.thresholds.get(name)
-        lines.append(
-            f"| {_cell(name)} | {_score(value)} | "
-            f"{'—' if threshold is None else f'{threshold:g}'} |"
-        )
+        bar = "—" if threshold is None else f"{threshold:g}"
+        row = f"| {_cell(name)} | {_score(value)} | {bar} |"
+        if spread:
+            found = report.spread.get(name)
+            row += (
+                " — |"
+                if found is None
+                else f" {found.min:.3f} .. {found.max:.3f}, sd {found.stdev:.3f} |"
+            )
+        lines.append(row)
     if report.not_evaluated:
         lines += ["", "Not evaluated: " + ", ".join(f"`{n}`" for n in report.not_evaluated)]
     names = "".join(f" {_cell(m)} |" for m in report.metrics)

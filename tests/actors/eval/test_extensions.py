@@ -225,3 +225,20 @@ def test_a_failing_custom_criterion_is_diagnosed_without_rescoring_it() -> None:
     sample = report.cases[0].samples[0]
     assert sample.status == "failed" and sample.metrics == {"length": 0.0}
     assert sample.diagnosis is not None
+
+
+def test_the_markdown_report_shows_the_spread_with_repeated_samples() -> None:
+    from phloem.protocols.evalreport import encode_markdown
+
+    values = itertools.cycle([0.0, 1.0])
+    lock = threading.Lock()
+
+    def varying(case: EvalCase, outputs: Sequence[TurnOutput]) -> float:
+        with lock:
+            return next(values)
+
+    text = encode_markdown(run(varying, samples=2, threshold=0.0)).decode()
+    assert "| metric | score | threshold | spread (min .. max, sd) |" in text
+    assert "| length | 0.500 | 0 | 0.000 .. 1.000, sd 0.500 |" in text
+    single = encode_markdown(run(length_score)).decode()
+    assert "| metric | score | threshold |\n" in single and "spread" not in single
