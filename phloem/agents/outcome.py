@@ -2,7 +2,8 @@
 
 Hitting `max_iterations` is `iteration_limit`, never a quiet success; a planner that
 named an unknown agent is `plan_error`; a failed model call is `model_failed`. The outcome
-also carries the decision log, iterations, replans, model cost and the final event.
+also carries the decision log, iterations, replans, model cost, the final event and the
+run's wall time (`duration_ms`; each executed `run_agents` decision has its group's).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Decision(msgspec.Struct, frozen=True, omit_defaults=True):
     state_keys: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     executed: bool = True
+    duration_ms: int = 0  # the wall time of the group a run_agents decision ran
 
 
 class PlannerOutcome(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -57,6 +59,7 @@ class PlannerOutcome(msgspec.Struct, frozen=True, omit_defaults=True):
     result: str | None = None
     error: ErrorValue | None = None
     final_event: Event | None = None
+    duration_ms: int = 0  # the run's wall time
 
     def __post_init__(self) -> None:
         # the message often quotes an error or a cancel reason: never a credential

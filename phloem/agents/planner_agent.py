@@ -14,14 +14,22 @@ by a compensating event, so no racing value survives. An agent that fails ends t
 with `agent_failed` unless `on_agent_error="continue"` lets the planner decide.
 
 `run(ctx)` is a generator of events whose return value is the `PlannerOutcome`; the last
-event is always the outcome's `final_event` (its `planner_status` set).
+event is always the outcome's `final_event` (its `planner_status` set). As in the
+reference, `Done` (and a run with no sub-agents) says nothing: its final event carries the
+status as metadata with no content, so no "done after N iterations" line reaches a later
+model call, an eval's answer or a transcript; `DoneWithResult` says its result, and a
+failed run its error. The outcome and every executed group's decision record their wall
+time (`duration_ms`).
 """
 
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
+
+import msgspec
 
 from phloem.agents.agent import Agent, call_info
 from phloem.agents.context import InvocationContext
@@ -146,8 +154,10 @@ class _PlannerRun:
             user_content=ctx.user_content,
             invocation_id=ctx.invocation_id,
             generate=self.generate if ctx.interceptors else None,
+            invocation=ctx,
         )
         self.result: str | None = None
+        self.started = time.monotonic()
 
     def generate(self, model: Model, request: ModelRequest) -> ModelResponse:
         """A model call of the planner (a `SupervisorPlanner`) through the run's chain."""
@@ -210,7 +220,11 @@ class _PlannerRun:
                 self.result = action.result
                 break
             if isinstance(action, RunAgents):
-                yield from self.run_group(action)
+                group_started = time.monotonic()
+                try:
+                    yield from self.run_group(action)
+                finally:
+                    self.time_decision(group_started)
             elif not isinstance(action, NoOp):
                 raise _Stop(
                     OutcomeStatus.PLAN_ERROR,
@@ -259,6 +273,11 @@ class _PlannerRun:
                 executed=executed,
             )
         )
+
+    def time_decision(self, started: float) -> None:
+        """Record the wall time of the group the last decision ran."""
+        last = self.decisions[-1]
+        self.decisions[-1] = msgspec.structs.replace(last, duration_ms=_ms_since(started))
 
     # -- groups -----------------------------------------------------------------------------
 
@@ -338,7 +357,8 @@ class _PlannerRun:
         error = None
         if status not in OK_STATUSES:
             error = ErrorValue(kind=status.value, message=message, details=details)
-        text = self.result if self.result is not None else message
+        # Done says nothing (the status is metadata); a result or a failure is said.
+        text = self.result if self.result is not None else message if error else ""
         final = self.record(
             self.own_event(
                 content=Content.model(text) if text else None,
@@ -366,7 +386,12 @@ class _PlannerRun:
             result=self.result,
             error=error,
             final_event=final,
+            duration_ms=_ms_since(self.started),
         )
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
 
 
 def _action_name(action: object) -> str:

@@ -5,11 +5,13 @@ drives the agent, appends every event to the session as it arrives (calling
 `on_event` for live streaming), and ends the invocation (dropping `temp:` keys).
 Every run has a `PlannerOutcome`: a `PlannerAgent` returns its own; for any other agent
 the runner derives one (`done`, or `agent_failed` when the agent yielded an error or
-raised).
+raised). The outcome's `duration_ms` is the run's wall time, also recorded in the
+`phloem.run.duration` histogram.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any
 
@@ -115,8 +117,10 @@ def run_agent(
         sessions.append_event(session, Event(author=USER_AUTHOR, actions=_delta(state)))
     content = Content.user(input) if isinstance(input, str) else input
     cancel = cancel or CancelToken()
+    started = time.monotonic()
     if not interceptors:
-        return _run(agent, sessions, session, executor, cancel, on_event, interceptors, content)
+        run = _run(agent, sessions, session, executor, cancel, on_event, interceptors, content)
+        return _timed(run, started)
     info = CallInfo(
         kind="run",
         agent=agent.name,
@@ -127,13 +131,23 @@ def run_agent(
     )
     # The run through the chain's `run_call` (plugins' on_user_message/before_run/after_run).
     call = RunCall(content, cancel.cancel)
-    return interceptors.run(
+    run = interceptors.run(
         info,
         call,
         lambda c: _run(
             agent, sessions, session, executor, cancel, on_event, interceptors, c.user_content
         ),
     )
+    return _timed(run, started)
+
+
+def _timed(run: AgentRun, started: float) -> AgentRun:
+    """`run` with its wall time on the outcome (`duration_ms`), recorded in the
+    `phloem.run.duration` histogram (seconds, by kind and outcome)."""
+    elapsed = time.monotonic() - started
+    telemetry.record("phloem.run.duration", elapsed, kind="agent", outcome=str(run.outcome.status))
+    outcome = msgspec.structs.replace(run.outcome, duration_ms=int(elapsed * 1000))
+    return msgspec.structs.replace(run, outcome=outcome)
 
 
 def _run(

@@ -1,9 +1,11 @@
 """The one command contract: every `phloem` subcommand is a handler `(ctx) -> int` added
 through `Commands`, and gets a `CommandContext`. Exit codes: 0 success, 1 error (one line
-on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argument), 130
-interrupted (Ctrl-C), 141 when stdout's reader went away (`phloem top | head`: quietly,
-as shells report a program ended by SIGPIPE). Errors always go to stderr, as one line,
-never a traceback; with `--json` the error value is also printed on stdout.
+on stderr), 2 usage error (`UsageError`, raised by any handler for a bad argument, or a
+flag argparse cannot parse; a command whose 2 means something else gives its parser
+another `usage_exit`, as `eval run` does), 130 interrupted (Ctrl-C), 141 when stdout's
+reader went away (`phloem top | head`: quietly, as shells report a program ended by
+SIGPIPE). Errors always go to stderr, as one line, never a traceback; with `--json` the
+error value is also printed on stdout.
 
 A feature adds its commands in its own module under `phloem.cli` (listed, with the
 top-level commands it adds, in `phloem.cli.main.FEATURE_CLI_MODULES`: a run of one
@@ -24,9 +26,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import msgspec
 
@@ -43,6 +46,33 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ct
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report `cmd | head` when head exits first
 
 Handler = Callable[["CommandContext"], int]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a per-command usage exit code: a parse error of a (sub)command exits
+    with its `usage_exit` (default `EXIT_USAGE`); unrecognized arguments, which argparse
+    reports from the top parser, with the exit code of the command they were given to
+    (its `usage_exit` default)."""
+
+    usage_exit = EXIT_USAGE
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(self.usage_exit, f"{self.prog}: error: {message}\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self.print_usage(sys.stderr)
+            code = getattr(parsed, "usage_exit", self.usage_exit)
+            self.exit(code, f"{self.prog}: error: unrecognized arguments: {' '.join(extra)}\n")
+        return parsed
+
+
+def set_usage_exit(parser: argparse.ArgumentParser, code: int) -> None:
+    """Make `code` the exit code of every usage error of `parser`'s command."""
+    parser.usage_exit = code  # type: ignore[attr-defined]
+    parser.set_defaults(usage_exit=code)
 
 
 class UsageError(Exception):

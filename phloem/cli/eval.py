@@ -18,8 +18,10 @@ pass rate so far, elapsed, ETA), else one line per finished case; a case that di
 pass is explained there as it ends (expected against actual, the trajectory diff, the
 first error), and what was read but is not evaluated is named once at the end. Exit
 codes: 0 every gate passed, 2 the run completed but a gate failed or it regressed
-against the baseline, 1 a configuration or runtime error (one line on stderr). Ctrl-C
-cancels the eval and every case run it started, and exits 130 as every command does.
+against the baseline, 1 a configuration or runtime error (one line on stderr), 64 a
+usage error (a flag or value the command line cannot parse: never taken for a failed
+gate). Ctrl-C cancels the eval and every case run it started, and exits 130 as every
+command does.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from phloem.base.paths import SOCKET_ENV
 from phloem.cli.args import key_values
-from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError
+from phloem.cli.commands import EXIT_OK, CommandContext, Commands, UsageError, set_usage_exit
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 EXIT_GATE_FAILED = 2
+EXIT_EVAL_USAGE = 64  # EX_USAGE of sysexits.h: a mistyped `eval run` is not a failed gate
 BAR_WIDTH = 24
 
 
@@ -99,6 +102,7 @@ def add_cli(commands: Commands) -> None:
     run.add_argument("--markdown", metavar="FILE", help="write the Markdown report")
     run.add_argument("--junit", metavar="FILE", help="write the JUnit XML report")
     run.set_defaults(handler=_cmd_run, json=False)
+    set_usage_exit(run, EXIT_EVAL_USAGE)
     validate = group.add(
         "validate", "parse an eval set and report its format and counts", _cmd_validate
     )

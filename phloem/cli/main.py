@@ -25,6 +25,7 @@ from phloem.cli.commands import (
     EXIT_USAGE,
     CommandContext,
     Commands,
+    Parser,
     UsageError,
     add_common,
     to_json,
@@ -60,7 +61,7 @@ _TOP_VALUED = ("--socket", "--config")  # the top-level options that take a valu
 
 def build_parser(modules: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `phloem` parser with the commands of `modules` (default: every feature's)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="phloem", description="phloem: a supervised runtime for AI-agent workloads"
     )
     parser.add_argument("--version", action="version", version=f"phloem {__version__}")
@@ -114,7 +115,7 @@ def _run(argv: Sequence[str], out: TextIO, err: TextIO) -> int:
         return int(args.handler(ctx))
     except UsageError as exc:
         err.write(f"phloem {args.command}: {exc}\n")
-        return EXIT_USAGE
+        return int(getattr(args, "usage_exit", EXIT_USAGE))
     except PhloemError as exc:
         if ctx.json:
             out.write(to_json({"error": {"kind": exc.kind, "message": exc.message}}) + "\n")

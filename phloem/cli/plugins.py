@@ -3,7 +3,9 @@
     phloem plugin list [--json]
 
 One line per plugin: name, mode, failure policy, source, the hooks it implements, its
-calls and failures; a stateful plugin adds its instance's status (available, busy,
+calls and failures, and how many of its in-process hook calls are still running past
+their deadline (`overrunning`: Python cannot stop them; `isolate = true` kills them); a
+stateful plugin adds its instance's status (available, busy,
 queued, generation, state bytes).
 """
 
@@ -28,6 +30,8 @@ def describe(info: PluginInfo) -> str:
     )
     if info.isolate:
         line += "  isolate"
+    if info.overrunning:
+        line += f"  overrunning={info.overrunning} (past timeout_ms, still running)"
     status = info.status
     if status is not None:
         state = "available" if status.available else f"unavailable ({status.exit})"

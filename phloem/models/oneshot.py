@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Literal
@@ -238,6 +239,7 @@ class _Run:
         self.text = ""
         self.tool_results: list[FunctionResponse] = []
         self.model_calls = 0
+        self.started = time.monotonic()
         self.tool_calls = 0
         self.usage = Usage()
 
@@ -349,7 +351,10 @@ class _Run:
                 self.tool_calls += 1
 
     def result(self, error: ErrorValue | None) -> OneShotResult:
-        telemetry.count("phloem.runs", kind="oneshot", outcome=str(error.kind) if error else "ok")
+        outcome = str(error.kind) if error else "ok"
+        telemetry.count("phloem.runs", kind="oneshot", outcome=outcome)
+        elapsed = time.monotonic() - self.started
+        telemetry.record("phloem.run.duration", elapsed, kind="oneshot", outcome=outcome)
         return OneShotResult(
             text=self.text,
             tool_results=tuple(self.tool_results),

@@ -284,6 +284,10 @@ class ErrorKind(enum.StrEnum):
     EVAL_BASELINE_INVALID = "eval_baseline_invalid", "a baseline eval report cannot be read"
     EVAL_RUN_FAILED = "eval_run_failed", "an eval sample's agent run did not end ok"
     JUDGE_FAILED = "judge_failed", "an LLM judge call failed, timed out or broke its schema"
+    SCORER_FAILED = (
+        "scorer_failed",
+        "a custom eval scorer raised, or answered other than a score in [0, 1] or null",
+    )
 
     # --- bundled examples ---------------------------------------------------------------
     EXAMPLE_FAILED = "example_failed", "a bundled example did not produce what it should"

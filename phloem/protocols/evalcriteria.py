@@ -10,7 +10,8 @@ Criteria: `exact_response` (`normalization` exact | trim | casefold_trim),
 `response_match_score` (ROUGE-1 F-measure with Porter stemming, as ADK computes it),
 `tool_trajectory` (`match` exact | in_order | any_order | subset, `args` exact | subset |
 ignored) and `llm_judge` (`rubric_id`, `rubric_version`, `rubric`, `provider`, `samples`,
-`deadline_s`), which runs only when named.
+`deadline_s`), which runs only when named; `custom` (`scorer`: a name the tree's
+`[eval.scorers]`, or the embedding program, registered) calls trusted code.
 
 ADK's `test_config.json` (its `EvalConfig`) is `{"criteria": {name: threshold |
 {"threshold": x, ...}}, "custom_metrics"?, "user_simulator_config"?,
@@ -49,7 +50,8 @@ EXACT_RESPONSE = "exact_response"
 RESPONSE_MATCH = "response_match_score"
 TOOL_TRAJECTORY = "tool_trajectory"
 LLM_JUDGE = "llm_judge"
-KINDS = (EXACT_RESPONSE, RESPONSE_MATCH, TOOL_TRAJECTORY, LLM_JUDGE)
+CUSTOM = "custom"
+KINDS = (EXACT_RESPONSE, RESPONSE_MATCH, TOOL_TRAJECTORY, LLM_JUDGE, CUSTOM)
 
 ADK_TRAJECTORY = "tool_trajectory_avg_score"
 ADK_MATCH_TYPES: dict[str, MatchPolicy] = {
@@ -76,6 +78,8 @@ class Criterion(msgspec.Struct, frozen=True, omit_defaults=True):
     provider: str = ""
     samples: int = 1
     deadline_s: float = 30.0
+    # custom only: the registered scorer's name
+    scorer: str = ""
 
     @property
     def kind(self) -> str:
@@ -210,6 +214,7 @@ _CONFIG_FIELDS = {
     RESPONSE_MATCH: set(),
     TOOL_TRAJECTORY: {"match", "args"},
     LLM_JUDGE: {"rubric_id", "rubric_version", "rubric", "provider", "samples", "deadline_s"},
+    CUSTOM: {"scorer"},
 }
 
 
@@ -255,6 +260,8 @@ def _phloem(doc: dict[str, Any]) -> Criteria:
             raise invalid(f"{path}.config: {exc}") from None
         if kind == LLM_JUDGE:
             _check_judge(criterion, f"{path}.config")
+        if kind == CUSTOM and not criterion.scorer:
+            raise invalid(f"{path}.config.scorer is required for custom")
         out.append(criterion)
     ids = [c.id for c in out]
     if len(set(ids)) != len(ids):

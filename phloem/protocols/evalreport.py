@@ -80,6 +80,15 @@ class SampleResult(msgspec.Struct, frozen=True, omit_defaults=True):
     diagnosis: Diagnosis | None = None  # failed and error samples (see `Diagnosis`)
 
 
+class Spread(msgspec.Struct, frozen=True):
+    """How one metric's scores spread across the samples that scored it."""
+
+    n: int
+    min: float
+    max: float
+    stdev: float  # the population standard deviation (0.0 for one score)
+
+
 class CaseResult(msgspec.Struct, frozen=True):
     id: str
     status: CaseStatus
@@ -88,6 +97,8 @@ class CaseResult(msgspec.Struct, frozen=True):
     samples: list[SampleResult]
     passed_samples: int = 0
     error_samples: int = 0
+    # per metric: the spread of its scores over this case's successful samples
+    spread: dict[str, Spread] = msgspec.field(default_factory=dict)
 
 
 class Regression(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -123,6 +134,8 @@ class EvalReport(msgspec.Struct, frozen=True):
     samples: int = 1
     duration_ms: int = 0
     baseline: BaselineComparison | None = None
+    # per metric: the spread of its scores over every successful sample of every case
+    spread: dict[str, Spread] = msgspec.field(default_factory=dict)
 
 
 def report_invalid(message: str) -> PhloemError:
@@ -281,15 +294,24 @@ def encode_markdown(report: EvalReport) -> bytes:
         "",
         "## Metrics",
         "",
-        "| metric | score | threshold |",
-        "| --- | ---: | ---: |",
     ]
+    spread = report.samples > 1  # with repeated samples: how the scores spread
+    lines.append(
+        "| metric | score | threshold |" + (" spread (min .. max, sd) |" if spread else "")
+    )
+    lines.append("| --- | ---: | ---: |" + (" ---: |" if spread else ""))
     for name, value in report.metrics.items():
         threshold = report.thresholds.get(name)
-        lines.append(
-            f"| {_cell(name)} | {_score(value)} | "
-            f"{'—' if threshold is None else f'{threshold:g}'} |"
-        )
+        bar = "—" if threshold is None else f"{threshold:g}"
+        row = f"| {_cell(name)} | {_score(value)} | {bar} |"
+        if spread:
+            found = report.spread.get(name)
+            row += (
+                " — |"
+                if found is None
+                else f" {found.min:.3f} .. {found.max:.3f}, sd {found.stdev:.3f} |"
+            )
+        lines.append(row)
     if report.not_evaluated:
         lines += ["", "Not evaluated: " + ", ".join(f"`{n}`" for n in report.not_evaluated)]
     names = "".join(f" {_cell(m)} |" for m in report.metrics)

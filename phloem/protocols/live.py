@@ -15,8 +15,13 @@ while decoding:
 - its integers, in free-form JSON (`args`, `groundingMetadata`) too: within
   `MIN_FRAME_INT` .. `MAX_FRAME_INT`, what the event stream (msgpack) can carry;
 - exactly one primary message (`setupComplete`, `serverContent`, `toolCall`,
-  `toolCallCancellation`, `goAway`, `sessionResumptionUpdate`), optionally with
+  `toolCallCancellation`, `goAway`, `sessionResumptionUpdate`, the voice-activity
+  signals `voiceActivityDetectionSignal` and `voiceActivity`), optionally with
   `usageMetadata`, or `usageMetadata` alone.
+
+Provider enumerations (a VAD signal's type) are mapped onto phloem's own closed
+vocabulary (`VOICE_SIGNALS`), never passed through as new names; transcription metadata
+(`languageCode`, `speakerLabel`) is bounded (`MAX_LABEL_CHARS`).
 
 A frame that breaks any of these is a `LiveProtocolError` naming a JSON path
 (`$.serverContent.modelTurn.parts[3].text`) and the reason; so is any other failure to
@@ -54,6 +59,7 @@ MAX_VIDEO_FRAME_BYTES: Final = 4 * 1024 * 1024
 MAX_TOOL_RESPONSE_BYTES: Final = 1024 * 1024
 MAX_ID_CHARS: Final = 256
 MAX_MODEL_CHARS: Final = 256
+MAX_LABEL_CHARS: Final = 64  # a transcription's language code or speaker label
 # The integers a server frame may hold: int64, which msgpack (the event stream) carries.
 MIN_FRAME_INT: Final = -(2**63)
 MAX_FRAME_INT: Final = 2**63 - 1
@@ -328,9 +334,14 @@ class ModelTurn(_Wire):
     role: str | None = None
 
 
+_Label = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_CHARS)]
+
+
 class Transcription(_Wire):
     text: _Str = ""
     finished: bool | None = None
+    language_code: _Label | None = None  # BCP-47
+    speaker_label: _Label | None = None
 
 
 class ServerContent(_Wire):
@@ -364,6 +375,29 @@ class SessionResumptionUpdate(_Wire):
     resumable: bool = False
 
 
+class VoiceActivityDetectionSignal(_Wire):
+    vad_signal_type: _Label | None = None  # VAD_SIGNAL_TYPE_SOS | VAD_SIGNAL_TYPE_EOS
+
+
+class VoiceActivity(_Wire):
+    voice_activity_type: _Label | None = None  # ACTIVITY_START | ACTIVITY_END
+    audio_offset: _Label | None = None  # a protobuf Duration: "1.250s"
+
+
+VOICE_SIGNALS: Final = {
+    "VAD_SIGNAL_TYPE_SOS": "start",
+    "VAD_SIGNAL_TYPE_EOS": "end",
+    "ACTIVITY_START": "start",
+    "ACTIVITY_END": "end",
+}
+"""Provider voice-activity types -> phloem's signal (any other type: `unspecified`)."""
+
+
+def voice_signal(provider_type: str | None) -> str:
+    """`start`, `end` or `unspecified`: never the provider's own spelling."""
+    return VOICE_SIGNALS.get(provider_type or "", "unspecified")
+
+
 class SetupComplete(_Wire):
     session_id: str | None = None
 
@@ -386,6 +420,8 @@ class ServerMessage(_Wire):
     tool_call_cancellation: ToolCallCancellation | None = None
     go_away: GoAway | None = None
     session_resumption_update: SessionResumptionUpdate | None = None
+    voice_activity_detection_signal: VoiceActivityDetectionSignal | None = None
+    voice_activity: VoiceActivity | None = None
     usage_metadata: UsageMetadata | None = None
 
 
@@ -396,6 +432,8 @@ PRIMARY_FIELDS: Final = (
     "tool_call_cancellation",
     "go_away",
     "session_resumption_update",
+    "voice_activity_detection_signal",
+    "voice_activity",
 )
 _server_decoder = msgspec.json.Decoder(ServerMessage)
 _AT_PATH = re.compile(r"^(.*) - at `(\$[^`]*)`$", re.DOTALL)

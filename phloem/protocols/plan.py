@@ -137,12 +137,30 @@ def parse_document(data: bytes | bytearray | memoryview | str, limit: int, what:
 
 
 class Step(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One step: a non-empty id unique in its revision, a description and an opaque action."""
+    """One step: a non-empty id unique in its revision, a description and an opaque action.
+
+    Constructing one validates it (`invalid_plan_step`, `invalid_plan_json`) and prunes
+    secrets from its action and metadata: a `Step` in hand is canonical step data, as the
+    reference's `step/3,4` constructors make, not a shape checked only by `Plan.new`."""
 
     id: str
     description: str
     action: dict[str, Any]
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("id", "description"):
+            if not _non_empty_text(getattr(self, name)):
+                raise PlanError(
+                    K.INVALID_PLAN_STEP, f"step {name} must be a non-empty string", {"field": name}
+                )
+        for name in ("action", "metadata"):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping):
+                raise PlanError(
+                    K.INVALID_PLAN_STEP, f"step {name} must be an object", {"field": name}
+                )
+            msgspec.structs.force_setattr(self, name, sanitize(dict(value), f"$.{name}"))
 
 
 class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

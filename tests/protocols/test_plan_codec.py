@@ -430,3 +430,35 @@ def test_any_consistent_result_round_trips_through_the_strict_decoder(
     data = rs.encode_result(result)
     assert rs.decode_result(data) == result
     assert rs.encode_result(rs.decode_result(data)) == data
+
+
+@pytest.mark.parametrize(
+    ("fields", "kind", "said"),
+    [
+        ({"id": "", "description": "d", "action": {}}, "invalid_plan_step", "id must be"),
+        ({"id": "s", "description": "", "action": {}}, "invalid_plan_step", "description"),
+        ({"id": "s", "description": "d", "action": []}, "invalid_plan_step", "action must"),
+        (
+            {"id": "s", "description": "d", "action": {}, "metadata": "x"},
+            "invalid_plan_step",
+            "metadata must",
+        ),
+        (
+            {"id": "s", "description": "d", "action": {"f": object()}},
+            "invalid_plan_json",
+            "$.action.f",
+        ),
+    ],
+)
+def test_the_step_constructor_validates_as_the_plan_does(
+    fields: dict[str, Any], kind: str, said: str
+) -> None:
+    with pytest.raises(PlanError) as info:
+        Step(**fields)
+    assert info.value.kind == kind and said in info.value.message
+
+
+def test_a_constructed_step_is_canonical_and_pruned() -> None:
+    step = Step("s1", "fetch", {"tool": "read", "api_key": "sk-abc"}, {"note": 1})
+    assert step.action == {"tool": "read"} and step.metadata == {"note": 1}
+    assert pl.Plan.new("p", 1, "goal", [step]).steps == (step,)

@@ -7,8 +7,12 @@
   succeeded (passed or failed) and some errored; `partial` when fewer than
   `min_successful_samples` succeeded; otherwise `passed` when passed / successful ≥
   `sample_pass_rate_threshold`, else `failed`. Its metrics are the means over its
-  successful samples (None: never scored); `not_evaluated` lists the criteria without an
-  expectation in the case, the criteria read but not implemented, and unsupported fields.
+  successful samples (None: never scored), and `spread` gives, per metric, the number,
+  min, max and standard deviation of those samples' scores; `not_evaluated` lists the
+  criteria without an expectation in the case, the criteria read but not implemented,
+  and unsupported fields.
+- The set's metrics are the means of its cases' metrics; its `spread` is taken over
+  every successful sample of every case.
 - The set's pass rate is passed / evaluated cases (not_evaluated cases left out; none
   evaluated is a pass rate of 0); it passes at `pass_rate_threshold`.
 """
@@ -16,11 +20,18 @@
 from __future__ import annotations
 
 import hashlib
+import statistics
 from collections.abc import Sequence
 
 from phloem.actors.eval.options import EvalOptions
 from phloem.protocols.evalcriteria import Criteria
-from phloem.protocols.evalreport import CaseResult, EvalReport, SampleResult, SampleStatus
+from phloem.protocols.evalreport import (
+    CaseResult,
+    EvalReport,
+    SampleResult,
+    SampleStatus,
+    Spread,
+)
 from phloem.protocols.evalset import EvalCase, EvalSet
 
 
@@ -39,6 +50,22 @@ def sample_status(metrics: dict[str, float | None], criteria: Criteria) -> Sampl
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def spread(values: Sequence[float]) -> Spread | None:
+    """The spread of `values` (None for none)."""
+    if not values:
+        return None
+    return Spread(len(values), min(values), max(values), statistics.pstdev(values))
+
+
+def _spreads(samples: Sequence[SampleResult], criteria: Criteria) -> dict[str, Spread]:
+    out: dict[str, Spread] = {}
+    for c in criteria.criteria:
+        found = spread([v for s in samples if (v := s.metrics.get(c.id)) is not None])
+        if found is not None:
+            out[c.id] = found
+    return out
 
 
 def case_result(
@@ -77,6 +104,7 @@ def case_result(
         samples=list(samples),
         passed_samples=passed,
         error_samples=errors,
+        spread=_spreads(ok, criteria),
     )
 
 
@@ -116,4 +144,8 @@ def set_report(
         samples=options.samples,
         duration_ms=duration_ms,
         cases=list(cases),
+        spread=_spreads(
+            [s for case in cases for s in case.samples if s.status in ("passed", "failed")],
+            criteria,
+        ),
     )

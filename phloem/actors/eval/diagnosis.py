@@ -22,7 +22,13 @@ import msgspec
 
 from phloem.actors.eval.scoring import TurnOutput, align, args_differ, score
 from phloem.protocols.errors import ErrorValue
-from phloem.protocols.evalcriteria import LLM_JUDGE, TOOL_TRAJECTORY, ArgsPolicy, Criteria
+from phloem.protocols.evalcriteria import (
+    CUSTOM,
+    LLM_JUDGE,
+    TOOL_TRAJECTORY,
+    ArgsPolicy,
+    Criteria,
+)
 from phloem.protocols.evalreport import CallStep, Diagnosis, TurnDiagnosis
 from phloem.protocols.evalset import ToolCall, Turn
 
@@ -70,7 +76,8 @@ def diagnose(
     """The diagnosis of one sample from the turns it completed (`outputs`, one per turn
     from the first) and, if it errored, what went wrong (the first error of the turn
     that failed); the first error is the earliest of these."""
-    scored = [c for c in criteria.criteria if c.criterion != LLM_JUDGE]
+    # the deterministic criteria: a judge and a custom scorer score the whole case only
+    scored = [c for c in criteria.criteria if c.criterion not in (LLM_JUDGE, CUSTOM)]
     trajectory = next((c for c in scored if c.criterion == TOOL_TRAJECTORY), None)
     match = trajectory.match if trajectory is not None else "exact"
     args: ArgsPolicy = trajectory.args if trajectory is not None else "exact"

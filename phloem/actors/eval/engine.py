@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from phloem.actors.eval import accounting
 from phloem.actors.eval.diagnosis import Budget, diagnose
 from phloem.actors.eval.judge import judge
 from phloem.actors.eval.options import EvalOptions
+from phloem.actors.eval.scorers import Scorer, check_scorers, custom_score
 from phloem.actors.eval.scoring import TurnOutput, score
 from phloem.agents.agent import Agent
 from phloem.agents.context import CancelToken
@@ -38,7 +39,7 @@ from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, Interceptors
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
-from phloem.protocols.evalcriteria import LLM_JUDGE, Criteria
+from phloem.protocols.evalcriteria import CUSTOM, LLM_JUDGE, Criteria
 from phloem.protocols.evalreport import CaseResult, Diagnosis, EvalReport, SampleResult
 from phloem.protocols.evalset import EvalCase, EvalSet, ToolCall
 from phloem.protocols.model import Model
@@ -95,7 +96,11 @@ class EvalEngine:
         invocation_timeout_s: float | None = None,
         chain: Callable[[], Interceptors] = lambda: NO_INTERCEPTORS,
         launcher: Launcher | None = None,
+        scorers: Mapping[str, Scorer] | None = None,
     ) -> None:
+        # The custom scorers a `custom` criterion may name (phloem.actors.eval.scorers).
+        self.scorers = dict(scorers or {})
+        check_scorers(criteria, self.scorers)
         self.agent = agent
         # Where the samples' isolated process children run (`[cluster]` kind `eval_cases`).
         self.launcher = launcher
@@ -169,6 +174,13 @@ class EvalEngine:
         metrics: dict[str, float | None] = {}
         judged: dict[str, Any] = {}
         for c in self.criteria.criteria:
+            if c.criterion == CUSTOM:
+                try:
+                    metrics[c.id] = custom_score(c, self.scorers[c.scorer], case, outputs)
+                except PhloemError as exc:
+                    error = ErrorValue(kind=exc.kind, message=f"{c.id}: {exc.message}")
+                    return done("error", metrics, error=error)
+                continue
             if c.criterion != LLM_JUDGE:
                 metrics[c.id] = score(c, case.turns, outputs)
                 continue

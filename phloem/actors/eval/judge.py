@@ -6,7 +6,9 @@ calls to average (`samples`) and a deadline for each (`deadline_s`). The judge s
 conversation (user inputs, expected and actual answers, tool calls) and must answer one
 JSON object `{"score": number in [0, 1], "rationale": string}`. A transport error, a
 deadline passed or an answer off that schema is a `judge_failed` error for the sample,
-never a score; the rationale is kept (at most `MAX_RATIONALE_CHARS`, redacted).
+never a score; the rationale is kept (at most `MAX_RATIONALE_CHARS`, redacted). The
+sample's judge metadata names the model asked (`model`, what the provider's model says
+of itself) and the model that answered (`response_model`, when the provider says).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from phloem.protocols.secrets import redact
 JUDGE_SCHEMA = "phloem.judge/v1"
 MAX_RATIONALE_CHARS = 2_000
 MAX_PROMPT_CHARS = 200_000
+MAX_MODEL_CHARS = 256
 JUDGE_INSTRUCTION = (
     "You are an evaluation judge. Score the agent's answers against the rubric. "
     'Answer with exactly one JSON object: {"score": <number from 0 to 1>, '
@@ -105,17 +108,29 @@ def judge(
     )
     scores: list[float] = []
     rationales: list[str] = []
+    answered_by = ""
     for _ in range(criterion.samples):
-        score, rationale = parse_verdict(_call(model, request, criterion.deadline_s).text)
+        response = _call(model, request, criterion.deadline_s)
+        score, rationale = parse_verdict(response.text)
         scores.append(score)
         rationales.append(rationale)
+        answered_by = answered_by or (response.model_version or "")
     meta = {
         "schema": JUDGE_SCHEMA,
         "rubric_id": criterion.rubric_id,
         "rubric_version": criterion.rubric_version,
         "provider": criterion.provider,
+        "model": requested_model(model),
         "samples": criterion.samples,
         "scores": scores,
         "rationale": rationales[0],
     }
+    if answered_by:
+        meta["response_model"] = answered_by[:MAX_MODEL_CHARS]
     return sum(scores) / len(scores), meta
+
+
+def requested_model(model: Model) -> str:
+    """The model a judge provider asks for (its `model`, else its `name`; "" if neither)."""
+    name = getattr(model, "model", "") or getattr(model, "name", "") or ""
+    return str(name)[:MAX_MODEL_CHARS]

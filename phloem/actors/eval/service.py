@@ -33,6 +33,7 @@ from phloem.actors.eval.protocol import (
     EvalStarted,
     StartEval,
 )
+from phloem.actors.eval.scorers import check_scorers, load_scorers
 from phloem.actors.runs import Run, RunDriver, ServiceRuns
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
 from phloem.agents.context import CancelToken
@@ -107,6 +108,7 @@ class EvalService(ServiceActor):
         super().__init__(ctx)
         from phloem.models.providers import ProviderRegistry
 
+        self.scorers = load_scorers(ctx.config.eval.scorers)
         self.providers = ProviderRegistry(ctx.config.providers)
         self.invocation_timeout_s: float = ctx.config.agents.invocation_timeout_s
         self.runs = ServiceRuns.of(
@@ -157,6 +159,7 @@ class EvalService(ServiceActor):
                 f"eval set {request.evalset.id!r} has no cases; it needs at least one",
             )
         check_options(request.options, len(request.evalset.cases))
+        check_scorers(request.criteria, self.scorers)
         catalogue = self.ctx.resources.catalogue()
         agent = catalogue.agent(request.agent)
         tree = self.ctx.interceptors.chain()
@@ -189,6 +192,7 @@ class EvalService(ServiceActor):
                 chain=chain,
                 invocation_timeout_s=min(self.invocation_timeout_s, request.options.case_timeout_s),
                 launcher=self.ctx.resources.launcher("eval_cases"),
+                scorers=self.scorers,
             )
 
             def launch(run: Run) -> ChildHandle:

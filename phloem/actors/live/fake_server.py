@@ -14,7 +14,9 @@ as the real service sends them. A test can also:
   (`stall_reads`: the client's socket fills up and its writes wait);
 - drop a connection without a close frame (`drop`), or every connection right after
   its setup and a resumable handle (`drop_after_setup`: resumed connections that never
-  last).
+  last);
+- serve TLS (`FakeLiveServer(tls=context)`, a server `ssl.SSLContext`): its `url` is then
+  `wss://`, for tests of the transport's certificate checks against a local CA.
 
 Run it alone with `python -m phloem.actors.live.fake_server [--echo-audio]` (prints its URL).
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import sys
 import threading
 import time
@@ -59,7 +62,8 @@ class FakeConnection:
 class FakeLiveServer:
     """See the module docstring. `start()` it, use `url` as `[live] base_url`, `stop()`."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
         self.connections: list[FakeConnection] = []
         self.stall_accept = False
         self.stall_setup = False
@@ -96,6 +100,7 @@ class FakeLiveServer:
             max_size=MAX_FRAME_BYTES,
             process_request=self._process_request,
             compression=None,
+            ssl=self.tls,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._started.set()
@@ -106,7 +111,7 @@ class FakeLiveServer:
 
     @property
     def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
+        return f"{'wss' if self.tls is not None else 'ws'}://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
         async def close() -> None:

@@ -27,6 +27,13 @@ Its state machine (the only place that changes session state, on the actor's thr
 Events carry `sequence`, `turn_epoch` (bumped after each `turn_complete`) and
 `generation_epoch` (bumped after each `interrupted`, which also drops output audio not
 yet delivered to subscribers). Resumption handles and the API key never leave here.
+Server voice-activity signals become `voice_activity` events (`signal` start | end |
+unspecified); transcriptions carry the language and speaker the server names.
+
+Instruments (with telemetry on; low cardinality): `phloem.live.sessions` (`event`
+opened | resumed | closed, and the close `reason`), `phloem.live.media.frames` /
+`phloem.live.media.bytes` (`direction` in | out, `kind` audio | video) and
+`phloem.live.tool_calls` (`managed`).
 
 Size: one module on purpose — it is the state machine above, and every transition
 shares the same link, outbox, tool runner and topic.
@@ -59,6 +66,7 @@ from phloem.actors.live.transport import (
 )
 from phloem.actors.services import Call
 from phloem.actors.streams import Topic
+from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.models.interceptors import NO_INTERCEPTORS, CallInfo, Interceptors
 from phloem.protocols import live as wire
@@ -159,6 +167,23 @@ class ReconnectWindow:
             return False
         self._times.append(now)
         return True
+
+
+def _count_media(direction: str, kind: str, nbytes: int) -> None:
+    """One media frame in the Live instruments (`phloem.live.media.*`, by direction and
+    kind: a handful of series)."""
+    telemetry.count("phloem.live.media.frames", direction=direction, kind=kind)
+    telemetry.count("phloem.live.media.bytes", nbytes, direction=direction, kind=kind)
+
+
+def _transcription(t: wire.Transcription) -> dict[str, Any]:
+    """A transcription event's payload: text, finished, and the metadata the server sent."""
+    payload: dict[str, Any] = {"text": t.text, "finished": bool(t.finished)}
+    if t.language_code is not None:
+        payload["language"] = t.language_code
+    if t.speaker_label is not None:
+        payload["speaker"] = t.speaker_label
+    return payload
 
 
 def _is_audio(item: bytes) -> bool:
@@ -326,6 +351,7 @@ class LiveSession(Actor):
         self.ever_active = True
         self._set_state("active")
         self._publish("ready", {"resumed": resumed, "reconnects": self.reconnects})
+        telemetry.count("phloem.live.sessions", event="resumed" if resumed else "opened")
 
     def _down(self, down: LinkDown) -> None:
         detail = redact(down.detail, limit=MAX_DETAIL_CHARS)
@@ -390,6 +416,7 @@ class LiveSession(Actor):
             return
         self.close_reason = reason
         self._set_state("closed")
+        telemetry.count("phloem.live.sessions", event="closed", reason=reason)
         if self._timer is not None:
             self._timer.cancel()
         if self.link is not None:
@@ -429,6 +456,15 @@ class LiveSession(Actor):
             if self.spec.options.resumption and self.handle:
                 self._recover("go_away")
             # without a usable handle the session runs until the server drops it
+        elif message.voice_activity_detection_signal is not None:
+            signal = message.voice_activity_detection_signal.vad_signal_type
+            self._publish("voice_activity", {"signal": wire.voice_signal(signal)})
+        elif message.voice_activity is not None:
+            activity = message.voice_activity
+            payload: dict[str, Any] = {"signal": wire.voice_signal(activity.voice_activity_type)}
+            if activity.audio_offset is not None:
+                payload["audio_offset_ms"] = wire.duration_ms(activity.audio_offset)
+            self._publish("voice_activity", payload)
         if message.usage_metadata is not None and self.state != "closed":
             usage = msgspec.structs.asdict(message.usage_metadata)
             self._publish("usage", {k: v for k, v in usage.items() if v is not None})
@@ -440,11 +476,9 @@ class LiveSession(Actor):
                 if self.state == "closed":
                     return
         if content.input_transcription is not None:
-            t = content.input_transcription
-            self._publish("input_transcription", {"text": t.text, "finished": bool(t.finished)})
+            self._publish("input_transcription", _transcription(content.input_transcription))
         if content.output_transcription is not None:
-            t = content.output_transcription
-            self._publish("output_transcription", {"text": t.text, "finished": bool(t.finished)})
+            self._publish("output_transcription", _transcription(content.output_transcription))
         if content.interrupted:
             purged = self.topic.stream.discard_pending(_is_audio)
             self._publish("interrupted", {"purged_audio": purged})
@@ -473,6 +507,7 @@ class LiveSession(Actor):
                 self._end("protocol_error", f"{exc.reason} at {exc.path}")
                 return
             self._publish("audio", {"mime_type": part.inline_data.mime_type, "data": data})
+            _count_media("out", "audio", len(data))
         elif part.executable_code is not None:
             code = part.executable_code
             self._publish("code", {"language": code.language, "code": code.code})
@@ -486,6 +521,7 @@ class LiveSession(Actor):
         for fc in call.function_calls:
             managed = runner is not None and runner.manages(fc.name) and bool(fc.id)
             calls.append({"id": fc.id, "name": fc.name, "args": fc.args, "managed": managed})
+            telemetry.count("phloem.live.tool_calls", managed=managed)
         self._publish("tool_call", {"calls": calls})
         if runner is None:
             return
@@ -597,8 +633,10 @@ class LiveSession(Actor):
                 data.append(wire.text_input(send.text))
             if send.audio is not None:
                 data.append(wire.audio_input(send.audio))
+                _count_media("in", "audio", len(send.audio))
             if send.video is not None:
                 data.append(wire.video_input(send.video, send.video_mime))
+                _count_media("in", "video", len(send.video))
             if send.activity == "end":
                 if not manual:
                     raise wire.LiveProtocolError("$.realtimeInput.activityEnd", _AUTO)

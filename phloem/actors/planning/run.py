@@ -554,6 +554,7 @@ class PlanningRun(Actor):
             **{"phloem.planning.status": res.status, "phloem.planning.steps": self.steps_executed},
         )
         telemetry.count("phloem.runs", kind="planning", outcome=res.status)
+        telemetry.record("phloem.run.duration", elapsed / 1000, kind="planning", outcome=res.status)
         terminal: dict[str, Any] = {"status": res.status}
         terminal["error"] = None if res.error is None else res.error.to_builtins()
         kind = None if res.error is None else res.error.kind

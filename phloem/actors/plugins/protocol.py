@@ -39,3 +39,5 @@ class PluginInfo(msgspec.Struct, frozen=True):
     failures: int = 0
     last_failure: str = ""
     status: InstanceStatus | None = None
+    # in-process hook calls abandoned at their deadline and still running (not isolated)
+    overrunning: int = 0

@@ -174,6 +174,7 @@ def info_of(slot: PluginSlot) -> PluginInfo:
         failures=slot.failures,
         last_failure=slot.last_failure,
         status=slot.instance.status() if slot.instance is not None else None,
+        overrunning=slot.overrunning,
     )
 
 

@@ -5,7 +5,10 @@ isolation) and its counters, and calls one hook in one of three ways:
 
 - in process (the default): on a hook thread of a small daemon pool, waited for at most
   `timeout_ms` — a hook that hangs is abandoned on its thread (the pool is bounded by
-  `MAX_HOOK_THREADS`; a full pool is a timeout), never waited for;
+  `MAX_HOOK_THREADS`; a full pool is a timeout), never waited for. Python cannot stop a
+  thread, so an abandoned hook keeps running, with no memory cap, until it returns: the
+  slot counts them (`overrunning`, shown by `phloem plugin list`) and its answer is
+  discarded. A plugin that may hang or hog memory belongs in `isolate = true`;
 - `isolate = true`: in a capped process child (`call_in_child`, `max_memory_bytes`,
   the deadline kills it); the answer comes back as plain data, typed again here;
 - `stateful = true`: as a request to the plugin's instance (`phloem.actors.plugins.instance`).
@@ -80,6 +83,11 @@ class PluginSlot:
         self.calls = 0
         self.failures = 0
         self.last_failure = ""
+        self.overrunning = 0  # in-process hook calls past their deadline, still running
+
+    def _overran(self, delta: int) -> None:
+        with self._lock:
+            self.overrunning += delta
 
     @property
     def timeout_s(self) -> float:
@@ -102,7 +110,10 @@ class PluginSlot:
         if self.options.isolate:
             return self._isolated(hook, ctx, value)
         return run_with_timeout(
-            lambda: getattr(self.plugin, hook)(ctx, value), self.timeout_s, f"{self.name}.{hook}"
+            lambda: getattr(self.plugin, hook)(ctx, value),
+            self.timeout_s,
+            f"{self.name}.{hook}",
+            on_overrun=self._overran,
         )
 
     def _isolated(self, hook: str, ctx: PluginContext, value: Any) -> Any:
@@ -162,21 +173,39 @@ class _HookThreads:
 _threads = _HookThreads()
 
 
-def run_with_timeout(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """`fn()` on a hook thread, waited for at most `timeout_s`; `HookFailure` otherwise."""
+def run_with_timeout(
+    fn: Callable[[], Any],
+    timeout_s: float,
+    what: str,
+    on_overrun: Callable[[int], None] | None = None,
+) -> Any:
+    """`fn()` on a hook thread, waited for at most `timeout_s`; `HookFailure` otherwise.
+    A call past its deadline runs on: `on_overrun(1)` when it is given up on,
+    `on_overrun(-1)` when it finally returns."""
     reply: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+    lock = threading.Lock()
+    given_up = False
 
     def job() -> None:
         try:
             reply.put((True, fn()))
         except BaseException as exc:  # the hook's failure, reported to its caller
             reply.put((False, exc))
+        with lock:
+            late = given_up
+        if late and on_overrun is not None:
+            on_overrun(-1)
 
     if not _threads.submit(job):
         raise HookFailure(ErrorKind.PLUGIN_TIMEOUT, f"{what}: every hook thread is busy")
     try:
         ok, value = reply.get(timeout=timeout_s)
     except queue.Empty:
+        with lock:
+            given_up = reply.empty()  # it may have answered just now: then it has ended
+            late = given_up
+        if late and on_overrun is not None:
+            on_overrun(1)
         raise HookFailure(
             ErrorKind.PLUGIN_TIMEOUT, f"{what}: no answer within {timeout_s:g}s"
         ) from None

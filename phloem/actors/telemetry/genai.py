@@ -9,7 +9,8 @@ conventions (the version is `providers.SEMCONV_VERSION`):
   `gen_ai.conversation.id` (the session), `phloem.invocation.id`; `error.type` when the
   agent ended with an error event or raised.
 - `chat {model}` / `generate_content {model}`: `gen_ai.provider.name`,
-  `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.response.id`,
+  `gen_ai.request.model`, `gen_ai.output.type` (`text`: phloem asks every model for
+  text — structured answers are text it parses), `gen_ai.response.model`, `gen_ai.response.id`,
   `gen_ai.response.finish_reasons`, `gen_ai.usage.input_tokens` / `output_tokens`,
   `gen_ai.usage.cache_read.input_tokens` and `gen_ai.usage.reasoning_tokens` when the
   provider says them, `error.type`. It is the current span while the request is sent, so
@@ -43,6 +44,9 @@ from phloem.protocols.secrets import redact_value
 T = TypeVar("T")
 
 CONTENT_FLAG = "phloem.content_captured"
+
+
+OUTPUT_TYPE = "text"  # the output type phloem requests of every model call
 
 
 class GenAIInterceptor(Interceptor):
@@ -130,6 +134,7 @@ class GenAIInterceptor(Interceptor):
             "gen_ai.provider.name": provider,
             "gen_ai.request.model": model,
             "gen_ai.agent.name": info.agent,
+            "gen_ai.output.type": OUTPUT_TYPE,
         }
         config = request.config
         for key, attr in (

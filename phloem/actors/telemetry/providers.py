@@ -6,7 +6,9 @@ resource (`service.name` from the config, not `OTEL_SERVICE_NAME` /
 the span limits, the exporters' endpoint, headers, timeout and compression, the metric
 reader's interval and timeout, the exemplar filter. The exporters' requests session
 ignores proxy variables and netrc (`trust_env = False`): telemetry goes to the endpoint
-the config names, nowhere else.
+the config names, nowhere else. A collector's answer outside 2xx is never a success: a
+redirect (3xx) is not followed and fails the export permanently (counted under
+`export_failed`), where the SDK alone would count it exported and lose the batch.
 
 Metric instruments are made on first use, at most `MAX_INSTRUMENTS`; every instrument
 keeps at most `MAX_SERIES` attribute sets, further ones merging into the SDK's overflow
@@ -67,9 +69,20 @@ HISTOGRAMS: dict[str, tuple[str, str, tuple[float, ...]]] = {
 }
 
 
+class CollectorRedirected(requests.RequestException):
+    """A collector answered a redirect: the batch is not delivered, and not retried."""
+
+
+def _refuse_redirects(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+    """A response hook: a 3xx answer fails the export (its target is never named)."""
+    if 300 <= response.status_code < 400:
+        raise CollectorRedirected(f"the collector answered {response.status_code}, a redirect")
+
+
 def _session() -> requests.Session:
     session = requests.Session()
     session.trust_env = False  # no proxy variables, no netrc
+    session.hooks["response"].append(_refuse_redirects)
     return session
 
 

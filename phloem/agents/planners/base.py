@@ -21,6 +21,7 @@ from phloem.protocols.model import Model
 
 if TYPE_CHECKING:
     from phloem.agents.agent import Agent
+    from phloem.agents.context import InvocationContext
 
 
 @dataclass(frozen=True, init=False)
@@ -82,7 +83,9 @@ class PlanningContext:
         user_content: Content | None = None,
         invocation_id: str = "",
         generate: ModelCall | None = None,
+        invocation: InvocationContext | None = None,
     ) -> None:
+        self._invocation = invocation
         self._agents = tuple(agents)
         self._generate = generate
         self._by_name = {a.name: a for a in self._agents}
@@ -105,6 +108,13 @@ class PlanningContext:
     def state(self) -> Mapping[str, Any]:
         """The current state (read-only snapshot)."""
         return self._state()
+
+    @property
+    def invocation_context(self) -> InvocationContext | None:
+        """The planner agent's invocation (session, app, user, cancel token, executor) as
+        the run started it; `state` and `events` here are the current ones. None for a
+        context built outside a run."""
+        return self._invocation
 
     @property
     def events(self) -> tuple[Event, ...]:

@@ -131,6 +131,23 @@ def test_a_permanent_failure_is_not_retried_and_its_spans_are_counted() -> None:
         assert [s for p, s, _ in rx.requests if p == "/v1/traces"][:2] == [400, 200]
 
 
+@pytest.mark.parametrize("status", [301, 307, 308])
+def test_a_redirecting_collector_is_a_counted_permanent_failure_never_followed(
+    status: int,
+) -> None:
+    with Receiver() as rx, Receiver() as elsewhere:
+        where = {"Location": elsewhere.endpoint + "/v1/traces"}
+        rx.statuses = deque([(status, where)])
+        with phloem.Tree.start(config(rx.endpoint, batch_size=1000)) as tree:
+            with telemetry.span("one"), telemetry.span("two"):
+                pass
+            c = settled(tree)
+            assert c["exported"] == 0 and c["failed"] == 1
+            assert c["dropped_by_reason"]["export_failed"] == 2
+        assert [s for p, s, _ in rx.requests if p == "/v1/traces"][:1] == [status]
+        assert elsewhere.requests == []  # the redirect is not followed
+
+
 def test_a_10000_span_burst_into_a_small_queue_is_counted_exactly() -> None:
     with Receiver() as rx:
         cfg = config(rx.endpoint, max_queue_events=100, batch_size=50, max_inflight_batches=1)
