@@ -289,6 +289,12 @@ def show_range(info: mi.Type, *, is_bytes: bool = False) -> str:
     if isinstance(info, mi.IntType | mi.FloatType):
         low = info.ge if info.ge is not None else info.gt
         high = info.le if info.le is not None else info.lt
+        if isinstance(info, mi.FloatType):
+            # typing caches `Annotated[float, Meta(le=600)]` and `...Meta(le=600.0)` as one
+            # type (the metas compare equal), so which module spelled it first would decide
+            # how the bound is shown: a float's bounds are shown as floats.
+            low = None if low is None else float(low)
+            high = None if high is None else float(high)
         if info.ge is not None and info.le is not None:
             parts.append(
                 f"{show_value(low, is_bytes=is_bytes)} {DASH} {show_value(high, is_bytes=is_bytes)}"
