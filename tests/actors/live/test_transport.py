@@ -4,6 +4,7 @@ with 1011 and reports `LinkDown(internal_error)` — the link never just stops."
 
 from __future__ import annotations
 
+import logging
 import queue
 from collections.abc import Iterator
 from typing import Any
@@ -53,13 +54,24 @@ def next_of(inbox: queue.Queue[Any], kind: type) -> Any:
         assert not isinstance(message, LinkDown), message
 
 
-def link_failures(err: str) -> list[str]:
-    return [line for line in err.splitlines() if "live_link_failed" in line]
+def link_failures(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> list[str]:
+    """The `live_link_failed` lines logged, wherever this test process's logging sends
+    them: to the `phloem` loggers (embedded, the default) or as lines on stderr (owned,
+    once something in the process has called `configure_logging`)."""
+    records = [r.getMessage() for r in caplog.records]
+    lines = [*records, *capsys.readouterr().err.splitlines()]
+    return [line for line in lines if "live_link_failed" in line]
 
 
 def test_a_failing_writer_is_reported(
-    server: FakeLiveServer, live_loop: LiveLoop, capsys: pytest.CaptureFixture[str]
+    server: FakeLiveServer,
+    live_loop: LiveLoop,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    caplog.set_level(logging.ERROR, logger="phloem")
     inbox: queue.Queue[Any] = queue.Queue()
     outbox = Outbox(16, 1 << 20)
     link = Link(live_loop, 1, dial(server), outbox, inbox.put)
@@ -72,13 +84,17 @@ def test_a_failing_writer_is_reported(
     assert server.connection(0).closed.wait(WAIT_S)
     assert server.connection(0).close_code == INTERNAL_ERROR
     link.close()
-    logged = link_failures(capsys.readouterr().err)
+    logged = link_failures(caplog, capsys)
     assert len(logged) == 1 and "writer" in logged[0]
 
 
 def test_a_failing_reader_is_reported(
-    server: FakeLiveServer, live_loop: LiveLoop, capsys: pytest.CaptureFixture[str]
+    server: FakeLiveServer,
+    live_loop: LiveLoop,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    caplog.set_level(logging.ERROR, logger="phloem")
     inbox: queue.Queue[Any] = queue.Queue()
 
     def post(message: Any) -> None:
@@ -97,7 +113,7 @@ def test_a_failing_reader_is_reported(
     assert server.connection(0).closed.wait(WAIT_S)
     assert server.connection(0).close_code == INTERNAL_ERROR
     link.close()
-    logged = link_failures(capsys.readouterr().err)
+    logged = link_failures(caplog, capsys)
     assert len(logged) == 1 and "reader" in logged[0]
 
 
