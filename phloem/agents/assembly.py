@@ -151,7 +151,10 @@ class ToolAssembly:
         """`list_skills` / `load_skill` over `workdir`'s skills (none without skills)."""
         from phloem.instructions.skills import SkillCatalog, skill_tools
 
-        return skill_tools(SkillCatalog(self.instructions, workdir, warnings=warnings))
+        catalog = SkillCatalog(
+            self.instructions, workdir, warnings=warnings, tools=self.tools_config
+        )
+        return skill_tools(catalog)
 
     # -- for an agent -------------------------------------------------------------------
 

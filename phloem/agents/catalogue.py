@@ -43,6 +43,7 @@ from phloem.protocols.model import Model
 from phloem.protocols.warnings import Warnings
 from phloem.supervision.spec import Limits
 from phloem.tools.contract import ToolContext
+from phloem.tools.settings import ToolsConfig
 from phloem.tools.workspace import Workspace
 
 MAX_AGENTS = 10_000
@@ -190,14 +191,19 @@ class AgentCatalogue:
         )
 
 
-def _workspace_context(spec: LlmAgentSpec) -> ToolContext | None:
-    """The tool context of `spec`'s runs outside a session: its `workdir` (None: none)."""
+def _workspace_context(spec: LlmAgentSpec, tools: ToolsConfig | None) -> ToolContext | None:
+    """The tool context of `spec`'s runs outside a session: its `workdir` (None: none),
+    with the `[tools]` per-call output policy (no session budget: these runs are not a
+    conversation, and a budget shared by every run would run out in a long-lived daemon)."""
     if not spec.config.workdir:
         return None
     workdir = os.path.expanduser(spec.config.workdir)
     if not os.path.isdir(workdir):
         raise ValueError(f"workdir is not a directory: {spec.config.workdir}")
-    return ToolContext(workspace=Workspace(workdir))
+    tools = tools or ToolsConfig()
+    return ToolContext(
+        workspace=Workspace(workdir), policy=tools.output_policy()
+    )
 
 
 def build_catalogue(
@@ -249,7 +255,8 @@ def build_catalogue(
             if name in session_only:
                 assembly.for_agent(spec, None)  # its tool names are checked all the same
                 continue
-            registry.add(catalogue.build(spec, _workspace_context(spec) or ToolContext()))
+            context = _workspace_context(spec, assembly.tools_config)
+            registry.add(catalogue.build(spec, context or ToolContext()))
         except (TypeError, ValueError) as exc:
             raise _invalid(f"agents.llm.{name}: {_why(exc)}") from None
     for name, path in cfg.components.items():

@@ -140,7 +140,9 @@ def prepare(
             context = discover
 
         if top.templates:
-            templates = TemplateCatalog(instructions, workdir, warnings=warnings)
+            templates = TemplateCatalog(
+                instructions, workdir, warnings=warnings, tools=catalogue.assembly.tools_config
+            )
     confirm = None
     if confirming and send is not None:
         confirm = ConfirmationInterceptor(send, tools=tool_table(agent), agents=confirming)

@@ -78,7 +78,6 @@ from phloem.supervision import (
 )
 from phloem.supervision.refs import Owner
 from phloem.tools.contract import ToolContext
-from phloem.tools.outputlimit import OutputBudget
 from phloem.tools.workspace import Workspace
 
 log = get_logger("phloem.sessions")
@@ -150,7 +149,7 @@ class SessionsService(ServiceActor):
         cfg = ctx.config.sessions
         self.cfg = cfg
         self._store: DurableSessionService | None = None
-        self.budget = OutputBudget()
+        self.budget = ctx.config.tools.budget()
         self.instructions = SessionContexts(ctx.config.instructions)
         self.runs = ServiceRuns.of(self, "session", RUN_REF_KIND, max_live=cfg.max_concurrent_runs)
         self.turns: dict[str, Run] = {}  # the live run of each busy session
@@ -287,6 +286,7 @@ class SessionsService(ServiceActor):
             ToolContext(
                 workspace=self._workspace(session_id, workdir),
                 session=session_id,
+                policy=self.ctx.config.tools.output_policy(),
                 budget=self.budget,
             ),
             context=lambda: self.instructions.context(session_id, workdir),
