@@ -185,7 +185,7 @@ class AgentCatalogue:
             tools.tools,
             output_key=config.output_key,
             max_tool_rounds=spec.max_tool_rounds,
-            max_output_tokens=config.max_output_tokens,
+            generate_config=config.generate_config(),
             tool_context=tool_context,
             toolsets=tools.toolsets,
         )

@@ -1,0 +1,61 @@
+"""Seed 001 (plasmid) contracts of a session's turn, over a real tree and a local fake
+provider: the agent's generate config reaches the provider, the `[tools]` limits apply in
+a turn, ..."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import phloem
+from phloem.agents.context import InvocationContext
+from phloem.agents.llm_agent import LlmAgent
+from phloem.config import parse_config
+from phloem.models.scripted import ScriptedModel
+from phloem.protocols.content import GenerateConfig, ThinkingConfig
+from phloem.protocols.errors import PhloemError
+from tests.actors.sessions.conftest import harness_config
+from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
+
+
+def start(fake: FakeProvider, tmp_path: Path, coder: str = "", rest: str = "") -> phloem.Tree:
+    text = harness_config(fake.base_url, tmp_path / "store", coder) + rest
+    return phloem.Tree.start(parse_config(text))
+
+
+def test_max_output_tokens_and_temperature_reach_the_provider(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    fake.add(chat_text("ok"))
+    coder = "max_output_tokens = 77\ntemperature = 0.25\n"
+    with start(fake, tmp_path, coder) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        assert client.session_ask(sid, "hi").ok
+    body = fake.requests[-1].json
+    assert body["max_tokens"] == 77 and body["temperature"] == 0.25
+
+
+def test_an_llm_agent_sends_its_generate_config_with_every_request() -> None:
+    model = ScriptedModel(["done"])
+    thinking = ThinkingConfig(include_thoughts=True, thinking_budget=512)
+    config = GenerateConfig(temperature=0.5, thinking_config=thinking, max_output_tokens=9)
+    agent = LlmAgent("a", "", model, generate_config=config, max_output_tokens=64)
+    list(agent.run(InvocationContext()))
+    [request] = model.requests
+    assert request.config.temperature == 0.5 and request.config.thinking_config == thinking
+    assert request.config.max_output_tokens == 64  # the keyword wins over the config's
+
+
+def test_agents_llm_thinking_keys_make_the_thinking_config() -> None:
+    config = parse_config(
+        '[agents.llm.a]\nprovider = "p"\nthinking_budget = -1\ninclude_thoughts = true\n'
+        "temperature = 2.0\n"
+    )
+    made = config.agents.llm["a"].generate_config()
+    assert made.thinking_config == ThinkingConfig(include_thoughts=True, thinking_budget=-1)
+    assert made.temperature == 2.0 and made.max_output_tokens is None
+    for bad in ("temperature = 2.01", "thinking_budget = -2"):
+        with pytest.raises(PhloemError):
+            parse_config(f'[agents.llm.a]\nprovider = "p"\n{bad}\n')
