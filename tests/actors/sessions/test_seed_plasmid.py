@@ -5,6 +5,7 @@ a turn, ..."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from phloem.models.scripted import ScriptedModel
 from phloem.protocols.content import GenerateConfig, ThinkingConfig
 from phloem.protocols.errors import PhloemError
 from tests.actors.sessions.conftest import harness_config
+from tests.helpers import wait_until
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
 
 
@@ -59,3 +61,27 @@ def test_agents_llm_thinking_keys_make_the_thinking_config() -> None:
     for bad in ("temperature = 2.01", "thinking_budget = -2"):
         with pytest.raises(PhloemError):
             parse_config(f'[agents.llm.a]\nprovider = "p"\n{bad}\n')
+
+
+def test_abandoning_a_turns_event_stream_cancels_its_run(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    """plasmid: stopping iteration early cancels the run and releases its session."""
+    marker = workspace / "marker"
+    command = json.dumps({"command": f"sleep 5; echo done > {marker}"})
+    fake.add(chat_calls(chat_tool_call("bash", command)), chat_text("after"), chat_text("next"))
+
+    class Stop(Exception):
+        pass
+
+    def stop(event: object) -> None:
+        raise Stop
+
+    with start(fake, tmp_path) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        with pytest.raises(Stop):
+            client.session_run(sid, "run it", on_event=stop)
+        wait_until(lambda: not client.session_list()[0].busy, what="the session released")
+        assert client.session_ask(sid, "again").ok  # not session_busy
+    time.sleep(6)  # past the command's own end: it was stopped, not left to finish
+    assert not marker.exists()
