@@ -72,10 +72,16 @@ class RunPrep:
         return run_chain(tree, self.own(), *inner)
 
     def expand(self, prompt: str) -> str:
-        """`/name args` expanded through the templates (other prompts unchanged)."""
+        """`/name args` expanded through the templates (other prompts unchanged); a
+        template with `allowed-tools` narrows this run's policy to them."""
         if self.templates is None:
             return prompt
-        return self.templates.expand_prompt(prompt, self.variables)
+        template = self.templates.prompt_template(prompt)
+        text = self.templates.expand_prompt(prompt, self.variables)
+        if template is not None and template.allow is not None:
+            narrowed = ToolPolicy(allow=template.allow)
+            self.policy = narrowed if self.policy is None else self.policy.intersect(narrowed)
+        return text
 
     def check(self, prompt: str) -> None:
         """`unknown_template` now when `prompt` is a command naming no template."""

@@ -58,7 +58,7 @@ def test_skills_add_the_skill_tools_when_there_are_skills(tmp_path: Path) -> Non
     (tmp_path / "skills" / "s" / "SKILL.md").write_text("---\ndescription: d\n---\nbody")
     cfg = InstructionsConfig(skill_roots=[str(tmp_path / "skills")])
     agent = catalogue(cfg, skills=True, workdir=str(tmp_path)).agent("coder")
-    assert [t.name for t in agent.tools] == ["list_skills", "load_skill"]  # type: ignore[attr-defined]
+    assert [t.name for t in agent.tools] == ["list_skills", "load_skill", "load_skill_resource"]  # type: ignore[attr-defined]
     empty = catalogue(InstructionsConfig(), skills=True, workdir=str(tmp_path))
     assert empty.agent("coder").tools == ()  # type: ignore[attr-defined]
 

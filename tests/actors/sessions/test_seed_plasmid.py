@@ -85,3 +85,63 @@ def test_abandoning_a_turns_event_stream_cancels_its_run(
         assert client.session_ask(sid, "again").ok  # not session_busy
     time.sleep(6)  # past the command's own end: it was stopped, not left to finish
     assert not marker.exists()
+
+
+def tool_names(request_body: dict[str, object]) -> set[str]:
+    return {t["function"]["name"] for t in request_body.get("tools", [])}  # type: ignore[attr-defined,index]
+
+
+def tool_answers(fake: FakeProvider) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for request in fake.requests:
+        for m in request.json["messages"]:
+            if m["role"] == "tool":
+                out[m["tool_call_id"]] = json.loads(m["content"])
+    return out
+
+
+def test_a_loaded_skill_narrows_the_turn_with_instructions_off(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    skills = tmp_path / "skills"
+    (skills / "ro").mkdir(parents=True)
+    (skills / "ro/SKILL.md").write_text(
+        "---\ndescription: Read only\nallowed-tools: [Read]\n---\nRead."
+    )
+    fake.add(
+        chat_calls(chat_tool_call("load_skill", json.dumps({"name": "ro"}), "c1")),
+        chat_calls(chat_tool_call("bash", json.dumps({"command": "touch ran.txt"}), "c2")),
+        chat_text("done"),
+    )
+    rest = f'\n[instructions]\nskill_roots = ["{skills}"]\n'
+    with start(fake, tmp_path, "instructions = false\n", rest) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        assert client.session_ask(sid, "go").ok
+    assert not (workspace / "ran.txt").exists()
+    assert tool_answers(fake)["c2"] == {
+        "error": "denied",
+        "message": "tool 'bash' is not allowed by the tool policy",
+    }
+    assert "bash" in tool_names(fake.requests[0].json)
+    assert tool_names(fake.requests[1].json) == {"read"}
+
+
+def test_a_templates_allowed_tools_narrow_the_turn_that_expands_it(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "peek.md").write_text("---\nallowed-tools: Read, LS\n---\nLook at {{1}}.")
+    fake.add(
+        chat_calls(chat_tool_call("bash", json.dumps({"command": "touch ran.txt"}), "c1")),
+        chat_text("done"),
+    )
+    rest = f'\n[instructions]\ntemplate_roots = ["{templates}"]\n'
+    with start(fake, tmp_path, "", rest) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        assert client.session_ask(sid, "/peek hello.txt").ok
+    first = fake.requests[0].json
+    assert first["messages"][-1]["content"] == "Look at hello.txt."
+    assert tool_names(first) == {"read", "ls"}
+    assert tool_answers(fake)["c1"]["error"] == "denied"  # type: ignore[index]
+    assert not (workspace / "ran.txt").exists()
