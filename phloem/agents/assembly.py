@@ -14,9 +14,10 @@ one set of tools everywhere, under the same names:
 - one tool per agent of the catalogue it delegates to (`agents`), named after the agent:
   a call runs that agent as a run of its own (`phloem.agents.delegation`).
 
-The run's interceptors wrap the calls of all of them in one order (`run_chain`): the tree's
-chain first (telemetry outermost, then the tree-wide plugins), then the run's own — tool
-policy, confirmation, instructions — then whatever the run adds inside (compaction, usage).
+The run's interceptors wrap the calls of all of them in one order (`run_chain`): the run's
+instructions first (so a plugin's additions to a request come after the built-in
+instructions), the tree's chain (telemetry, then the tree-wide plugins), then the run's
+own — tool policy, confirmation — then whatever the run adds inside (compaction, usage).
 """
 
 from __future__ import annotations
@@ -177,10 +178,17 @@ class ToolAssembly:
         return ToolRegistry(tools)
 
 
-def run_chain(tree: Interceptors, own: Sequence[Interceptor], *inner: Interceptor) -> Interceptors:
-    """The interceptors of one run, outermost first: the tree's chain (telemetry, plugins),
-    the run's own (tool policy, confirmation, instructions), then `inner` (compaction,
-    usage metering: what sees the request last)."""
-    if not own and not inner:
+def run_chain(
+    tree: Interceptors,
+    own: Sequence[Interceptor],
+    *inner: Interceptor,
+    first: Sequence[Interceptor] = (),
+) -> Interceptors:
+    """The interceptors of one run, outermost first: `first` (the run's instructions, so
+    that what the tree's plugins add to a request comes after the built-in instructions,
+    as plasmid orders them), the tree's chain (telemetry, plugins), the run's own (tool
+    policy, confirmation), then `inner` (compaction, usage metering: what sees the
+    request last)."""
+    if not own and not inner and not first:
         return tree
-    return Interceptors((*tree.items, *own, *inner))
+    return Interceptors((*first, *tree.items, *own, *inner))

@@ -26,7 +26,7 @@ from phloem.agents.assembly import run_chain
 from phloem.agents.catalogue import AgentCatalogue
 from phloem.agents.llm_agent import LlmAgent
 from phloem.instructions.confirm import ConfirmationInterceptor
-from phloem.instructions.context import run_interceptors
+from phloem.instructions.context import InstructionsInterceptor, run_interceptors
 from phloem.instructions.discovery import InstructionContext
 from phloem.instructions.policy import ToolPolicy
 from phloem.instructions.templates import TemplateCatalog
@@ -68,8 +68,12 @@ class RunPrep:
         )
 
     def chain(self, tree: Interceptors, *inner: Interceptor) -> Interceptors:
-        """The run's whole chain: the tree's, then its own, then `inner`."""
-        return run_chain(tree, self.own(), *inner)
+        """The run's whole chain: its instructions, the tree's, then its own (policy,
+        confirmation), then `inner` (see `run_chain`)."""
+        own = self.own()
+        first = [i for i in own if isinstance(i, InstructionsInterceptor)]
+        rest = [i for i in own if not isinstance(i, InstructionsInterceptor)]
+        return run_chain(tree, rest, *inner, first=first)
 
     def expand(self, prompt: str) -> str:
         """`/name args` expanded through the templates (other prompts unchanged); a

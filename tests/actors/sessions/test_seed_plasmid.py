@@ -145,3 +145,20 @@ def test_a_templates_allowed_tools_narrow_the_turn_that_expands_it(
     assert tool_names(first) == {"read", "ls"}
     assert tool_answers(fake)["c1"]["error"] == "denied"  # type: ignore[index]
     assert not (workspace / "ran.txt").exists()
+
+
+def test_plugin_instructions_come_after_the_workspace_instructions(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    """plasmid: built-in callbacks and instructions run before plugin additions."""
+    (workspace / "AGENTS.md").write_text("REPO-INSTRUCTIONS\n")
+    fake.add(chat_text("ok"))
+    rest = (
+        '\n[plugins.g]\nbuiltin = "global_instruction"\n'
+        'config = { instruction = "PLUGIN-APPENDED", position = "append" }\n'
+    )
+    with start(fake, tmp_path, "", rest) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        assert client.session_ask(sid, "hi").ok
+    system = fake.requests[0].json["messages"][0]["content"]
+    assert 0 < system.index("REPO-INSTRUCTIONS") < system.index("PLUGIN-APPENDED")
