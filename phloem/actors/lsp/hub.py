@@ -6,7 +6,8 @@ file's new text to that server (starting it for the workspace root at the first 
 write) and adds to the result
 
 - `diagnostics`: `[{path, line, column, severity, code, source, message}]`, 1-based line
-  and column, the workspace-relative path;
+  and column — the column in code points of the file's text, whatever position encoding
+  the server negotiated (`positions.py`) — the workspace-relative path;
 - `diagnostics_text`: one line each, `path:L:C: severity[ code][ (source)]: message`
   (the message's first line),
 
