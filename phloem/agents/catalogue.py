@@ -201,9 +201,7 @@ def _workspace_context(spec: LlmAgentSpec, tools: ToolsConfig | None) -> ToolCon
     if not os.path.isdir(workdir):
         raise ValueError(f"workdir is not a directory: {spec.config.workdir}")
     tools = tools or ToolsConfig()
-    return ToolContext(
-        workspace=Workspace(workdir), policy=tools.output_policy()
-    )
+    return ToolContext(workspace=Workspace(workdir), policy=tools.output_policy())
 
 
 def build_catalogue(

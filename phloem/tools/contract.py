@@ -26,7 +26,6 @@ import threading
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from phloem.base.logs import get_logger
@@ -34,6 +33,7 @@ from phloem.protocols.content import FunctionDeclaration
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.limits import RangeError, check_range
 from phloem.protocols.secrets import redact
+from phloem.protocols.warnings import RunWarning
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant
 from phloem.tools.workspace import Touch, Workspace, is_unicode
@@ -43,18 +43,8 @@ log = get_logger(__name__)
 JSON = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ToolWarning:
-    """A structured warning: stable `code`, file `path` (workspace-relative) and `line`."""
-
-    code: str
-    path: str
-    line: int
-    message: str
-    source: str = "walk"
-
-    def to_dict(self) -> JSON:
-        return {"code": self.code, "path": self.path, "line": self.line, "source": self.source}
+ToolWarning = RunWarning
+"""The warnings tools pass to `ToolContext.on_warning`: the one warning shape."""
 
 
 class ToolContext:

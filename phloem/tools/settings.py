@@ -40,9 +40,7 @@ BASH_TIMEOUT_RANGE_MS = (1, 86_400_000)
 """Accepted bash timeouts (inclusive, ms): `bash_timeout_ms`, `bash_max_timeout_ms`."""
 
 OutputBytes = Annotated[int, msgspec.Meta(ge=1, le=MAX_LIMIT)]
-TimeoutMs = Annotated[
-    int, msgspec.Meta(ge=BASH_TIMEOUT_RANGE_MS[0], le=BASH_TIMEOUT_RANGE_MS[1])
-]
+TimeoutMs = Annotated[int, msgspec.Meta(ge=BASH_TIMEOUT_RANGE_MS[0], le=BASH_TIMEOUT_RANGE_MS[1])]
 
 
 class ToolsConfig(Section, kw_only=True):

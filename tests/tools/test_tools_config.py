@@ -12,9 +12,9 @@ import pytest
 from phloem.actors.services import Resources
 from phloem.agents.catalogue import build_catalogue
 from phloem.config import Config, parse_config
-from phloem.protocols.errors import PhloemError
 from phloem.instructions.commands import PromptCommands
 from phloem.instructions.settings import InstructionsConfig
+from phloem.protocols.errors import PhloemError
 from phloem.tools import ToolContext, Workspace
 from phloem.tools.bash import BashTool
 from phloem.tools.settings import BASH_TIMEOUT_RANGE_MS, ToolsConfig

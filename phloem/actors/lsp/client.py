@@ -39,7 +39,6 @@ from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 
 from phloem.actors.lsp.positions import OFFERED, UTF16, column, negotiated
-
 from phloem.actors.lsp.settings import LspServerConfig
 from phloem.base.logs import get_logger
 from phloem.protocols.depth import check_json_depth

@@ -66,6 +66,7 @@ from phloem.protocols.limits import check_range
 from phloem.protocols.refs import RefKind
 from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.secrets import prune_secrets
+from phloem.protocols.warnings import RunWarning, Warnings
 from phloem.supervision import (
     ChildHandle,
     ChildSpec,
@@ -282,12 +283,21 @@ class SessionsService(ServiceActor):
             assert run.lifecycle is not None
             run.lifecycle.confirm(item)
 
+        # The tools' own warnings (a malformed .gitignore rule seen by grep) go to the
+        # turn's warnings, so they come back in its AskResult like every other warning.
+        collected: list[Warnings] = []
+
+        def tool_warning(warning: RunWarning) -> None:
+            if collected:
+                collected[0].add(warning)
+
         place = SessionPlace(
             ToolContext(
                 workspace=self._workspace(session_id, workdir),
                 session=session_id,
                 policy=self.ctx.config.tools.output_policy(),
                 budget=self.budget,
+                on_warning=tool_warning,
             ),
             context=lambda: self.instructions.context(session_id, workdir),
             variables={"session_id": session_id},
@@ -303,6 +313,7 @@ class SessionsService(ServiceActor):
         except ValueError as exc:  # the session's workspace went away since
             raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"agents.llm.{name}: {exc}") from None
         run.prep = prep
+        collected.append(prep.warnings)
         prep.check(prompt)
         confirm = prep.confirm
         if confirm is not None:

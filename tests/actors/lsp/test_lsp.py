@@ -186,16 +186,14 @@ def test_at_most_max_clients_roots_get_a_server(
         hub.close()
 
 
-def test_columns_are_code_points_whatever_the_servers_encoding(
-    hub: LspHub, tmp_path: Path
-) -> None:
+def test_columns_are_code_points_whatever_the_servers_encoding(hub: LspHub, tmp_path: Path) -> None:
     """`os` of `s = "😀😀"; import os` is at code-point column 18 (UTF-16: 20, UTF-8: 24)."""
     tools = tools_with(hub)
     ctx = ToolContext(workspace=Workspace(tmp_path))
     written = tools.run("write", {"path": "app.py", "content": 's = "😀😀"; import os\n'}, ctx)
     [f401] = [d for d in written["diagnostics"] if d["code"] == "F401"]
     assert (f401["line"], f401["column"]) == (1, 18)
-    assert 'app.py:1:18: warning F401' in written["diagnostics_text"]
+    assert "app.py:1:18: warning F401" in written["diagnostics_text"]
 
 
 def test_positions_convert_from_each_encoding() -> None:

@@ -162,3 +162,20 @@ def test_plugin_instructions_come_after_the_workspace_instructions(
         assert client.session_ask(sid, "hi").ok
     system = fake.requests[0].json["messages"][0]["content"]
     assert 0 < system.index("REPO-INSTRUCTIONS") < system.index("PLUGIN-APPENDED")
+
+
+def test_a_tools_walk_warning_in_a_turn_comes_back_in_its_result(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    (workspace / ".gitignore").write_text("*.log\n[bad\n")
+    fake.add(chat_calls(chat_tool_call("grep", json.dumps({"pattern": "hello"}))), chat_text("ok"))
+    with start(fake, tmp_path) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        result = client.session_ask(sid, "find hello")
+    assert result.ok
+    [walked] = [w for w in result.warnings if w.source == "walk"]
+    assert (walked.code, walked.path, walked.line) == (
+        "walk.invalid_ignore_pattern",
+        ".gitignore",
+        2,
+    )
