@@ -30,6 +30,7 @@ from typing import Any
 from phloem.agents.delegation import AgentTool, Delegate
 from phloem.agents.settings import CODING_TOOLS, LlmAgentSpec
 from phloem.instructions.settings import InstructionsConfig
+from phloem.instructions.skills import SkillCatalog, skill_tools
 from phloem.models.interceptors import Interceptor, Interceptors
 from phloem.protocols.warnings import Warnings
 from phloem.tools.contract import FunctionTool, Tool
@@ -148,23 +149,29 @@ class ToolAssembly:
             for name in dict.fromkeys(names)
         ]
 
-    def skills(self, workdir: str, warnings: Warnings | None = None) -> list[Tool]:
-        """`list_skills` / `load_skill` over `workdir`'s skills (none without skills)."""
-        from phloem.instructions.skills import SkillCatalog, skill_tools
+    def skill_catalog(self, workdir: str, warnings: Warnings | None = None) -> SkillCatalog:
+        """The skills of `workdir` as of now (a snapshot)."""
+        return SkillCatalog(self.instructions, workdir, warnings=warnings, tools=self.tools_config)
 
-        catalog = SkillCatalog(
-            self.instructions, workdir, warnings=warnings, tools=self.tools_config
-        )
-        return skill_tools(catalog)
+    def skills(self, workdir: str, warnings: Warnings | None = None) -> list[Tool]:
+        """The skill tools over `workdir`'s skills (none without skills)."""
+        return skill_tools(self.skill_catalog(workdir, warnings))
 
     # -- for an agent -------------------------------------------------------------------
 
     def for_agent(
-        self, spec: LlmAgentSpec, workdir: str | None, warnings: Warnings | None = None
+        self,
+        spec: LlmAgentSpec,
+        workdir: str | None,
+        warnings: Warnings | None = None,
+        skills: SkillCatalog | None = None,
     ) -> AssembledTools:
-        """The tools `spec` names, on `workdir` (None: an agent with no workspace tools)."""
+        """The tools `spec` names, on `workdir` (None: an agent with no workspace tools);
+        `skills` is a catalog already taken (a session's snapshot), else one is read."""
         tools = self.named(spec.tools) + self.agents(spec.config.agents)
-        if spec.skills and workdir is not None:
+        if spec.skills and skills is not None:
+            tools += skill_tools(skills)
+        elif spec.skills and workdir is not None:
             tools += self.skills(workdir, warnings)
         return AssembledTools(tuple(tools), tuple(self.mcp_toolsets(spec.mcp_servers)))
 

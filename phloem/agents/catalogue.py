@@ -42,6 +42,7 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model
 from phloem.protocols.warnings import Warnings
 from phloem.supervision.spec import Limits
+from phloem.instructions.skills import SkillCatalog
 from phloem.tools.contract import ToolContext
 from phloem.tools.settings import ToolsConfig
 from phloem.tools.workspace import Workspace
@@ -164,6 +165,7 @@ class AgentCatalogue:
         *,
         conversation: bool = False,
         warnings: Warnings | None = None,
+        skills: SkillCatalog | None = None,
     ) -> LlmAgent:
         """`spec`'s agent on `tool_context`'s workspace (None: no workspace tools): an
         `LlmAgent`, or with `conversation` a `ConversationAgent` (a session's turn)."""
@@ -173,7 +175,7 @@ class AgentCatalogue:
                 f"its tools, instructions, skills and templates need a workspace: set "
                 f"[agents.llm.{spec.name}] workdir, or run it in a session"
             )
-        tools = self.assembly.for_agent(spec, workdir, warnings)
+        tools = self.assembly.for_agent(spec, workdir, warnings, skills)
         config = spec.config
         instruction = config.instruction or (DEFAULT_CODING_INSTRUCTION if config.harness else "")
         cls = ConversationAgent if conversation else LlmAgent

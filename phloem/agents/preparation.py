@@ -11,8 +11,9 @@ these. An agent object given directly (an embedded tree's own `Agent`) gets the 
 policy alone.
 
 A session's turn passes a `SessionPlace`: the agent is then built anew from its spec as a
-`ConversationAgent` on the session's workspace, and the session's instruction context
-(kept across its turns) is used instead of a fresh one.
+`ConversationAgent` on the session's workspace, and the session's instruction context and
+its skill and template catalogs (snapshots kept across its turns) are used instead of
+fresh ones.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from phloem.instructions.confirm import ConfirmationInterceptor
 from phloem.instructions.context import InstructionsInterceptor, run_interceptors
 from phloem.instructions.discovery import InstructionContext
 from phloem.instructions.policy import ToolPolicy
+from phloem.instructions.skills import SkillCatalog
 from phloem.instructions.templates import TemplateCatalog
 from phloem.models.interceptors import CallInfo, Interceptor, Interceptors
 from phloem.protocols.runs import ConfirmRequest
@@ -44,6 +46,10 @@ class SessionPlace:
     tool_context: ToolContext
     context: Callable[[], InstructionContext] | None = None
     variables: Mapping[str, Any] = field(default_factory=dict)
+    # The session's skills and templates, snapshotted at its first turn (plasmid: each
+    # session gets an immutable extension catalog), given this turn's warnings.
+    skills: Callable[[Warnings], SkillCatalog] | None = None
+    templates: Callable[[Warnings], TemplateCatalog] | None = None
 
 
 @dataclass
@@ -120,8 +126,13 @@ def prepare(
         if session_spec.instructions and session.context is not None:
             context = session.context
             warnings = context().warnings
+        skills = session.skills(warnings) if session.skills and session_spec.skills else None
         agent: Agent = catalogue.build(
-            session_spec, session.tool_context, conversation=True, warnings=warnings
+            session_spec,
+            session.tool_context,
+            conversation=True,
+            warnings=warnings,
+            skills=skills,
         )
     else:
         agent = catalogue.agent(target)
@@ -149,7 +160,9 @@ def prepare(
 
             context = discover
 
-        if top.templates:
+        if top.templates and session is not None and session.templates is not None:
+            templates = session.templates(warnings)
+        elif top.templates:
             templates = TemplateCatalog(
                 instructions, workdir, warnings=warnings, tools=catalogue.assembly.tools_config
             )

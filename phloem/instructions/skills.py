@@ -6,12 +6,14 @@ optional `allowed-tools`, then the body — the instructions the model reads whe
 loads the skill. `SkillCatalog` snapshots the skills of the roots `sources.skill_roots`
 names (configured roots; other agents' folders with `[instructions.foreign] enabled`,
 repository ones only under an exact trusted root). The same name with identical bytes
-from several roots is one skill; with different content the plain name is ambiguous and
+from several roots is one skill, every source kept (`Skill.also`; each qualified id
+reaches it, and resources need the qualified id when the folders differ); with different content the plain name is ambiguous and
 each is reachable by its qualified id `source:name` (`claude:user:review`).
 
 `skill_tools(catalog)` is the model-facing toolset — none when there is no skill:
 
-- `list_skills {}` → `{"skills": [{"name", "description", "source"}]}`;
+- `list_skills {}` → `{"skills": [{"name", "description", "source", "sources"}]}`
+  (`sources`: every root the same skill was found under — its provenance, kept);
 - `load_skill {name, arguments=""}` → `{"name", "description", "body"}` plus
   `"tool_policy": {"allow": [...], "deny": []}` when the skill names `allowed-tools`
   (the tool-policy interceptor narrows the turn to them: an explicit empty list denies
@@ -29,6 +31,7 @@ each is reachable by its qualified id `source:name` (`claude:user:review`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -66,10 +69,25 @@ class Skill:
     trusted: bool
     digest: str
     allow: frozenset[str] | None
+    # The same skill (same name and bytes) found under other roots too: (source, path)
+    # each — its provenance is kept, not dropped.
+    also: tuple[tuple[str, str], ...] = ()
 
     @property
     def qualified(self) -> str:
         return f"{self.source}:{self.name}"
+
+    @property
+    def sources(self) -> list[str]:
+        """Every source the skill was found under, the first one first."""
+        return [self.source, *(source for source, _ in self.also)]
+
+    def folder(self, qualified: str | None = None) -> str:
+        """The skill's folder: that of the source `qualified` names (None: the first)."""
+        for source, path in self.also:
+            if qualified == f"{source}:{self.name}":
+                return os.path.dirname(path)
+        return os.path.dirname(self.path)
 
 
 class SkillCatalog(WorkspaceCatalog):
@@ -136,11 +154,16 @@ class SkillCatalog(WorkspaceCatalog):
         )
 
     def _add(self, skill: Skill) -> None:
-        for other in self._all:
+        for index, other in enumerate(self._all):
             if other.name == skill.name and (
                 other.digest == skill.digest or other.path == skill.path
             ):
-                return  # the same skill reached twice
+                # The same skill reached twice: one skill, both provenances kept.
+                seen = {(other.source, other.path), *other.also}
+                if (skill.source, skill.path) not in seen:
+                    also = (*other.also, (skill.source, skill.path))
+                    self._all[index] = dataclasses.replace(other, also=also)
+                return
         self._all.append(skill)
 
     # -- lookups ---------------------------------------------------------------------------
@@ -153,7 +176,11 @@ class SkillCatalog(WorkspaceCatalog):
 
     def find(self, name: str) -> Skill:
         """The skill `name` (plain or qualified); `ToolFailure` when none or ambiguous."""
-        exact = [s for s in self._all if s.qualified == name]
+        exact = [
+            s
+            for s in self._all
+            if s.qualified == name or name in (f"{src}:{s.name}" for src, _ in s.also)
+        ]
         if exact:
             return exact[0]
         named = [s for s in self._all if s.name == name]
@@ -193,7 +220,14 @@ class SkillCatalog(WorkspaceCatalog):
         """A file of skill `name`'s folder: regular UTF-8 text of at most
         `MAX_RESOURCE_BYTES`, confined beneath the folder (see the module docstring)."""
         skill = self.find(name)
-        root = os.path.dirname(skill.path)
+        folders = {skill.folder(), *(os.path.dirname(path) for _, path in skill.also)}
+        if len(folders) > 1 and name == skill.name:
+            ids = ", ".join(f"{source}:{skill.name}" for source in skill.sources)
+            raise ToolFailure(
+                "ambiguous_skill",
+                f"{name!r} is found in several folders (their files may differ); use one of: {ids}",
+            )
+        root = skill.folder(name)
         if not path or os.path.isabs(path) or "\x00" in path:
             raise ToolFailure("arguments", "path must be relative to the skill's folder")
         real = os.path.realpath(os.path.join(root, path))
@@ -226,7 +260,12 @@ class ListSkillsTool(Tool):
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         skills: list[dict[str, Any]] = [
-            {"name": s.name, "description": s.description, "source": s.source}
+            {
+                "name": s.name,
+                "description": s.description,
+                "source": s.source,
+                "sources": s.sources,
+            }
             for s in self.catalog.skills()
         ]
         return {"skills": skills}

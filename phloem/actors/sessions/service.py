@@ -151,7 +151,7 @@ class SessionsService(ServiceActor):
         self.cfg = cfg
         self._store: DurableSessionService | None = None
         self.budget = ctx.config.tools.budget()
-        self.instructions = SessionContexts(ctx.config.instructions)
+        self.instructions = SessionContexts(ctx.config.instructions, ctx.config.tools)
         self.runs = ServiceRuns.of(self, "session", RUN_REF_KIND, max_live=cfg.max_concurrent_runs)
         self.turns: dict[str, Run] = {}  # the live run of each busy session
         self._run_ids = itertools.count(1)
@@ -301,6 +301,8 @@ class SessionsService(ServiceActor):
             ),
             context=lambda: self.instructions.context(session_id, workdir),
             variables={"session_id": session_id},
+            skills=lambda found: self.instructions.skills(session_id, workdir, found),
+            templates=lambda found: self.instructions.templates(session_id, workdir, found),
         )
         try:
             prep = prepare(

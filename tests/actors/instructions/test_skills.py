@@ -84,6 +84,16 @@ def test_same_bytes_are_one_skill_and_different_content_is_ambiguous(trees: Tree
     catalog = SkillCatalog(foreign(trees, trusted=False), trees.ws)
     assert names(catalog) == ["claude:user:fmt", "claude:user:test", "codex:user:test"]
     assert catalog.load("fmt")["body"] == "same"
+    [fmt] = [s for s in catalog.skills() if s.name == "fmt"]
+    assert fmt.sources == ["claude:user", "codex:user"]  # provenance merged, not dropped
+    assert catalog.load("codex:user:fmt")["name"] == "claude:user:fmt"  # either id reaches it
+    trees.write("~/.codex/skills/fmt/notes.md", "codex notes\n")
+    resource = skill_tools(catalog)[2]
+    assert resource.run({"name": "fmt", "path": "notes.md"}, ToolContext())["error"] == (
+        "ambiguous_skill"  # the folders differ: resources need the qualified id
+    )
+    codex = resource.run({"name": "codex:user:fmt", "path": "notes.md"}, ToolContext())
+    assert codex["content"] == "codex notes\n"
     load = skill_tools(catalog)[1]
     failed = load.run({"name": "test"}, ToolContext())
     assert failed["error"] == "ambiguous_skill"
@@ -115,7 +125,9 @@ def test_the_toolset_lists_and_loads_and_is_empty_without_skills(trees: Trees) -
     )
     assert list_skills.read_only and load_skill.read_only  # never asks for confirmation
     assert list_skills.run({}, ToolContext()) == {
-        "skills": [{"name": "greet", "description": "Greets", "source": "config"}]
+        "skills": [
+            {"name": "greet", "description": "Greets", "source": "config", "sources": ["config"]}
+        ]
     }
     loaded = load_skill.run({"name": "greet", "arguments": "Ann Bob"}, ToolContext())
     assert loaded == {

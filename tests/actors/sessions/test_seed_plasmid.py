@@ -179,3 +179,27 @@ def test_a_tools_walk_warning_in_a_turn_comes_back_in_its_result(
         ".gitignore",
         2,
     )
+
+
+def test_a_session_keeps_the_skill_catalog_of_its_first_turn(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    skills = tmp_path / "skills"
+    (skills / "first").mkdir(parents=True)
+    (skills / "first/SKILL.md").write_text("---\ndescription: First\n---\nOne.")
+    listing = chat_calls(chat_tool_call("list_skills", "{}", "c2"))
+    fake.add(chat_text("one"), listing, chat_text("two"))
+    rest = f'\n[instructions]\nskill_roots = ["{skills}"]\n'
+    with start(fake, tmp_path, "", rest) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        assert client.session_ask(sid, "hi").ok
+        (skills / "later").mkdir()
+        (skills / "later/SKILL.md").write_text("---\ndescription: Later\n---\nTwo.")
+        assert client.session_ask(sid, "list them").ok
+        listed = tool_answers(fake)["c2"]["skills"]  # type: ignore[index]
+        assert [s["name"] for s in listed] == ["first"]  # the session's snapshot
+        fake.add(chat_calls(chat_tool_call("list_skills", "{}", "c3")), chat_text("three"))
+        other = client.session_new(workdir=str(workspace))
+        assert client.session_ask(other, "list them").ok
+        fresh = tool_answers(fake)["c3"]["skills"]  # type: ignore[index]
+        assert [s["name"] for s in fresh] == ["first", "later"]  # a new session sees it
