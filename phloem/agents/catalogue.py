@@ -37,12 +37,12 @@ from phloem.agents.planners.p2p import P2PPlanner
 from phloem.agents.planners.parallel import ParallelPlanner
 from phloem.agents.planners.sequential import SequentialPlanner
 from phloem.agents.settings import AgentsConfig, LlmAgentSpec
+from phloem.instructions.skills import SkillCatalog
 from phloem.models.providers import ProviderModel
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model
 from phloem.protocols.warnings import Warnings
 from phloem.supervision.spec import Limits
-from phloem.instructions.skills import SkillCatalog
 from phloem.tools.contract import ToolContext
 from phloem.tools.settings import ToolsConfig
 from phloem.tools.workspace import Workspace

@@ -25,7 +25,9 @@ need a `tool_context` naming their workspace — and plain callables, which beco
 Arguments are validated alike, and every answer is the tool's result or a failure value
 `{"error": code, "message": ...}`: `arguments`, the tool's own codes, `unknown_tool`,
 `too_large` (over `MAX_TOOL_RESULT_BYTES`) or `exception` (the tool raised; the message
-is redacted). The `exit_loop` tool lets the model end an enclosing `LoopPlanner`: its
+is redacted). A tool may answer a `RawToolResult` (any JSON value, sent verbatim by the
+OpenAI Chat protocol; the other protocols and the durable store refuse it). The
+`exit_loop` tool lets the model end an enclosing `LoopPlanner`: its
 answer event escalates. `toolsets` (e.g. configured MCP servers) add tools known only at
 run time: they are asked at the start of each run, after the agent's own tools.
 """
@@ -65,6 +67,7 @@ from phloem.protocols.content import (
     ModelRequest,
     ModelResponse,
     Part,
+    RawToolResult,
 )
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
@@ -343,7 +346,8 @@ class LlmAgent(Agent):
             return unknown_tool(call.name)
         try:
             response = tool.run(dict(call.args), tool_context)
-            if json_size(response) > MAX_TOOL_RESULT_BYTES:
+            size = len(response.json) if isinstance(response, RawToolResult) else None
+            if (size if size is not None else json_size(response)) > MAX_TOOL_RESULT_BYTES:
                 message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"
                 response = ToolFailure("too_large", message).to_value()
         except Exception as exc:

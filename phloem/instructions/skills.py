@@ -7,8 +7,9 @@ loads the skill. `SkillCatalog` snapshots the skills of the roots `sources.skill
 names (configured roots; other agents' folders with `[instructions.foreign] enabled`,
 repository ones only under an exact trusted root). The same name with identical bytes
 from several roots is one skill, every source kept (`Skill.also`; each qualified id
-reaches it, and resources need the qualified id when the folders differ); with different content the plain name is ambiguous and
-each is reachable by its qualified id `source:name` (`claude:user:review`).
+reaches it, and resources need the qualified id when the folders differ); with different
+content the plain name is ambiguous and each is reachable by its qualified id
+`source:name` (`claude:user:review`).
 
 `skill_tools(catalog)` is the model-facing toolset — none when there is no skill:
 

@@ -19,6 +19,7 @@ failure value for a call of a tool nobody declared.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import re
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from phloem.base.logs import get_logger
-from phloem.protocols.content import FunctionDeclaration
+from phloem.protocols.content import FunctionDeclaration, RawToolResult
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.limits import RangeError, check_range
 from phloem.protocols.secrets import redact
@@ -197,21 +198,23 @@ class Tool(ABC):
         return FunctionDeclaration(
             name=self.name,
             description=self.description,
-            parameters=schema if takes_arguments else None,
+            parameters=copy.deepcopy(schema) if takes_arguments else None,
         )
 
     def describe(self) -> JSON:
-        """Name, description and input schema, as handed to a model."""
+        """Name, description and input schema, as handed to a model (a copy: a caller
+        changing it changes no tool)."""
         return {
             "name": self.name,
             "description": self.description,
-            "input_schema": self.input_schema,
+            "input_schema": copy.deepcopy(self.input_schema),
         }
 
 
 class FunctionTool(Tool):
     """A plain Python function as a tool: the validated arguments go in as keywords; a
-    dict result is returned as is, any other JSON value as `{"result": value}`.
+    dict result is returned as is, any other JSON value as `{"result": value}` (unless it
+    is a `RawToolResult`: then it is sent verbatim where the protocol can).
 
     `parameters` is the input schema; without it the schema comes from the function's
     signature (parameters annotated `str`, `int`, `float`, `bool`, `dict` or `list` get
@@ -259,7 +262,9 @@ class FunctionTool(Tool):
             except TypeError as exc:
                 raise ToolFailure("arguments", str(exc)) from None
         value = self.fn(**args)
-        return value if isinstance(value, dict) else {"result": value}
+        if isinstance(value, (dict, RawToolResult)):
+            return value  # an object, or a raw result the caller asked to send as it is
+        return {"result": value}
 
 
 _JSON_TYPES: dict[type, str] = {
@@ -323,7 +328,7 @@ def raised(tool: str, exc: Exception) -> JSON:
 def raised_type(result: Mapping[str, Any]) -> str | None:
     """For the failure value `exception` (a tool raised), the exception's type name ("" when
     the message does not start with one); None for any other result."""
-    if result.get("error") != "exception":
+    if not isinstance(result, Mapping) or result.get("error") != "exception":
         return None
     message = result.get("message")
     found = _TYPE_PREFIX.match(message) if isinstance(message, str) else None
@@ -345,6 +350,8 @@ def unknown_tool(name: str) -> JSON:
 
 def is_failure(result: Mapping[str, Any]) -> bool:
     """True for a failure value (it carries an `error` code)."""
+    if not isinstance(result, Mapping):
+        return False  # a raw result is never a failure value
     return isinstance(result.get("error"), str) and bool(result.get("error"))
 
 

@@ -94,3 +94,15 @@ def test_prompt_command_bash_gets_the_configured_memory_cap(tmp_path: Path) -> N
     )
     assert commands._bash.max_memory_bytes == 2**26
     assert PromptCommands(InstructionsConfig(), None, print)._bash.max_memory_bytes == 2**31
+
+
+def test_schema_accessors_return_copies() -> None:
+    from phloem.tools.read import ReadTool
+
+    tool = ReadTool()
+    described = tool.describe()["input_schema"]
+    assert described == ReadTool.input_schema and described is not tool.describe()["input_schema"]
+    declared = tool.declaration().parameters
+    assert declared is not None and declared is not ReadTool.input_schema
+    declared["properties"]["path"]["type"] = "integer"  # a caller's change stays its own
+    assert ReadTool.input_schema["properties"]["path"]["type"] == "string"

@@ -267,6 +267,14 @@ class DurableSessionService:
         it is returned as given and neither written nor applied."""
         if event.partial:
             return event
+        if event.content is not None and any(
+            p.function_response is not None and p.function_response.raw is not None
+            for p in event.content.parts
+        ):
+            raise PhloemError(
+                ErrorKind.INVALID_TOOL_RESULT,
+                "a raw tool result (RawToolResult) cannot be stored in a durable session",
+            )
         entry = self._entry(session.id)
         if entry.session is not session:
             raise PhloemError(ErrorKind.UNKNOWN_SESSION, f"session {session.id!r} was reloaded")
