@@ -91,6 +91,11 @@ class ToolAssembly:
         tools = coding_tools(self.tools_config)
         return {t.name: (lsp.decorate(t) if lsp is not None else t) for t in tools}
 
+    def lsp_status(self, workdir: str) -> str | None:
+        """The LSP line of a prompt on `workdir` (None: no language servers configured)."""
+        lsp = self._lsp()
+        return lsp.status(workdir) if lsp is not None else None
+
     def known(self) -> list[str]:
         """Every name `named` accepts: the coding tools, then the components."""
         return [*CODING_TOOLS, *(n for n in self._components if n not in CODING_TOOLS)]

@@ -5,7 +5,9 @@ interceptors, outermost first — the tool policy (the request's, and for each c
 LLM agent in the run, a planner's sub-agents included, its own `tools_allow` /
 `tools_deny`; denials win), confirmation of mutating tool calls (for the agents with
 `confirmation = true`, each with its own timeout; only when the run has an owner to ask,
-`send`), and the instructions of the agent's workspace (`instructions = true`) — plus its
+`send`), the instructions of the agent's workspace (`instructions = true`) and, for an
+agent that writes or edits files with language servers configured, the prompt's status
+line (`LSP: none detected` / `LSP: ruff`, plasmid's) — plus its
 prompt templates (`templates = true`: `/name args` expanded) and the warnings of all of
 these. An agent object given directly (an embedded tree's own `Agent`) gets the request's
 policy alone.
@@ -22,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from phloem.agents.agent import Agent
 from phloem.agents.assembly import run_chain
 from phloem.agents.catalogue import AgentCatalogue
@@ -33,6 +37,7 @@ from phloem.instructions.policy import ToolPolicy
 from phloem.instructions.skills import SkillCatalog
 from phloem.instructions.templates import TemplateCatalog
 from phloem.models.interceptors import CallInfo, Interceptor, Interceptors
+from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.warnings import RunWarning, Warnings
 from phloem.tools.contract import ToolContext
@@ -52,6 +57,30 @@ class SessionPlace:
     templates: Callable[[Warnings], TemplateCatalog] | None = None
 
 
+class PromptStatus(Interceptor):
+    """Adds a status line (`LSP: none detected`, `LSP: ruff`) to the end of every model
+    request's system instruction, read afresh for each call (a server started by the
+    last write shows at the next call)."""
+
+    name = "prompt-status"
+
+    def __init__(self, line: Callable[[], str | None]) -> None:
+        self.line = line
+
+    def model_call(
+        self,
+        info: CallInfo,
+        request: ModelRequest,
+        proceed: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse:
+        line = self.line()
+        if line:
+            own = request.system_instruction
+            system = f"{own}\n\n{line}" if own else line
+            request = msgspec.structs.replace(request, system_instruction=system)
+        return proceed(request)
+
+
 @dataclass
 class RunPrep:
     """One run's agent and what it adds (see the module docstring). The instructions are
@@ -65,20 +94,27 @@ class RunPrep:
     warnings: Warnings = field(default_factory=Warnings)
     templates: TemplateCatalog | None = None
     variables: dict[str, Any] = field(default_factory=dict)
+    status: Callable[[], str | None] | None = None  # the prompt's LSP line, if any
 
     def own(self) -> list[Interceptor]:
-        """The run's own interceptors, outermost first: policy, confirmation, instructions."""
+        """The run's own interceptors, outermost first: policy, confirmation, instructions,
+        the prompt's status line."""
         context = self.context() if self.context is not None else None
-        return run_interceptors(
+        out = run_interceptors(
             policy=self.policy, context=context, confirmation=self.confirm, by_agent=self.by_agent
         )
+        if self.status is not None:
+            out.append(PromptStatus(self.status))
+        return out
 
     def chain(self, tree: Interceptors, *inner: Interceptor) -> Interceptors:
-        """The run's whole chain: its instructions, the tree's, then its own (policy,
+        """The run's whole chain: its instructions and status line (what the built-ins add
+        to a request, before any plugin sees it), the tree's, then its own (policy,
         confirmation), then `inner` (see `run_chain`)."""
         own = self.own()
-        first = [i for i in own if isinstance(i, InstructionsInterceptor)]
-        rest = [i for i in own if not isinstance(i, InstructionsInterceptor)]
+        built_in = (InstructionsInterceptor, PromptStatus)
+        first = [i for i in own if isinstance(i, built_in)]
+        rest = [i for i in own if not isinstance(i, built_in)]
         return run_chain(tree, rest, *inner, first=first)
 
     def expand(self, prompt: str) -> str:
@@ -166,6 +202,15 @@ def prepare(
             templates = TemplateCatalog(
                 instructions, workdir, warnings=warnings, tools=catalogue.assembly.tools_config
             )
+    status = None
+    if top is not None and workdir is not None and {"write", "edit"} & set(top.tools):
+        root, assembly = workdir, catalogue.assembly
+        if assembly.lsp_status(root) is not None:
+
+            def status_line() -> str | None:
+                return assembly.lsp_status(root)
+
+            status = status_line
     confirm = None
     if confirming and send is not None:
         confirm = ConfirmationInterceptor(send, tools=tool_table(agent), agents=confirming)
@@ -179,6 +224,7 @@ def prepare(
         warnings,
         templates,
         variables,
+        status,
     )
 
 

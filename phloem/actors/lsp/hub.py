@@ -283,6 +283,21 @@ class LspHub:
             for (root, server_id), r in records
         ]
 
+    def status(self, root: str) -> str | None:
+        """`LSP: none detected` until a server has started for workspace `root`, then
+        `LSP: ` and the sorted ids of the servers started there and not disabled (an idle
+        one counts: the next write starts it again); None with `mode = "off"`."""
+        if self.config.mode == "off":
+            return None
+        real = str(Path(root).resolve())
+        with self._lock:
+            ids = sorted(
+                server_id
+                for (where, server_id), record in self._servers.items()
+                if where == real and not record.disabled and (record.client.alive or record.idle)
+            )
+        return f"LSP: {', '.join(ids)}" if ids else "LSP: none detected"
+
     def decorate(self, tool: Tool) -> Tool:
         """`tool` with diagnostics on success when it is `write` or `edit`."""
         return DiagnosedTool(tool, self) if tool.name in DECORATED else tool

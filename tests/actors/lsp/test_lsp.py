@@ -206,3 +206,16 @@ def test_positions_convert_from_each_encoding() -> None:
     assert negotiated({"capabilities": {"positionEncoding": "utf-8"}}) == UTF8
     assert negotiated({"capabilities": {}}) == UTF16 and negotiated(None) == UTF16
     assert negotiated({"capabilities": {"positionEncoding": "ebcdic"}}) == UTF16
+
+
+def test_the_status_line_is_none_detected_then_the_started_ids_and_nothing_when_off(
+    hub: LspHub, tmp_path: Path
+) -> None:
+    assert hub.status(str(tmp_path)) == "LSP: none detected"
+    tools_with(hub).run(
+        "write", {"path": "a.py", "content": "x = 1\n"}, ToolContext(workspace=Workspace(tmp_path))
+    )
+    assert hub.status(str(tmp_path)) == "LSP: ruff"
+    assert hub.status(str(tmp_path / "elsewhere")) == "LSP: none detected"
+    off = LspHub(ruff_config(mode="off"))
+    assert off.status(str(tmp_path)) is None

@@ -5,6 +5,7 @@ a turn, ..."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -203,3 +204,31 @@ def test_a_session_keeps_the_skill_catalog_of_its_first_turn(
         assert client.session_ask(other, "list them").ok
         fresh = tool_answers(fake)["c3"]["skills"]  # type: ignore[index]
         assert [s["name"] for s in fresh] == ["first", "later"]  # a new session sees it
+
+
+def test_the_prompt_reports_lsp_status_before_and_after_a_server_starts(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    ruff = Path(sys.executable).parent / "ruff"
+    rest = (
+        f'\n[lsp.servers.ruff]\ncommand = ["{ruff}", "server"]\npatterns = ["*.py"]\n'
+        'language_id = "python"\n'
+    )
+    write = json.dumps({"path": "a.py", "content": "import os\n"})
+    fake.add(chat_calls(chat_tool_call("write", write, "c1")), chat_text("written"))
+    with start(fake, tmp_path, "", rest) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        assert client.session_ask(sid, "write it").ok
+    before, after = (r.json["messages"][0]["content"] for r in fake.requests[:2])
+    assert before.endswith("LSP: none detected") and after.endswith("LSP: ruff")
+    assert "diagnostics" in tool_answers(fake)["c1"]  # type: ignore[operator]
+
+
+def test_no_language_servers_no_lsp_line(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    fake.add(chat_text("ok"))
+    with start(fake, tmp_path) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        assert client.session_ask(sid, "hi").ok
+    assert "LSP:" not in fake.requests[0].json["messages"][0]["content"]
