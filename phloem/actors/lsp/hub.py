@@ -11,9 +11,9 @@ write) and adds to the result
 - `diagnostics_text`: one line each, `path:L:C: severity[ code][ (source)]: message`
   (the message's first line),
 
-sorted, deduplicated, at most `MAX_DIAGNOSTICS` per file. A failed call is returned as
+sorted, deduplicated, at most `[lsp] max_diagnostics_per_file` (20) per file. A failed call is returned as
 it is; so is a success when no diagnostics of the written version came within the
-settle time. A server that fails `MAX_FAILURES` times (not on PATH, crashed, no answer
+settle time. A server that fails `[lsp] failure_threshold` (3) times (not on PATH, crashed, no answer
 to initialize, killed over its `max_memory_bytes` — warning `lsp_server_memory_exceeded`)
 is disabled (warning `lsp_server_disabled`); a crashed one is restarted at the next need
 until then. A server no write has used for its `idle_timeout_s` is shut down (its record
@@ -30,7 +30,12 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from phloem.actors.lsp.settings import LspConfig, LspServerConfig
+from phloem.actors.lsp.settings import (
+    DEFAULT_FAILURE_THRESHOLD,
+    DEFAULT_MAX_DIAGNOSTICS,
+    LspConfig,
+    LspServerConfig,
+)
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import RunWarning, Warnings
@@ -48,8 +53,8 @@ if TYPE_CHECKING:  # `lsprotocol` is imported with the first client (it takes ~0
 
 log = get_logger("phloem.lsp")
 
-MAX_FAILURES = 3
-MAX_DIAGNOSTICS = 20
+MAX_FAILURES = DEFAULT_FAILURE_THRESHOLD  # the default of `[lsp] failure_threshold`
+MAX_DIAGNOSTICS = DEFAULT_MAX_DIAGNOSTICS  # the default of `[lsp] max_diagnostics_per_file`
 MAX_CLIENTS = 64
 """Most (root, server) pairs one hub runs at once."""
 EXIT_WAIT_S = 5.0
@@ -62,7 +67,9 @@ MAX_TEXT_BYTES = 2 * 1024 * 1024
 """Largest file sent to a server (its JSON-escaped form must fit one 4 MiB message)."""
 
 
-def render(relative: str, found: list[lsp.Diagnostic]) -> tuple[list[JSON], str]:
+def render(
+    relative: str, found: list[lsp.Diagnostic], limit: int = MAX_DIAGNOSTICS
+) -> tuple[list[JSON], str]:
     """The `diagnostics` list and `diagnostics_text` of one file (see the docstring)."""
     rows = set()
     for diagnostic in found:
@@ -79,7 +86,7 @@ def render(relative: str, found: list[lsp.Diagnostic]) -> tuple[list[JSON], str]
                 diagnostic.message,
             )
         )
-    kept = sorted(rows)[:MAX_DIAGNOSTICS]
+    kept = sorted(rows)[:limit]
     items = [
         {
             "path": relative,
@@ -151,9 +158,12 @@ class LspHub:
     # -- matching and checking ------------------------------------------------------------
 
     def server_for(self, relative: str) -> tuple[str, LspServerConfig] | None:
-        """The first configured server whose patterns match `relative` (or its name)."""
+        """The first configured server (not `disabled`) whose patterns match `relative`
+        (or its name)."""
         name = PurePosixPath(relative).name
         for server_id, cfg in self.config.servers.items():
+            if cfg.disabled:
+                continue
             if any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(relative, p) for p in cfg.patterns):
                 return server_id, cfg
         return None
@@ -258,7 +268,7 @@ class LspHub:
         record.last_error = why
         log.warning("lsp_server_failed", server=client.server_id, error=why)
         client.close()
-        if record.failures >= MAX_FAILURES:
+        if record.failures >= self.config.failure_threshold:
             record.disabled = True
             self.warnings.add(
                 RunWarning.of(
@@ -348,7 +358,7 @@ class DiagnosedTool(Tool):
         found = self.hub.diagnostics(Path(root), relative, text)
         if found is None:
             return result
-        items, rendered = render(relative, found)
+        items, rendered = render(relative, found, self.hub.config.max_diagnostics_per_file)
         return {**result, "diagnostics": items, "diagnostics_text": rendered}
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
