@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from phloem.protocols.limits import check_range
@@ -75,6 +75,16 @@ class OutputPolicy:
     def apply(self, text: str) -> tuple[str, Report]:
         """Limit `text`; return the rendered output and its report."""
         return apply_policy(self, text)
+
+    def apply_lines(self, lines: Iterable[str]) -> tuple[str, Report]:
+        """Limit logical lines (each without its line ending) with the same policy and
+        the same marker, as the text they make joined by `\n` (plasmid's ApplyLines); a
+        line holding a `\n` is a `ValueError`."""
+        items = list(lines)
+        for index, line in enumerate(items):
+            if "\n" in line:
+                raise ValueError(f"lines[{index}] holds a line break")
+        return apply_policy(self, "\n".join(items))
 
 
 UNLIMITED = OutputPolicy(max_bytes=0, max_lines=0, max_line_bytes=0, head_fraction=0.5)

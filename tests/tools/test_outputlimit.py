@@ -145,3 +145,14 @@ def test_a_zero_grant_keeps_only_the_marker() -> None:
     out, report = apply_with_grant(OutputPolicy(), "abc\n", 0)
     assert out == "[phloem:truncated reason=budget bytes=0/4 lines=0/1]\n"
     assert report.kept_bytes == 0
+
+
+def test_apply_lines_renders_logical_lines_with_the_same_policy() -> None:
+    policy = OutputPolicy(max_bytes=0, max_lines=2, max_line_bytes=0, head_fraction=0.5)
+    lines = ["one", "two", "three", "four"]
+    assert policy.apply_lines(lines) == policy.apply("\n".join(lines))
+    output, report = policy.apply_lines(lines)
+    assert report.truncated and report.reason == "lines" and output.startswith("one\n")
+    assert OutputPolicy().apply_lines([]) == OutputPolicy().apply("")
+    with pytest.raises(ValueError, match=r"lines\[1\]"):
+        policy.apply_lines(["a", "b\nc"])

@@ -196,3 +196,19 @@ def test_resources_make_one_assembly_from_the_config(tmp_path: Path) -> None:
     assert assembly.coding()["bash"].max_memory_bytes == 2**27  # type: ignore[attr-defined]
     assert assembly.is_component("lookup") and not assembly.is_component("bash")
     assert assembly.registry().names() == list(CODING_TOOLS)
+
+
+def test_host_tools_come_after_the_coding_tools_and_mcp_after_both(tmp_path: Path) -> None:
+    """plasmid's WithTools appends host tools after the built-in coding tools; phloem's one
+    `tools` list names them after the coding tools, and MCP toolsets come after both."""
+    cat = catalogue(
+        components={"lookup": f"{FIXTURES}:find_thing"},
+        servers=("m",),
+        harness=True,
+        tools=[*CODING_TOOLS, "lookup"],
+        workdir=str(tmp_path),
+    )
+    agent = cat.agent("coder")
+    assert isinstance(agent, LlmAgent)
+    assert [t.name for t in agent.tools] == [*CODING_TOOLS, "lookup"]
+    assert [t.name for t in agent.toolsets] == ["mcp:m"]
