@@ -27,7 +27,7 @@ import threading
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from phloem.base.logs import get_logger
 from phloem.protocols.content import FunctionDeclaration, RawToolResult
@@ -262,8 +262,11 @@ class FunctionTool(Tool):
             except TypeError as exc:
                 raise ToolFailure("arguments", str(exc)) from None
         value = self.fn(**args)
-        if isinstance(value, (dict, RawToolResult)):
-            return value  # an object, or a raw result the caller asked to send as it is
+        if isinstance(value, dict):
+            return value
+        if isinstance(value, RawToolResult):
+            # Sent as it is where a protocol can; the agents and one-shot runs check for it.
+            return cast(JSON, value)
         return {"result": value}
 
 

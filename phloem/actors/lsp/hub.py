@@ -11,14 +11,15 @@ write) and adds to the result
 - `diagnostics_text`: one line each, `path:L:C: severity[ code][ (source)]: message`
   (the message's first line),
 
-sorted, deduplicated, at most `[lsp] max_diagnostics_per_file` (20) per file. A failed call is returned as
-it is; so is a success when no diagnostics of the written version came within the
-settle time. A server that fails `[lsp] failure_threshold` (3) times (not on PATH, crashed, no answer
-to initialize, killed over its `max_memory_bytes` — warning `lsp_server_memory_exceeded`)
-is disabled (warning `lsp_server_disabled`); a crashed one is restarted at the next need
-until then. A server no write has used for its `idle_timeout_s` is shut down (its record
-stays, state `idle`) and started again, transparently and not as a failure, by the next
-write that needs it. `close()` stops every server's child (its process tree).
+sorted, deduplicated, at most `[lsp] max_diagnostics_per_file` (20) per file. A failed
+call is returned as it is; so is a success when no diagnostics of the written version
+came within the settle time. A server that fails `[lsp] failure_threshold` (3) times
+(not on PATH, crashed, no answer to initialize, killed over its `max_memory_bytes` —
+warning `lsp_server_memory_exceeded`) is disabled (warning `lsp_server_disabled`); a
+crashed one is restarted at the next need until then. A server no write has used for its
+`idle_timeout_s` is shut down (its record stays, state `idle`) and started again,
+transparently and not as a failure, by the next write that needs it. `close()` stops
+every server's child (its process tree).
 """
 
 from __future__ import annotations
