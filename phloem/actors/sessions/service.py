@@ -51,6 +51,7 @@ from phloem.actors.sessions.protocol import (
     SessionSummary,
     ShowSession,
 )
+from phloem.actors.sessions.recent import RecentWarnings
 from phloem.actors.sessions.results import AskResult
 from phloem.actors.sessions.turn import Turn, run_turn
 from phloem.agents.context import CancelToken
@@ -137,6 +138,7 @@ def drive(service: SessionsService, state: _Run, turn: Turn, run: Run) -> None:
         if prep is not None:
             prep.close("the run ended")
         service.store.release_run(state.session_id)
+    service.recent.add(state.session_id, result.warnings)
     run.end(outcome_of(result.status), error=result.error, result=result)
 
 
@@ -156,6 +158,7 @@ class SessionsService(ServiceActor):
         self.turns: dict[str, Run] = {}  # the live run of each busy session
         self._run_ids = itertools.count(1)
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
+        self.recent = RecentWarnings()  # each session's last warnings, for session_show
         self._lock = threading.Lock()
         self._workspace_lock = threading.Lock()
         self._sup: SupervisorRef | None = None
@@ -207,6 +210,7 @@ class SessionsService(ServiceActor):
             with self._workspace_lock:
                 self._workspaces.pop(message.session_id, None)
             self.budget.reset(message.session_id)
+            self.recent.forget(message.session_id)
             return {"deleted": deleted}
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
 
@@ -399,6 +403,7 @@ class SessionsService(ServiceActor):
             model=model.model if model is not None else "",
             missing_key_env=model.missing_key_env if model is not None else "",
             templates=bool(spec is not None and spec.templates),
+            warnings=self.recent.snapshot(session.id),
         )
 
     def runs_supervisor(self) -> SupervisorRef:

@@ -232,3 +232,46 @@ def test_no_language_servers_no_lsp_line(
         sid = client.session_new(workdir=str(workspace))
         assert client.session_ask(sid, "hi").ok
     assert "LSP:" not in fake.requests[0].json["messages"][0]["content"]
+
+
+def test_session_show_gives_a_snapshot_of_the_sessions_recent_warnings(
+    fake: FakeProvider, tmp_path: Path, workspace: Path
+) -> None:
+    (workspace / ".gitignore").write_text("[bad\n")
+    grep = chat_calls(chat_tool_call("grep", json.dumps({"pattern": "hello"})))
+    fake.add(grep, chat_text("one"), grep, chat_text("two"))
+    with start(fake, tmp_path) as tree, tree.client() as client:
+        sid = client.session_new(workdir=str(workspace))
+        assert client.session_show(sid).warnings == []
+        first = client.session_ask(sid, "find")
+        second = client.session_ask(sid, "again")
+        shown = client.session_show(sid).warnings
+        assert shown == [*first.warnings, *second.warnings] and len(shown) == 2
+        assert {w.code for w in shown} == {"walk.invalid_ignore_pattern"}
+        other = client.session_new(workdir=str(workspace))
+        assert client.session_show(other).warnings == []  # per session, never mixed
+
+
+def test_recent_warnings_keep_the_last_of_each_session_within_both_bounds() -> None:
+    from phloem.actors.sessions.recent import (
+        MAX_KEPT_WARNINGS,
+        MAX_WARNING_SESSIONS,
+        RecentWarnings,
+    )
+    from phloem.protocols.warnings import RunWarning
+
+    assert (MAX_KEPT_WARNINGS, MAX_WARNING_SESSIONS) == (256, 1_024)
+    recent = RecentWarnings(per_session=3, sessions=2)
+    made = [RunWarning(code="w", message=str(i)) for i in range(4)]
+    recent.add("a", made[:3])  # exactly at the bound: all kept
+    assert [w.message for w in recent.snapshot("a")] == ["0", "1", "2"]
+    recent.add("a", made[3:])  # one over: the oldest goes
+    assert [w.message for w in recent.snapshot("a")] == ["1", "2", "3"]
+    snapshot = recent.snapshot("a")
+    snapshot.clear()  # a copy
+    assert len(recent.snapshot("a")) == 3
+    recent.add("b", made[:1])
+    recent.add("c", made[:1])  # a third session: the least recently warned is forgotten
+    assert recent.snapshot("a") == [] and len(recent.snapshot("c")) == 1
+    recent.forget("c")
+    assert recent.snapshot("c") == []
