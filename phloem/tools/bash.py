@@ -43,7 +43,7 @@ from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
-from phloem.tools.outputlimit import Report, apply_with_grant, logical_lines, marker
+from phloem.tools.outputlimit import OutputWriter, Report
 from phloem.tools.settings import (
     BASH_DEFAULT_TIMEOUT_MS,
     BASH_MAX_MEMORY_DEFAULT,
@@ -90,59 +90,24 @@ def _signal_name(number: int) -> str:
         return f"SIG{number}"
 
 
-def _read_stream(path: Path) -> tuple[str, int, int]:
-    """(text to limit, true byte count, true line count) of one capture file."""
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        if size <= 2 * CAPTURE_KEEP_BYTES:
-            data = handle.read(size)
-            return data.decode(errors="replace"), len(data), logical_lines(data)
-        head = handle.read(CAPTURE_KEEP_BYTES)
-        lines = head.count(b"\n")
-        last = head[-1:]
-        while True:
-            chunk = handle.read(1 << 20)
-            if not chunk:
-                break
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-        lines += 0 if last == b"\n" else 1
-        handle.seek(size - CAPTURE_KEEP_BYTES)
-        tail = handle.read(CAPTURE_KEEP_BYTES)
-    return (head + tail).decode(errors="replace"), size, lines
-
-
 def _limit(ctx: ToolContext, path: Path) -> tuple[str, Report]:
-    text, size, lines = _read_stream(path)
-    if not text:
+    """One capture file through the one bounded writer of the output policy (the first
+    and last `CAPTURE_KEEP_BYTES` kept, the rest counted), charged to the budget."""
+    writer = OutputWriter(ctx.policy, CAPTURE_KEEP_BYTES)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            writer.write(chunk)
+    if not writer.size:
         return "", Report()
     grant = None
     if ctx.budget is not None:
         grant = ctx.budget.reserve(ctx.session, ctx.policy.max_bytes)
     output = ""
     try:
-        output, report = apply_with_grant(ctx.policy, text, grant)
+        output, report = writer.render(grant)
     finally:
         if ctx.budget is not None and grant is not None:
             ctx.budget.consume(ctx.session, grant, len(output.encode()))
-    if size != report.original_bytes and report.truncated:
-        old = marker(
-            report.reason,
-            report.kept_bytes,
-            report.original_bytes,
-            report.kept_lines,
-            report.original_lines,
-        )
-        new = marker(report.reason, report.kept_bytes, size, report.kept_lines, lines)
-        output = output.replace(old, new, 1)
-        report = Report(
-            truncated=True,
-            reason=report.reason,
-            original_bytes=size,
-            original_lines=lines,
-            kept_bytes=report.kept_bytes,
-            kept_lines=report.kept_lines,
-        )
     return output, report
 
 
