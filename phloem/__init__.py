@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         ModelRequest as ModelRequest,
         ModelResponse as ModelResponse,
         Part as Part,
+        RawToolResult as RawToolResult,
         ThinkingConfig as ThinkingConfig,
     )
     from phloem.protocols.credit import CreditWindow as CreditWindow
@@ -136,6 +137,7 @@ _EXPORTS: dict[str, str] = {
     "FunctionResult": "phloem.agents",
     "GeminiModel": "phloem.models.gemini",
     "GenerateConfig": "phloem.protocols.content",
+    "RawToolResult": "phloem.protocols.content",
     "GoalOrientedPlanner": "phloem.agents",
     "Halt": "phloem.plugins",
     "InMemorySessionService": "phloem.agents",

@@ -2,7 +2,10 @@
 
 Every field has a default, so an empty file (or no file) is a valid configuration.
 Unknown keys and bad values are errors that name the key path (`daemon.max_frame_bytes`)
-and, where it can be found, the line.
+and, where it can be found, the line. `version` (absent: 1) is the file's format; a newer
+one than `CONFIG_VERSION` is refused. The relative paths of a file (`PATH_KEYS`: the
+session store, workspaces, skill/template/import roots, trusted roots, MCP `cwd`, the
+socket) are anchored to the file's directory, not the daemon's working directory.
 
 The core sections (daemon, supervision, logging, services) are declared here; each
 feature declares its own `Section` in its `settings.py` (`phloem.actors.planning.settings`,
@@ -234,9 +237,16 @@ class ApiConfig(Section):
     turn_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] = 3_600.0
 
 
+CONFIG_VERSION = 1
+"""The config format this phloem reads; a file naming a newer `version` is refused."""
+
+
 class Config(Section):
     """The whole daemon configuration."""
 
+    # The config file's format version: absent is 1; a newer one than this phloem reads
+    # is refused (config_invalid), so a format change is always detected.
+    version: Annotated[int, msgspec.Meta(ge=1)] = CONFIG_VERSION
     daemon: DaemonConfig = section(DaemonConfig)  # the socket server and its limits
     # The root supervisor, owner-bound refs, streams, the record of recent runs.
     supervision: SupervisionConfig = section(SupervisionConfig)
@@ -276,6 +286,11 @@ class Config(Section):
     cluster: ClusterConfig = section(ClusterConfig)
 
     def __post_init__(self) -> None:
+        if self.version > CONFIG_VERSION:
+            raise ValueError(
+                f"version: {self.version} is newer than the config format this phloem reads "
+                f"({CONFIG_VERSION}); upgrade phloem"
+            )
         if "\0" in self.daemon.socket:
             raise ValueError("daemon.socket: the path contains a NUL character")
         path = self.daemon.socket_path()
@@ -437,11 +452,57 @@ def load_config(
     else:
         data, text = read_toml(path)
         source = str(path)
+        anchor_paths(data, Path(path).resolve().parent)
         config = decode_config(data, text, source)
     if load_components:
         check_components(config, text, source)
         check_references(config, text, source)
     return config
+
+
+# Keys holding file-system paths ("*": any table key; a trailing "[]": a list of them).
+PATH_KEYS: tuple[tuple[str, ...], ...] = (
+    ("daemon", "socket"),
+    ("sessions", "dir"),
+    ("sessions", "workdir"),
+    ("live", "workdir"),
+    ("agents", "llm", "*", "workdir"),
+    ("mcp", "servers", "*", "cwd"),
+    ("mcp", "trusted_roots[]"),
+    ("instructions", "import_roots[]"),
+    ("instructions", "skill_roots[]"),
+    ("instructions", "template_roots[]"),
+    ("instructions", "foreign", "trusted_roots[]"),
+)
+
+
+def anchor_paths(data: dict[str, Any], base: Path) -> None:
+    """Make the relative paths of a config file's table (`PATH_KEYS`) relative to the
+    file's directory `base`, in place: a config means the same wherever the daemon starts.
+    Absolute paths, `~` paths and empty strings (a default) are left alone."""
+
+    def anchored(value: Any) -> Any:
+        if not isinstance(value, str) or not value or value.startswith(("/", "~")):
+            return value
+        return str(base / value)
+
+    def visit(node: Any, parts: tuple[str, ...]) -> None:
+        if not isinstance(node, dict) or not parts:
+            return
+        head, rest = parts[0], parts[1:]
+        keys = list(node) if head == "*" else [head.removesuffix("[]")]
+        for key in keys:
+            if key not in node:
+                continue
+            if rest:
+                visit(node[key], rest)
+            elif head.endswith("[]") and isinstance(node[key], list):
+                node[key] = [anchored(item) for item in node[key]]
+            else:
+                node[key] = anchored(node[key])
+
+    for parts in PATH_KEYS:
+        visit(data, parts)
 
 
 def component_paths(config: Config) -> list[tuple[str, str]]:

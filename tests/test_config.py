@@ -359,3 +359,52 @@ def test_toml_nesting_is_bounded_exactly_at_max_nesting_depth(nested: Any) -> No
         parse_toml(nested(MAX_NESTING_DEPTH + 1), "deep.toml")
     assert info.value.kind == "config_invalid"
     assert info.value.message == "deep.toml: nested too deeply (more than 128 levels)"
+
+
+def test_the_version_key_absent_is_one_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    from phloem.config import CONFIG_VERSION
+
+    assert parse_config("").version == CONFIG_VERSION == 1
+    assert parse_config("version = 1\n").version == 1
+    with pytest.raises(PhloemError, match="version: 2 is newer") as newer:
+        load_config(_write_file(tmp_path, "version = 2\n"))
+    assert newer.value.kind == "config_invalid"
+    with pytest.raises(PhloemError):
+        parse_config("version = 0\n")  # no format before 1: nothing to upgrade
+
+
+def test_relative_paths_are_anchored_to_the_config_files_directory(tmp_path: Path) -> None:
+    conf = tmp_path / "etc"
+    conf.mkdir()
+    path = conf / "phloem.toml"
+    path.write_text(
+        '[sessions]\ndir = "state/sessions"\nworkdir = "/abs/ws"\n'
+        '[instructions]\nskill_roots = ["skills", "~/s", "/x"]\n'
+        '[instructions.foreign]\ntrusted_roots = ["../repo"]\n'
+        '[mcp.servers.m]\ncommand = ["x"]\ncwd = "srv"\n'
+        '[agents.llm.a]\nprovider = "p"\nworkdir = "ws"\n'
+        '[providers.p]\nprotocol = "openai-chat"\nmodel = "m"\n'
+        'base_url = "http://127.0.0.1:9/v1"\nchat_token_limit = "max_tokens"\n'
+    )
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    old = os.getcwd()
+    os.chdir(elsewhere)
+    try:
+        config = load_config(os.path.relpath(path, elsewhere))
+    finally:
+        os.chdir(old)
+    base = conf.resolve()
+    assert config.sessions.dir == str(base / "state/sessions")
+    assert config.sessions.workdir == "/abs/ws"
+    assert config.instructions.skill_roots == [str(base / "skills"), "~/s", "/x"]
+    assert config.instructions.foreign.trusted_roots == [str(base / "../repo")]
+    assert config.mcp.servers["m"].cwd == str(base / "srv")
+    assert config.agents.llm["a"].workdir == str(base / "ws")
+    assert parse_config('[sessions]\ndir = "rel"\n').sessions.dir == "rel"  # no file: as given
+
+
+def _write_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "phloem.toml"
+    path.write_text(text)
+    return path

@@ -75,9 +75,10 @@ def test_embedded_logging_goes_through_the_stdlib_phloem_logger_and_never_stdout
     started = [r for r in caplog.records if r.msg.startswith("tree_started")]
     assert started and started[0].name == "phloem.tree" and started[0].levelno == logging.INFO
     assert started[0].phloem["services"][0] == "echo"  # type: ignore[attr-defined]
-    # nothing configured globally: no handler added, structlog's own config untouched
+    # nothing configured globally: no handler added (the `phloem` logger holds only its
+    # NullHandler), structlog's own config untouched
     assert logging.getLogger().handlers == root_handlers
-    assert logging.getLogger("phloem").handlers == []
+    assert [type(h) for h in logging.getLogger("phloem").handlers] == [logging.NullHandler]
     assert structlog.get_config() == structlog_config
 
 
@@ -192,3 +193,22 @@ def test_adopting_a_logger_embedded_leaves_the_hosts_logging_alone() -> None:
         assert logs._foreign == []
     finally:
         library.removeHandler(handler)
+
+
+def test_an_embedding_program_without_logging_gets_nothing_on_stderr() -> None:
+    """The `phloem` logger has a NullHandler: a warning of an embedded tree stays off
+    stderr when the host configured no logging (plasmid: logs discarded by default)."""
+    import subprocess
+
+    code = (
+        "import phloem, logging\n"
+        "from phloem.base.logs import get_logger\n"
+        "get_logger('phloem.tree').warning('plugin_failed', plugin='A')\n"
+        "print(any(isinstance(h, logging.NullHandler) "
+        "for h in logging.getLogger('phloem').handlers))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "True"
+    assert done.stderr == ""

@@ -14,9 +14,10 @@ one set of tools everywhere, under the same names:
 - one tool per agent of the catalogue it delegates to (`agents`), named after the agent:
   a call runs that agent as a run of its own (`phloem.agents.delegation`).
 
-The run's interceptors wrap the calls of all of them in one order (`run_chain`): the tree's
-chain first (telemetry outermost, then the tree-wide plugins), then the run's own — tool
-policy, confirmation, instructions — then whatever the run adds inside (compaction, usage).
+The run's interceptors wrap the calls of all of them in one order (`run_chain`): the run's
+instructions first (so a plugin's additions to a request come after the built-in
+instructions), the tree's chain (telemetry, then the tree-wide plugins), then the run's
+own — tool policy, confirmation — then whatever the run adds inside (compaction, usage).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from phloem.agents.delegation import AgentTool, Delegate
 from phloem.agents.settings import CODING_TOOLS, LlmAgentSpec
 from phloem.instructions.settings import InstructionsConfig
+from phloem.instructions.skills import SkillCatalog, skill_tools
 from phloem.models.interceptors import Interceptor, Interceptors
 from phloem.protocols.warnings import Warnings
 from phloem.tools.contract import FunctionTool, Tool
@@ -89,6 +91,11 @@ class ToolAssembly:
         tools = coding_tools(self.tools_config)
         return {t.name: (lsp.decorate(t) if lsp is not None else t) for t in tools}
 
+    def lsp_status(self, workdir: str) -> str | None:
+        """The LSP line of a prompt on `workdir` (None: no language servers configured)."""
+        lsp = self._lsp()
+        return lsp.status(workdir) if lsp is not None else None
+
     def known(self) -> list[str]:
         """Every name `named` accepts: the coding tools, then the components."""
         return [*CODING_TOOLS, *(n for n in self._components if n not in CODING_TOOLS)]
@@ -147,20 +154,29 @@ class ToolAssembly:
             for name in dict.fromkeys(names)
         ]
 
-    def skills(self, workdir: str, warnings: Warnings | None = None) -> list[Tool]:
-        """`list_skills` / `load_skill` over `workdir`'s skills (none without skills)."""
-        from phloem.instructions.skills import SkillCatalog, skill_tools
+    def skill_catalog(self, workdir: str, warnings: Warnings | None = None) -> SkillCatalog:
+        """The skills of `workdir` as of now (a snapshot)."""
+        return SkillCatalog(self.instructions, workdir, warnings=warnings, tools=self.tools_config)
 
-        return skill_tools(SkillCatalog(self.instructions, workdir, warnings=warnings))
+    def skills(self, workdir: str, warnings: Warnings | None = None) -> list[Tool]:
+        """The skill tools over `workdir`'s skills (none without skills)."""
+        return skill_tools(self.skill_catalog(workdir, warnings))
 
     # -- for an agent -------------------------------------------------------------------
 
     def for_agent(
-        self, spec: LlmAgentSpec, workdir: str | None, warnings: Warnings | None = None
+        self,
+        spec: LlmAgentSpec,
+        workdir: str | None,
+        warnings: Warnings | None = None,
+        skills: SkillCatalog | None = None,
     ) -> AssembledTools:
-        """The tools `spec` names, on `workdir` (None: an agent with no workspace tools)."""
+        """The tools `spec` names, on `workdir` (None: an agent with no workspace tools);
+        `skills` is a catalog already taken (a session's snapshot), else one is read."""
         tools = self.named(spec.tools) + self.agents(spec.config.agents)
-        if spec.skills and workdir is not None:
+        if spec.skills and skills is not None:
+            tools += skill_tools(skills)
+        elif spec.skills and workdir is not None:
             tools += self.skills(workdir, warnings)
         return AssembledTools(tuple(tools), tuple(self.mcp_toolsets(spec.mcp_servers)))
 
@@ -174,10 +190,17 @@ class ToolAssembly:
         return ToolRegistry(tools)
 
 
-def run_chain(tree: Interceptors, own: Sequence[Interceptor], *inner: Interceptor) -> Interceptors:
-    """The interceptors of one run, outermost first: the tree's chain (telemetry, plugins),
-    the run's own (tool policy, confirmation, instructions), then `inner` (compaction,
-    usage metering: what sees the request last)."""
-    if not own and not inner:
+def run_chain(
+    tree: Interceptors,
+    own: Sequence[Interceptor],
+    *inner: Interceptor,
+    first: Sequence[Interceptor] = (),
+) -> Interceptors:
+    """The interceptors of one run, outermost first: `first` (the run's instructions, so
+    that what the tree's plugins add to a request comes after the built-in instructions,
+    as plasmid orders them), the tree's chain (telemetry, plugins), the run's own (tool
+    policy, confirmation), then `inner` (compaction, usage metering: what sees the
+    request last)."""
+    if not own and not inner and not first:
         return tree
-    return Interceptors((*tree.items, *own, *inner))
+    return Interceptors((*first, *tree.items, *own, *inner))

@@ -37,12 +37,14 @@ from phloem.agents.planners.p2p import P2PPlanner
 from phloem.agents.planners.parallel import ParallelPlanner
 from phloem.agents.planners.sequential import SequentialPlanner
 from phloem.agents.settings import AgentsConfig, LlmAgentSpec
+from phloem.instructions.skills import SkillCatalog
 from phloem.models.providers import ProviderModel
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.model import Model
 from phloem.protocols.warnings import Warnings
 from phloem.supervision.spec import Limits
 from phloem.tools.contract import ToolContext
+from phloem.tools.settings import ToolsConfig
 from phloem.tools.workspace import Workspace
 
 MAX_AGENTS = 10_000
@@ -163,6 +165,7 @@ class AgentCatalogue:
         *,
         conversation: bool = False,
         warnings: Warnings | None = None,
+        skills: SkillCatalog | None = None,
     ) -> LlmAgent:
         """`spec`'s agent on `tool_context`'s workspace (None: no workspace tools): an
         `LlmAgent`, or with `conversation` a `ConversationAgent` (a session's turn)."""
@@ -172,7 +175,7 @@ class AgentCatalogue:
                 f"its tools, instructions, skills and templates need a workspace: set "
                 f"[agents.llm.{spec.name}] workdir, or run it in a session"
             )
-        tools = self.assembly.for_agent(spec, workdir, warnings)
+        tools = self.assembly.for_agent(spec, workdir, warnings, skills)
         config = spec.config
         instruction = config.instruction or (DEFAULT_CODING_INSTRUCTION if config.harness else "")
         cls = ConversationAgent if conversation else LlmAgent
@@ -184,20 +187,23 @@ class AgentCatalogue:
             tools.tools,
             output_key=config.output_key,
             max_tool_rounds=spec.max_tool_rounds,
-            max_output_tokens=config.max_output_tokens,
+            generate_config=config.generate_config(),
             tool_context=tool_context,
             toolsets=tools.toolsets,
         )
 
 
-def _workspace_context(spec: LlmAgentSpec) -> ToolContext | None:
-    """The tool context of `spec`'s runs outside a session: its `workdir` (None: none)."""
+def _workspace_context(spec: LlmAgentSpec, tools: ToolsConfig | None) -> ToolContext | None:
+    """The tool context of `spec`'s runs outside a session: its `workdir` (None: none),
+    with the `[tools]` per-call output policy (no session budget: these runs are not a
+    conversation, and a budget shared by every run would run out in a long-lived daemon)."""
     if not spec.config.workdir:
         return None
     workdir = os.path.expanduser(spec.config.workdir)
     if not os.path.isdir(workdir):
         raise ValueError(f"workdir is not a directory: {spec.config.workdir}")
-    return ToolContext(workspace=Workspace(workdir))
+    tools = tools or ToolsConfig()
+    return ToolContext(workspace=Workspace(workdir), policy=tools.output_policy())
 
 
 def build_catalogue(
@@ -249,7 +255,8 @@ def build_catalogue(
             if name in session_only:
                 assembly.for_agent(spec, None)  # its tool names are checked all the same
                 continue
-            registry.add(catalogue.build(spec, _workspace_context(spec) or ToolContext()))
+            context = _workspace_context(spec, assembly.tools_config)
+            registry.add(catalogue.build(spec, context or ToolContext()))
         except (TypeError, ValueError) as exc:
             raise _invalid(f"agents.llm.{name}: {_why(exc)}") from None
     for name, path in cfg.components.items():

@@ -7,6 +7,9 @@ executed, their responses added, and the model is called again — at most
 `max_tool_rounds` times. The final text is yielded as an event and written to
 `output_key`. A failed model call ends the agent with a `model_failed` error event.
 
+`generate_config` (a `GenerateConfig`: max output tokens, temperature, top_p, thinking
+config) goes with every model request of the agent, as the seed's agent spec carries it.
+
 A request planner (`BuiltInPlanner`, `PlanReActPlanner` from
 `phloem.models.request_planners`) shapes each request and answer when given.
 
@@ -22,7 +25,9 @@ need a `tool_context` naming their workspace — and plain callables, which beco
 Arguments are validated alike, and every answer is the tool's result or a failure value
 `{"error": code, "message": ...}`: `arguments`, the tool's own codes, `unknown_tool`,
 `too_large` (over `MAX_TOOL_RESULT_BYTES`) or `exception` (the tool raised; the message
-is redacted). The `exit_loop` tool lets the model end an enclosing `LoopPlanner`: its
+is redacted). A tool may answer a `RawToolResult` (any JSON value, sent verbatim by the
+OpenAI Chat protocol; the other protocols and the durable store refuse it). The
+`exit_loop` tool lets the model end an enclosing `LoopPlanner`: its
 answer event escalates. `toolsets` (e.g. configured MCP servers) add tools known only at
 run time: they are asked at the start of each run, after the agent's own tools.
 """
@@ -32,6 +37,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+import msgspec
 
 from phloem.agents.agent import Agent, call_info
 from phloem.agents.context import InvocationContext
@@ -60,6 +67,7 @@ from phloem.protocols.content import (
     ModelRequest,
     ModelResponse,
     Part,
+    RawToolResult,
 )
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.jsonvalue import json_size
@@ -106,6 +114,7 @@ class LlmAgent(Agent):
         *,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         max_output_tokens: int | None = None,
+        generate_config: GenerateConfig | None = None,
         planner: RequestPlanner | None = None,
         tool_context: ToolContext | None = None,
         toolsets: Sequence[Toolset] = (),
@@ -143,7 +152,14 @@ class LlmAgent(Agent):
         self.max_tool_rounds = max_tool_rounds
         if max_output_tokens is not None:
             check_range("max_output_tokens", max_output_tokens, 1, MAX_OUTPUT_TOKENS)
-        self.generate_config = GenerateConfig(max_output_tokens=max_output_tokens)
+        if generate_config is not None and not isinstance(generate_config, GenerateConfig):
+            raise TypeError("generate_config must be a GenerateConfig")
+        config = generate_config or GenerateConfig()
+        if max_output_tokens is not None:
+            config = msgspec.structs.replace(config, max_output_tokens=max_output_tokens)
+        # Sent with every model request of the agent (max output tokens, temperature,
+        # thinking config, ...); `max_output_tokens` given on its own wins over its field.
+        self.generate_config = config
         if planner is not None and not isinstance(planner, RequestPlanner):
             raise TypeError("planner must be a RequestPlanner (BuiltInPlanner, PlanReActPlanner)")
         self.planner = planner
@@ -330,7 +346,8 @@ class LlmAgent(Agent):
             return unknown_tool(call.name)
         try:
             response = tool.run(dict(call.args), tool_context)
-            if json_size(response) > MAX_TOOL_RESULT_BYTES:
+            size = len(response.json) if isinstance(response, RawToolResult) else None
+            if (size if size is not None else json_size(response)) > MAX_TOOL_RESULT_BYTES:
                 message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"
                 response = ToolFailure("too_large", message).to_value()
         except Exception as exc:

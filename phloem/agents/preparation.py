@@ -5,14 +5,17 @@ interceptors, outermost first — the tool policy (the request's, and for each c
 LLM agent in the run, a planner's sub-agents included, its own `tools_allow` /
 `tools_deny`; denials win), confirmation of mutating tool calls (for the agents with
 `confirmation = true`, each with its own timeout; only when the run has an owner to ask,
-`send`), and the instructions of the agent's workspace (`instructions = true`) — plus its
+`send`), the instructions of the agent's workspace (`instructions = true`) and, for an
+agent that writes or edits files with language servers configured, the prompt's status
+line (`LSP: none detected` / `LSP: ruff`, plasmid's) — plus its
 prompt templates (`templates = true`: `/name args` expanded) and the warnings of all of
 these. An agent object given directly (an embedded tree's own `Agent`) gets the request's
 policy alone.
 
 A session's turn passes a `SessionPlace`: the agent is then built anew from its spec as a
-`ConversationAgent` on the session's workspace, and the session's instruction context
-(kept across its turns) is used instead of a fresh one.
+`ConversationAgent` on the session's workspace, and the session's instruction context and
+its skill and template catalogs (snapshots kept across its turns) are used instead of
+fresh ones.
 """
 
 from __future__ import annotations
@@ -21,16 +24,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from phloem.agents.agent import Agent
 from phloem.agents.assembly import run_chain
 from phloem.agents.catalogue import AgentCatalogue
 from phloem.agents.llm_agent import LlmAgent
 from phloem.instructions.confirm import ConfirmationInterceptor
-from phloem.instructions.context import run_interceptors
+from phloem.instructions.context import InstructionsInterceptor, run_interceptors
 from phloem.instructions.discovery import InstructionContext
 from phloem.instructions.policy import ToolPolicy
+from phloem.instructions.skills import SkillCatalog
 from phloem.instructions.templates import TemplateCatalog
 from phloem.models.interceptors import CallInfo, Interceptor, Interceptors
+from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.warnings import RunWarning, Warnings
 from phloem.tools.contract import ToolContext
@@ -44,6 +51,34 @@ class SessionPlace:
     tool_context: ToolContext
     context: Callable[[], InstructionContext] | None = None
     variables: Mapping[str, Any] = field(default_factory=dict)
+    # The session's skills and templates, snapshotted at its first turn (plasmid: each
+    # session gets an immutable extension catalog), given this turn's warnings.
+    skills: Callable[[Warnings], SkillCatalog] | None = None
+    templates: Callable[[Warnings], TemplateCatalog] | None = None
+
+
+class PromptStatus(Interceptor):
+    """Adds a status line (`LSP: none detected`, `LSP: ruff`) to the end of every model
+    request's system instruction, read afresh for each call (a server started by the
+    last write shows at the next call)."""
+
+    name = "prompt-status"
+
+    def __init__(self, line: Callable[[], str | None]) -> None:
+        self.line = line
+
+    def model_call(
+        self,
+        info: CallInfo,
+        request: ModelRequest,
+        proceed: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse:
+        line = self.line()
+        if line:
+            own = request.system_instruction
+            system = f"{own}\n\n{line}" if own else line
+            request = msgspec.structs.replace(request, system_instruction=system)
+        return proceed(request)
 
 
 @dataclass
@@ -59,23 +94,40 @@ class RunPrep:
     warnings: Warnings = field(default_factory=Warnings)
     templates: TemplateCatalog | None = None
     variables: dict[str, Any] = field(default_factory=dict)
+    status: Callable[[], str | None] | None = None  # the prompt's LSP line, if any
 
     def own(self) -> list[Interceptor]:
-        """The run's own interceptors, outermost first: policy, confirmation, instructions."""
+        """The run's own interceptors, outermost first: policy, confirmation, instructions,
+        the prompt's status line."""
         context = self.context() if self.context is not None else None
-        return run_interceptors(
+        out = run_interceptors(
             policy=self.policy, context=context, confirmation=self.confirm, by_agent=self.by_agent
         )
+        if self.status is not None:
+            out.append(PromptStatus(self.status))
+        return out
 
     def chain(self, tree: Interceptors, *inner: Interceptor) -> Interceptors:
-        """The run's whole chain: the tree's, then its own, then `inner`."""
-        return run_chain(tree, self.own(), *inner)
+        """The run's whole chain: its instructions and status line (what the built-ins add
+        to a request, before any plugin sees it), the tree's, then its own (policy,
+        confirmation), then `inner` (see `run_chain`)."""
+        own = self.own()
+        built_in = (InstructionsInterceptor, PromptStatus)
+        first = [i for i in own if isinstance(i, built_in)]
+        rest = [i for i in own if not isinstance(i, built_in)]
+        return run_chain(tree, rest, *inner, first=first)
 
     def expand(self, prompt: str) -> str:
-        """`/name args` expanded through the templates (other prompts unchanged)."""
+        """`/name args` expanded through the templates (other prompts unchanged); a
+        template with `allowed-tools` narrows this run's policy to them."""
         if self.templates is None:
             return prompt
-        return self.templates.expand_prompt(prompt, self.variables)
+        template = self.templates.prompt_template(prompt)
+        text = self.templates.expand_prompt(prompt, self.variables)
+        if template is not None and template.allow is not None:
+            narrowed = ToolPolicy(allow=template.allow)
+            self.policy = narrowed if self.policy is None else self.policy.intersect(narrowed)
+        return text
 
     def check(self, prompt: str) -> None:
         """`unknown_template` now when `prompt` is a command naming no template."""
@@ -110,8 +162,13 @@ def prepare(
         if session_spec.instructions and session.context is not None:
             context = session.context
             warnings = context().warnings
+        skills = session.skills(warnings) if session.skills and session_spec.skills else None
         agent: Agent = catalogue.build(
-            session_spec, session.tool_context, conversation=True, warnings=warnings
+            session_spec,
+            session.tool_context,
+            conversation=True,
+            warnings=warnings,
+            skills=skills,
         )
     else:
         agent = catalogue.agent(target)
@@ -139,8 +196,21 @@ def prepare(
 
             context = discover
 
-        if top.templates:
-            templates = TemplateCatalog(instructions, workdir, warnings=warnings)
+        if top.templates and session is not None and session.templates is not None:
+            templates = session.templates(warnings)
+        elif top.templates:
+            templates = TemplateCatalog(
+                instructions, workdir, warnings=warnings, tools=catalogue.assembly.tools_config
+            )
+    status = None
+    if top is not None and workdir is not None and {"write", "edit"} & set(top.tools):
+        root, assembly = workdir, catalogue.assembly
+        if assembly.lsp_status(root) is not None:
+
+            def status_line() -> str | None:
+                return assembly.lsp_status(root)
+
+            status = status_line
     confirm = None
     if confirming and send is not None:
         confirm = ConfirmationInterceptor(send, tools=tool_table(agent), agents=confirming)
@@ -154,6 +224,7 @@ def prepare(
         warnings,
         templates,
         variables,
+        status,
     )
 
 

@@ -48,6 +48,12 @@ from typing import Annotated, Literal
 import msgspec
 
 from phloem.base.settings import ComponentPath, Section
+from phloem.protocols.content import (
+    MAX_TEMPERATURE,
+    MIN_THINKING_BUDGET,
+    GenerateConfig,
+    ThinkingConfig,
+)
 
 _NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 
@@ -104,6 +110,15 @@ class LlmAgentConfig(Section, kw_only=True):
     max_tool_rounds: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
     # The output token cap of each model call; unset: the provider's own.
     max_output_tokens: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] | None = None
+    # The sampling temperature of each model call (0-2); unset: the provider's own.
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=MAX_TEMPERATURE)] | None = None
+    # The thinking token budget of each model call (0: no thinking, -1: the provider
+    # decides); unset: the provider's own.
+    thinking_budget: Annotated[int, msgspec.Meta(ge=MIN_THINKING_BUDGET, le=1_000_000)] | None = (
+        None
+    )
+    # Whether the model returns its thought parts; unset: the provider's own.
+    include_thoughts: bool | None = None
     # Tools by name: the coding tools (read, write, edit, bash, grep, find, ls) and
     # `[components]` entries that are tools or callables.
     tools: list[ToolName] | None = None
@@ -161,6 +176,19 @@ class LlmAgentConfig(Section, kw_only=True):
             skills=harness if self.skills is None else self.skills,
             templates=harness if self.templates is None else self.templates,
             max_tool_rounds=self.max_tool_rounds or rounds,
+        )
+
+    def generate_config(self) -> GenerateConfig:
+        """What goes with every model request of this agent (unset keys: the provider's)."""
+        thinking = None
+        if self.thinking_budget is not None or self.include_thoughts is not None:
+            thinking = ThinkingConfig(
+                include_thoughts=self.include_thoughts, thinking_budget=self.thinking_budget
+            )
+        return GenerateConfig(
+            max_output_tokens=self.max_output_tokens,
+            temperature=self.temperature,
+            thinking_config=thinking,
         )
 
 

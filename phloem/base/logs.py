@@ -302,6 +302,20 @@ class Logger:
         getattr(_logger_for(self.name), method)(event, **kw)
 
 
+def _quiet_by_default() -> None:
+    """A `NullHandler` on the `phloem` logger, as a library should have: a host program
+    that configures no logging gets nothing on stderr (Python's last-resort handler is
+    not used), while warnings stay observable as values (`Warnings`, `AskResult`)."""
+    import logging
+
+    root = logging.getLogger(ROOT_LOGGER)
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())
+
+
+_quiet_by_default()
+
+
 def get_logger(name: str = ROOT_LOGGER) -> Logger:
     """The logger every phloem module uses (`name` under `phloem`, e.g. `phloem.tree`)."""
     if name != ROOT_LOGGER and not name.startswith(ROOT_LOGGER + "."):

@@ -178,7 +178,8 @@ def _serve(ctx: CommandContext) -> int:
         if tree is not None:
             tree.stop()
         raise UsageError(str(exc)) from None
-    tool_ctx = ToolContext(workspace=Workspace(root), session="mcp-serve")
+    policy = (config or Config()).tools.output_policy()
+    tool_ctx = ToolContext(workspace=Workspace(root), session="mcp-serve", policy=policy)
     server = build_server(registry, tool_ctx, runners)
     try:
         if listen is None:

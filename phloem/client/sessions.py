@@ -16,6 +16,7 @@ run belongs to this client: closing the client cancels it, as `session_cancel` d
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -235,10 +236,22 @@ class SessionClientMethods(ClientBase):
             )
         except PhloemError as err:
             if err.kind != ErrorKind.TIMEOUT:
+                self._abandon(sid)
                 raise
             self.session_cancel(sid, timeout=CANCEL_TIMEOUT_S)
             raise _timed_out(started, limit) from None
+        except BaseException:
+            self._abandon(sid)  # on_event or on_confirm raised, or the caller interrupted
+            raise
         return _result(followed)
+
+    def _abandon(self, session_id: str) -> None:
+        """A follow that stopped early cancels its run, so the session is released and
+        its tools stop (plasmid: stopping iteration early cancels the run); a cancel that
+        cannot be sent (the connection is gone) is the daemon's job: it cancels the runs
+        of a client that disconnects."""
+        with contextlib.suppress(Exception):
+            self.session_cancel(session_id, timeout=CANCEL_TIMEOUT_S)
 
 
 class AsyncSessionMethods(AsyncClientBase):
@@ -383,7 +396,19 @@ class AsyncSessionMethods(AsyncClientBase):
             )
         except PhloemError as err:
             if err.kind != ErrorKind.TIMEOUT:
+                await self._abandon(sid)
                 raise
             await self.session_cancel(sid, timeout=CANCEL_TIMEOUT_S)
             raise _timed_out(started, limit) from None
+        except BaseException:
+            await self._abandon(sid)  # a callback raised, or the task was cancelled
+            raise
         return _result(followed)
+
+    async def _abandon(self, session_id: str) -> None:
+        """As the sync client's: a follow that stopped early cancels its run (shielded,
+        so a cancelled task still sends it)."""
+        import asyncio
+
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self.session_cancel(session_id, timeout=CANCEL_TIMEOUT_S))

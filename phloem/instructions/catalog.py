@@ -1,5 +1,6 @@
 """`WorkspaceCatalog`: what the skill and template catalogs share — the workspace they
-were taken for, the home directory, the prompt commands, and warnings that are both
+were taken for, the home directory, the prompt commands (their bash capped by the
+`[tools]` section given as `tools`), and warnings that are both
 collected (for `AskResult.warnings`) and logged."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from phloem.base.logs import get_logger
 from phloem.instructions.commands import PromptCommands
 from phloem.instructions.settings import InstructionsConfig
 from phloem.protocols.warnings import Warnings
+from phloem.tools.settings import ToolsConfig
 
 log = get_logger("phloem.instructions")
 
@@ -26,12 +28,13 @@ class WorkspaceCatalog(abc.ABC):
         *,
         home: str | os.PathLike[str] | None = None,
         warnings: Warnings | None = None,
+        tools: ToolsConfig | None = None,
     ) -> None:
         self.config = config or InstructionsConfig()
         self.workdir = os.path.realpath(os.fspath(workdir)) if workdir is not None else None
         self.home = os.path.realpath(os.fspath(home) if home is not None else str(Path.home()))
         self.warnings = warnings if warnings is not None else Warnings()
-        self.commands = PromptCommands(self.config, self.workdir, self.warn)
+        self.commands = PromptCommands(self.config, self.workdir, self.warn, tools)
         self._load()
 
     @abc.abstractmethod

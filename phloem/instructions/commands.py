@@ -12,7 +12,8 @@ command's standard output when the document is expanded. Whether anything runs i
 - `on`: always.
 
 Commands run through the one bash tool (`phloem.tools.bash`: own process group,
-stopped at its timeout, output bounded), in the workspace. Each command gets at most
+stopped at its timeout, output bounded, memory capped by `[tools] bash_max_memory_bytes`),
+in the workspace. Each command gets at most
 `command_timeout_ms` and `command_output_bytes`; one document's commands together at
 most `document_timeout_ms` and `document_output_bytes` — past them the rest are skipped
 with a warning. Instruction discovery never runs commands.
@@ -28,6 +29,7 @@ from phloem.instructions.settings import InstructionsConfig
 from phloem.tools.bash import BashTool
 from phloem.tools.contract import ToolContext
 from phloem.tools.outputlimit import OutputPolicy
+from phloem.tools.settings import ToolsConfig
 from phloem.tools.workspace import Workspace
 
 __all__ = ["PromptCommands", "has_commands"]
@@ -45,11 +47,18 @@ def has_commands(text: str) -> bool:
 class PromptCommands:
     """Expands the prompt commands of one document at a time (see the module docstring)."""
 
-    def __init__(self, config: InstructionsConfig, workdir: str | None, warn: Warn) -> None:
+    def __init__(
+        self,
+        config: InstructionsConfig,
+        workdir: str | None,
+        warn: Warn,
+        tools: ToolsConfig | None = None,
+    ) -> None:
         self.config = config
         self.workdir = workdir
         self.warn = warn
-        self._bash = BashTool()
+        memory = (tools or ToolsConfig()).bash_max_memory_bytes
+        self._bash = BashTool(max_memory_bytes=memory)
 
     def allowed(self, trusted: bool) -> bool:
         mode = self.config.prompt_commands

@@ -9,7 +9,8 @@ the paths it touched to `context.touch` (at most `touches_per_tool_call` of them
 the result; more are ignored with a warning).
 
 `run_interceptors(...)` builds the per-run part of the chain in its order: tool policy
-(outermost: a refused call is never put to the owner), confirmation, instructions.
+(outermost: a refused call is never put to the owner; always installed, so that a
+`tool_policy` result narrows any turn), confirmation, instructions.
 """
 
 from __future__ import annotations
@@ -102,10 +103,11 @@ def run_interceptors(
     """The per-run interceptors, outermost first: policy, confirmation, instructions.
     The policy also takes in the active instructions' front matter and, for the calls of
     each agent named in `by_agent`, that agent's own policy."""
-    out: list[Interceptor] = []
     extra = context.policy if context is not None else None
-    if policy is not None or extra is not None or by_agent:
-        out.append(ToolPolicyInterceptor(policy, extra=extra, by_agent=by_agent))
+    # Always there, unrestricted or not: a tool result carrying `tool_policy` (a loaded
+    # skill's `allowed-tools`, an expanded template's) narrows the rest of the turn even
+    # when the agent has no policy and no instructions of its own.
+    out: list[Interceptor] = [ToolPolicyInterceptor(policy, extra=extra, by_agent=by_agent)]
     if confirmation is not None:
         out.append(confirmation)
     if context is not None:

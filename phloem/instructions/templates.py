@@ -1,7 +1,9 @@
 """Prompt templates with `{{var}}` slots, and prompt commands (`/name args`).
 
 A template is a Markdown file `NAME.md` in a template root (`sources.template_roots`):
-optional front matter (`description`, `allowed-tools`), then the body. Its name is the
+optional front matter (`description`, `allowed-tools` — the tools a turn that expands
+the template may still call, intersected into the turn's policy like a skill's), then the
+body. Its name is the
 file name without `.md`. `render(name, arguments, variables)` fills the slots:
 `{{arguments}}` is the whole argument string, `{{1}}` … `{{9}}` its shell-split words
 (empty when missing), other names come from `variables` (`workdir`, `session_id`, ...);
@@ -27,7 +29,7 @@ from typing import Any
 
 from phloem.instructions.catalog import WorkspaceCatalog
 from phloem.instructions.documents import read_text
-from phloem.instructions.frontmatter import split_front_matter
+from phloem.instructions.frontmatter import split_front_matter, tool_names
 from phloem.instructions.sources import template_roots
 from phloem.protocols.errors import ErrorKind, PhloemError
 
@@ -52,6 +54,9 @@ class Template:
     path: str
     trusted: bool
     foreign: bool
+    # `allowed-tools` of the front matter (host names mapped: Read -> read); None: no
+    # restriction. A turn that expands the template is narrowed to it.
+    allow: frozenset[str] | None = None
 
 
 def _words(arguments: str) -> list[str]:
@@ -116,6 +121,14 @@ class TemplateCatalog(WorkspaceCatalog):
             if problem is not None:
                 self.warn("template_front_matter", str(problem), path=path, line=problem.line)
             described = header.get("description")
+            listed = tool_names(header.get("allowed-tools"))
+            if listed is not None and (listed.scoped or listed.bad):
+                self.warn(
+                    "template_scoped_tool",
+                    "entries that are not plain tool names grant nothing: "
+                    + ", ".join(sorted(listed.scoped) + listed.bad),
+                    path=path,
+                )
             template = Template(
                 name,
                 described if isinstance(described, str) else "",
@@ -124,6 +137,7 @@ class TemplateCatalog(WorkspaceCatalog):
                 path,
                 trusted,
                 foreign,
+                listed.names if listed is not None else None,
             )
             existing = self._templates.get(name)
             if existing is not None:
@@ -168,6 +182,11 @@ class TemplateCatalog(WorkspaceCatalog):
         match = None if prompt.startswith("//") else _COMMAND.match(prompt)
         if match is not None:
             self.get(match.group(1))
+
+    def prompt_template(self, prompt: str) -> Template | None:
+        """The template a prompt command names (None: `prompt` is not a command)."""
+        match = None if prompt.startswith("//") else _COMMAND.match(prompt)
+        return self.get(match.group(1)) if match is not None else None
 
     def expand_prompt(self, prompt: str, variables: Mapping[str, Any] | None = None) -> str:
         """`/name args` expanded; any other prompt unchanged (see the module docstring)."""

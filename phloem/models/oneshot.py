@@ -46,6 +46,7 @@ from phloem.protocols.content import (
     ModelRequest,
     ModelResponse,
     Part,
+    RawToolResult,
     Usage,
 )
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
@@ -315,6 +316,9 @@ class _Run:
             log.warning("oneshot_tool_panic", tool=call.name, error_type=error_type)
             what = f" {error_type}" if error_type else ""
             raise _Stop(ErrorKind.TOOL_PANIC, f"tool {call.name!r} raised{what}")
+        if isinstance(result, RawToolResult):  # prevalidated JSON, sent verbatim by Chat
+            response = FunctionResponse(name=call.name, id=call.id, raw=result.json)
+            return Part(function_response=response), response
         try:
             msgspec.json.encode(result)
         except (TypeError, ValueError, OverflowError, msgspec.EncodeError):

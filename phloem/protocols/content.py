@@ -53,12 +53,34 @@ class FunctionCall(msgspec.Struct, frozen=True, omit_defaults=True):
             raise ValueError("function_call.name must not be empty")
 
 
+class RawToolResult:
+    """A tool result to send verbatim: any JSON value — a scalar, an array, an object or
+    null — instead of the object a result normally is (an object otherwise becomes
+    `{"result": value}`). Encoded (and so checked) when made: a value JSON cannot hold is
+    a `ValueError` that names no part of it. Only the OpenAI Chat protocol can send it
+    (as the tool message's content); Responses, Gemini and the durable session store
+    refuse it (`invalid_tool_result`) rather than change it."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, value: Any) -> None:
+        try:
+            self.json = msgspec.json.encode(value).decode("utf-8")
+        except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+            raise ValueError("a raw tool result must be a JSON value") from None
+
+    def __repr__(self) -> str:
+        return f"RawToolResult({len(self.json)} bytes)"
+
+
 class FunctionResponse(msgspec.Struct, frozen=True, omit_defaults=True):
-    """The result of a `FunctionCall`, sent back to the model as `user` content."""
+    """The result of a `FunctionCall`, sent back to the model as `user` content. `raw`
+    holds the JSON text of a `RawToolResult` (then `response` is empty)."""
 
     name: str
     response: dict[str, Any] = msgspec.field(default_factory=dict)
     id: str | None = None
+    raw: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -116,8 +138,11 @@ class Part(msgspec.Struct, frozen=True, omit_defaults=True):
 
     @classmethod
     def from_function_response(
-        cls, name: str, response: dict[str, Any], id: str | None = None
+        cls, name: str, response: dict[str, Any] | RawToolResult, id: str | None = None
     ) -> Part:
+        if isinstance(response, RawToolResult):
+            raw = FunctionResponse(name=name, id=id, raw=response.json)
+            return cls(function_response=raw)
         return cls(function_response=FunctionResponse(name=name, response=response, id=id))
 
     @classmethod

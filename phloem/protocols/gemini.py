@@ -59,6 +59,12 @@ def _encode_part(part: Part) -> dict[str, Any]:
             call["id"] = part.function_call.id
         out["functionCall"] = call
     elif part.function_response is not None:
+        if part.function_response.raw is not None:
+            raise ModelError(
+                ErrorKind.INVALID_TOOL_RESULT,
+                f"the raw result of tool {part.function_response.name!r} can be sent only "
+                "by the openai-chat protocol (Gemini takes an object)",
+            )
         resp: dict[str, Any] = {
             "name": part.function_response.name,
             "response": part.function_response.response,

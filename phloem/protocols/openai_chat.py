@@ -87,7 +87,9 @@ def encode_tool_output(response: dict[str, Any], name: str) -> str:
         ) from None
 
 
-def resolve_history(contents: Sequence[Content]) -> Iterator[HistoryItem]:
+def resolve_history(
+    contents: Sequence[Content], *, raw_results: bool = True
+) -> Iterator[HistoryItem]:
     """Walk the history in order, giving every call a unique wire id and pairing every
     function response with its call.
 
@@ -96,7 +98,8 @@ def resolve_history(contents: Sequence[Content]) -> Iterator[HistoryItem]:
     earliest unanswered call carrying its id (its original or replacement id), or, when
     it has no id, the earliest unanswered call of the same name. A response for a call
     that was already answered is `duplicate_tool_call_id`; one that matches nothing is
-    `invalid_tool_result`.
+    `invalid_tool_result`, and so is a raw result (`RawToolResult`) without `raw_results`
+    (the Responses protocol: it would have to rewrite it).
     """
     used: set[str] = set()
     pending: list[tuple[str | None, str, str]] = []  # (original id, wire id, name)
@@ -153,6 +156,15 @@ def resolve_history(contents: Sequence[Content]) -> Iterator[HistoryItem]:
             answered.add(wire)
             if original:
                 answered.add(original)
+            if resp.raw is not None:
+                if not raw_results:
+                    raise ModelError(
+                        ErrorKind.INVALID_TOOL_RESULT,
+                        f"contents[{ci}]: the raw result of tool {resp.name!r} can be sent "
+                        "only by the openai-chat protocol",
+                    )
+                yield ToolResult(wire, name, resp.raw)  # prevalidated JSON, verbatim
+                continue
             yield ToolResult(wire, name, encode_tool_output(resp.response, resp.name))
         if user_parts:
             yield UserTurn(user_parts)

@@ -57,7 +57,7 @@ def _user_item(parts: list[Part]) -> dict[str, Any]:
 def encode_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
     """The JSON body for `POST {base_url}/responses`."""
     items: list[dict[str, Any]] = []
-    for item in resolve_history(request.contents):
+    for item in resolve_history(request.contents, raw_results=False):
         if isinstance(item, UserTurn):
             items.append(_user_item(item.parts))
         elif isinstance(item, AssistantTurn):

@@ -2,9 +2,11 @@
 
 Something went wrong but the work goes on: a session's torn tail was repaired, an
 instruction file was dropped for the budget, an MCP server was suppressed, a language
-server was disabled. Each such thing is one `RunWarning` value with a stable `code` (a
-snake_case word, like an error kind), a human `message`, and where it applies the `path`
-and 1-based `line` it is about. Warnings travel with results (`AskResult.warnings`), are
+server was disabled, a tool's walk skipped a malformed `.gitignore` rule. Each such
+thing is one `RunWarning` value — the one warning shape, the tools' included — with a
+stable `code` (a snake_case word like an error kind, prefixed by its area, or namespaced
+as the walk's `walk.invalid_ignore_pattern`), a human `message`, and where it applies the
+`path` and 1-based `line` it is about. Warnings travel with results (`AskResult.warnings`), are
 shown by the CLI and are logged; they never replace an error value.
 
 `Warnings` collects them for one run or session with a named bound: past
@@ -25,33 +27,44 @@ __all__ = ["MAX_WARNINGS", "MAX_WARNING_MESSAGE_BYTES", "RunWarning", "Warnings"
 
 MAX_WARNINGS = 256
 MAX_WARNING_MESSAGE_BYTES = 4096
-_CODE_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_CODE_RE = re.compile(r"^(?=.{1,64}$)[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)?$")
 
 
 class RunWarning(msgspec.Struct, frozen=True, kw_only=True):
-    """One non-fatal notice: `code` is stable, `message` is for people."""
+    """One non-fatal notice: `code` is stable, `message` is for people, `source` names
+    the part that raised it when that is not in the code (`walk` for the tools' walk)."""
 
     code: str
     message: str
     path: str | None = None
     line: int | None = None
+    source: str | None = None
 
     def __post_init__(self) -> None:
         if not _CODE_RE.match(self.code):
-            raise ValueError(f"warning code must be snake_case (≤ 64 chars), got {self.code!r}")
+            raise ValueError(
+                "warning code must be snake_case, optionally under one namespace "
+                f"(walk.invalid_ignore_pattern; ≤ 64 chars), got {self.code!r}"
+            )
         if self.line is not None and self.line < 1:
             raise ValueError(f"warning line is 1-based, got {self.line}")
 
     @classmethod
     def of(
-        cls, code: str, message: str, *, path: str | None = None, line: int | None = None
+        cls,
+        code: str,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        source: str | None = None,
     ) -> RunWarning:
         """A warning whose message is redacted and cut to `MAX_WARNING_MESSAGE_BYTES`."""
         text = redact(message)
         data = text.encode("utf-8")
         if len(data) > MAX_WARNING_MESSAGE_BYTES:
             text = data[: MAX_WARNING_MESSAGE_BYTES - 3].decode("utf-8", "ignore") + "..."
-        return cls(code=code, message=text, path=path, line=line)
+        return cls(code=code, message=text, path=path, line=line, source=source)
 
     def render(self) -> str:
         """`path:line: code: message` (the location parts only when known)."""

@@ -26,6 +26,7 @@ bash is not a security boundary: the command sees the whole machine as the daemo
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import os
 import shutil
@@ -42,11 +43,17 @@ from phloem.supervision.reasons import ExitKind, ExitReason
 from phloem.supervision.spec import Command, Limits
 from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
-from phloem.tools.outputlimit import Report, apply_with_grant, logical_lines, marker
-from phloem.tools.settings import BASH_MAX_MEMORY_DEFAULT, BASH_MAX_MEMORY_RANGE
+from phloem.tools.outputlimit import OutputWriter, Report
+from phloem.tools.settings import (
+    BASH_DEFAULT_TIMEOUT_MS,
+    BASH_MAX_MEMORY_DEFAULT,
+    BASH_MAX_MEMORY_RANGE,
+    BASH_MAX_TIMEOUT_MS,
+    BASH_TIMEOUT_RANGE_MS,
+)
 
-DEFAULT_TIMEOUT_MS = 120_000
-MAX_TIMEOUT_MS = 600_000
+DEFAULT_TIMEOUT_MS = BASH_DEFAULT_TIMEOUT_MS
+MAX_TIMEOUT_MS = BASH_MAX_TIMEOUT_MS
 KILL_GRACE_S = 2.0
 MAX_COMMAND_CHARS = 64 * 1024
 CAPTURE_KEEP_BYTES = 256 * 1024
@@ -83,59 +90,24 @@ def _signal_name(number: int) -> str:
         return f"SIG{number}"
 
 
-def _read_stream(path: Path) -> tuple[str, int, int]:
-    """(text to limit, true byte count, true line count) of one capture file."""
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        if size <= 2 * CAPTURE_KEEP_BYTES:
-            data = handle.read(size)
-            return data.decode(errors="replace"), len(data), logical_lines(data)
-        head = handle.read(CAPTURE_KEEP_BYTES)
-        lines = head.count(b"\n")
-        last = head[-1:]
-        while True:
-            chunk = handle.read(1 << 20)
-            if not chunk:
-                break
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-        lines += 0 if last == b"\n" else 1
-        handle.seek(size - CAPTURE_KEEP_BYTES)
-        tail = handle.read(CAPTURE_KEEP_BYTES)
-    return (head + tail).decode(errors="replace"), size, lines
-
-
 def _limit(ctx: ToolContext, path: Path) -> tuple[str, Report]:
-    text, size, lines = _read_stream(path)
-    if not text:
+    """One capture file through the one bounded writer of the output policy (the first
+    and last `CAPTURE_KEEP_BYTES` kept, the rest counted), charged to the budget."""
+    writer = OutputWriter(ctx.policy, CAPTURE_KEEP_BYTES)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            writer.write(chunk)
+    if not writer.size:
         return "", Report()
     grant = None
     if ctx.budget is not None:
         grant = ctx.budget.reserve(ctx.session, ctx.policy.max_bytes)
     output = ""
     try:
-        output, report = apply_with_grant(ctx.policy, text, grant)
+        output, report = writer.render(grant)
     finally:
         if ctx.budget is not None and grant is not None:
             ctx.budget.consume(ctx.session, grant, len(output.encode()))
-    if size != report.original_bytes and report.truncated:
-        old = marker(
-            report.reason,
-            report.kept_bytes,
-            report.original_bytes,
-            report.kept_lines,
-            report.original_lines,
-        )
-        new = marker(report.reason, report.kept_bytes, size, report.kept_lines, lines)
-        output = output.replace(old, new, 1)
-        report = Report(
-            truncated=True,
-            reason=report.reason,
-            original_bytes=size,
-            original_lines=lines,
-            kept_bytes=report.kept_bytes,
-            kept_lines=report.kept_lines,
-        )
     return output, report
 
 
@@ -175,13 +147,28 @@ class BashTool(Tool):
         limits: Limits | None = None,
         kill_grace_s: float = KILL_GRACE_S,
         max_memory_bytes: int = BASH_MAX_MEMORY_DEFAULT,
+        *,
+        default_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        max_timeout_ms: int = MAX_TIMEOUT_MS,
     ) -> None:
         """`max_memory_bytes` caps the resident memory of a command's processes (see the
         module docstring; it becomes the child's `Limits.max_rss_bytes`); `limits` adds
         rlimits for each process (its `max_memory_bytes`, when set, replaces the
         address-space backstop of `ADDRESS_SPACE_FACTOR` x cap). `limits.max_rss_bytes`
-        must not be set: the one tree cap is `max_memory_bytes`."""
+        must not be set: the one tree cap is `max_memory_bytes`. `default_timeout_ms` is
+        the timeout of a call naming none, `max_timeout_ms` caps what a call may ask for
+        (`[tools] bash_timeout_ms`, `bash_max_timeout_ms`)."""
         check_range("kill_grace_s", kill_grace_s, 0, 60, integer=False)
+        self.max_timeout_ms = check_range("max_timeout_ms", max_timeout_ms, *BASH_TIMEOUT_RANGE_MS)
+        self.default_timeout_ms = check_range(
+            "default_timeout_ms", default_timeout_ms, BASH_TIMEOUT_RANGE_MS[0], max_timeout_ms
+        )
+        if (default_timeout_ms, max_timeout_ms) != (DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS):
+            schema = copy.deepcopy(type(self).input_schema)
+            timeout = schema["properties"]["timeout_ms"]
+            timeout["default"] = default_timeout_ms
+            timeout["description"] = f"Timeout in milliseconds (capped at {max_timeout_ms})."
+            self.input_schema = schema
         self.max_memory_bytes = check_range(
             "max_memory_bytes", max_memory_bytes, *BASH_MAX_MEMORY_RANGE
         )
@@ -200,7 +187,7 @@ class BashTool(Tool):
         resolved = ctx.workspace.resolve(args["dir"])
         if not resolved.absolute.is_dir():
             raise ToolFailure("arguments", f"dir must be a directory: {resolved.relative}")
-        timeout_s = min(args["timeout_ms"], MAX_TIMEOUT_MS) / 1000.0
+        timeout_s = min(args["timeout_ms"], self.max_timeout_ms) / 1000.0
         with tempfile.TemporaryDirectory(prefix="phloem-bash-") as capture:
             out_path, err_path = Path(capture, "stdout"), Path(capture, "stderr")
             out_path.touch(0o600)

@@ -19,6 +19,7 @@ failure value for a call of a tool nobody declared.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import re
@@ -26,14 +27,14 @@ import threading
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from phloem.base.logs import get_logger
-from phloem.protocols.content import FunctionDeclaration
+from phloem.protocols.content import FunctionDeclaration, RawToolResult
 from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.limits import RangeError, check_range
 from phloem.protocols.secrets import redact
+from phloem.protocols.warnings import RunWarning
 from phloem.tools.errors import ToolFailure
 from phloem.tools.outputlimit import OutputBudget, OutputPolicy, Report, apply_with_grant
 from phloem.tools.workspace import Touch, Workspace, is_unicode
@@ -43,18 +44,8 @@ log = get_logger(__name__)
 JSON = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ToolWarning:
-    """A structured warning: stable `code`, file `path` (workspace-relative) and `line`."""
-
-    code: str
-    path: str
-    line: int
-    message: str
-    source: str = "walk"
-
-    def to_dict(self) -> JSON:
-        return {"code": self.code, "path": self.path, "line": self.line, "source": self.source}
+ToolWarning = RunWarning
+"""The warnings tools pass to `ToolContext.on_warning`: the one warning shape."""
 
 
 class ToolContext:
@@ -207,21 +198,23 @@ class Tool(ABC):
         return FunctionDeclaration(
             name=self.name,
             description=self.description,
-            parameters=schema if takes_arguments else None,
+            parameters=copy.deepcopy(schema) if takes_arguments else None,
         )
 
     def describe(self) -> JSON:
-        """Name, description and input schema, as handed to a model."""
+        """Name, description and input schema, as handed to a model (a copy: a caller
+        changing it changes no tool)."""
         return {
             "name": self.name,
             "description": self.description,
-            "input_schema": self.input_schema,
+            "input_schema": copy.deepcopy(self.input_schema),
         }
 
 
 class FunctionTool(Tool):
     """A plain Python function as a tool: the validated arguments go in as keywords; a
-    dict result is returned as is, any other JSON value as `{"result": value}`.
+    dict result is returned as is, any other JSON value as `{"result": value}` (unless it
+    is a `RawToolResult`: then it is sent verbatim where the protocol can).
 
     `parameters` is the input schema; without it the schema comes from the function's
     signature (parameters annotated `str`, `int`, `float`, `bool`, `dict` or `list` get
@@ -269,7 +262,12 @@ class FunctionTool(Tool):
             except TypeError as exc:
                 raise ToolFailure("arguments", str(exc)) from None
         value = self.fn(**args)
-        return value if isinstance(value, dict) else {"result": value}
+        if isinstance(value, dict):
+            return value
+        if isinstance(value, RawToolResult):
+            # Sent as it is where a protocol can; the agents and one-shot runs check for it.
+            return cast(JSON, value)
+        return {"result": value}
 
 
 _JSON_TYPES: dict[type, str] = {
@@ -333,7 +331,7 @@ def raised(tool: str, exc: Exception) -> JSON:
 def raised_type(result: Mapping[str, Any]) -> str | None:
     """For the failure value `exception` (a tool raised), the exception's type name ("" when
     the message does not start with one); None for any other result."""
-    if result.get("error") != "exception":
+    if not isinstance(result, Mapping) or result.get("error") != "exception":
         return None
     message = result.get("message")
     found = _TYPE_PREFIX.match(message) if isinstance(message, str) else None
@@ -355,6 +353,8 @@ def unknown_tool(name: str) -> JSON:
 
 def is_failure(result: Mapping[str, Any]) -> bool:
     """True for a failure value (it carries an `error` code)."""
+    if not isinstance(result, Mapping):
+        return False  # a raw result is never a failure value
     return isinstance(result.get("error"), str) and bool(result.get("error"))
 
 

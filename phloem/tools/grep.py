@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from phloem.supervision.childcall import CallControl, PendingCall, start_call
-from phloem.tools.contract import JSON, Tool, ToolContext, ToolWarning, object_schema
+from phloem.tools.contract import JSON, Tool, ToolContext, object_schema
 from phloem.tools.errors import ToolFailure
 from phloem.tools.grepsearch import (
     Found,
@@ -263,6 +263,6 @@ def _warner(ctx: ToolContext) -> Callable[[WalkWarning], None]:
     """Pass walk warnings (a malformed .gitignore rule) on to the context."""
 
     def warn(warning: WalkWarning) -> None:
-        ctx.warn(ToolWarning(warning.code, warning.path, warning.line, warning.message))
+        ctx.warn(warning)
 
     return warn

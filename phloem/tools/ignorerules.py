@@ -27,6 +27,7 @@ MAX_RULES = 10_000
 
 _ANY_DIR_PREFIX = "^(?:.+/)?"
 _GLOB_CHARS = frozenset("*?[]\\ /")
+_BRACE = re.compile(r"(?<!\\)[{}]")
 _GROUP = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
 _BACKREF = re.compile(r"\(\?P=")
 
@@ -99,6 +100,11 @@ class RuleSet:
                 continue
             if len(self.rules) >= MAX_RULES:
                 self.bad.append(BadRule(number, line, f"more than {MAX_RULES} rules"))
+                continue
+            if _BRACE.search(line):
+                # plasmid's ignore subset has no brace expansion: `{a,b}` is a malformed
+                # rule (skipped, warned), never a literal nor an alternation.
+                self.bad.append(BadRule(number, line, "brace expansion is not supported"))
                 continue
             try:
                 pattern = GitIgnoreSpecPattern(line)

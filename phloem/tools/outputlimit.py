@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from phloem.protocols.limits import check_range
@@ -75,6 +75,16 @@ class OutputPolicy:
     def apply(self, text: str) -> tuple[str, Report]:
         """Limit `text`; return the rendered output and its report."""
         return apply_policy(self, text)
+
+    def apply_lines(self, lines: Iterable[str]) -> tuple[str, Report]:
+        """Limit logical lines (each without its line ending) with the same policy and
+        the same marker, as the text they make joined by `\n` (plasmid's ApplyLines); a
+        line holding a `\n` is a `ValueError`."""
+        items = list(lines)
+        for index, line in enumerate(items):
+            if "\n" in line:
+                raise ValueError(f"lines[{index}] holds a line break")
+        return apply_policy(self, "\n".join(items))
 
 
 UNLIMITED = OutputPolicy(max_bytes=0, max_lines=0, max_line_bytes=0, head_fraction=0.5)
@@ -452,3 +462,81 @@ class OutputBudget:
     def used(self, session: str) -> int:
         with self._lock:
             return self._used.get(session, 0)
+
+
+WRITER_KEEP_BYTES = 256 * 1024
+"""Bytes an `OutputWriter` keeps from each end of what it is given (with a byte cap)."""
+
+
+class OutputWriter:
+    """Output arriving in pieces, limited by one policy with bounded memory (plasmid's
+    Writer): with a positive `max_bytes` it keeps the first and the last `keep` bytes
+    (at least `max_bytes` each) and counts the rest — bytes and lines — so `render()`
+    gives what the policy keeps of the whole, with the true counts in its marker and
+    report. With the zero-value (unlimited) policy everything is kept, unless `keep` is
+    given: then at most that much of each end, whatever the policy (bash's captures)."""
+
+    def __init__(self, policy: OutputPolicy, keep: int | None = None) -> None:
+        self.policy = policy
+        if keep is None:
+            keep = WRITER_KEEP_BYTES if policy.max_bytes > 0 else 0
+        self.keep = max(keep, policy.max_bytes) if keep > 0 else 0  # 0: keep everything
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.size = 0
+        self._newlines = 0
+        self._last = b""
+
+    def write(self, data: bytes | str) -> None:
+        chunk = data.encode() if isinstance(data, str) else bytes(data)
+        if not chunk:
+            return
+        self.size += len(chunk)
+        self._newlines += chunk.count(b"\n")
+        self._last = chunk[-1:]
+        if not self.keep:
+            self._head += chunk
+            return
+        room = self.keep - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail += chunk
+            del self._tail[: max(len(self._tail) - self.keep, 0)]
+
+    @property
+    def lines(self) -> int:
+        """Logical lines written so far (an unterminated last one counts)."""
+        if not self.size:
+            return 0
+        return self._newlines + (0 if self._last == b"\n" else 1)
+
+    def text(self) -> str:
+        """What is kept, as text (the middle of an overlong output left out)."""
+        return bytes(self._head + self._tail).decode(errors="replace")
+
+    def render(self, grant: int | None = None) -> tuple[str, Report]:
+        """The policy applied (capped by a budget `grant`, None: none), with the true
+        totals in the marker and the report when the middle was never kept."""
+        output, report = apply_with_grant(self.policy, self.text(), grant)
+        kept_all = len(self._head) + len(self._tail) == self.size
+        if kept_all or not report.truncated:
+            return output, report
+        old = marker(
+            report.reason,
+            report.kept_bytes,
+            report.original_bytes,
+            report.kept_lines,
+            report.original_lines,
+        )
+        new = marker(report.reason, report.kept_bytes, self.size, report.kept_lines, self.lines)
+        report = Report(
+            truncated=True,
+            reason=report.reason,
+            original_bytes=self.size,
+            original_lines=self.lines,
+            kept_bytes=report.kept_bytes,
+            kept_lines=report.kept_lines,
+        )
+        return output.replace(old, new, 1), report

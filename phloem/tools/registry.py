@@ -90,7 +90,11 @@ def coding_tools(settings: ToolsConfig | None = None) -> list[Tool]:
     from phloem.tools.write import WriteTool
 
     settings = settings if settings is not None else ToolsConfig()
-    bash = BashTool(max_memory_bytes=settings.bash_max_memory_bytes)
+    bash = BashTool(
+        max_memory_bytes=settings.bash_max_memory_bytes,
+        default_timeout_ms=settings.bash_timeout_ms,
+        max_timeout_ms=settings.bash_max_timeout_ms,
+    )
     return [ReadTool(), WriteTool(), EditTool(), bash, GrepTool(), FindTool(), LsTool()]
 
 

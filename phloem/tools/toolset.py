@@ -38,6 +38,11 @@ class ToolDecorator(Protocol):
 
     def decorate(self, tool: Tool) -> Tool: ...
 
+    def status(self, root: str) -> str | None:
+        """One line for the prompt of an agent on workspace `root` (the LSP hub: `LSP:
+        none detected`, or the sorted ids of the servers started there); None: nothing."""
+        ...
+
 
 class SourceToolset(Toolset):
     """The tools of some named servers of a `ToolSource`, found at each run (the source is

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from phloem.protocols.limits import check_range
+from phloem.protocols.warnings import RunWarning
 from phloem.tools.errors import ToolFailure
 from phloem.tools.fsroot import DIR_FLAGS, FILE_FLAGS, Tree, components
 from phloem.tools.ignorerules import PathGlob, RuleSet
@@ -44,15 +45,8 @@ CANCEL_CHECK_EVERY = 256
 GITIGNORE = ".gitignore"
 
 
-@dataclass(frozen=True)
-class WalkWarning:
-    """A warning from the walk: stable `code`, workspace-relative `path`, 1-based `line`."""
-
-    code: str
-    path: str
-    line: int
-    message: str
-    source: str = "walk"
+WalkWarning = RunWarning
+"""A warning of the walk (`source` "walk", workspace-relative `path`, 1-based `line`)."""
 
 
 class Entry(NamedTuple):
@@ -127,8 +121,11 @@ class _Ignores:
                 return None
             if info.st_size > MAX_IGNORE_FILE_BYTES:
                 self.warn(
-                    WalkWarning(
-                        IGNORE_FILE_TOO_LARGE, relative, 0, f"larger than {info.st_size} bytes"
+                    RunWarning.of(
+                        IGNORE_FILE_TOO_LARGE,
+                        f"larger than {MAX_IGNORE_FILE_BYTES} bytes ({info.st_size})",
+                        path=relative,
+                        source="walk",
                     )
                 )
                 return None
@@ -140,7 +137,11 @@ class _Ignores:
         text = data.decode("utf-8", errors="replace")
         rules = RuleSet(text.removeprefix("\ufeff").split("\n"))
         for bad in rules.bad:
-            self.warn(WalkWarning(INVALID_IGNORE_PATTERN, relative, bad.line, bad.reason))
+            self.warn(
+                RunWarning.of(
+                    INVALID_IGNORE_PATTERN, bad.reason, path=relative, line=bad.line, source="walk"
+                )
+            )
         return rules if rules else None
 
 

@@ -46,3 +46,18 @@ def test_collector_keeps_the_limit_and_counts_the_rest() -> None:
 def test_round_trips_through_msgspec() -> None:
     w = RunWarning(code="x", message="m", path="p", line=2)
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(w), type=RunWarning) == w
+
+
+def test_the_one_shape_holds_the_tools_walk_warnings() -> None:
+    from phloem.tools.contract import ToolWarning
+    from phloem.tools.walk import WalkWarning
+
+    assert ToolWarning is RunWarning and WalkWarning is RunWarning
+    walked = RunWarning.of(
+        "walk.invalid_ignore_pattern", "bad", path=".gitignore", line=2, source="walk"
+    )
+    assert walked.render() == ".gitignore:2: walk.invalid_ignore_pattern: bad"
+    assert RunWarning(code="a" * 64, message="").code == "a" * 64
+    for bad in ("a" * 65, "walk.", "a.b.c", "Walk.x", ".x"):
+        with pytest.raises(ValueError):
+            RunWarning(code=bad, message="")

@@ -5,8 +5,10 @@ from hypothesis import given, settings, strategies as st
 
 from phloem.tools.outputlimit import (
     MIN_BUDGET_GRANT,
+    WRITER_KEEP_BYTES,
     OutputBudget,
     OutputPolicy,
+    OutputWriter,
     apply_with_grant,
     logical_lines,
     marker,
@@ -145,3 +147,34 @@ def test_a_zero_grant_keeps_only_the_marker() -> None:
     out, report = apply_with_grant(OutputPolicy(), "abc\n", 0)
     assert out == "[phloem:truncated reason=budget bytes=0/4 lines=0/1]\n"
     assert report.kept_bytes == 0
+
+
+def test_apply_lines_renders_logical_lines_with_the_same_policy() -> None:
+    policy = OutputPolicy(max_bytes=0, max_lines=2, max_line_bytes=0, head_fraction=0.5)
+    lines = ["one", "two", "three", "four"]
+    assert policy.apply_lines(lines) == policy.apply("\n".join(lines))
+    output, report = policy.apply_lines(lines)
+    assert report.truncated and report.reason == "lines" and output.startswith("one\n")
+    assert OutputPolicy().apply_lines([]) == OutputPolicy().apply("")
+    with pytest.raises(ValueError, match=r"lines\[1\]"):
+        policy.apply_lines(["a", "b\nc"])
+
+
+def test_the_writer_keeps_bounded_state_and_renders_like_the_whole_text() -> None:
+    policy = OutputPolicy(max_bytes=100, max_lines=0, max_line_bytes=0, head_fraction=0.5)
+    text = "".join(f"line {i}\n" for i in range(50_000))  # ~390 KB
+    writer = OutputWriter(policy, keep=1_000)
+    for start in range(0, len(text), 777):
+        writer.write(text[start : start + 777])
+    assert len(writer.text().encode()) <= 2 * 1_000  # bounded: head and tail only
+    assert (writer.size, writer.lines) == (len(text), 50_000)
+    output, report = writer.render()
+    whole, expected = policy.apply(text)
+    assert (output, report) == (whole, expected)  # the same as the whole text at once
+    small = OutputWriter(policy)
+    small.write(b"short\n")
+    assert small.render() == policy.apply("short\n")
+    unlimited = OutputWriter(OutputPolicy(max_bytes=0, max_lines=0, max_line_bytes=0))
+    unlimited.write("x" * (WRITER_KEEP_BYTES + 1))  # the zero-value policy keeps it all
+    assert len(unlimited.text()) == WRITER_KEEP_BYTES + 1
+    assert OutputWriter(policy).render() == ("", policy.apply("")[1])

@@ -23,6 +23,7 @@ does not fit its method (a malformed `publishDiagnostics`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import itertools
 import json
@@ -37,6 +38,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from lsprotocol.converters import get_converter
 
+from phloem.actors.lsp.positions import OFFERED, UTF16, column, negotiated
 from phloem.actors.lsp.settings import LspServerConfig
 from phloem.base.logs import get_logger
 from phloem.protocols.depth import check_json_depth
@@ -113,6 +115,7 @@ class LspClient:
         self._alive = False
         self._started = False  # started and not closed by us: an exit since is a crash
         self.pid: int | None = None
+        self.position_encoding = UTF16  # what `initialize` negotiated (positions.py)
 
     @property
     def alive(self) -> bool:
@@ -163,9 +166,11 @@ class LspClient:
                     ),
                 ),
                 workspace=lsp.WorkspaceClientCapabilities(configuration=True),
+                general=lsp.GeneralClientCapabilities(position_encodings=list(OFFERED)),
             ),
         )
-        self._request(lsp.INITIALIZE, params, self.cfg.initialize_timeout_s)
+        result = self._request(lsp.INITIALIZE, params, self.cfg.initialize_timeout_s)
+        self.position_encoding = negotiated(result)
         self._notify(lsp.INITIALIZED, lsp.InitializedParams())
 
     def close(self) -> None:
@@ -218,13 +223,25 @@ class LspClient:
             while True:
                 found = self._published.get(uri)
                 if found is not None and self._current(found, version, uri):
-                    return found[1]
+                    return self._in_code_points(found[1], text)
                 if not self._alive:
                     raise LspFailure("the server exited")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return None
                 self._cond.wait(left)
+
+    def _in_code_points(self, found: list[lsp.Diagnostic], text: str) -> list[lsp.Diagnostic]:
+        """`found` with each start's `character` in code points of `text` (the server
+        counts in its negotiated position encoding)."""
+        out = []
+        for item in found:
+            start = item.range.start
+            character = column(text, start.line, start.character, self.position_encoding)
+            moved = copy.copy(item)
+            moved.range = lsp.Range(lsp.Position(start.line, character), item.range.end)
+            out.append(moved)
+        return out
 
     def _current(self, found: tuple[int | None, list[Any], int], version: int, uri: str) -> bool:
         """A publication for `version` — or, from a server that sends no versions, one

@@ -6,18 +6,20 @@ file's new text to that server (starting it for the workspace root at the first 
 write) and adds to the result
 
 - `diagnostics`: `[{path, line, column, severity, code, source, message}]`, 1-based line
-  and column, the workspace-relative path;
+  and column — the column in code points of the file's text, whatever position encoding
+  the server negotiated (`positions.py`) — the workspace-relative path;
 - `diagnostics_text`: one line each, `path:L:C: severity[ code][ (source)]: message`
   (the message's first line),
 
-sorted, deduplicated, at most `MAX_DIAGNOSTICS` per file. A failed call is returned as
-it is; so is a success when no diagnostics of the written version came within the
-settle time. A server that fails `MAX_FAILURES` times (not on PATH, crashed, no answer
-to initialize, killed over its `max_memory_bytes` — warning `lsp_server_memory_exceeded`)
-is disabled (warning `lsp_server_disabled`); a crashed one is restarted at the next need
-until then. A server no write has used for its `idle_timeout_s` is shut down (its record
-stays, state `idle`) and started again, transparently and not as a failure, by the next
-write that needs it. `close()` stops every server's child (its process tree).
+sorted, deduplicated, at most `[lsp] max_diagnostics_per_file` (20) per file. A failed
+call is returned as it is; so is a success when no diagnostics of the written version
+came within the settle time. A server that fails `[lsp] failure_threshold` (3) times
+(not on PATH, crashed, no answer to initialize, killed over its `max_memory_bytes` —
+warning `lsp_server_memory_exceeded`) is disabled (warning `lsp_server_disabled`); a
+crashed one is restarted at the next need until then. A server no write has used for its
+`idle_timeout_s` is shut down (its record stays, state `idle`) and started again,
+transparently and not as a failure, by the next write that needs it. `close()` stops
+every server's child (its process tree).
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from phloem.actors.lsp.settings import LspConfig, LspServerConfig
+from phloem.actors.lsp.settings import (
+    DEFAULT_FAILURE_THRESHOLD,
+    DEFAULT_MAX_DIAGNOSTICS,
+    LspConfig,
+    LspServerConfig,
+)
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import RunWarning, Warnings
@@ -47,8 +54,8 @@ if TYPE_CHECKING:  # `lsprotocol` is imported with the first client (it takes ~0
 
 log = get_logger("phloem.lsp")
 
-MAX_FAILURES = 3
-MAX_DIAGNOSTICS = 20
+MAX_FAILURES = DEFAULT_FAILURE_THRESHOLD  # the default of `[lsp] failure_threshold`
+MAX_DIAGNOSTICS = DEFAULT_MAX_DIAGNOSTICS  # the default of `[lsp] max_diagnostics_per_file`
 MAX_CLIENTS = 64
 """Most (root, server) pairs one hub runs at once."""
 EXIT_WAIT_S = 5.0
@@ -61,7 +68,9 @@ MAX_TEXT_BYTES = 2 * 1024 * 1024
 """Largest file sent to a server (its JSON-escaped form must fit one 4 MiB message)."""
 
 
-def render(relative: str, found: list[lsp.Diagnostic]) -> tuple[list[JSON], str]:
+def render(
+    relative: str, found: list[lsp.Diagnostic], limit: int = MAX_DIAGNOSTICS
+) -> tuple[list[JSON], str]:
     """The `diagnostics` list and `diagnostics_text` of one file (see the docstring)."""
     rows = set()
     for diagnostic in found:
@@ -78,7 +87,7 @@ def render(relative: str, found: list[lsp.Diagnostic]) -> tuple[list[JSON], str]
                 diagnostic.message,
             )
         )
-    kept = sorted(rows)[:MAX_DIAGNOSTICS]
+    kept = sorted(rows)[:limit]
     items = [
         {
             "path": relative,
@@ -150,9 +159,12 @@ class LspHub:
     # -- matching and checking ------------------------------------------------------------
 
     def server_for(self, relative: str) -> tuple[str, LspServerConfig] | None:
-        """The first configured server whose patterns match `relative` (or its name)."""
+        """The first configured server (not `disabled`) whose patterns match `relative`
+        (or its name)."""
         name = PurePosixPath(relative).name
         for server_id, cfg in self.config.servers.items():
+            if cfg.disabled:
+                continue
             if any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(relative, p) for p in cfg.patterns):
                 return server_id, cfg
         return None
@@ -257,7 +269,7 @@ class LspHub:
         record.last_error = why
         log.warning("lsp_server_failed", server=client.server_id, error=why)
         client.close()
-        if record.failures >= MAX_FAILURES:
+        if record.failures >= self.config.failure_threshold:
             record.disabled = True
             self.warnings.add(
                 RunWarning.of(
@@ -281,6 +293,21 @@ class LspHub:
             }
             for (root, server_id), r in records
         ]
+
+    def status(self, root: str) -> str | None:
+        """`LSP: none detected` until a server has started for workspace `root`, then
+        `LSP: ` and the sorted ids of the servers started there and not disabled (an idle
+        one counts: the next write starts it again); None with `mode = "off"`."""
+        if self.config.mode == "off":
+            return None
+        real = str(Path(root).resolve())
+        with self._lock:
+            ids = sorted(
+                server_id
+                for (where, server_id), record in self._servers.items()
+                if where == real and not record.disabled and (record.client.alive or record.idle)
+            )
+        return f"LSP: {', '.join(ids)}" if ids else "LSP: none detected"
 
     def decorate(self, tool: Tool) -> Tool:
         """`tool` with diagnostics on success when it is `write` or `edit`."""
@@ -332,7 +359,7 @@ class DiagnosedTool(Tool):
         found = self.hub.diagnostics(Path(root), relative, text)
         if found is None:
             return result
-        items, rendered = render(relative, found)
+        items, rendered = render(relative, found, self.hub.config.max_diagnostics_per_file)
         return {**result, "diagnostics": items, "diagnostics_text": rendered}
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:

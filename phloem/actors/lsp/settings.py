@@ -41,6 +41,12 @@ DEFAULT_MAX_MEMORY_BYTES = 2048 * MIB
 """Default cap on the resident memory of a language server's process tree."""
 MEMORY_BYTES_RANGE = (64 * MIB, 64 * 1024 * MIB)
 """Accepted `max_memory_bytes` of a language server (inclusive)."""
+DEFAULT_FAILURE_THRESHOLD = 3
+FAILURE_THRESHOLD_RANGE = (1, 100)
+"""Accepted `failure_threshold` (inclusive)."""
+DEFAULT_MAX_DIAGNOSTICS = 20
+MAX_DIAGNOSTICS_RANGE = (1, 1_000)
+"""Accepted `max_diagnostics_per_file` (inclusive)."""
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 """How long a language server may go unused before it is shut down."""
 IDLE_TIMEOUT_RANGE = (0.1, 86_400.0)
@@ -73,6 +79,9 @@ class LspServerConfig(Section, kw_only=True):
         float, msgspec.Meta(ge=IDLE_TIMEOUT_RANGE[0], le=IDLE_TIMEOUT_RANGE[1])
     ] = DEFAULT_IDLE_TIMEOUT_S
 
+    # Configured but not used: no file starts it (plasmid's per-server `disabled`).
+    disabled: bool = False
+
     def __post_init__(self) -> None:
         if any(not part for part in self.command):
             raise ValueError("command parts must not be empty")
@@ -84,3 +93,12 @@ class LspConfig(Section, kw_only=True):
     # auto: a write or edit of a matching file starts its server; off: none is started.
     mode: Literal["auto", "off"] = "auto"
     servers: dict[ServerId, LspServerConfig] = {}  # the language servers, by id
+    # Failures (not on PATH, crashed, no answer to initialize, over its memory cap) after
+    # which a server is disabled for that workspace (warning `lsp_server_disabled`).
+    failure_threshold: Annotated[
+        int, msgspec.Meta(ge=FAILURE_THRESHOLD_RANGE[0], le=FAILURE_THRESHOLD_RANGE[1])
+    ] = DEFAULT_FAILURE_THRESHOLD
+    # Diagnostics of one file added to a write or edit result; the rest are left out.
+    max_diagnostics_per_file: Annotated[
+        int, msgspec.Meta(ge=MAX_DIAGNOSTICS_RANGE[0], le=MAX_DIAGNOSTICS_RANGE[1])
+    ] = DEFAULT_MAX_DIAGNOSTICS

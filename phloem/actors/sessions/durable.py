@@ -262,7 +262,19 @@ class DurableSessionService:
 
     def append_event(self, session: Session, event: Event) -> Event:
         """Record `event` durably, then apply its state changes. Appending the same
-        event again is a no-op; the same id with other content is `session_conflict`."""
+        event again is a no-op; the same id with other content is `session_conflict`.
+        A `partial` event (a piece of a reply still streaming) is not a commit record:
+        it is returned as given and neither written nor applied."""
+        if event.partial:
+            return event
+        if event.content is not None and any(
+            p.function_response is not None and p.function_response.raw is not None
+            for p in event.content.parts
+        ):
+            raise PhloemError(
+                ErrorKind.INVALID_TOOL_RESULT,
+                "a raw tool result (RawToolResult) cannot be stored in a durable session",
+            )
         entry = self._entry(session.id)
         if entry.session is not session:
             raise PhloemError(ErrorKind.UNKNOWN_SESSION, f"session {session.id!r} was reloaded")

@@ -16,6 +16,7 @@ import msgspec
 from phloem.actors.sessions.results import AskResult
 from phloem.agents.events import Event
 from phloem.protocols.runs import run_item_type
+from phloem.protocols.warnings import RunWarning
 
 
 class NewSession(msgspec.Struct, frozen=True, tag="new"):
@@ -107,6 +108,9 @@ class SessionDetail(msgspec.Struct, frozen=True, kw_only=True):
     missing_key_env: str = ""
     templates: bool = False  # the agent expands the workspace's `/name args` templates
     compaction: CompactionMarks | None = None  # None: no compaction decisions kept
+    # The session's most recent warnings (its turns' since the daemon started, at most
+    # 256, oldest first): a snapshot, the same ones its AskResults carried.
+    warnings: list[RunWarning] = []
 
 
 class SessionRunStarted(msgspec.Struct, frozen=True):

@@ -51,6 +51,7 @@ from phloem.actors.sessions.protocol import (
     SessionSummary,
     ShowSession,
 )
+from phloem.actors.sessions.recent import RecentWarnings
 from phloem.actors.sessions.results import AskResult
 from phloem.actors.sessions.turn import Turn, run_turn
 from phloem.agents.context import CancelToken
@@ -66,6 +67,7 @@ from phloem.protocols.limits import check_range
 from phloem.protocols.refs import RefKind
 from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.secrets import prune_secrets
+from phloem.protocols.warnings import RunWarning, Warnings
 from phloem.supervision import (
     ChildHandle,
     ChildSpec,
@@ -78,7 +80,6 @@ from phloem.supervision import (
 )
 from phloem.supervision.refs import Owner
 from phloem.tools.contract import ToolContext
-from phloem.tools.outputlimit import OutputBudget
 from phloem.tools.workspace import Workspace
 
 log = get_logger("phloem.sessions")
@@ -137,6 +138,7 @@ def drive(service: SessionsService, state: _Run, turn: Turn, run: Run) -> None:
         if prep is not None:
             prep.close("the run ended")
         service.store.release_run(state.session_id)
+    service.recent.add(state.session_id, result.warnings)
     run.end(outcome_of(result.status), error=result.error, result=result)
 
 
@@ -150,12 +152,13 @@ class SessionsService(ServiceActor):
         cfg = ctx.config.sessions
         self.cfg = cfg
         self._store: DurableSessionService | None = None
-        self.budget = OutputBudget()
-        self.instructions = SessionContexts(ctx.config.instructions)
+        self.budget = ctx.config.tools.budget()
+        self.instructions = SessionContexts(ctx.config.instructions, ctx.config.tools)
         self.runs = ServiceRuns.of(self, "session", RUN_REF_KIND, max_live=cfg.max_concurrent_runs)
         self.turns: dict[str, Run] = {}  # the live run of each busy session
         self._run_ids = itertools.count(1)
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
+        self.recent = RecentWarnings()  # each session's last warnings, for session_show
         self._lock = threading.Lock()
         self._workspace_lock = threading.Lock()
         self._sup: SupervisorRef | None = None
@@ -207,6 +210,7 @@ class SessionsService(ServiceActor):
             with self._workspace_lock:
                 self._workspaces.pop(message.session_id, None)
             self.budget.reset(message.session_id)
+            self.recent.forget(message.session_id)
             return {"deleted": deleted}
         raise PhloemError(ErrorKind.BAD_MESSAGE, f"unexpected request {type(message).__name__}")
 
@@ -283,14 +287,26 @@ class SessionsService(ServiceActor):
             assert run.lifecycle is not None
             run.lifecycle.confirm(item)
 
+        # The tools' own warnings (a malformed .gitignore rule seen by grep) go to the
+        # turn's warnings, so they come back in its AskResult like every other warning.
+        collected: list[Warnings] = []
+
+        def tool_warning(warning: RunWarning) -> None:
+            if collected:
+                collected[0].add(warning)
+
         place = SessionPlace(
             ToolContext(
                 workspace=self._workspace(session_id, workdir),
                 session=session_id,
+                policy=self.ctx.config.tools.output_policy(),
                 budget=self.budget,
+                on_warning=tool_warning,
             ),
             context=lambda: self.instructions.context(session_id, workdir),
             variables={"session_id": session_id},
+            skills=lambda found: self.instructions.skills(session_id, workdir, found),
+            templates=lambda found: self.instructions.templates(session_id, workdir, found),
         )
         try:
             prep = prepare(
@@ -303,6 +319,7 @@ class SessionsService(ServiceActor):
         except ValueError as exc:  # the session's workspace went away since
             raise PhloemError(ErrorKind.INVALID_ARGUMENT, f"agents.llm.{name}: {exc}") from None
         run.prep = prep
+        collected.append(prep.warnings)
         prep.check(prompt)
         confirm = prep.confirm
         if confirm is not None:
@@ -387,6 +404,7 @@ class SessionsService(ServiceActor):
             missing_key_env=model.missing_key_env if model is not None else "",
             templates=bool(spec is not None and spec.templates),
             compaction=marks(events, self.store.sidecar(session.id, SIDECAR_KIND)),
+            warnings=self.recent.snapshot(session.id),
         )
 
     def runs_supervisor(self) -> SupervisorRef:

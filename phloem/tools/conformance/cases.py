@@ -27,6 +27,7 @@ from phloem.tools.outputlimit import (
     OutputBudget,
     OutputPolicy,
     logical_lines,
+    marker,
 )
 from phloem.tools.read import ReadTool
 from phloem.tools.walk import WalkFilter, WalkResult, walk
@@ -133,8 +134,51 @@ def _pathglob_match(case_dir: Path, case: dict[str, Any], scratch: Path) -> tupl
     }, None
 
 
+def _outputlimit_markers(
+    case_dir: Path, case: dict[str, Any], scratch: Path
+) -> tuple[JSON, Warnings]:
+    """The one marker format, for each reason named (`markers`)."""
+    data = _input(case_dir)
+    counts = (data["kept_bytes"], data["orig_bytes"], data["kept_lines"], data["orig_lines"])
+    return {"markers": {reason: marker(reason, *counts) for reason in data["reasons"]}}, None
+
+
 def _pathglob_split(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSON, Warnings]:
     return split_glob_list(_input(case_dir)["list"]), None
+
+
+def _tools_schema(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSON, Warnings]:
+    """A coding tool's input schema seen through the golden's keys (`schema`): every key
+    the golden sets must be phloem's too, with the same value; the description texts
+    are phloem's own wording and the extra bounds phloem declares (a `maximum`, a
+    `maxLength`) are its named limits, so neither is compared; enums compare as sets."""
+    from phloem.tools.registry import coding_tools
+
+    name = _input(case_dir)["tool"]
+    tools = {tool.name: tool for tool in coding_tools()}
+    if name not in tools:
+        return {"error": f"no coding tool named {name!r}"}, None
+    golden = json.loads((case_dir / "expected.json").read_text(encoding="utf-8"))
+    return _through(golden, tools[name].input_schema), None
+
+
+def _through(golden: Any, ours: Any) -> Any:
+    """`ours` projected onto `golden`'s keys (see `_tools_schema`)."""
+    if isinstance(golden, dict) and isinstance(ours, dict):
+        out = {}
+        for key, value in golden.items():
+            if key == "description":
+                out[key] = value
+            elif key in ours:
+                out[key] = _through(value, ours[key])
+        return out
+    if (
+        isinstance(golden, list)
+        and isinstance(ours, list)
+        and sorted(map(str, golden)) == sorted(map(str, ours))
+    ):
+        return golden  # an enum: the same members
+    return ours
 
 
 def _tools_pathglob(case_dir: Path, case: dict[str, Any], scratch: Path) -> tuple[JSON, Warnings]:
@@ -306,7 +350,10 @@ for _area, _kind, _runner in (
     ("outputlimit", "apply", _outputlimit_apply),
     ("outputlimit", "logical_lines", _outputlimit_lines),
     ("pathglob", "match", _pathglob_match),
+    ("outputlimit", "markers", _outputlimit_markers),
     ("pathglob", "split", _pathglob_split),
+    ("pathglob", "invalid", _pathglob_match),  # the same result: errors counted, skipped
+    ("tools", "schema", _tools_schema),
     ("tools", "pathglob", _tools_pathglob),
     ("tools", "diff", _diff),
     ("tools", "edit", _edit),

@@ -58,7 +58,7 @@ def test_skills_add_the_skill_tools_when_there_are_skills(tmp_path: Path) -> Non
     (tmp_path / "skills" / "s" / "SKILL.md").write_text("---\ndescription: d\n---\nbody")
     cfg = InstructionsConfig(skill_roots=[str(tmp_path / "skills")])
     agent = catalogue(cfg, skills=True, workdir=str(tmp_path)).agent("coder")
-    assert [t.name for t in agent.tools] == ["list_skills", "load_skill"]  # type: ignore[attr-defined]
+    assert [t.name for t in agent.tools] == ["list_skills", "load_skill", "load_skill_resource"]  # type: ignore[attr-defined]
     empty = catalogue(InstructionsConfig(), skills=True, workdir=str(tmp_path))
     assert empty.agent("coder").tools == ()  # type: ignore[attr-defined]
 
@@ -196,3 +196,19 @@ def test_resources_make_one_assembly_from_the_config(tmp_path: Path) -> None:
     assert assembly.coding()["bash"].max_memory_bytes == 2**27  # type: ignore[attr-defined]
     assert assembly.is_component("lookup") and not assembly.is_component("bash")
     assert assembly.registry().names() == list(CODING_TOOLS)
+
+
+def test_host_tools_come_after_the_coding_tools_and_mcp_after_both(tmp_path: Path) -> None:
+    """plasmid's WithTools appends host tools after the built-in coding tools; phloem's one
+    `tools` list names them after the coding tools, and MCP toolsets come after both."""
+    cat = catalogue(
+        components={"lookup": f"{FIXTURES}:find_thing"},
+        servers=("m",),
+        harness=True,
+        tools=[*CODING_TOOLS, "lookup"],
+        workdir=str(tmp_path),
+    )
+    agent = cat.agent("coder")
+    assert isinstance(agent, LlmAgent)
+    assert [t.name for t in agent.tools] == [*CODING_TOOLS, "lookup"]
+    assert [t.name for t in agent.toolsets] == ["mcp:m"]

@@ -258,3 +258,37 @@ def test_the_async_client_confirms_and_narrows_a_turn(setup: Setup) -> None:
     assert approved.ok and (setup.ws / "b.txt").read_text() == "async"
     assert denied.tool_calls[0].response is not None
     assert denied.tool_calls[0].response["error"] == "denied"
+
+
+def test_an_async_follow_that_stops_early_cancels_its_turn(setup: Setup) -> None:
+    """The async client too: a callback that raises cancels the run (plasmid: stopping
+    iteration early cancels the run and releases its session)."""
+    import asyncio
+    import time
+
+    from phloem import AsyncClient
+
+    marker = setup.ws / "c.txt"
+    command = {"command": f"sleep 5; echo late > {marker}"}
+    setup.fake.add(chat_calls(chat_tool_call("bash", json.dumps(command))))
+
+    class Stop(Exception):
+        pass
+
+    async def stop(event: Any) -> None:
+        raise Stop
+
+    async def scenario() -> bool:
+        async with await AsyncClient.connect(setup.daemon.socket) as client:
+            sid = await client.session_new(agent="coder", workdir=str(setup.ws))
+            with pytest.raises(Stop):
+                await client.session_run(sid, "run it", on_event=stop, on_confirm=lambda r: True)
+            for _ in range(300):  # the session is released soon after the cancel
+                if not (await client.session_show(sid)).summary.busy:
+                    return True
+                await asyncio.sleep(0.1)
+            return False
+
+    assert asyncio.run(scenario())
+    time.sleep(6)  # past the command's own end: it was stopped
+    assert not marker.exists()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from phloem.instructions.settings import ForeignConfig, InstructionsConfig
-from phloem.instructions.skills import SkillCatalog, skill_tools
-from phloem.tools import ToolContext
+from phloem.instructions.skills import MAX_RESOURCE_BYTES, SkillCatalog, skill_tools
+from phloem.tools import ToolContext, Workspace
 from tests.actors.instructions.conftest import Trees
 
 pytestmark = pytest.mark.timeout(30)
@@ -84,6 +84,16 @@ def test_same_bytes_are_one_skill_and_different_content_is_ambiguous(trees: Tree
     catalog = SkillCatalog(foreign(trees, trusted=False), trees.ws)
     assert names(catalog) == ["claude:user:fmt", "claude:user:test", "codex:user:test"]
     assert catalog.load("fmt")["body"] == "same"
+    [fmt] = [s for s in catalog.skills() if s.name == "fmt"]
+    assert fmt.sources == ["claude:user", "codex:user"]  # provenance merged, not dropped
+    assert catalog.load("codex:user:fmt")["name"] == "claude:user:fmt"  # either id reaches it
+    trees.write("~/.codex/skills/fmt/notes.md", "codex notes\n")
+    resource = skill_tools(catalog)[2]
+    assert resource.run({"name": "fmt", "path": "notes.md"}, ToolContext())["error"] == (
+        "ambiguous_skill"  # the folders differ: resources need the qualified id
+    )
+    codex = resource.run({"name": "codex:user:fmt", "path": "notes.md"}, ToolContext())
+    assert codex["content"] == "codex notes\n"
     load = skill_tools(catalog)[1]
     failed = load.run({"name": "test"}, ToolContext())
     assert failed["error"] == "ambiguous_skill"
@@ -110,10 +120,14 @@ def test_the_toolset_lists_and_loads_and_is_empty_without_skills(trees: Trees) -
         "/" + str(root / "greet/SKILL.md"),
         skill("Greets", "Say hello to {{arguments}} and $1.", "allowed-tools: []\n"),
     )
-    list_skills, load_skill = skill_tools(SkillCatalog(InstructionsConfig(skill_roots=[str(root)])))
+    list_skills, load_skill, _ = skill_tools(
+        SkillCatalog(InstructionsConfig(skill_roots=[str(root)]))
+    )
     assert list_skills.read_only and load_skill.read_only  # never asks for confirmation
     assert list_skills.run({}, ToolContext()) == {
-        "skills": [{"name": "greet", "description": "Greets", "source": "config"}]
+        "skills": [
+            {"name": "greet", "description": "Greets", "source": "config", "sources": ["config"]}
+        ]
     }
     loaded = load_skill.run({"name": "greet", "arguments": "Ann Bob"}, ToolContext())
     assert loaded == {
@@ -130,3 +144,49 @@ def test_a_skill_changed_since_discovery_is_stale(trees: Trees) -> None:
     catalog = SkillCatalog(InstructionsConfig(skill_roots=[str(root)]))
     path.write_text(skill("S", "two"))
     assert skill_tools(catalog)[1].run({"name": "s"}, ToolContext())["error"] == "stale"
+
+
+def test_a_skill_gets_the_harness_variables(trees: Trees) -> None:
+    root = trees.base / "skills"
+    trees.write(
+        "/" + str(root / "s1/SKILL.md"), skill("S", "Work in {{workdir}} ({{session_id}}).")
+    )
+    catalog = SkillCatalog(InstructionsConfig(skill_roots=[str(root)]), trees.ws)
+    load_skill = skill_tools(catalog)[1]
+    loaded = load_skill.run({"name": "s1"}, ToolContext(Workspace(trees.ws), session="sess-9"))
+    assert loaded["body"] == f"Work in {trees.ws.resolve()} (sess-9)."
+    unknown = trees.write("/" + str(root / "s2/SKILL.md"), skill("T", "{{nope}}"))
+    assert unknown.exists()
+    again = skill_tools(SkillCatalog(InstructionsConfig(skill_roots=[str(root)]), trees.ws))[1]
+    assert again.run({"name": "s2"}, ToolContext())["error"] == "arguments"
+
+
+def test_skill_resources_are_bounded_utf8_files_beneath_the_skill_folder(trees: Trees) -> None:
+    root = trees.base / "skills"
+    trees.write("/" + str(root / "r/SKILL.md"), skill("R", "See ref/guide.md"))
+    trees.write("/" + str(root / "r/ref/guide.md"), "the guide\n")
+    trees.write("/" + str(root / "secret.txt"), "outside\n")
+    edge = root / "r/edge.txt"
+    edge.write_bytes(b"a" * MAX_RESOURCE_BYTES)
+    (root / "r/over.txt").write_bytes(b"a" * (MAX_RESOURCE_BYTES + 1))
+    (root / "r/bin.dat").write_bytes(b"\xff\xfe\x00")
+    (root / "r/link").symlink_to(root / "secret.txt")
+    tool = skill_tools(SkillCatalog(InstructionsConfig(skill_roots=[str(root)])))[2]
+    assert tool.name == "load_skill_resource" and tool.read_only
+
+    def load(path: str) -> dict[str, object]:
+        return tool.run({"name": "r", "path": path}, ToolContext())
+
+    assert load("ref/guide.md") == {
+        "name": "config:r",
+        "path": "ref/guide.md",
+        "content": "the guide\n",
+    }
+    assert len(str(load("edge.txt")["content"])) == MAX_RESOURCE_BYTES
+    assert load("over.txt")["error"] == "too_large"
+    assert load("bin.dat")["error"] == "binary"
+    assert load("../secret.txt")["error"] == "outside_root"
+    assert load("link")["error"] == "outside_root"  # a symlink leading out
+    assert load("/etc/passwd")["error"] == "arguments"
+    assert load("nothing.md")["error"] == "missing"
+    assert tool.run({"name": "zzz", "path": "a"}, ToolContext())["error"] == "unknown_skill"

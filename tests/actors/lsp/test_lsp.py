@@ -184,3 +184,38 @@ def test_at_most_max_clients_roots_get_a_server(
         assert [key[0] for key in hub._servers] == [str(tmp_path / "a")]  # b got none
     finally:
         hub.close()
+
+
+def test_columns_are_code_points_whatever_the_servers_encoding(hub: LspHub, tmp_path: Path) -> None:
+    """`os` of `s = "😀😀"; import os` is at code-point column 18 (UTF-16: 20, UTF-8: 24)."""
+    tools = tools_with(hub)
+    ctx = ToolContext(workspace=Workspace(tmp_path))
+    written = tools.run("write", {"path": "app.py", "content": 's = "😀😀"; import os\n'}, ctx)
+    [f401] = [d for d in written["diagnostics"] if d["code"] == "F401"]
+    assert (f401["line"], f401["column"]) == (1, 18)
+    assert "app.py:1:18: warning F401" in written["diagnostics_text"]
+
+
+def test_positions_convert_from_each_encoding() -> None:
+    from phloem.actors.lsp.positions import UTF8, UTF16, UTF32, code_points, negotiated
+
+    line = 's = "😀😀"; import os'
+    assert code_points(line, 19, UTF16) == 17 and code_points(line, 23, UTF8) == 17
+    assert code_points(line, 17, UTF32) == 17
+    assert code_points(line, 999, UTF16) == len(line)  # clamped to the line's end
+    assert negotiated({"capabilities": {"positionEncoding": "utf-8"}}) == UTF8
+    assert negotiated({"capabilities": {}}) == UTF16 and negotiated(None) == UTF16
+    assert negotiated({"capabilities": {"positionEncoding": "ebcdic"}}) == UTF16
+
+
+def test_the_status_line_is_none_detected_then_the_started_ids_and_nothing_when_off(
+    hub: LspHub, tmp_path: Path
+) -> None:
+    assert hub.status(str(tmp_path)) == "LSP: none detected"
+    tools_with(hub).run(
+        "write", {"path": "a.py", "content": "x = 1\n"}, ToolContext(workspace=Workspace(tmp_path))
+    )
+    assert hub.status(str(tmp_path)) == "LSP: ruff"
+    assert hub.status(str(tmp_path / "elsewhere")) == "LSP: none detected"
+    off = LspHub(ruff_config(mode="off"))
+    assert off.status(str(tmp_path)) is None

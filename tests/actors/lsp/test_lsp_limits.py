@@ -142,3 +142,62 @@ def test_limit_keys_accept_their_edges_and_refuse_one_past(
         DEFAULT_MAX_MEMORY_BYTES,
         DEFAULT_IDLE_TIMEOUT_S,
     )
+
+
+def test_the_lsp_block_keys_failure_threshold_diagnostics_per_file_and_disabled(
+    tmp_path: Path,
+) -> None:
+    from lsprotocol import types as lsp
+
+    from phloem.actors.lsp.hub import LspHub, render
+    from phloem.actors.lsp.settings import (
+        DEFAULT_FAILURE_THRESHOLD,
+        DEFAULT_MAX_DIAGNOSTICS,
+        FAILURE_THRESHOLD_RANGE,
+        MAX_DIAGNOSTICS_RANGE,
+        LspConfig,
+    )
+    from phloem.tools import ToolContext, Workspace
+    from phloem.tools.registry import coding_tools
+
+    assert (
+        (LspConfig().failure_threshold, LspConfig().max_diagnostics_per_file)
+        == (
+            DEFAULT_FAILURE_THRESHOLD,
+            DEFAULT_MAX_DIAGNOSTICS,
+        )
+        == (3, 20)
+    )
+    for key, (low, high) in (
+        ("failure_threshold", FAILURE_THRESHOLD_RANGE),
+        ("max_diagnostics_per_file", MAX_DIAGNOSTICS_RANGE),
+    ):
+        assert getattr(msgspec.convert({key: low}, LspConfig), key) == low
+        assert getattr(msgspec.convert({key: high}, LspConfig), key) == high
+        for bad in (low - 1, high + 1):
+            with pytest.raises(msgspec.ValidationError, match=key):
+                msgspec.convert({key: bad}, LspConfig)
+    many = [
+        lsp.Diagnostic(range=lsp.Range(lsp.Position(i, 0), lsp.Position(i, 1)), message="m")
+        for i in range(9)
+    ]
+    assert len(render("x.py", many, 4)[0]) == 4
+    missing = {
+        "command": ["no-such-language-server-xyz"],
+        "patterns": ["*.py"],
+        "language_id": "python",
+    }
+    hub = LspHub(msgspec.convert({"failure_threshold": 1, "servers": {"x": missing}}, LspConfig))
+    off = LspHub(msgspec.convert({"servers": {"x": {**missing, "disabled": True}}}, LspConfig))
+    try:
+        ctx = ToolContext(workspace=Workspace(tmp_path))
+        write = next(t for t in coding_tools() if t.name == "write")
+        hub.decorate(write).run({"path": "a.py", "content": "x = 1\n"}, ctx)
+        (warning,) = hub.warnings.drain()  # disabled at its first failure
+        assert warning.code == "lsp_server_disabled"
+        assert off.server_for("a.py") is None  # a disabled server is never started
+        off.decorate(write).run({"path": "b.py", "content": "x = 1\n"}, ctx)
+        assert off.warnings.drain() == () and off.status(str(tmp_path)) == "LSP: none detected"
+    finally:
+        hub.close()
+        off.close()

@@ -276,3 +276,18 @@ def test_count_events_reads_an_order_of_at_most_max_order_digits(tmp_path: Path)
         line = b'{"type":"event","order":' + b"9" * digits + b',"e":1}\n'
         path.write_bytes(b'{"type":"header"}\n' + line)
         assert count_events(path) is None
+
+
+def test_a_partial_event_is_never_written_to_the_transcript(tmp_path: Path) -> None:
+    """plasmid §3: the transcript is the commit record of complete non-partial events."""
+    store = DurableSessionService(tmp_path)
+    session = store.create_session("phloem", "u")
+    store.append_event(session, event("whole"))
+    piece = Event(author="coder", content=Content.model("pie"), partial=True)
+    assert store.append_event(session, piece) is piece
+    path = store.transcript_path(session.id)
+    store.close()
+    assert len(path.read_text().splitlines()) == 2  # the header and the whole event
+    again = DurableSessionService(tmp_path)
+    assert [e.text for e in again.get_session(session.id).events] == ["whole"]
+    again.close()
