@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 ADK_VENV := .venv-adk
 ADK_STAMP := $(ADK_VENV)/.installed
 
-.PHONY: install adk run test test-fast test-slow bench docs lint format clean browser screenshots
+.PHONY: install adk audit run test test-fast test-slow bench docs lint format clean browser screenshots
 CHROMIUM := /usr/bin/chromium
 
 install: $(STAMP)
@@ -67,6 +67,12 @@ test-slow: install  # tests/api has no slow tests
 
 bench: install
 	$(BIN)/python -m tests.perf
+
+# pip-audit over phloem's installed runtime dependencies (not the dev tools), judged against
+# deploy/audit-allowlist.toml: fails on an unlisted advisory or a dependency the service could
+# not audit. Needs the network (PyPI's JSON API); not part of `make test` (docs/development.md).
+audit: install
+	$(BIN)/python -m tests.audit --allowlist deploy/audit-allowlist.toml
 
 # docs/reference/ (config keys, CLI, error kinds, limits), generated from the code;
 # tests/docs/test_reference.py fails when the committed pages and the code disagree.
