@@ -27,8 +27,15 @@ class Api:
     user: str  # the daemon's `[sessions] user`
     runs: int = 0  # turns being served now (at most `cfg.max_runs`)
     counters: dict[str, int] = field(
-        default_factory=lambda: {"runs": 0, "runs_refused": 0, "clients_dropped": 0}
+        default_factory=lambda: {
+            "runs": 0,
+            "runs_refused": 0,
+            "clients_dropped": 0,
+            "live_interruptions": 0,  # `interrupted` events the live sockets passed on
+            "live_stale_audio_dropped": 0,  # queued model audio an interruption dropped
+        }
     )
+    live_leases: set[str] = field(default_factory=set)  # sessions with a live socket open
 
 
 API = web.AppKey("api", Api)

@@ -114,7 +114,14 @@ def test_turns_at_max_runs_are_served_one_more_is_503(api: ApiProc, fake: FakePr
     fake.add(streamed_text("free again."))
     assert httpx.post(api.url + "/run", json=_turn(other, "c"), timeout=60).status_code == 200
     counted = httpx.get(api.url + "/phloem/stats", timeout=30).json()
-    assert counted == {"runs": 2, "runs_refused": 1, "clients_dropped": 0, "runs_active": 0}
+    assert counted == {
+        "runs": 2,
+        "runs_refused": 1,
+        "clients_dropped": 0,
+        "live_interruptions": 0,
+        "live_stale_audio_dropped": 0,
+        "runs_active": 0,
+    }
 
 
 def test_run_collects_max_run_events_one_more_cancels_the_turn(
