@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 MAX_CREDIT = 1024  # the most messages a client may hold unacknowledged
 MAX_QUEUED_MESSAGES = 512  # messages waiting for credit or for the socket
-MAX_QUEUED_BYTES = 8 * 1024 * 1024  # their bytes
+MAX_QUEUED_BYTES = 8 * 1024 * 1024  # the bytes of the messages waiting
 
 
 class SlowClient(Exception):

@@ -28,3 +28,12 @@ def test_the_guide_names_everything_answered_501() -> None:
 
 def test_the_mcp_section_is_there() -> None:
     assert "mcp.md" in doc_section(GUIDE, "MCP over streamable HTTP")
+
+
+def test_the_voice_socket_section_states_its_limits() -> None:
+    from phloem.api.live import MAX_VOICE_FRAME_BYTES
+    from phloem.api.liveflow import MAX_CREDIT, MAX_QUEUED_BYTES, MAX_QUEUED_MESSAGES
+
+    guide = doc_section(GUIDE, "`/run_live` as a browser voice socket")
+    assert f"1 to {MAX_CREDIT:,}" in guide and f"2 to {MAX_VOICE_FRAME_BYTES:,} bytes" in guide
+    assert f"{MAX_QUEUED_MESSAGES} messages or {MAX_QUEUED_BYTES // 2**20} MiB" in guide
