@@ -127,11 +127,9 @@ def run_pip_audit(deps: dict[str, str], service: str) -> dict[str, Any]:
         )
     finally:
         Path(req.name).unlink()
-    if not done.stdout.strip():
-        raise SystemExit(
-            f"audit: pip-audit gave no report (exit {done.returncode}): "
-            f"{done.stderr.strip()[-400:]}"
-        )
+    if not done.stdout.strip():  # the service did not answer, or pip-audit broke
+        last = (done.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
+        raise SystemExit(f"audit: pip-audit gave no report (exit {done.returncode}): {last}")
     report: dict[str, Any] = msgspec.json.decode(done.stdout)
     return report
 

@@ -225,6 +225,42 @@ def test_a_client_that_does_not_acknowledge_is_torn_down(rig: Rig) -> None:
     asyncio.run(run())
 
 
+def test_a_provider_reconnect_keeps_the_socket_and_is_reported(rig: Rig) -> None:
+    async def run() -> None:
+        async with connect(rig.url("modalities=TEXT")) as ws:
+            await say(ws, "one")  # its turn brings a resumption handle
+            rig.live.go_away("5s")
+            seen = [await next_json(ws) for _ in "12"]
+            assert [e["customMetadata"]["phloem"]["liveEvent"] for e in seen] == [
+                "go_away",
+                "reconnecting",
+            ]
+            resumed = await asyncio.to_thread(
+                poll,
+                lambda: len(rig.live.connections) > 1 and rig.live.connection(1).setup,
+                "the resumed connection's setup",
+            )
+            assert resumed["sessionResumption"] == {"handle": "handle-0-1"}
+            assert await say(ws, "two") == "echo: two"  # the same socket, the resumed session
+
+    asyncio.run(run())
+
+
+async def next_json(ws: ClientConnection) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), RECV_TIMEOUT_S))
+    return event
+
+
+async def say(ws: ClientConnection, text: str) -> str:
+    """One text turn; the text of its answer."""
+    await ws.send(json.dumps({"content": {"role": "user", "parts": [{"text": text}]}}))
+    answer = ""
+    while not (event := await next_json(ws)).get("turnComplete"):
+        for part in (event.get("content") or {}).get("parts", []):
+            answer += part.get("text", "") if event.get("partial") else ""
+    return answer
+
+
 def live_sessions(rig: Rig) -> list[dict[str, Any]]:
     with Client.connect(rig.sock) as client:
         return client.live_list()
