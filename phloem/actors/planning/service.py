@@ -15,6 +15,11 @@ its result's JSON in the `RunEnd`, and what comes before the caller subscribes w
 it, so nothing is missed. Awaits never block the service: they are answered when the
 run ends or their timeout passes.
 
+Durable runs (docs/durable-runs.md): `AttachPlanning(run_id)` → `PlanningStarted` for the
+caller (same uid as the starter), `ListDurablePlanning` → the caller's uid's durable runs.
+When the service starts, it resumes every unfinished durable run in its journals
+(`[planning] journal_dir`) under admission control (`resume_concurrency`).
+
 Adapters come from `[planning.planners]` / `[planning.executors]` of the config and are
 loaded when the service starts (`[planning.agents]` names executors that run an agent of
 the catalogue instead, through the tree's delegation): a bad entry stops the daemon from
@@ -29,8 +34,10 @@ from typing import Any
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.actors.planning.protocol import (
+    AttachPlanning,
     AwaitPlanning,
     CancelPlanning,
+    ListDurablePlanning,
     PlanningCancelled,
     PlanningRequest,
     PlanningStarted,
@@ -45,6 +52,7 @@ from phloem.actors.planning.runtime import (
     run_child_spec,
     runs_supervisor_spec,
 )
+from phloem.actors.runjournal import JournalLimits, RunJournals
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -74,8 +82,26 @@ class PlanningService(ServiceActor):
         agents = dict(getattr(cfg, "agents", {}) or {})
         self.adapters = AdapterRegistry.load(planners, executors, agents)
         self.max_active_runs = int(getattr(cfg, "max_active_runs", DEFAULT_MAX_ACTIVE_RUNS))
+        self.durable = bool(getattr(cfg, "durable", False))
+        self.journals = self._journals(cfg)
         # Before any process child exists, so that the fork server starts with them.
         preload_callback_modules(self.adapters.modules())
+        if self.journals is not None:
+            self.later(lambda: self._runtime().resume_all())
+
+    @staticmethod
+    def _journals(cfg: Any) -> RunJournals | None:
+        """The durable runs' journals of `[planning]` (None without a `[planning]`)."""
+        if cfg is None or not hasattr(cfg, "journals_dir"):
+            return None
+        limits = JournalLimits(
+            max_journal_bytes=cfg.max_journal_bytes,
+            retention_s=cfg.retention_s,
+            max_retained=cfg.max_retained_runs,
+            resume_concurrency=cfg.resume_concurrency,
+            sync=cfg.fsync,
+        )
+        return RunJournals(cfg.journals_dir(), "planning", limits)
 
     def _runtime(self) -> PlanningRuntime:
         if self.runtime is None:
@@ -90,6 +116,8 @@ class PlanningService(ServiceActor):
                 supervisor=self._runs_supervisor(),
                 streams=self.ctx.streams,
                 log=self.ctx.resources.runs,
+                journals=self.journals,
+                durable=self.durable,
             )
         return self.runtime
 
@@ -111,6 +139,11 @@ class PlanningService(ServiceActor):
                 return self._await(message, call)
             case CancelPlanning(ref=ref, reason=reason):
                 return PlanningCancelled(self._runtime().cancel(call.owner, ref, reason))
+            case AttachPlanning(run_id=run_id):
+                run, ref = self._runtime().attach(call.owner, run_id)
+                return PlanningStarted(ref, run.stream, run.durable_id)
+            case ListDurablePlanning():
+                return self._runtime().durable_runs(call.owner)
         raise PhloemError(ErrorKind.BAD_MESSAGE, "unknown planning request")
 
     # -- requests ------------------------------------------------------------------------
@@ -124,7 +157,7 @@ class PlanningService(ServiceActor):
             message.context,
             message.options,
         )
-        return PlanningStarted(run.ref, run.stream)
+        return PlanningStarted(run.ref, run.stream, run.durable_id)
 
     def _await(self, message: AwaitPlanning, call: Call) -> Any:
         runtime = self._runtime()

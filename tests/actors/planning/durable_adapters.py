@@ -1,0 +1,66 @@
+"""Planner and executor adapters of the durable-run tests, chosen by the run's goal.
+
+The goal `{"key", "steps", "log", "sleep_s", "non_idempotent": [step numbers]}` makes a
+plan of `steps` steps; step `i`'s metadata says `idempotent` unless `i` is listed. The
+executor appends one line `"<key> <step id> <pid>"` to `log` (O_APPEND, synced) *before*
+it works, so the file holds every execution that began, crash or not; then it sleeps
+`sleep_s` and answers a value made from the key and step only (a resumed run's result
+is the uncrashed run's).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from phloem.protocols.plan import Plan, Step
+from phloem.protocols.result import Continue, Ok
+
+
+def plan_for(goal: Any) -> dict[str, Any]:
+    skip = set(goal.get("non_idempotent", []))
+    steps = [
+        {
+            "id": f"s{i}",
+            "description": f"step {i}",
+            "action": {"key": goal["key"], "n": i, "log": goal["log"]},
+            "metadata": {"idempotent": i not in skip},
+        }
+        for i in range(1, int(goal.get("steps", 5)) + 1)
+    ]
+    return {"id": f"p-{goal['key']}", "revision": 0, "goal": goal, "steps": steps}
+
+
+def value_of(key: Any, n: int) -> dict[str, Any]:
+    return {"key": key, "n": n, "value": f"{key}:{n * n}"}
+
+
+class DurablePlanner:
+    def plan(self, target: Any, goal: Any, context: Any, config: Any) -> Any:
+        return Ok(plan_for(goal))
+
+    def review(
+        self,
+        target: Any,
+        plan: Plan,
+        step: Step,
+        observation: dict[str, Any],
+        context: Any,
+        config: Any,
+    ) -> Any:
+        return Continue()
+
+
+class LoggingExecutor:
+    def execute(self, target: Any, step: Step, context: Any, config: Any) -> Any:
+        action = step.action
+        line = f"{action['key']} {step.id} {os.getpid()}\n".encode()
+        fd = os.open(action["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        time.sleep(float(step.action.get("sleep_s", (context or {}).get("sleep_s", 0.0))))
+        return Ok(value_of(action["key"], int(action["n"])))
