@@ -2,7 +2,7 @@
 
 The goal `{"key", "steps", "log", "sleep_s", "non_idempotent": [step numbers]}` makes a
 plan of `steps` steps; step `i`'s metadata says `idempotent` unless `i` is listed. The
-executor appends one line `"<key> <step id> <pid>"` to `log` (O_APPEND, synced) *before*
+executor appends one line `"<key> <step id> <pid> <time>"` to `log` (O_APPEND, synced) *before*
 it works, so the file holds every execution that began, crash or not; then it sleeps
 `sleep_s` and answers a value made from the key and step only (a resumed run's result
 is the uncrashed run's).
@@ -55,7 +55,7 @@ class DurablePlanner:
 class LoggingExecutor:
     def execute(self, target: Any, step: Step, context: Any, config: Any) -> Any:
         action = step.action
-        line = f"{action['key']} {step.id} {os.getpid()}\n".encode()
+        line = f"{action['key']} {step.id} {os.getpid()} {time.time()}\n".encode()
         fd = os.open(action["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)
