@@ -64,6 +64,10 @@ from phloem.supervision.supervisor import SupervisorRef, sibling_of
 log = get_logger("phloem.planning")
 
 SERVICE_PATH = "planning/service"
+RESUME_START_RETRY_S = 0.02
+"""How soon the service looks again for its `runs` supervisor to resume durable runs."""
+RESUME_START_TRIES = 500
+"""How many times it looks (10 s in all) before it logs `planning_resume_failed`."""
 
 
 class PlanningService(ServiceActor):
@@ -87,7 +91,22 @@ class PlanningService(ServiceActor):
         # Before any process child exists, so that the fork server starts with them.
         preload_callback_modules(self.adapters.modules())
         if self.journals is not None:
-            self.later(lambda: self._runtime().resume_all())
+            self.later(self._resume_on_start)
+
+    def _resume_on_start(self, tries: int = 0) -> None:
+        """Resume the unfinished durable runs once the `runs` supervisor beside this
+        service is reachable (it is a moment after this service's own start)."""
+        try:
+            runtime = self._runtime()
+        except PhloemError as exc:
+            if exc.kind != ErrorKind.PLANNING_UNAVAILABLE or tries >= RESUME_START_TRIES:
+                log.error("planning_resume_failed", kind=exc.kind)
+                return
+            timers.call_later(
+                RESUME_START_RETRY_S, lambda: self.later(lambda: self._resume_on_start(tries + 1))
+            )
+            return
+        runtime.resume_all()
 
     @staticmethod
     def _journals(cfg: Any) -> RunJournals | None:

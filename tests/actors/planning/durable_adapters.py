@@ -1,7 +1,8 @@
 """Planner and executor adapters of the durable-run tests, chosen by the run's goal.
 
-The goal `{"key", "steps", "log", "sleep_s", "non_idempotent": [step numbers]}` makes a
-plan of `steps` steps; step `i`'s metadata says `idempotent` unless `i` is listed. The
+The goal `{"key", "steps", "log", "non_idempotent": [step numbers], "slow", "slow_s"}`
+makes a plan of `steps` steps (step `slow` sleeps `slow_s` seconds, the others the
+context's `sleep_s`); step `i`'s metadata says `idempotent` unless `i` is listed. The
 executor appends one line `"<key> <step id> <pid> <time>"` to `log` (O_APPEND, synced) *before*
 it works, so the file holds every execution that began, crash or not; then it sleeps
 `sleep_s` and answers a value made from the key and step only (a resumed run's result
@@ -20,15 +21,13 @@ from phloem.protocols.result import Continue, Ok
 
 def plan_for(goal: Any) -> dict[str, Any]:
     skip = set(goal.get("non_idempotent", []))
-    steps = [
-        {
-            "id": f"s{i}",
-            "description": f"step {i}",
-            "action": {"key": goal["key"], "n": i, "log": goal["log"]},
-            "metadata": {"idempotent": i not in skip},
-        }
-        for i in range(1, int(goal.get("steps", 5)) + 1)
-    ]
+    steps = []
+    for i in range(1, int(goal.get("steps", 5)) + 1):
+        action = {"key": goal["key"], "n": i, "log": goal["log"]}
+        if goal.get("slow") == i:  # this step sleeps `slow_s` (a step to crash in)
+            action["sleep_s"] = goal["slow_s"]
+        step = {"id": f"s{i}", "description": f"step {i}", "action": action}
+        steps.append(step | {"metadata": {"idempotent": i not in skip}})
     return {"id": f"p-{goal['key']}", "revision": 0, "goal": goal, "steps": steps}
 
 
