@@ -139,6 +139,8 @@ class PlanningRuntime:
         self._resume_lock = threading.Lock()
         self._resume_queue: deque[RunJournal] = deque()
         self._resuming: set[str] = set()  # durable ids of resumed runs still live
+        # held while a journal's run is looked up and started: never two drivers on one
+        self._resume_start = threading.RLock()
         self._own_supervisor = supervisor is None
         self.supervisor: SupervisorRef = supervisor or Supervisor.start(
             runs_supervisor_spec(), [run_child_spec()], name=name
@@ -250,12 +252,14 @@ class PlanningRuntime:
 
     # -- durable runs --------------------------------------------------------------------
 
-    def resume_all(self) -> int:
-        """Resume every unfinished durable run (under `resume_concurrency`); how many are
-        to be resumed. Ended journals past their retention go first."""
+    def resume_all(self, unfinished: list[RunJournal] | None = None) -> int:
+        """Resume every unfinished durable run (`unfinished`: those a scan found before
+        this runtime took any request; None: scan now), under `resume_concurrency`; how
+        many are to be resumed. Ended journals past their retention go first."""
         if self.journals is None:
             return 0
-        unfinished, _ = self.journals.scan()
+        if unfinished is None:
+            unfinished = self.journals.scan()[0]
         self.journals.prune()
         with self._resume_lock:
             self._resume_queue.extend(unfinished)
@@ -284,6 +288,13 @@ class PlanningRuntime:
 
     def _resume(self, journal: RunJournal) -> Run | None:
         """Start the run of `journal` again, detached (owned by a placeholder of its uid)."""
+        with self._resume_start:
+            live = self.runs.durable(journal.id)
+            if live is not None:  # never two drivers on one journal
+                return live
+            return self._resume_now(journal)
+
+    def _resume_now(self, journal: RunJournal) -> Run | None:
         owner = Owner.client(f"durable {journal.id}", uid=journal.uid)
         data = journal.input if isinstance(journal.input, dict) else {}
         try:
@@ -323,6 +334,14 @@ class PlanningRuntime:
         now), or an ended one still retained (its result replayed)."""
         if self.journals is None or not isinstance(run_id, str):
             raise PhloemError(ErrorKind.UNKNOWN_DURABLE_RUN, "no durable run of that id")
+        with self._resume_start:
+            run = self._attach_target(owner, run_id)
+        assert run.journal is not None
+        _check_uid(owner, run.journal)
+        return run, self.runs.attach(run, owner)
+
+    def _attach_target(self, owner: Owner, run_id: str) -> Run:
+        assert self.journals is not None
         run = self.runs.durable(run_id)
         if run is None:
             with self._resume_lock:
@@ -335,9 +354,7 @@ class PlanningRuntime:
             run = self.runs.durable(run_id) or self._resume(journal)
             if run is None:
                 raise PhloemError(ErrorKind.UNKNOWN_DURABLE_RUN, f"durable run {run_id} is gone")
-        assert run.journal is not None
-        _check_uid(owner, run.journal)
-        return run, self.runs.attach(run, owner)
+        return run
 
     def durable_runs(self, owner: Owner) -> list[DurableRunInfo]:
         """The durable runs kept (journals on disk) of `owner`'s uid, oldest first."""

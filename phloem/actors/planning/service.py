@@ -52,7 +52,7 @@ from phloem.actors.planning.runtime import (
     run_child_spec,
     runs_supervisor_spec,
 )
-from phloem.actors.runjournal import JournalLimits, RunJournals
+from phloem.actors.runjournal import JournalLimits, RunJournal, RunJournals
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -91,9 +91,12 @@ class PlanningService(ServiceActor):
         # Before any process child exists, so that the fork server starts with them.
         preload_callback_modules(self.adapters.modules())
         if self.journals is not None:
-            self.later(self._resume_on_start)
+            # scanned before any request is taken: what is unfinished now is a crashed
+            # daemon's, never a run this service starts
+            unfinished = self.journals.scan()[0]
+            self.later(lambda: self._resume_on_start(unfinished))
 
-    def _resume_on_start(self, tries: int = 0) -> None:
+    def _resume_on_start(self, unfinished: list[RunJournal], tries: int = 0) -> None:
         """Resume the unfinished durable runs once the `runs` supervisor beside this
         service is reachable (it is a moment after this service's own start)."""
         try:
@@ -103,10 +106,11 @@ class PlanningService(ServiceActor):
                 log.error("planning_resume_failed", kind=exc.kind)
                 return
             timers.call_later(
-                RESUME_START_RETRY_S, lambda: self.later(lambda: self._resume_on_start(tries + 1))
+                RESUME_START_RETRY_S,
+                lambda: self.later(lambda: self._resume_on_start(unfinished, tries + 1)),
             )
             return
-        runtime.resume_all()
+        runtime.resume_all(unfinished)
 
     @staticmethod
     def _journals(cfg: Any) -> RunJournals | None:

@@ -75,7 +75,7 @@ def cut_at_started(path: Path, step_id: str) -> None:
 
 def finish(rt: PlanningRuntime, run_id: str, owner: Owner | None = None) -> PlanningResult:
     owner = owner or Owner.client("reattach")
-    run, ref = rt.attach(owner, run_id)
+    _run, ref = rt.attach(owner, run_id)
     return rt.await_result(owner, ref, 60)
 
 
@@ -262,9 +262,7 @@ def test_attach_needs_the_starters_uid(tmp_path: Path) -> None:
         assert raises_kind(rt.attach, Owner.client("x"), "drun_" + "0" * 32) == (
             "unknown_durable_run"
         )
-        assert raises_kind(rt.attach, Owner.client("x"), "../etc/passwd") == (
-            "unknown_durable_run"
-        )
+        assert raises_kind(rt.attach, Owner.client("x"), "../etc/passwd") == ("unknown_durable_run")
         assert finish(rt, run_id).status == "completed"
 
 
@@ -299,9 +297,7 @@ def test_the_journal_size_limit_at_its_edge(tmp_path: Path) -> None:
 
 
 def test_retention_and_retained_runs_at_their_edges(tmp_path: Path) -> None:
-    journals = RunJournals(
-        tmp_path, "planning", JournalLimits(retention_s=100.0, max_retained=2)
-    )
+    journals = RunJournals(tmp_path, "planning", JournalLimits(retention_s=100.0, max_retained=2))
     ended = []
     for _ in range(3):
         journal = journals.create(os.getuid(), "r", {})

@@ -11,6 +11,7 @@ naming that step (the at-most-once rule), never re-running it; every other run e
 
 from __future__ import annotations
 
+import itertools
 import random
 import shutil
 import signal
@@ -65,9 +66,7 @@ def test_one_hundred_runs_survive_twenty_kill_9s() -> None:
         daemon = DaemonProc(socket, config, env=env).wait_ready()
         with phloem.Client.connect(socket) as client:
             ids = {
-                key: client.start_planning_run(
-                    "d", "d", goal(key, log), {"sleep_s": 0.05}
-                ).run_id
+                key: client.start_planning_run("d", "d", goal(key, log), {"sleep_s": 0.05}).run_id
                 for key in range(RUNS)
             }
         assert all(i.startswith("drun_") for i in ids.values())
@@ -113,7 +112,7 @@ def test_one_hundred_runs_survive_twenty_kill_9s() -> None:
                     assert len(times) <= 1, f"non-idempotent {key}/{step_id} ran {len(times)}"
                     continue
                 # each run again needs a kill between it and the run before it
-                for first, again in zip(times, times[1:], strict=False):
+                for first, again in itertools.pairwise(times):
                     assert any(first <= k <= again for k in kills), (key, step_id, times)
                 assert len(times) <= 1 + len(kills)
         reruns = sum(len(t) - 1 for t in executions.values())

@@ -59,7 +59,7 @@ class Setup:
 def setup() -> Iterator[Setup]:
     d = short_tmpdir()
     try:
-        yield Setup(d, '[daemon]\nallowed_uids = [65534]\n' if os.getuid() == 0 else "")
+        yield Setup(d, "[daemon]\nallowed_uids = [65534]\n" if os.getuid() == 0 else "")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
