@@ -69,15 +69,23 @@ DURABLE_ID_PREFIX = "drun_"
 DURABLE_ID = re.compile(r"^drun_[0-9a-f]{32}$")
 
 DEFAULT_MAX_JOURNAL_BYTES = 16 * 1024 * 1024
+"""Bytes one durable run's journal holds at most (`[planning] max_journal_bytes`)."""
 MAX_JOURNAL_BYTES_RANGE = (64 * 1024, 1024 * 1024 * 1024)
+"""The values `max_journal_bytes` may take."""
 END_RESERVE_BYTES = 16 * 1024
 """Bytes of every journal kept for its end record (a failed end when the result is big)."""
 DEFAULT_RETENTION_S = 24 * 3600.0
+"""Seconds an ended durable run's journal is kept for its owner (`retention_s`)."""
 RETENTION_RANGE = (0.0, 365 * 24 * 3600.0)
+"""The values `retention_s` may take."""
 DEFAULT_MAX_RETAINED = 1000
+"""Ended durable runs kept at most; the oldest go first (`max_retained_runs`)."""
 MAX_RETAINED_RANGE = (1, 1_000_000)
+"""The values `max_retained_runs` may take."""
 DEFAULT_RESUME_CONCURRENCY = 16
+"""Unfinished durable runs a starting daemon resumes at once (`resume_concurrency`)."""
 RESUME_CONCURRENCY_RANGE = (1, 10_000)
+"""The values `resume_concurrency` may take."""
 
 _encoder = msgspec.json.Encoder(order="sorted")
 
