@@ -89,6 +89,26 @@ RESUME_CONCURRENCY_RANGE = (1, 10_000)
 
 _encoder = msgspec.json.Encoder(order="sorted")
 
+_claims_lock = threading.Lock()
+_claimed: set[Path] = set()  # journals a live driver of this process writes
+
+
+def claim(path: Path) -> bool:
+    """Take the journal at `path` for one driver of this process (False: another live
+    driver has it — a service restarted beside its still running runs — and it must not
+    be resumed twice)."""
+    with _claims_lock:
+        if path in _claimed:
+            return False
+        _claimed.add(path)
+        return True
+
+
+def release(path: Path) -> None:
+    """The driver of the journal at `path` is gone."""
+    with _claims_lock:
+        _claimed.discard(path)
+
 
 @dataclass(frozen=True)
 class JournalLimits:
@@ -365,4 +385,6 @@ __all__ = [
     "JournalLimits",
     "RunJournal",
     "RunJournals",
+    "claim",
+    "release",
 ]

@@ -59,7 +59,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from phloem.actors.runjournal import RunJournal
+from phloem.actors.runjournal import RunJournal, claim, release
 from phloem.actors.streams import StreamHub, Topic
 from phloem.agents.context import CancelToken
 from phloem.base import telemetry
@@ -539,7 +539,6 @@ class ServiceRuns:
         `launch(run)` (the driver child). Without `on_owner_down`, the owner going away
         cancels the run's token (a durable run, with its `journal`: detaches it)."""
         run = Run(self, owner, name, token or CancelToken(), context)
-        run.journal = journal
         key = next(self._ids)
         with self._lock:
             if len(self._live) >= self.max_live:
@@ -551,6 +550,12 @@ class ServiceRuns:
             self._hooks[key] = _Hooks(on_exit, on_owner_down)
         run.id = f"{self.kind}-{key}"
         try:
+            if journal is not None:  # one driver per journal in this process
+                if not claim(journal.path):
+                    raise PhloemError(
+                        ErrorKind.BACKPRESSURE, f"durable run {journal.id} is already running"
+                    )
+                run.journal = journal
             ref = self.refs.create(
                 owner, run, lambda reason: self._owner_gone(key, run, reason), self.ref_kind.name
             )
@@ -583,6 +588,8 @@ class ServiceRuns:
         with self._lock:
             self._live.pop(key, None)
             self._hooks.pop(key, None)
+        if run.journal is not None:
+            release(run.journal.path)
         if run.ref:
             self.refs.discard(run.ref)
         if run.topic is not None:
@@ -685,6 +692,8 @@ class ServiceRuns:
             hooks = self._hooks.pop(key, None)
             if run.journal is not None and self._durable.get(run.journal.id) is run:
                 del self._durable[run.journal.id]
+        if run.journal is not None:
+            release(run.journal.path)
         if not self.keep_refs:
             self.refs.discard(run.ref)
             with self._lock:

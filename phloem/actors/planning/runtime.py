@@ -286,12 +286,27 @@ class PlanningRuntime:
                 self._resuming.add(journal.id)
             self._resume(journal)
 
-    def _resume(self, journal: RunJournal) -> Run | None:
-        """Start the run of `journal` again, detached (owned by a placeholder of its uid)."""
+    def _resume(self, journal: RunJournal, *, ended: bool = False) -> Run | None:
+        """Start the run of `journal` again, detached (owned by a placeholder of its uid),
+        from the journal as it is on disk now (a queued copy may be stale: an attach may
+        have resumed and ended it meanwhile); one that has ended only when `ended` (an
+        attach, which replays its end)."""
+        assert self.journals is not None
         with self._resume_start:
             live = self.runs.durable(journal.id)
             if live is not None:  # never two drivers on one journal
                 return live
+            try:
+                journal = self.journals.open(journal.id)
+            except PhloemError as exc:
+                log.error("planning_resume_failed", run=journal.id, kind=exc.kind)
+                with self._resume_lock:
+                    self._resuming.discard(journal.id)
+                return None
+            if journal.end is not None and not ended:
+                with self._resume_lock:
+                    self._resuming.discard(journal.id)
+                return None
             return self._resume_now(journal)
 
     def _resume_now(self, journal: RunJournal) -> Run | None:
@@ -351,7 +366,7 @@ class PlanningRuntime:
                     self._resuming.add(queued.id)
             journal = queued if queued is not None else self.journals.open(run_id)
             _check_uid(owner, journal)
-            run = self.runs.durable(run_id) or self._resume(journal)
+            run = self.runs.durable(run_id) or self._resume(journal, ended=True)
             if run is None:
                 raise PhloemError(ErrorKind.UNKNOWN_DURABLE_RUN, f"durable run {run_id} is gone")
         return run

@@ -71,10 +71,12 @@ def test_one_hundred_runs_survive_twenty_kill_9s() -> None:
             }
         assert all(i.startswith("drun_") for i in ids.values())
         kills: list[float] = []
+        errors: list[str] = []
         for _ in range(KILLS):
             time.sleep(rng.uniform(0.05, 0.6))
             kills.append(time.time())
             daemon.stop(signal.SIGKILL)
+            errors += [line for line in daemon.lines if '"level": "error"' in line]
             daemon = DaemonProc(socket, config, env=env).wait_ready()
         restarted = time.monotonic() - started
         try:
@@ -86,6 +88,8 @@ def test_one_hundred_runs_survive_twenty_kill_9s() -> None:
                     results[key] = client.await_planning(started_run.ref, timeout=240)
         finally:
             assert daemon.stop() == 0, "".join(daemon.lines)
+        errors += [line for line in daemon.lines if '"level": "error"' in line]
+        assert not errors, "".join(errors)
 
         executions: dict[tuple[int, str], list[float]] = defaultdict(list)
         for line in log.read_text().splitlines():
@@ -113,7 +117,7 @@ def test_one_hundred_runs_survive_twenty_kill_9s() -> None:
                     continue
                 # each run again needs a kill between it and the run before it
                 for first, again in itertools.pairwise(times):
-                    assert any(first <= k <= again for k in kills), (key, step_id, times)
+                    assert any(first <= k <= again for k in kills), (key, step_id, times, kills)
                 assert len(times) <= 1 + len(kills)
         reruns = sum(len(t) - 1 for t in executions.values())
         took = time.monotonic() - started
