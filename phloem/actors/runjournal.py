@@ -210,7 +210,8 @@ class RunJournal:
         (`run_journal_full`) in the room kept for it. Closes the file."""
         if self.end is not None:
             return
-        record = {"type": "end", "at": time.time(), "outcome": outcome, "result": result}
+        data = msgspec.to_builtins(result)
+        record = {"type": "end", "at": time.time(), "outcome": outcome, "result": data}
         try:
             self._append(record, reserve=False)
         except PhloemError as exc:
