@@ -57,7 +57,7 @@ def test_a_resumed_agent_run_asks_the_model_nothing_it_had_answered() -> None:
             with phloem.Client.connect(socket) as client:
                 started = client.start_agent_run("worker", input="run it", durable=True)
             assert started.run_id.startswith("drun_")
-            wait_until(lambda: marker.exists(), 60, "the tool call began")
+            wait_until(marker.exists, 60, "the tool call began")
             assert len(fake.requests) == 1
             daemon.stop(signal.SIGKILL)
 
