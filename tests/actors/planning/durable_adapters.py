@@ -3,7 +3,8 @@
 The goal `{"key", "steps", "log", "non_idempotent": [step numbers], "slow", "slow_s"}`
 makes a plan of `steps` steps (step `slow` sleeps `slow_s` seconds, the others the
 context's `sleep_s`); step `i`'s metadata says `idempotent` unless `i` is listed. The
-executor appends one line `"<key> <step id> <pid> <time>"` to `log` (O_APPEND, synced) *before*
+executor appends one line `"<key> <step id> <pid> <time> <life>"` to `log` (`life`:
+`$DURABLE_TEST_LIFE` of the daemon whose child it is) (O_APPEND, synced) *before*
 it works, so the file holds every execution that began, crash or not; then it sleeps
 `sleep_s` and answers a value made from the key and step only (a resumed run's result
 is the uncrashed run's).
@@ -54,7 +55,8 @@ class DurablePlanner:
 class LoggingExecutor:
     def execute(self, target: Any, step: Step, context: Any, config: Any) -> Any:
         action = step.action
-        line = f"{action['key']} {step.id} {os.getpid()} {time.time()}\n".encode()
+        life = os.environ.get("DURABLE_TEST_LIFE", "0")  # which daemon started it
+        line = f"{action['key']} {step.id} {os.getpid()} {time.time()} {life}\n".encode()
         fd = os.open(action["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)
