@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -222,6 +223,8 @@ class AgentService(ServiceActor):
         self._sup: SupervisorRef | None = None
         self._own_sup: SupervisorRef | None = None
         self.journals = _journals(getattr(config, "planning", None))
+        self._to_resume: deque[RunJournal] = deque()  # unfinished, waiting their turn
+        self._resumed: set[str] = set()  # durable ids of resumed runs still live
 
     def runs_supervisor(self) -> SupervisorRef:
         """The `runs` supervisor next to this service in the tree (found on first use);
@@ -246,18 +249,23 @@ class AgentService(ServiceActor):
         )
         self.ctx.resources.delegate = self._delegation
         if self.journals is not None:  # scanned before any request is taken
-            unfinished = self.journals.scan()[0]
+            self._to_resume.extend(self.journals.scan()[0])
             self.journals.prune()
-            if unfinished:
-                self.later(lambda: self._resume(unfinished))
+            if self._to_resume:
+                self.later(self._resume_more)
 
-    def _resume(self, unfinished: list[RunJournal]) -> None:
-        """Start every unfinished durable agent run again, detached."""
-        for journal in unfinished:
+    def _resume_more(self) -> None:
+        """Start unfinished durable agent runs again, detached, at most
+        `resume_concurrency` at once (the next as one ends)."""
+        assert self.journals is not None
+        limit = self.journals.limits.resume_concurrency
+        while self._to_resume and len(self._resumed) < limit:
+            journal = self._to_resume.popleft()
             try:
                 request = msgspec.convert(journal.input, StartAgentRun)
                 owner = Owner.client(f"durable {journal.id}", uid=journal.uid)
                 self._start(request, owner, journal=journal)
+                self._resumed.add(journal.id)
             except (PhloemError, msgspec.ValidationError) as exc:
                 log.error("agent_resume_failed", run=journal.id, error=str(exc))
 
@@ -414,6 +422,14 @@ class AgentService(ServiceActor):
         state = run.context
         assert isinstance(state, _Run)
         state.executor.close()
+        journal = run.journal
+        if journal is not None and self.journals is not None:
+            if journal.end is not None:  # kept for retention_s, max_retained_runs at most
+                self.journals.note_ended(journal)
+                self.journals.prune()
+            if journal.id in self._resumed:
+                self._resumed.discard(journal.id)
+                self._resume_more()
         if state.on_end is not None:
             state.on_end(state.final)
         if not self.runs.live():
