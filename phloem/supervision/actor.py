@@ -148,7 +148,6 @@ class Actor(pykka.ThreadingActor):
                 handle._failure = exception_value
             reason = ExitReason.from_exception(exception_value)
             log.error("actor_failed", actor=str(self), reason=str(reason))
-        pykka.ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
 
     def _handle_receive(self, message: Any) -> Any:
@@ -212,7 +211,8 @@ class ActorHandle(ChildHandle):
         """Register and start an already constructed actor; return once `on_start` ran."""
         actor._phloem_handle = self
         self._actor = actor
-        pykka.ActorRegistry.register(actor.actor_ref)
+        # Not entered in pykka's global ActorRegistry: the tree is phloem's registry, and
+        # that list's removal walks every live actor (a run's end would cost O(live runs)).
         actor._start_actor_loop()
         if not self._started.wait(start_timeout):
             self.kill()
@@ -334,7 +334,6 @@ class ActorHandle(ChildHandle):
             return
         self._killed = True
         actor.actor_stopped.set()
-        pykka.ActorRegistry.unregister(actor.actor_ref)
         actor.actor_inbox.put(Envelope(_Wakeup()))
         self._set_exit(self._forced or ExitReason.killed())
 
