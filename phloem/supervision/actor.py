@@ -27,6 +27,7 @@ from pykka._envelope import Envelope
 
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
+from phloem.supervision import light as light_kind
 from phloem.supervision.handle import (
     ChildHandle,
     ChildStartError,
@@ -73,6 +74,8 @@ class Actor(pykka.ThreadingActor):
       `ActorHandle.ask_raw` are decoded against it before they are queued.
     - `owns_work`: process children started on its thread are attached to it
       (`owners`); False for supervisors.
+    - `light`: True runs it as a light actor (no thread of its own, `light`), False on
+      a thread of its own; None (the default) follows `light.set_default_kind`.
     """
 
     use_daemon_thread: ClassVar[bool] = True
@@ -81,8 +84,10 @@ class Actor(pykka.ThreadingActor):
     # Process children its thread starts are listed under it in the tree (`owners`);
     # a supervisor lists the children of its specs instead.
     owns_work: ClassVar[bool] = True
+    light: ClassVar[bool | None] = None
 
     _phloem_handle: ActorHandle | None = None
+    _is_light = False
 
     def exit(self, reason: ExitReason) -> None:
         """Stop this actor from inside one of its own handlers with the given reason."""
@@ -105,13 +110,24 @@ class Actor(pykka.ThreadingActor):
         return queue.SimpleQueue()
 
     def _start_actor_loop(self) -> None:
+        if light_kind.is_light(self.light):
+            self._is_light = True
+            light_kind.start(self, self._light_setup)
+            return
         # pykka starts a new thread per actor; a parked one (an actor's that just ended,
         # as on a restart) is reused when there is one: see `phloem.supervision.threadpark`.
         name = f"{type(self).__name__}-{next(_loop_ids)}"
         run_parked(self._actor_loop, name, self.use_daemon_thread)
 
+    def _light_setup(self) -> None:
+        # In the light actor's own context (`light.Runner`), as a thread's loop would be.
+        set_current_actor(self._phloem_handle)
+        if self.owns_work:
+            set_current_owner(self._phloem_handle)
+        self._actor_loop_setup()
+
     def _actor_loop_setup(self) -> None:
-        if self._phloem_handle is not None:
+        if self._phloem_handle is not None and not self._is_light:
             self._phloem_handle._thread_name = threading.current_thread().name
             self._phloem_handle._native_thread = threading.get_native_id()
         try:

@@ -188,6 +188,7 @@ class SupervisorActor(Actor):
     """The actor behind a `SupervisorRef`. Not used directly."""
 
     max_inbox = 1_000_000  # exits of children must never be refused
+    light = False  # it blocks while it starts and stops children: a thread of its own
     owns_work = False  # its children are its specs', listed as such
 
     def __init__(self, spec: SupervisorSpec, children: Sequence[ChildSpec], name: str) -> None:
