@@ -286,7 +286,14 @@ class ActorHandle(ChildHandle):
         An exception raised by the handler comes back here and the actor keeps running.
         Raises `PhloemError` `noproc`, `backpressure` or `timeout`.
         """
-        self._check_can_send()
+        actor = self._check_can_send()
+        if actor._is_light:  # an idle light actor answers in this thread (`light`)
+            try:
+                handled, reply = light_kind.ask_inline(actor, message)
+            except LookupError:
+                raise PhloemError("noproc", f"actor {self.name!r} is not running") from None
+            if handled:
+                return reply
         try:
             future = self.actor_ref.ask(message, block=False)
         except pykka.ActorDeadError as exc:

@@ -16,10 +16,15 @@ class attribute `light = True`, or for every actor whose class leaves it unset w
 `set_default_kind("light")`). A handler that blocks holds one pool worker for as long
 (the pool grows to `MAX_WORKERS`, so blocked handlers do not starve the rest).
 
-Differences a light actor's code can notice: its `on_start` runs in the starting
-thread (the start waits for it either way, so a start costs no thread hand-off), in the
-actor's own context (its owner and current actor are its own, not the starter's); its
-handlers run on pool workers, never on a thread of its own (no thread name in `stats`).
+Hand-offs are what an ask or a restart costs on threads, so a light actor avoids them:
+- an ask to an idle light actor (nothing queued, not running) runs its handler in the
+  asking thread, in the actor's context — messages are still one at a time and in order,
+  but the ask's timeout then bounds only the wait for a busy actor, not the handler;
+- its `on_start` runs in the starting thread (the start waits for it either way);
+- a light supervisor that is idle handles the exit of an actor child in the thread the
+  child ended on (`tell_inline`), so a crash and its restart are one turn of one thread.
+Its handlers otherwise run on pool workers, never on a thread of its own (no thread
+name in `stats`), always in the actor's own context (its owner and current actor).
 """
 
 from __future__ import annotations
@@ -187,6 +192,46 @@ class Runner:
                 return
         _pool.submit(self._run)
 
+    def ask_inline(self, message: Any) -> tuple[bool, Any]:
+        """Handle `message` here if the actor is idle: (True, reply), else (False, None)
+        (the caller queues it). A handler's exception is raised here."""
+        with self._lock:
+            if self._scheduled:
+                return False, None
+            self._scheduled = True
+        try:
+            return True, self.context.run(self._handle_inline, message)
+        finally:
+            self._release()
+
+    def tell_inline(self, message: Any) -> bool:
+        """Handle a told `message` here if the actor is idle (a failure fails the actor,
+        as a told message's does); False when it is busy or stopped (the caller queues)."""
+        with self._lock:
+            if self._scheduled or self.actor.actor_stopped.is_set():
+                return False
+            self._scheduled = True
+        try:
+            self.context.run(self._tell_here, message)
+        finally:
+            self._release()
+        return True
+
+    def _tell_here(self, message: Any) -> None:
+        handle_envelope(self.actor, _Told(message))
+        if self.actor.actor_stopped.is_set():
+            self._finish()
+
+    def _handle_inline(self, message: Any) -> Any:
+        actor = self.actor
+        if actor.actor_stopped.is_set():
+            raise _Stopped
+        try:
+            return actor._handle_receive(message)
+        finally:
+            if actor.actor_stopped.is_set():  # it stopped itself: finish in this thread
+                self._finish()
+
     def _run(self) -> None:
         if self.context.run(self._drain):
             self._release()  # out of the context first: the next run may enter it at once
@@ -220,6 +265,36 @@ class Runner:
             handle = actor._phloem_handle
             if handle is not None:
                 handle._on_loop_exit()
+
+
+class _Told:
+    """A message handled inline, as an envelope with no one to reply to."""
+
+    __slots__ = ("message",)
+    reply_to = None
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+
+
+def tell_inline(actor: Any, message: Any) -> bool:
+    """`Runner.tell_inline` of a light actor (False for any other actor)."""
+    if not getattr(actor, "_is_light", False):
+        return False
+    runner: Runner = actor.actor_inbox._runner
+    return runner.tell_inline(message)
+
+
+class _Stopped(Exception):
+    """The actor stopped before an inline ask could be handled."""
+
+
+def ask_inline(actor: Any, message: Any) -> tuple[bool, Any]:
+    """`Runner.ask_inline` of a light actor; raises `LookupError` if it has stopped."""
+    try:
+        return actor.actor_inbox._runner.ask_inline(message)  # type: ignore[no-any-return]
+    except _Stopped:
+        raise LookupError("stopped") from None
 
 
 def handle_envelope(actor: Any, envelope: Any) -> None:

@@ -37,7 +37,7 @@ import msgspec
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
-from phloem.supervision import timers
+from phloem.supervision import light as light_kind, timers
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.handle import (
     ChildHandle,
@@ -136,7 +136,9 @@ def start_handle(
     A process child is titled by its place in the tree, under `parent` (`owners`)."""
     start = spec.start
     if isinstance(start, SupervisorChild):
-        return Supervisor.start(start.spec, start.children, name=spec.id, parent=parent)
+        return Supervisor.start(
+            start.spec, start.children, name=spec.id, parent=parent, light=start.light
+        )
     where = spec.id if parent is None else path_under(parent, spec.id)
     if isinstance(start, ProcessTarget | Command):
         from phloem.supervision.process import start_process
@@ -188,7 +190,8 @@ class SupervisorActor(Actor):
     """The actor behind a `SupervisorRef`. Not used directly."""
 
     max_inbox = 1_000_000  # exits of children must never be refused
-    light = False  # it blocks while it starts and stops children: a thread of its own
+    # Its kind follows the default unless its start chooses (`Supervisor.start(light=)`):
+    # it blocks while it starts and stops children, a pool worker's time then (`light`).
     owns_work = False  # its children are its specs', listed as such
 
     def __init__(self, spec: SupervisorSpec, children: Sequence[ChildSpec], name: str) -> None:
@@ -287,10 +290,17 @@ class SupervisorActor(Actor):
         child.restarting = False
         child.stopped = False
         me = self.actor_ref
+        # An idle light supervisor handles an actor child's exit in the thread it ended
+        # on (`light.tell_inline`); never a process child's (its notifier thread reports
+        # the exits a restart may wait for).
+        inline = self._is_light and handle.kind == "actor"
 
         def on_exit(reason: ExitReason) -> None:
+            message = _ChildExited(handle, reason)
+            if inline and light_kind.tell_inline(self, message):
+                return
             try:
-                me.tell(_ChildExited(handle, reason))
+                me.tell(message)
             except Exception:
                 pass  # the supervisor itself is gone: it stopped its children already
 
@@ -687,22 +697,40 @@ class Supervisor:
         children: Sequence[ChildSpec] = (),
         name: str | None = None,
         parent: ChildHandle | None = None,
+        light: bool | None = None,
     ) -> SupervisorRef:
         """Start a supervisor and its children in order; raise `ChildStartError` if one fails.
 
         Validation errors (duplicate ids, a simple_one_for_one without exactly one
         template) raise `ValueError` before anything starts. `parent`: the supervisor
         starting this one (known before its children start: their titles name it).
+        `light`: run it as a light actor (True), on a thread (False), or as the default
+        kind says (None; `light.set_default_kind`).
         """
         spec = spec or SupervisorSpec()
         name = name or "supervisor"
         ref = SupervisorRef(name)
         ref._parent = parent
-        actor = SupervisorActor(spec, children, name)
+        actor = _SUPERVISOR_KINDS[light](spec, children, name)
         actor.ref = ref
         ref._start_existing(actor)
         _roots.add(ref)
         return ref
+
+
+class _LightSupervisorActor(SupervisorActor):
+    light = True
+
+
+class _ThreadSupervisorActor(SupervisorActor):
+    light = False
+
+
+_SUPERVISOR_KINDS: dict[bool | None, type[SupervisorActor]] = {
+    None: SupervisorActor,
+    True: _LightSupervisorActor,
+    False: _ThreadSupervisorActor,
+}
 
 
 def sibling_of(handle: ChildHandle, child_id: str) -> ChildHandle | None:

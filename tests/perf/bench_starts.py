@@ -5,7 +5,10 @@ waiting model beside google-adk's `Runner` doing the same (issue 31, item 1).
   waiting run holds OS threads) waiting agent runs started one after another in an
   embedded `Tree`; the mean start of the last 200 against the first 200 (goal <= 1.5x).
   A start that is linear in live runs (a duplicate-id scan, a rebuilt map, a removal
-  comparing field by field) shows here as a last-200 mean growing with the count.
+  comparing field by field) shows here as a last-200 mean growing with the count. Beside
+  it, the floor that no data structure removes while a waiting run holds a thread: an OS
+  thread start with those runs' threads alive against one with none (the kernel's and
+  the allocator's cost per thread grows with the threads a process has).
 - time to start `WAITING_RUNS` (5,000) waiting agent runs, until every one has reached
   its model, beside the same with ADK (`peer_adk.py`, run by a throwaway venv under
   `bench-results/peers/adk`, installed on first use; google-adk is never a phloem
@@ -50,8 +53,23 @@ FLAT_GOAL = 1.5
 ADK_GOAL = 0.5
 
 
-def _start_waiting(n: int) -> tuple[float, list[float]]:
-    """Seconds to bring `n` agent runs to their (blocking) model, and each start's time."""
+def _thread_start_ms() -> float:
+    """Mean ms to start a thread (kept alive until all are started), over `BATCH`."""
+    gate = threading.Event()
+    threads = [threading.Thread(target=gate.wait, daemon=True) for _ in range(BATCH)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    mean = (time.perf_counter() - t0) / BATCH * 1e3
+    gate.set()
+    for t in threads:
+        t.join()
+    return mean
+
+
+def _start_waiting(n: int, floors: list[float] | None = None) -> tuple[float, list[float]]:
+    """Seconds to bring `n` agent runs to their (blocking) model, and each start's time;
+    `floors` gets a thread start's ms before the runs and while they all wait."""
     release = threading.Event()
     waiting = threading.Semaphore(0)
 
@@ -66,6 +84,8 @@ def _start_waiting(n: int) -> tuple[float, list[float]]:
     with Tree.start(cfg, name="bench-starts") as tree, tree.client() as client:
         tree.register_agent(LlmAgent("waiter", "", model))
         client.ask("echo", 0)
+        if floors is not None:
+            floors.append(_thread_start_ms())
         t0 = time.perf_counter()
         try:
             for _ in range(n):
@@ -76,6 +96,8 @@ def _start_waiting(n: int) -> tuple[float, list[float]]:
                 if not waiting.acquire(timeout=DEADLINE_S):
                     raise RuntimeError("agent runs did not all reach their model")
             seconds = time.perf_counter() - t0
+            if floors is not None:
+                floors.append(_thread_start_ms())
         finally:
             release.set()
     return seconds, starts
@@ -133,7 +155,8 @@ def run() -> list[dict[str, Any]]:
         seconds, peer_name = _adk_round(WAITING_RUNS)
         if seconds is not None:
             theirs.append(seconds)
-    _, starts = _start_waiting(FLAT_RUNS)
+    floors: list[float] = []
+    _, starts = _start_waiting(FLAT_RUNS, floors)
     first = statistics.fmean(starts[:BATCH]) * 1e3
     last = statistics.fmean(starts[-BATCH:]) * 1e3
     mine = statistics.median(ours)
@@ -146,7 +169,15 @@ def run() -> list[dict[str, Any]]:
             f"first {BATCH}",
             first,
             FLAT_GOAL,
-        )
+        ),
+        row(
+            f"OS thread start with {FLAT_RUNS} waiting runs' threads alive",
+            floors[1],
+            "ms",
+            "with none",
+            floors[0],
+            None,
+        ),
     ]
     if theirs:
         rows.append(row(waiting, mine, "s", peer_name, statistics.median(theirs), ADK_GOAL))

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from phloem.protocols.errors import PhloemError
 from phloem.supervision import Actor, ChildSpec, Supervisor, SupervisorSpec, light
 from phloem.supervision.actor import ActorHandle
 
@@ -21,6 +22,7 @@ class Light(Actor):
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[int] = []
+        self.told_on: str | None = None
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, threading.Event):
@@ -29,6 +31,11 @@ class Light(Actor):
         if isinstance(message, int):
             self.seen.append(message)
             return len(self.seen)
+        if message == "told":
+            self.told_on = threading.current_thread().name
+            return None
+        if message == "told on":
+            return self.told_on
         return threading.current_thread().name
 
 
@@ -58,8 +65,28 @@ def test_idle_light_actors_own_no_thread() -> None:
 def test_a_class_chooses_its_kind_whatever_the_default() -> None:
     sup = Supervisor.start(SupervisorSpec(), [ChildSpec("l", Light), ChildSpec("t", Threaded)])
     light_one, threaded = _children(sup)
-    assert light_one.ask("where").startswith(light.pool().name)
+    light_one.tell("told")  # a tell runs on a pool worker
+    deadline = time.monotonic() + 30
+    while light_one.ask("told on") is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert str(light_one.ask("told on")).startswith(light.pool().name)
     assert threaded.ask("where") == threaded.stats().thread
+
+
+def test_an_ask_to_an_idle_light_actor_is_answered_in_the_asking_thread() -> None:
+    sup = Supervisor.start(SupervisorSpec(), [ChildSpec("l", Light)])
+    [actor] = _children(sup)
+    assert actor.ask("where") == threading.current_thread().name
+    release = threading.Event()
+    actor.tell(release)  # busy: the next ask waits its turn on the pool
+    blocked = threading.Thread(target=lambda: actor.ask("where", timeout=30))
+    blocked.start()
+    with pytest.raises(PhloemError) as info:
+        actor.ask("where", timeout=0.2)  # the timeout bounds the wait for a busy actor
+    assert info.value.kind == "timeout"
+    release.set()
+    blocked.join(30)
+    assert actor.ask(5) == 1
 
 
 def test_messages_to_one_light_actor_are_handled_in_order_one_at_a_time() -> None:
@@ -117,3 +144,42 @@ def test_the_default_kind_is_checked() -> None:
         )
     finally:
         light.set_default_kind(old)
+
+
+def test_the_pool_grows_to_max_workers_exactly_and_queues_past_it() -> None:
+    pool = light.Pool("edge")
+    gate = threading.Event()
+    started = threading.Semaphore(0)
+    done: list[int] = []
+
+    def blocked() -> None:
+        started.release()
+        gate.wait(30)
+
+    for _ in range(light.MAX_WORKERS):
+        pool.submit(blocked)
+    for _ in range(light.MAX_WORKERS):
+        assert started.acquire(timeout=30)
+    assert pool.workers() == light.MAX_WORKERS  # exactly at the limit
+    pool.submit(lambda: done.append(1))  # one over: queued, no worker more
+    assert pool.workers() == light.MAX_WORKERS and done == []
+    gate.set()
+    deadline = time.monotonic() + 30
+    while not done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done == [1]
+
+
+def test_idle_workers_shrink_back_to_min_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(light, "WORKER_IDLE_S", 0.05)
+    pool = light.Pool("shrink")
+    gate = threading.Event()
+    for _ in range(light.MIN_WORKERS + 2):
+        pool.submit(lambda: gate.wait(30))
+    assert pool.workers() == light.MIN_WORKERS + 2
+    gate.set()
+    deadline = time.monotonic() + 30
+    while pool.workers() > light.MIN_WORKERS and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # several idle periods more: never below the minimum
+    assert pool.workers() == light.MIN_WORKERS
