@@ -230,6 +230,7 @@ def erlang_figures() -> tuple[dict[str, float] | None, str]:
     except (subprocess.SubprocessError, ValueError, IndexError) as exc:
         return None, f"Erlang/OTP peer unavailable ({type(exc).__name__})"
     figures = {k: float(result[ERLANG_KEYS.get(k, k)]) for k in ERLANG_GOALS}
+    figures["restart_logged_us"] = float(result["restart_logged_us"])
     return figures, f"Erlang/OTP {result['otp']}"
 
 
@@ -259,6 +260,9 @@ def _kinds_vs_erlang() -> list[dict[str, Any]]:
                 theirs = statistics.median(r[key] for r in rounds["erlang"])
                 goal = ERLANG_GOALS[key] if kind == "light" else None
                 rows.append(row(name, mine, unit, peer, theirs, goal))
+                if key == "restart_core_us":  # phloem writes its crash line: so does Erlang
+                    logged = statistics.median(r["restart_logged_us"] for r in rounds["erlang"])
+                    rows.append(row(name, mine, unit, f"{peer}, crash reports on", logged, None))
             else:
                 rows.append(row(f"{name} ({peer})", mine, unit, "itself", mine, None))
     return rows
