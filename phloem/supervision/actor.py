@@ -160,9 +160,9 @@ class Actor(pykka.ThreadingActor):
         # Replaces pykka's version, which logs the raw exception text: ours is redacted.
         handle = self._phloem_handle
         if exception_value is not None:
+            reason = ExitReason.from_exception(exception_value)  # redacts: made once
             if handle is not None and handle._failure is None:
-                handle._failure = exception_value
-            reason = ExitReason.from_exception(exception_value)
+                handle._failure, handle._failure_reason = exception_value, reason
             log.error("actor_failed", actor=str(self), reason=str(reason))
         self.actor_stopped.set()
 
@@ -182,6 +182,7 @@ class ActorHandle(ChildHandle):
         self._started = threading.Event()
         self._start_failed = False
         self._failure: BaseException | None = None
+        self._failure_reason: ExitReason | None = None
         self._stop_requested = False
         self._killed = False
         self._actor: Actor | None = None
@@ -367,7 +368,7 @@ class ActorHandle(ChildHandle):
         if self._forced is not None:
             reason = self._forced
         elif self._failure is not None:
-            reason = ExitReason.from_exception(self._failure)
+            reason = self._failure_reason or ExitReason.from_exception(self._failure)
         elif self._killed:
             reason = ExitReason.killed()
         elif self._stop_requested:
