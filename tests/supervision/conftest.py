@@ -11,9 +11,19 @@ import pytest
 from phloem.supervision import light, root_supervisors
 
 LIGHT_MODULES = frozenset(
-    {"test_actor", "test_supervisor", "test_monitor", "test_refs", "test_credit", "test_owners"}
+    {
+        "test_actor",
+        "test_supervisor",
+        "test_monitor",
+        "test_refs",
+        "test_credit",
+        "test_owners",
+        "test_control",
+        "test_leaks",
+    }
 )
-"""Modules whose tests run on both kinds, unchanged: the light kind's acceptance."""
+"""Modules whose tests run on both kinds, unchanged: the light kind's acceptance
+(test_snapshot asserts every actor's thread name, which a light actor has none of)."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
