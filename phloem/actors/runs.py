@@ -52,6 +52,7 @@ every run, under one sequence of events.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 import time
@@ -158,6 +159,7 @@ class RunEntry:
     count: int = 0
     dropped: int = 0
     trace_id: str = ""
+    seq: int = 0  # its place in begin order
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -192,31 +194,42 @@ class RunLog:
         self.max_events = check_range("max_events", max_events, *RUN_EVENTS_RANGE)
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, RunEntry] = OrderedDict()
+        self._ended: list[tuple[int, RunEntry]] = []  # ended runs by begin order (a heap)
         self._ids = itertools.count(1)
         self._listeners: list[Listener] = []
         self.forgotten = 0  # runs dropped beyond `max_runs`
 
     def begin(self, kind: str, name: str, owner: Owner, trace_id: str = "") -> RunEntry:
         with self._lock:
+            seq = next(self._ids)
             entry = RunEntry(
                 trace_id=trace_id,
-                id=f"{kind}-{next(self._ids)}",
+                id=f"{kind}-{seq}",
                 kind=kind,
                 name=note_text(name),
                 owner=owner_text(owner),
                 started_at=time.time(),
                 notes=deque(maxlen=self.max_events),
+                seq=seq,
             )
             self._runs[entry.id] = entry
             self._tell(RunBegan(entry.summary()))
             while len(self._runs) > self.max_runs:
-                victim = next((e for e in self._runs.values() if e.outcome is not None), None)
-                if victim is None:
-                    victim = next(iter(self._runs.values()))
+                victim = self._oldest_ended() or next(iter(self._runs.values()))
                 del self._runs[victim.id]
                 self.forgotten += 1
                 self._tell(RunForgotten(victim.id))
         return entry
+
+    def _oldest_ended(self) -> RunEntry | None:
+        """The kept ended run that began first (no walk over the running ones)."""
+        ended = self._ended
+        while ended:
+            entry = ended[0][1]
+            if self._runs.get(entry.id) is entry:
+                return entry
+            heapq.heappop(ended)  # forgotten already
+        return None
 
     def note(self, entry: RunEntry, note: RunNote) -> None:
         with self._lock:
@@ -231,6 +244,7 @@ class RunLog:
         with self._lock:
             entry.ended_at, entry.outcome, entry.error = at, outcome, error
             if self._runs.get(entry.id) is entry:
+                heapq.heappush(self._ended, (entry.seq, entry))
                 self._tell(RunFinished(entry.id, at, outcome, error))
 
     def discard(self, entry: RunEntry) -> None:
@@ -305,6 +319,7 @@ class Run:
         self.stream_failed: str | None = None  # the kind of the send that failed
         self.journal: RunJournal | None = None  # a durable run's
         self.last_end: RunEnd[Any] | None = None
+        self.key = 0  # its slot in its service's live runs
         # one sequence of items, numbered and sent in order (re-entrant: a cancel callback
         # run under it, when a send fails, may report to the run again)
         self._lock = threading.RLock()
@@ -543,7 +558,7 @@ class ServiceRuns:
         `launch(run)` (the driver child). Without `on_owner_down`, the owner going away
         cancels the run's token (a durable run, with its `journal`: detaches it)."""
         run = Run(self, owner, name, token or CancelToken(), context)
-        key = next(self._ids)
+        key = run.key = next(self._ids)
         with self._lock:
             if len(self._live) >= self.max_live:
                 raise PhloemError(
@@ -681,9 +696,8 @@ class ServiceRuns:
         if self.log is not None and run.entry is not None:
             self.log.finish(run.entry, outcome, error, at)
         with self._lock:
-            for key, live in list(self._live.items()):
-                if live is run:
-                    del self._live[key]
+            if self._live.get(run.key) is run:
+                del self._live[run.key]
         log.info("run_ended", run=run.id, outcome=outcome, error=error)
 
     def _exited(self, key: int, run: Run, reason: ExitReason) -> None:
