@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 ADK_VENV := .venv-adk
 ADK_STAMP := $(ADK_VENV)/.installed
 
-.PHONY: install adk audit run test test-fast test-slow bench docs lint format clean browser screenshots
+.PHONY: install adk audit run test test-fast test-slow bench bench-peers docs lint format clean browser screenshots
 CHROMIUM := /usr/bin/chromium
 
 install: $(STAMP)
@@ -65,7 +65,18 @@ test-fast: install adk
 test-slow: install  # tests/api has no slow tests
 	$(BIN)/python -m pytest -q -m slow --ignore=tests/api
 
-bench: install
+# The Erlang/OTP peer of bench_supervision runs on Debian's erlang-base: installed where
+# the machine allows (root with apt), otherwise its rows say "peer unavailable". The ADK
+# and xoscar peers are throwaway venvs under bench-results/peers/ the benches make.
+bench-peers:
+	@if command -v escript >/dev/null; then echo "bench-peers: escript is installed"; \
+	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "bench-peers: skipped (not root with apt-get: the Erlang rows will say peer unavailable)"; \
+	else (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq erlang-base >/dev/null) \
+		&& echo "bench-peers: installed erlang-base" \
+		|| echo "bench-peers: skipped (apt-get install erlang-base failed)"; fi
+
+bench: install bench-peers
 	$(BIN)/python -m tests.perf
 
 # pip-audit over phloem's installed runtime dependencies (not the dev tools), judged against

@@ -30,6 +30,15 @@ ends it `failed` (`run_crashed`). Then the ref is forgotten (a feature may keep 
 planning does until its result is awaited) and the feature's `on_exit(run, reason)` runs
 in its service's own thread.
 
+A *durable* run (`start(..., journal=)`, `phloem.actors.runjournal`) also has a durable
+id (`run.durable_id`) and a journal its driver records each step in; its end is written
+to the journal before the owner sees it. Its owner's connection is not its life: when
+the owner goes away, or its stream fails, a durable run *detaches* (its stream is
+dropped, the run goes on) instead of being cancelled, and `ServiceRuns.attach` binds it
+to a new owner of the same uid with a fresh ref and stream (a run that has ended hands
+the new stream its end at once). A resumed run starts detached, owned by a placeholder
+owner of the journal's uid.
+
 The record keeps the last `max_runs` runs and each one's last `max_events` notes, and
 each run's telemetry trace id (that of the request that started it; "" without one). Any
 client of the tree may read it, so a note holds only what `note_detail` lets through:
@@ -43,6 +52,7 @@ every run, under one sequence of events.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 import time
@@ -51,6 +61,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from phloem.actors.runjournal import RunJournal, claim, release
 from phloem.actors.streams import StreamHub, Topic
 from phloem.agents.context import CancelToken
 from phloem.base import telemetry
@@ -148,6 +159,7 @@ class RunEntry:
     count: int = 0
     dropped: int = 0
     trace_id: str = ""
+    seq: int = 0  # its place in begin order
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -182,31 +194,42 @@ class RunLog:
         self.max_events = check_range("max_events", max_events, *RUN_EVENTS_RANGE)
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, RunEntry] = OrderedDict()
+        self._ended: list[tuple[int, RunEntry]] = []  # ended runs by begin order (a heap)
         self._ids = itertools.count(1)
         self._listeners: list[Listener] = []
         self.forgotten = 0  # runs dropped beyond `max_runs`
 
     def begin(self, kind: str, name: str, owner: Owner, trace_id: str = "") -> RunEntry:
         with self._lock:
+            seq = next(self._ids)
             entry = RunEntry(
                 trace_id=trace_id,
-                id=f"{kind}-{next(self._ids)}",
+                id=f"{kind}-{seq}",
                 kind=kind,
                 name=note_text(name),
                 owner=owner_text(owner),
                 started_at=time.time(),
                 notes=deque(maxlen=self.max_events),
+                seq=seq,
             )
             self._runs[entry.id] = entry
             self._tell(RunBegan(entry.summary()))
             while len(self._runs) > self.max_runs:
-                victim = next((e for e in self._runs.values() if e.outcome is not None), None)
-                if victim is None:
-                    victim = next(iter(self._runs.values()))
+                victim = self._oldest_ended() or next(iter(self._runs.values()))
                 del self._runs[victim.id]
                 self.forgotten += 1
                 self._tell(RunForgotten(victim.id))
         return entry
+
+    def _oldest_ended(self) -> RunEntry | None:
+        """The kept ended run that began first (no walk over the running ones)."""
+        ended = self._ended
+        while ended:
+            entry = ended[0][1]
+            if self._runs.get(entry.id) is entry:
+                return entry
+            heapq.heappop(ended)  # forgotten already
+        return None
 
     def note(self, entry: RunEntry, note: RunNote) -> None:
         with self._lock:
@@ -221,6 +244,7 @@ class RunLog:
         with self._lock:
             entry.ended_at, entry.outcome, entry.error = at, outcome, error
             if self._runs.get(entry.id) is entry:
+                heapq.heappush(self._ended, (entry.seq, entry))
                 self._tell(RunFinished(entry.id, at, outcome, error))
 
     def discard(self, entry: RunEntry) -> None:
@@ -293,6 +317,9 @@ class Run:
         self.handle: ChildHandle | None = None
         self.outcome: RunOutcome | None = None
         self.stream_failed: str | None = None  # the kind of the send that failed
+        self.journal: RunJournal | None = None  # a durable run's
+        self.last_end: RunEnd[Any] | None = None
+        self.key = 0  # its slot in its service's live runs
         # one sequence of items, numbered and sent in order (re-entrant: a cancel callback
         # run under it, when a send fails, may report to the run again)
         self._lock = threading.RLock()
@@ -302,8 +329,32 @@ class Run:
     def ended(self) -> bool:
         return self.outcome is not None
 
+    @property
+    def durable_id(self) -> str:
+        """The durable id of a durable run ("" for any other)."""
+        return self.journal.id if self.journal is not None else ""
+
     def cancel(self, reason: str = "cancelled") -> None:
         self.token.cancel(reason)
+
+    def detach(self) -> None:
+        """Drop the run's stream (its owner went away); the run goes on (durable runs)."""
+        with self._lock:
+            topic, self.topic = self.topic, None
+        if topic is not None and not topic.closed:
+            topic.forget()
+
+    def retarget(self, topic: Topic) -> None:
+        """Send what comes next to `topic` (a new owner's); an ended run sends it its end."""
+        with self._lock:
+            old, self.topic = self.topic, topic
+            self.stream, self.stream_failed = topic.name, None
+            end = self.last_end
+        if old is not None and not old.closed:
+            old.forget()
+        if end is not None:
+            topic.publish(end)
+            topic.close()
 
     def emit(
         self,
@@ -346,20 +397,32 @@ class Run:
         error: ErrorValue | None = None,
         result: Any = None,
         wait: bool = True,
+        suspend: bool = False,
     ) -> bool:
         """Send the run's `RunEnd`, record the outcome, close the stream; False if it had
-        ended already. `wait=False` never waits for the subscriber's credit."""
+        ended already. `wait=False` never waits for the subscriber's credit. A durable
+        run's end goes to its journal first — unless `suspend` (the daemon stops): then
+        its journal stays unfinished, for the next daemon to resume."""
         with self._lock:
             if self.outcome is not None:
                 return False
             self.outcome = outcome
             self._seq += 1
             at = time.time()
+            if self.journal is not None and suspend:
+                self.journal.close()
+            elif self.journal is not None:  # durable before anyone is told
+                try:
+                    self.journal.finish(outcome, result)
+                except PhloemError as exc:
+                    log.error("run_journal_end_failed", run=self.id, kind=exc.kind)
             # recorded and its slot freed first: whoever reads the end sees them so
             self._runs._ending(self, outcome, None if error is None else error.kind, at)
-            self._send(RunEnd(self._seq, at, outcome, error, result), wait)
-        if self.topic is not None:
-            self.topic.close()
+            self.last_end = RunEnd(self._seq, at, outcome, error, result)
+            self._send(self.last_end, wait)
+            topic = self.topic
+        if topic is not None:
+            topic.close()
         return True
 
     def credit_in_use(self) -> int:
@@ -383,7 +446,10 @@ class Run:
         except PhloemError as exc:
             self.stream_failed = exc.kind
             log.warning("run_stream_failed", run=self.id, kind=exc.kind)
-            self.token.cancel(f"event stream failed: {exc.kind}")
+            if self.journal is not None:  # a durable run outlives its reader
+                self.topic = None
+            else:
+                self.token.cancel(f"event stream failed: {exc.kind}")
             return False
         return True
 
@@ -436,6 +502,7 @@ class ServiceRuns:
         # ref -> owner id of the last runs that ended and were forgotten: a cancel that
         # crossed its run's end is no error to that owner (at most MAX_ENDED_REFS).
         self._ended: OrderedDict[str, str] = OrderedDict()
+        self._durable: dict[str, Run] = {}  # durable id -> its run, until its driver exits
 
     @classmethod
     def of(
@@ -485,12 +552,13 @@ class ServiceRuns:
         token: CancelToken | None = None,
         on_exit: OnExit | None = None,
         on_owner_down: OnOwnerDown | None = None,
+        journal: RunJournal | None = None,
     ) -> Run:
         """Start a run of `name` for `owner`: ref, stream, record entry, then
         `launch(run)` (the driver child). Without `on_owner_down`, the owner going away
-        cancels the run's token."""
+        cancels the run's token (a durable run, with its `journal`: detaches it)."""
         run = Run(self, owner, name, token or CancelToken(), context)
-        key = next(self._ids)
+        key = run.key = next(self._ids)
         with self._lock:
             if len(self._live) >= self.max_live:
                 raise PhloemError(
@@ -501,6 +569,12 @@ class ServiceRuns:
             self._hooks[key] = _Hooks(on_exit, on_owner_down)
         run.id = f"{self.kind}-{key}"
         try:
+            if journal is not None:  # one driver per journal in this process
+                if not claim(journal.path):
+                    raise PhloemError(
+                        ErrorKind.BACKPRESSURE, f"durable run {journal.id} is already running"
+                    )
+                run.journal = journal
             ref = self.refs.create(
                 owner, run, lambda reason: self._owner_gone(key, run, reason), self.ref_kind.name
             )
@@ -521,6 +595,9 @@ class ServiceRuns:
             self._abort(key, run)
             raise
         run.handle = handle
+        if journal is not None:
+            with self._lock:
+                self._durable[journal.id] = run
         handle.add_exit_callback(lambda reason: self._exited(key, run, reason))
         log.info("run_started", run=run.id, name=run.name)
         return run
@@ -530,6 +607,8 @@ class ServiceRuns:
         with self._lock:
             self._live.pop(key, None)
             self._hooks.pop(key, None)
+        if run.journal is not None:
+            release(run.journal.path)
         if run.ref:
             self.refs.discard(run.ref)
         if run.topic is not None:
@@ -559,10 +638,34 @@ class ServiceRuns:
         run.cancel(reason)
         return run
 
-    def release(self, run: Run, owner: Owner) -> None:
+    def durable(self, durable_id: str) -> Run | None:
+        """The live (or kept) run of that durable id, if this service has it."""
+        with self._lock:
+            return self._durable.get(durable_id)
+
+    def attach(self, run: Run, owner: Owner) -> str:
+        """Bind the durable `run` to `owner` too (the caller checked its uid): a fresh ref
+        for it, and the run's stream moved to a new topic that owner reads; the ref."""
+        ref = self.refs.create(owner, run, lambda reason: run.detach(), self.ref_kind.name)
+        try:
+            topic = self.streams.open(
+                f"{self.prefix}/{ref.text}",
+                owner=owner,
+                missed=RunMissed,
+                retain_messages=RUN_RETAIN_MESSAGES,
+                retain_bytes=RUN_RETAIN_BYTES,
+            )
+        except BaseException:
+            self.refs.discard(ref.text)
+            raise
+        run.retarget(topic)
+        log.info("run_attached", run=run.id, durable_id=run.durable_id)
+        return ref.text
+
+    def release(self, run: Run, owner: Owner, ref: str | None = None) -> None:
         """The owner is done with an ended run it kept (planning's awaited result): forget
-        its ref, and its stream if nobody read it."""
-        self.refs.release(run.ref, owner, self.ref_kind.name)
+        its ref (`ref`: the one it attached with), and its stream if nobody read it."""
+        self.refs.release(ref or run.ref, owner, self.ref_kind.name)
         if run.topic is not None and run.topic.stream.unread:
             run.topic.forget()
 
@@ -583,6 +686,8 @@ class ServiceRuns:
             hooks = self._hooks.get(key)
         if hooks is not None and hooks.on_owner_down is not None:
             hooks.on_owner_down(run, reason)
+        elif run.journal is not None:
+            run.detach()
         else:
             run.cancel(f"owner gone: {reason}")
 
@@ -591,9 +696,8 @@ class ServiceRuns:
         if self.log is not None and run.entry is not None:
             self.log.finish(run.entry, outcome, error, at)
         with self._lock:
-            for key, live in list(self._live.items()):
-                if live is run:
-                    del self._live[key]
+            if self._live.get(run.key) is run:
+                del self._live[run.key]
         log.info("run_ended", run=run.id, outcome=outcome, error=error)
 
     def _exited(self, key: int, run: Run, reason: ExitReason) -> None:
@@ -604,6 +708,10 @@ class ServiceRuns:
             run.end("failed", error=why, wait=False)
         with self._lock:
             hooks = self._hooks.pop(key, None)
+            if run.journal is not None and self._durable.get(run.journal.id) is run:
+                del self._durable[run.journal.id]
+        if run.journal is not None:
+            release(run.journal.path)
         if not self.keep_refs:
             self.refs.discard(run.ref)
             with self._lock:

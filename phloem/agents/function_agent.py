@@ -83,6 +83,10 @@ class FunctionAgent(Agent):
         self.isolate = bool(isolate)
         self.limits = limits if limits is not None else DEFAULT_ISOLATE_LIMITS
         self.timeout_s = timeout_s
+        if self.isolate:
+            from phloem.agents.isolated import preload_for
+
+            preload_for(fn)
 
     def run(self, ctx: InvocationContext) -> Iterator[Event]:
         missing = [k for k in self.input_keys if k not in ctx.state]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from phloem.agents.executor import exit_error_kind
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.supervision import forkserver
 from phloem.supervision.childcall import CallControl, ChildCallError, Starter, call_in_child
 from phloem.supervision.handle import ChildHandle
 from phloem.supervision.reasons import ExitKind
@@ -35,6 +36,18 @@ def _apply(call: tuple[Callable[..., Any], dict[str, Any]]) -> Any:
     """Runs in the child: `fn(**kwargs)` (an exception ends the child)."""
     fn, kwargs = call
     return fn(**kwargs)
+
+
+def preload_for(fn: Callable[..., Any]) -> None:
+    """Ask the fork server to import this module (the child's side of the call) and
+    `fn`'s, so that an isolated call's child starts without importing them anew (~40 ms
+    each call otherwise). Called for every isolated agent when it is made, as planning
+    and plugins do for their components; a function of `__main__` is left out."""
+    modules = [__name__]
+    module = getattr(fn, "__module__", None)
+    if isinstance(module, str) and module not in ("__main__", "builtins"):
+        modules.append(module)
+    forkserver.add_preload(modules)
 
 
 def call_isolated(agent: FunctionAgent, kwargs: dict[str, Any], ctx: InvocationContext) -> Any:

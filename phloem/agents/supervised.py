@@ -57,6 +57,10 @@ DEFAULT_SHUTDOWN_S = 2.0  # grace for a cancelled invocation before it is killed
 PUT_POLL_S = 0.2  # how often a producer blocked on a full queue rechecks cancellation
 DEFAULT_INVOCATION_TIMEOUT_S = 600.0  # one sub-agent invocation; then it is killed
 INVOCATION_TIMEOUT_RANGE = (0.01, 86_400.0)
+RUN_SUPERVISOR_LIGHT = True
+"""A run's supervisor is a light actor (`phloem.supervision.light`): a waiting run holds
+no thread for it, and its start costs no thread start. It only starts and stops the
+run's children (a pool worker's time while it waits for one)."""
 
 
 class _Exit:
@@ -161,14 +165,14 @@ class SupervisedExecutor:
                     handle = self.parent.start_child(
                         ChildSpec(
                             sup_id,
-                            SupervisorChild(spec),
+                            SupervisorChild(spec, light=RUN_SUPERVISOR_LIGHT),
                             restart="temporary",
                         )
                     )
                     assert isinstance(handle, SupervisorRef)
                     self._sup = handle
                 else:
-                    self._sup = Supervisor.start(spec, [], name=sup_id)
+                    self._sup = Supervisor.start(spec, [], name=sup_id, light=RUN_SUPERVISOR_LIGHT)
             return self._sup
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
     phloem plan run --planner NAME --executor NAME --goal JSON [--context JSON]
                     [--option k=v ...] [--json]
     phloem plan start ...same arguments...     (prints the ref, then reads commands)
+    phloem plan attach ID [--cancel [REASON]]  (a durable run: follow it to its result)
     phloem plan validate FILE                  (checks a plan document; exit 1 if invalid)
 
 `plan run` prints each progress event as it happens and then the result (`--json`: one
@@ -14,6 +15,12 @@ connection closes — so await and cancel happen inside `plan start`: it prints 
 then reads lines from stdin: `await [TIMEOUT_S]` prints the result (or
 `planning_await_timeout`), `cancel [REASON]` cancels the run; at end of input it waits
 for the result and prints it.
+
+A durable run (`--option durable=true`, or `[planning] durable`) outlives its connection
+and its daemon: `plan start` then also prints its durable id (`run_id: drun_...`), and
+`plan attach ID` — from any shell of the same user, after a daemon crash too — follows
+it (its remaining events, then its result; exit 0 when it completed); `--cancel` cancels
+it first. `phloem runs --durable` lists the durable runs kept.
 """
 
 from __future__ import annotations
@@ -39,6 +46,18 @@ def add_cli(commands: Commands) -> None:
         "start", "start a run, print its ref, then await/cancel from stdin", _cmd_start
     )
     _run_arguments(start)
+    attach = plan.add(
+        "attach", "attach to a durable run by its id and follow it to its result", _cmd_attach
+    )
+    attach.add_argument("run_id", help="the durable run's id (drun_...)")
+    attach.add_argument(
+        "--cancel",
+        nargs="?",
+        const="user_cancelled",
+        default=None,
+        metavar="REASON",
+        help="cancel the run first",
+    )
     validate = plan.add("validate", "check a plan document against the plan schema", _cmd_validate)
     validate.add_argument("file", help="plan JSON file ('-' for stdin)")
 
@@ -165,8 +184,11 @@ def _cmd_run(ctx: CommandContext) -> int:
 def _cmd_start(ctx: CommandContext) -> int:
     planner, executor, goal, context, options = _request(ctx.args)
     with ctx.client() as client:
-        ref = client.start_planning(planner, executor, goal, context, options)
+        started = client.start_planning_run(planner, executor, goal, context, options)
+        ref = started.ref
         ctx.emit({"ref": ref}, text=ref)
+        if started.run_id:
+            ctx.emit({"run_id": started.run_id}, text=f"run_id: {started.run_id}")
         for line in sys.stdin:
             command, _, rest = line.strip().partition(" ")
             try:
@@ -184,6 +206,24 @@ def _cmd_start(ctx: CommandContext) -> int:
                     raise
                 ctx.emit({"kind": err.kind, "message": err.message}, text=str(err))
         return _emit_result(ctx, client.await_planning(ref))
+
+
+def _cmd_attach(ctx: CommandContext) -> int:
+    progress = ProgressLines()
+
+    def on_event(event: RunEvent[Any]) -> None:
+        if ctx.json:
+            ctx.emit({"event": event.kind, "seq": event.seq, "data": event.data})
+        else:
+            ctx.emit(None, text=progress.line(event))
+
+    with ctx.client() as client:
+        started = client.attach_planning(ctx.args.run_id)
+        if ctx.args.cancel is not None:
+            cancelled = client.cancel_planning(started.ref, ctx.args.cancel)
+            ctx.emit({"cancelled": cancelled}, text=f"cancelled: {cancelled}")
+        result = client.follow_planning(started, on_event=on_event)
+    return _emit_result(ctx, result)
 
 
 def _cmd_validate(ctx: CommandContext) -> int:

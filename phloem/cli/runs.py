@@ -1,6 +1,7 @@
 """`phloem runs`: the tree's record of recent runs — every run, however short.
 
     phloem runs [--follow] [--json]
+    phloem runs --durable [--json]
 
 Lists each run the daemon keeps a record of (agent runs, session turns, evals, planning
 runs; `[supervision] recent_runs`, oldest first) as a table: its id, kind, name, outcome
@@ -11,6 +12,10 @@ to its width. `--json` prints the list as one JSON array.
 `--follow` then prints every change as it happens (one line each; `--json`: one JSON
 object per line — a `RunUpdate` with its `type`: `began`, `noted`, `finished`,
 `forgotten` or `missed` — after the list) until Ctrl-C.
+`--durable` lists instead the durable runs the daemon keeps journals of for this user
+(unfinished ones and ended ones within `[planning] retention_s`): id, kind, name, state
+(`running`, `waiting` to be resumed or attached, or the outcome), start and end times,
+completed steps and journal bytes (docs/durable-runs.md).
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ from phloem.cli.render import is_terminal
 from phloem.cli.rows import Cell, Column, Row, View, cells, plain
 
 if TYPE_CHECKING:
+    from phloem.actors.runjournal import DurableRunInfo
     from phloem.protocols.runs import RunNote, RunSummary, RunUpdate
 
 
 def add_cli(commands: Commands) -> None:
     runs = commands.add("runs", "list the recent runs and their events", _cmd_runs)
     runs.add_argument("--follow", action="store_true", help="then print every change until Ctrl-C")
+    runs.add_argument(
+        "--durable", action="store_true", help="list the durable runs kept (journaled runs)"
+    )
 
 
 def clock(at: float | None) -> str:
@@ -99,8 +108,51 @@ def render_update(update: RunUpdate) -> str:
     return f"{update.id} forgotten"
 
 
+DURABLE_COLUMNS = (
+    Column("ID"),
+    Column("KIND"),
+    Column("NAME", min_width=8),
+    Column("STATE"),
+    Column("STARTED"),
+    Column("ENDED"),
+    Column("STEPS", right=True),
+    Column("BYTES", right=True),
+)
+
+
+def durable_view(infos: list[DurableRunInfo]) -> View:
+    """One row per durable run kept."""
+    rows = []
+    for info in infos:
+        state = info.outcome or ("running" if info.live else "waiting")
+        style = OUTCOME_STYLES.get(state, "cyan")
+        rows.append(
+            Row(
+                cells(
+                    info.id,
+                    info.kind,
+                    info.name,
+                    Cell(state, style),
+                    clock(info.started_at),
+                    clock(info.ended_at),
+                    str(info.steps),
+                    str(info.bytes),
+                )
+            )
+        )
+    return View("table", tuple(rows), DURABLE_COLUMNS, empty="no durable runs kept")
+
+
 def _cmd_runs(ctx: CommandContext) -> int:
     with ctx.client() as client:
+        if ctx.args.durable:
+            infos = client.durable_planning_runs()
+            if ctx.json:
+                ctx.out.write(to_json(infos) + "\n")
+                ctx.out.flush()
+            else:
+                ctx.emit(None, text=plain(durable_view(infos)))
+            return EXIT_OK
         if not ctx.args.follow:
             runs = client.list_runs()
             _print_runs(ctx, runs)

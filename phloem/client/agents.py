@@ -59,6 +59,7 @@ def _start_request(
     state: Mapping[str, Any] | None,
     tools_allow: Sequence[str] | None,
     tools_deny: Sequence[str],
+    durable: bool = False,
 ) -> StartAgentRun:
     from phloem.actors.agents.protocol import StartAgentRun
 
@@ -69,6 +70,7 @@ def _start_request(
         dict(state or {}),
         tools_allow=allow,
         tools_deny=_tool_list("tools_deny", tools_deny),
+        durable=bool(durable),
     )
 
 
@@ -122,14 +124,16 @@ class AgentClientMethods(ClientBase):
         tools_allow: Sequence[str] | None = None,
         tools_deny: Sequence[str] = (),
         timeout: float | None = None,
+        durable: bool = False,
     ) -> AgentRunStarted:
         """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`.
-        `tools_allow` / `tools_deny` restrict this run's tools (denials win)."""
+        `tools_allow` / `tools_deny` restrict this run's tools (denials win). `durable`:
+        journal it, so that a daemon crash resumes it (`run_id` names its journal)."""
         from phloem.actors.agents.protocol import AgentRunStarted
 
         started: AgentRunStarted = self.ask(
             SERVICE,
-            _start_request(name, input, state, tools_allow, tools_deny),
+            _start_request(name, input, state, tools_allow, tools_deny, durable),
             timeout=timeout,
             reply_type=AgentRunStarted,
         )
@@ -311,13 +315,14 @@ class AsyncAgentMethods(AsyncClientBase):
         tools_allow: Sequence[str] | None = None,
         tools_deny: Sequence[str] = (),
         timeout: float | None = None,
+        durable: bool = False,
     ) -> AgentRunStarted:
         """Start a run; follow `stream` with `subscribe` and cancel it with its `ref`."""
         from phloem.actors.agents.protocol import AgentRunStarted
 
         started: AgentRunStarted = await self.ask(
             SERVICE,
-            _start_request(name, input, state, tools_allow, tools_deny),
+            _start_request(name, input, state, tools_allow, tools_deny, durable),
             timeout=timeout,
             reply_type=AgentRunStarted,
         )

@@ -4,8 +4,12 @@ Each client is its own owner: a ref from `start_planning` works only on the clie
 made it (`not_planning_owner` elsewhere), and closing the client kills the active
 callback worker of every run it still owned and ends them. A run starts at once;
 `start_planning_run` also names its event stream, which `follow_planning` reads from its
-first event (events wait for the owner to subscribe) to the result. `AsyncClient`
-exposes the same methods as coroutines.
+first event (events wait for the owner to subscribe) to the result. A durable run
+(`options={"durable": True}`) also has a durable id (`PlanningStarted.run_id`) that
+outlives the client and the daemon: `attach_planning(run_id)` — from any client of the
+same uid — gives a new ref and stream to await, follow or cancel it;
+`durable_planning_runs()` lists the ones kept. `AsyncClient` exposes the same methods as
+coroutines.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from phloem.actors.planning.protocol import (
+    AttachPlanning,
     AwaitPlanning,
     CancelPlanning,
+    ListDurablePlanning,
     PlanningCancelled,
     PlanningStarted,
     PlanningStreamItem,
     StartPlanning,
 )
+from phloem.actors.runjournal import DurableRunInfo
 from phloem.client.base import AsyncClientBase, ClientBase
 from phloem.client.runs import afollow_run, follow_run
 from phloem.protocols.credit import CreditWindow
@@ -147,6 +154,21 @@ class PlanningMethods(ClientBase):
                 if timeout is not None or not _still_running(err):
                     raise
 
+    def attach_planning(self, run_id: str) -> PlanningStarted:
+        """Attach to the durable run `run_id` (started by this uid, maybe before a daemon
+        crash): a new ref and stream of this client's, for `await_planning`,
+        `follow_planning` and `cancel_planning` (`unknown_durable_run` when none is kept;
+        `not_planning_owner` for another uid's)."""
+        started: PlanningStarted = self._planning_ask(AttachPlanning(run_id), PlanningStarted)
+        return started
+
+    def durable_planning_runs(self) -> list[DurableRunInfo]:
+        """The durable runs kept for this uid, oldest first."""
+        infos: list[DurableRunInfo] = self._planning_ask(
+            ListDurablePlanning(), list[DurableRunInfo]
+        )
+        return infos
+
     def cancel_planning(self, ref: str, reason: Any = "user_cancelled") -> bool:
         """Cancel the run (its active worker is killed); False if it had already ended."""
         reply: PlanningCancelled = self._planning_ask(
@@ -235,6 +257,18 @@ class AsyncPlanningMethods(AsyncClientBase):
             except PhloemError as err:
                 if timeout is not None or not _still_running(err):
                     raise
+
+    async def attach_planning(self, run_id: str) -> PlanningStarted:
+        """Attach to the durable run `run_id` (see `Client.attach_planning`)."""
+        started: PlanningStarted = await self._planning_ask(AttachPlanning(run_id), PlanningStarted)
+        return started
+
+    async def durable_planning_runs(self) -> list[DurableRunInfo]:
+        """The durable runs kept for this uid, oldest first."""
+        infos: list[DurableRunInfo] = await self._planning_ask(
+            ListDurablePlanning(), list[DurableRunInfo]
+        )
+        return infos
 
     async def cancel_planning(self, ref: str, reason: Any = "user_cancelled") -> bool:
         """Cancel the run (its active worker is killed); False if it had already ended."""

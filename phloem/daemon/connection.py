@@ -85,7 +85,7 @@ class Connection:
         self.server = server
         self.sock = sock
         self.peer_pid, self.peer_uid, _ = peer
-        self.owner = Owner.connection(f"pid={self.peer_pid} uid={self.peer_uid}")
+        self.owner = Owner.connection(f"pid={self.peer_pid} uid={self.peer_uid}", uid=self.peer_uid)
         cfg = server.config.daemon
         self.max_frame_bytes = cfg.max_frame_bytes
         self._frames = frames

@@ -257,6 +257,16 @@ class ErrorKind(enum.StrEnum):
     INVALID_EXECUTOR_RESULT = "invalid_executor_result", "observation: its result is invalid"
     INVALID_EXECUTOR_OUTPUT = "invalid_executor_output", "observation: its output is invalid"
 
+    # --- durable runs (phloem.actors.runjournal) -----------------------------------------
+    RUN_JOURNAL_IO = "run_journal_io", "a run journal could not be read or written"
+    RUN_JOURNAL_CORRUPT = "run_journal_corrupt", "a run journal has a corrupt complete line"
+    RUN_JOURNAL_FULL = "run_journal_full", "a durable run's journal reached max_journal_bytes"
+    INTERRUPTED = (
+        "interrupted",
+        "result: a non-idempotent step was in flight at a crash; it is never run again",
+    )
+    UNKNOWN_DURABLE_RUN = "unknown_durable_run", "no durable run of that id is kept"
+
     # --- Gemini Live sessions ------------------------------------------------------------
     INVALID_LIVE_CONFIG = "invalid_live_config", "a Live session's config is invalid"
     INVALID_LIVE_INPUT = "invalid_live_input", "Live input breaks a bound or the schema"

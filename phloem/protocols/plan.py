@@ -66,6 +66,7 @@ __all__ = [
     "decode",
     "encode",
     "from_mapping",
+    "is_idempotent",
     "parse_document",
     "parse_options",
     "planning_json",
@@ -207,6 +208,13 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def size(self) -> int:
         """Canonical JSON size in bytes."""
         return json_size(self.to_builtins())
+
+
+def is_idempotent(step: Step) -> bool:
+    """Whether the step declares that running it twice does no harm
+    (`metadata.idempotent = true`): a durable run retries such a step when a crash cut it
+    short, and ends `interrupted` on any other (docs/durable-runs.md)."""
+    return step.metadata.get("idempotent") is True
 
 
 def to_builtins_step(step: Step | Mapping[str, Any]) -> Any:
@@ -429,6 +437,9 @@ class PlanningOptions(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_memory_bytes: int = 256 * MIB
     max_plan_bytes: int = MIB
     result_metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    # Journal the run so that it survives a daemon crash (None: the service's default,
+    # `[planning] durable`); see docs/durable-runs.md.
+    durable: bool | None = None
 
 
 DEFAULT_OPTIONS = PlanningOptions()
@@ -448,6 +459,11 @@ def parse_options(options: Mapping[str, Any] | PlanningOptions | None = None) ->
         raise _option_error("options must be an object")
     values: dict[str, Any] = {}
     for name, value in options.items():
+        if name == "durable":
+            if value is not None and not isinstance(value, bool):
+                raise _option_error("durable must be true or false", name)
+            values[name] = value
+            continue
         if name == "result_metadata":
             if not isinstance(value, Mapping):
                 raise _option_error("result_metadata must be an object", name)

@@ -27,6 +27,7 @@ from pykka._envelope import Envelope
 
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
+from phloem.supervision import light as light_kind
 from phloem.supervision.handle import (
     ChildHandle,
     ChildStartError,
@@ -73,6 +74,8 @@ class Actor(pykka.ThreadingActor):
       `ActorHandle.ask_raw` are decoded against it before they are queued.
     - `owns_work`: process children started on its thread are attached to it
       (`owners`); False for supervisors.
+    - `light`: True runs it as a light actor (no thread of its own, `light`), False on
+      a thread of its own; None (the default) follows `light.set_default_kind`.
     """
 
     use_daemon_thread: ClassVar[bool] = True
@@ -81,8 +84,10 @@ class Actor(pykka.ThreadingActor):
     # Process children its thread starts are listed under it in the tree (`owners`);
     # a supervisor lists the children of its specs instead.
     owns_work: ClassVar[bool] = True
+    light: ClassVar[bool | None] = None
 
     _phloem_handle: ActorHandle | None = None
+    _is_light = False
 
     def exit(self, reason: ExitReason) -> None:
         """Stop this actor from inside one of its own handlers with the given reason."""
@@ -105,13 +110,24 @@ class Actor(pykka.ThreadingActor):
         return queue.SimpleQueue()
 
     def _start_actor_loop(self) -> None:
+        if light_kind.is_light(self.light):
+            self._is_light = True
+            light_kind.start(self, self._light_setup)
+            return
         # pykka starts a new thread per actor; a parked one (an actor's that just ended,
         # as on a restart) is reused when there is one: see `phloem.supervision.threadpark`.
         name = f"{type(self).__name__}-{next(_loop_ids)}"
         run_parked(self._actor_loop, name, self.use_daemon_thread)
 
+    def _light_setup(self) -> None:
+        # In the light actor's own context (`light.Runner`), as a thread's loop would be.
+        set_current_actor(self._phloem_handle)
+        if self.owns_work:
+            set_current_owner(self._phloem_handle)
+        self._actor_loop_setup()
+
     def _actor_loop_setup(self) -> None:
-        if self._phloem_handle is not None:
+        if self._phloem_handle is not None and not self._is_light:
             self._phloem_handle._thread_name = threading.current_thread().name
             self._phloem_handle._native_thread = threading.get_native_id()
         try:
@@ -144,11 +160,10 @@ class Actor(pykka.ThreadingActor):
         # Replaces pykka's version, which logs the raw exception text: ours is redacted.
         handle = self._phloem_handle
         if exception_value is not None:
+            reason = ExitReason.from_exception(exception_value)  # redacts: made once
             if handle is not None and handle._failure is None:
-                handle._failure = exception_value
-            reason = ExitReason.from_exception(exception_value)
+                handle._failure, handle._failure_reason = exception_value, reason
             log.error("actor_failed", actor=str(self), reason=str(reason))
-        pykka.ActorRegistry.unregister(self.actor_ref)
         self.actor_stopped.set()
 
     def _handle_receive(self, message: Any) -> Any:
@@ -167,6 +182,7 @@ class ActorHandle(ChildHandle):
         self._started = threading.Event()
         self._start_failed = False
         self._failure: BaseException | None = None
+        self._failure_reason: ExitReason | None = None
         self._stop_requested = False
         self._killed = False
         self._actor: Actor | None = None
@@ -212,7 +228,8 @@ class ActorHandle(ChildHandle):
         """Register and start an already constructed actor; return once `on_start` ran."""
         actor._phloem_handle = self
         self._actor = actor
-        pykka.ActorRegistry.register(actor.actor_ref)
+        # Not entered in pykka's global ActorRegistry: the tree is phloem's registry, and
+        # that list's removal walks every live actor (a run's end would cost O(live runs)).
         actor._start_actor_loop()
         if not self._started.wait(start_timeout):
             self.kill()
@@ -270,7 +287,14 @@ class ActorHandle(ChildHandle):
         An exception raised by the handler comes back here and the actor keeps running.
         Raises `PhloemError` `noproc`, `backpressure` or `timeout`.
         """
-        self._check_can_send()
+        actor = self._check_can_send()
+        if actor._is_light:  # an idle light actor answers in this thread (`light`)
+            try:
+                handled, reply = light_kind.ask_inline(actor, message)
+            except LookupError:
+                raise PhloemError("noproc", f"actor {self.name!r} is not running") from None
+            if handled:
+                return reply
         try:
             future = self.actor_ref.ask(message, block=False)
         except pykka.ActorDeadError as exc:
@@ -334,7 +358,6 @@ class ActorHandle(ChildHandle):
             return
         self._killed = True
         actor.actor_stopped.set()
-        pykka.ActorRegistry.unregister(actor.actor_ref)
         actor.actor_inbox.put(Envelope(_Wakeup()))
         self._set_exit(self._forced or ExitReason.killed())
 
@@ -345,7 +368,7 @@ class ActorHandle(ChildHandle):
         if self._forced is not None:
             reason = self._forced
         elif self._failure is not None:
-            reason = ExitReason.from_exception(self._failure)
+            reason = self._failure_reason or ExitReason.from_exception(self._failure)
         elif self._killed:
             reason = ExitReason.killed()
         elif self._stop_requested:

@@ -20,6 +20,7 @@ text form (`RefKind`, `OwnedRef`, `parse_ref`) is a wire format, in `phloem.prot
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -52,17 +53,20 @@ class Owner:
     """An identity that can hold refs: an actor, a socket connection or an in-process client.
 
     Owners compare by `id`. `label` is a human hint for logs (never used for access).
+    `uid` is the user behind the owner: a connection's peer uid (SO_PEERCRED), this
+    process's uid for an in-process owner; a durable run is reattached by its uid only.
     An owner that went down stays down: `create` for it is refused with `owner_down`.
     """
 
-    __slots__ = ("_down", "id", "kind", "label")
+    __slots__ = ("_down", "id", "kind", "label", "uid")
 
-    def __init__(self, kind: OwnerKind, label: str = "") -> None:
+    def __init__(self, kind: OwnerKind, label: str = "", uid: int | None = None) -> None:
         if kind not in ("actor", "connection", "client"):
             raise ValueError("kind must be 'actor', 'connection' or 'client'")
         self.kind: OwnerKind = kind
         self.id = f"owner-{secrets.token_hex(8)}"
         self.label = label
+        self.uid = os.getuid() if uid is None else uid
         self._down = threading.Event()
 
     @classmethod
@@ -71,12 +75,12 @@ class Owner:
         return cls("actor", str(getattr(handle, "name", handle)))
 
     @classmethod
-    def connection(cls, label: str = "") -> Owner:
-        return cls("connection", label)
+    def connection(cls, label: str = "", uid: int | None = None) -> Owner:
+        return cls("connection", label, uid)
 
     @classmethod
-    def client(cls, label: str = "") -> Owner:
-        return cls("client", label)
+    def client(cls, label: str = "", uid: int | None = None) -> Owner:
+        return cls("client", label, uid)
 
     @property
     def is_down(self) -> bool:

@@ -188,10 +188,11 @@ class SupervisorSpec:
 
 @dataclass(frozen=True, slots=True)
 class SupervisorChild:
-    """Start a nested supervisor as a child."""
+    """Start a nested supervisor as a child (`light`: its kind, as `Supervisor.start`)."""
 
     spec: SupervisorSpec
     children: Sequence[ChildSpec] = ()
+    light: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

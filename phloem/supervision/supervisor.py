@@ -37,7 +37,7 @@ import msgspec
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import PhloemError
-from phloem.supervision import timers
+from phloem.supervision import light as light_kind, timers
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.handle import (
     ChildHandle,
@@ -92,7 +92,7 @@ class ChildCounts(msgspec.Struct, frozen=True):
     workers: int
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: removal never walks its fields
 class _Child:
     spec: ChildSpec
     handle: ChildHandle | None = None
@@ -136,7 +136,9 @@ def start_handle(
     A process child is titled by its place in the tree, under `parent` (`owners`)."""
     start = spec.start
     if isinstance(start, SupervisorChild):
-        return Supervisor.start(start.spec, start.children, name=spec.id, parent=parent)
+        return Supervisor.start(
+            start.spec, start.children, name=spec.id, parent=parent, light=start.light
+        )
     where = spec.id if parent is None else path_under(parent, spec.id)
     if isinstance(start, ProcessTarget | Command):
         from phloem.supervision.process import start_process
@@ -188,6 +190,8 @@ class SupervisorActor(Actor):
     """The actor behind a `SupervisorRef`. Not used directly."""
 
     max_inbox = 1_000_000  # exits of children must never be refused
+    # Its kind follows the default unless its start chooses (`Supervisor.start(light=)`):
+    # it blocks while it starts and stops children, a pool worker's time then (`light`).
     owns_work = False  # its children are its specs', listed as such
 
     def __init__(self, spec: SupervisorSpec, children: Sequence[ChildSpec], name: str) -> None:
@@ -196,7 +200,11 @@ class SupervisorActor(Actor):
         self.name = name
         self.ref: SupervisorRef | None = None
         self._lock = threading.Lock()  # guards _children for lock-free readers (snapshots)
-        self._children: list[_Child] = []
+        # children by id, in start order (dicts keep insertion order), and by running
+        # handle: a start, an exit and a lookup cost the same with 10 or 100,000 children
+        self._children: dict[str, _Child] = {}
+        self._by_handle: dict[ChildHandle, _Child] = {}
+        self._by_handle_id: dict[str, _Child] = {}
         self._dynamic_counter = 0
         self._restart_times: deque[float] = deque()
         self._template: ChildSpec | None = None
@@ -229,8 +237,7 @@ class SupervisorActor(Actor):
             except ChildStartError as exc:
                 self._terminate_all()
                 raise ChildStartError(exc.reason, spec.id) from exc
-            with self._lock:
-                self._children.append(child)
+            self._add(child)
 
     def on_stop(self) -> None:
         self._terminate_all()
@@ -251,17 +258,49 @@ class SupervisorActor(Actor):
 
     # -- starting and stopping children ---------------------------------------------------
 
+    # -- the child index -----------------------------------------------------------------
+
+    def _add(self, child: _Child) -> None:
+        with self._lock:
+            self._children[child.spec.id] = child
+
+    def _remove(self, child: _Child) -> None:
+        with self._lock:
+            if self._children.get(child.spec.id) is child:
+                del self._children[child.spec.id]
+        self._set_handle(child, None)
+
+    def _set_handle(self, child: _Child, handle: ChildHandle | None) -> None:
+        old = child.handle
+        if old is not None and self._by_handle.get(old) is child:
+            del self._by_handle[old]
+            del self._by_handle_id[old.handle_id]
+        child.handle = handle
+        if handle is not None:
+            self._by_handle[handle] = child
+            self._by_handle_id[handle.handle_id] = child
+
+    def _ordered(self) -> list[_Child]:
+        return list(self._children.values())
+
     def _start_child(self, child: _Child, start_args: Sequence[Any] = ()) -> ChildHandle:
         handle = start_handle(child.spec, start_args, self.ref)
         handle._parent = self.ref
-        child.handle = handle
+        self._set_handle(child, handle)
         child.restarting = False
         child.stopped = False
         me = self.actor_ref
+        # An idle light supervisor handles an actor child's exit in the thread it ended
+        # on (`light.tell_inline`); never a process child's (its notifier thread reports
+        # the exits a restart may wait for).
+        inline = self._is_light and handle.kind == "actor"
 
         def on_exit(reason: ExitReason) -> None:
+            message = _ChildExited(handle, reason)
+            if inline and light_kind.tell_inline(self, message):
+                return
             try:
-                me.tell(_ChildExited(handle, reason))
+                me.tell(message)
             except Exception:
                 pass  # the supervisor itself is gone: it stopped its children already
 
@@ -277,18 +316,18 @@ class SupervisorActor(Actor):
         handle.remove_exit_callback(child.on_exit)
         if handle.is_alive():
             _stop_handle(handle, child.spec)
-        child.handle = None
+        self._set_handle(child, None)
 
     def _terminate_all(self) -> None:
-        with self._lock:
-            children = list(self._children)
+        children = self._ordered()
         if self._template is not None:
             self._terminate_dynamic(children)
         else:
             for child in reversed(children):
                 self._terminate(child)
-        with self._lock:
-            self._children = [c for c in self._children if c.spec.restart is not Restart.TEMPORARY]
+        for child in children:
+            if child.spec.restart is Restart.TEMPORARY:
+                self._remove(child)
 
     def _terminate_dynamic(self, children: list[_Child]) -> None:
         """simple_one_for_one: stop every child at once (stop order is undefined)."""
@@ -306,28 +345,21 @@ class SupervisorActor(Actor):
         for t in threads:
             t.join()
         for c in children:
-            c.handle = None
+            self._set_handle(c, None)
 
     # -- restarts ------------------------------------------------------------------------
 
-    def _find(self, handle: ChildHandle) -> _Child | None:
-        for child in self._children:
-            if child.handle is handle:
-                return child
-        return None
-
     def _child_exited(self, handle: ChildHandle, reason: ExitReason) -> None:
-        child = self._find(handle)
-        if child is None:
+        child = self._by_handle.get(handle)
+        if child is None or child.handle is not handle:
             return  # stale: a child this supervisor already replaced or terminated
         log.debug("child_exited", supervisor=self.name, child=child.spec.id, reason=str(reason))
-        child.handle = None
+        self._set_handle(child, None)
         restart = child.spec.restart
         dynamic = self._template is not None
         if restart is Restart.TEMPORARY or (restart is Restart.TRANSIENT and reason.is_normal):
             if restart is Restart.TEMPORARY or dynamic:
-                with self._lock:
-                    self._children.remove(child)
+                self._remove(child)
             return
         telemetry.count("phloem.supervisor.restarts", supervisor=self.name)
         if not self._count_restart():
@@ -335,10 +367,10 @@ class SupervisorActor(Actor):
         if dynamic or self.spec.strategy is Strategy.ONE_FOR_ONE:
             self._restart_one(child)
         elif self.spec.strategy is Strategy.ONE_FOR_ALL:
-            self._restart_group(child, self._children)
+            self._restart_group(child, self._ordered())
         else:  # rest_for_one
-            index = self._children.index(child)
-            self._restart_group(child, self._children[index:])
+            children = self._ordered()
+            self._restart_group(child, children[children.index(child) :])
 
     def _count_restart(self) -> bool:
         """Record a restart; False (and the supervisor exits) if intensity is exceeded."""
@@ -375,11 +407,11 @@ class SupervisorActor(Actor):
             if child is not failed:
                 self._terminate(child)
         dropped = [c for c in group if c.spec.restart is Restart.TEMPORARY]
-        with self._lock:
-            self._children = [c for c in self._children if c not in dropped]
+        for child in dropped:
+            self._remove(child)
         failed.restarts += 1
         for child in group:
-            if child in dropped or (child.stopped and child is not failed):
+            if child.spec.restart is Restart.TEMPORARY or (child.stopped and child is not failed):
                 continue
             try:
                 self._start_child(child)
@@ -401,7 +433,7 @@ class SupervisorActor(Actor):
         timers.call_later(RESTART_RETRY_DELAY_S, retry)
 
     def _retry_restart(self, child_id: str) -> None:
-        child = next((c for c in self._children if c.spec.id == child_id), None)
+        child = self._children.get(child_id)
         if child is None or not child.restarting:
             return
         if not self._count_restart():
@@ -409,8 +441,8 @@ class SupervisorActor(Actor):
         if self.spec.strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
             self._restart_one(child)
             return
-        index = self._children.index(child)
-        for later in self._children[index:]:
+        children = self._ordered()
+        for later in children[children.index(child) :]:
             if later.running or (later.stopped and later is not child):
                 continue
             try:
@@ -442,13 +474,12 @@ class SupervisorActor(Actor):
                 handle = self._start_child(child, args)
             except ChildStartError as exc:
                 raise PhloemError("failed_to_start_child", str(exc)) from exc
-            with self._lock:
-                self._children.append(child)
+            self._add(child)
             return handle
         if not isinstance(spec_or_args, ChildSpec):
             raise PhloemError("bad_child_spec", "start_child needs a ChildSpec")
         spec = spec_or_args
-        existing = next((c for c in self._children if c.spec.id == spec.id), None)
+        existing = self._children.get(spec.id)
         if existing is not None:
             kind = "already_started" if existing.running else "already_present"
             raise PhloemError(kind, f"child {spec.id!r} exists")
@@ -457,20 +488,19 @@ class SupervisorActor(Actor):
             handle = self._start_child(child)
         except ChildStartError as exc:
             raise PhloemError("failed_to_start_child", str(exc)) from exc
-        with self._lock:
-            self._children.append(child)
+        self._add(child)
         return handle
 
     def _lookup(self, id_or_handle: Any) -> _Child:
-        for child in self._children:
-            if self._template is not None:
-                if child.handle is id_or_handle or (
-                    child.handle is not None and child.handle.handle_id == id_or_handle
-                ):
-                    return child
-            elif child.spec.id == id_or_handle:
-                return child
-        raise PhloemError("not_found", f"no child {id_or_handle!r}")
+        if self._template is None:
+            child = self._children.get(id_or_handle) if isinstance(id_or_handle, str) else None
+        elif isinstance(id_or_handle, ChildHandle):
+            child = self._by_handle.get(id_or_handle)
+        else:
+            child = self._by_handle_id.get(id_or_handle) if isinstance(id_or_handle, str) else None
+        if child is None:
+            raise PhloemError("not_found", f"no child {id_or_handle!r}")
+        return child
 
     def _api_terminate_child(self, id_or_handle: Any) -> None:
         child = self._lookup(id_or_handle)
@@ -478,8 +508,7 @@ class SupervisorActor(Actor):
         child.restarting = False
         child.stopped = True
         if child.spec.restart is Restart.TEMPORARY or self._template is not None:
-            with self._lock:
-                self._children.remove(child)
+            self._remove(child)
 
     def _api_stop_child(self, id_or_handle: Any) -> None:
         child = self._lookup(id_or_handle)
@@ -521,14 +550,13 @@ class SupervisorActor(Actor):
             raise PhloemError("running", f"child {child_id!r} is running")
         if child.restarting:
             raise PhloemError("restarting", f"child {child_id!r} is restarting")
-        with self._lock:
-            self._children.remove(child)
+        self._remove(child)
 
     def _api_which_children(self) -> list[ChildInfo]:
-        return [_child_info(c) for c in self._children]
+        return [_child_info(c) for c in self._ordered()]
 
     def _api_count_children(self) -> ChildCounts:
-        children = self._children
+        children = self._ordered()
         active = sum(1 for c in children if c.running)
         sups = sum(1 for c in children if c.spec.kind == "supervisor")
         return ChildCounts(
@@ -539,7 +567,12 @@ class SupervisorActor(Actor):
 
     def children_view(self) -> list[_Child]:
         with self._lock:
-            return list(self._children)
+            return list(self._children.values())
+
+    def child_view(self, child_id: str) -> _Child | None:
+        """The child `child_id`, read without a call (for `sibling_of`)."""
+        with self._lock:
+            return self._children.get(child_id)
 
 
 def _child_info(child: _Child) -> ChildInfo:
@@ -664,22 +697,40 @@ class Supervisor:
         children: Sequence[ChildSpec] = (),
         name: str | None = None,
         parent: ChildHandle | None = None,
+        light: bool | None = None,
     ) -> SupervisorRef:
         """Start a supervisor and its children in order; raise `ChildStartError` if one fails.
 
         Validation errors (duplicate ids, a simple_one_for_one without exactly one
         template) raise `ValueError` before anything starts. `parent`: the supervisor
         starting this one (known before its children start: their titles name it).
+        `light`: run it as a light actor (True), on a thread (False), or as the default
+        kind says (None; `light.set_default_kind`).
         """
         spec = spec or SupervisorSpec()
         name = name or "supervisor"
         ref = SupervisorRef(name)
         ref._parent = parent
-        actor = SupervisorActor(spec, children, name)
+        actor = _SUPERVISOR_KINDS[light](spec, children, name)
         actor.ref = ref
         ref._start_existing(actor)
         _roots.add(ref)
         return ref
+
+
+class _LightSupervisorActor(SupervisorActor):
+    light = True
+
+
+class _ThreadSupervisorActor(SupervisorActor):
+    light = False
+
+
+_SUPERVISOR_KINDS: dict[bool | None, type[SupervisorActor]] = {
+    None: SupervisorActor,
+    True: _LightSupervisorActor,
+    False: _ThreadSupervisorActor,
+}
 
 
 def sibling_of(handle: ChildHandle, child_id: str) -> ChildHandle | None:
@@ -690,9 +741,9 @@ def sibling_of(handle: ChildHandle, child_id: str) -> ChildHandle | None:
     parent = getattr(handle, "_parent", None)
     if not isinstance(parent, SupervisorRef) or not parent.is_alive():
         return None
-    for child in parent._sup.children_view():
-        if child.spec.id == child_id and child.handle is not None and child.handle.is_alive():
-            return child.handle
+    child = parent._sup.child_view(child_id)
+    if child is not None and child.handle is not None and child.handle.is_alive():
+        return child.handle
     return None
 
 

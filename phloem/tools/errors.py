@@ -44,6 +44,8 @@ ERROR_CODES = frozenset(
         "server_failed",
         # a delegated agent's run (phloem.agents.delegation) ended other than done
         "agent_failed",
+        # a durable agent run's tool call that was in flight at a crash (not run again)
+        "interrupted",
     }
 )
 """Every `error` code a failure value can carry: the built-in tools' codes, `unknown_tool`
@@ -52,7 +54,8 @@ tool raised something unexpected: `Tool.run`'s answer, with the redacted message
 `denied` (the tool policy refused the call) and `not_confirmed` (confirmation was on
 and the owner refused, did not answer in time, or went away) — in both the tool did
 not run; `unknown_skill` and `ambiguous_skill` (`load_skill`); `agent_failed` (a delegated agent's
-run ended other than done, `phloem.agents.delegation`)."""
+run ended other than done, `phloem.agents.delegation`); `interrupted` (a durable agent
+run's tool call in flight when its daemon died: it is never run again on resume)."""
 
 
 class ToolFailure(Exception):

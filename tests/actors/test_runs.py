@@ -363,3 +363,21 @@ def test_the_record_keeps_the_trace_id_of_the_request_that_started_a_run(
     ends.wait(2)
     kept = {r.id: r.trace_id for r in record.runs()}
     assert kept == {traced.id: trace_id, untraced.id: ""}
+
+
+def test_the_record_forgets_the_earliest_begun_ended_run_whatever_the_end_order() -> None:
+    record = RunLog(max_runs=3, max_events=3)
+    owner = Owner.client("order")
+    a, b, c = (record.begin("agent", n, owner) for n in "abc")
+    record.finish(c, "done", None, 1.0)
+    record.finish(a, "done", None, 2.0)  # ended after c, begun before it: goes first
+    record.begin("agent", "d", owner)
+    assert [r.name for r in record.runs()] == ["b", "c", "d"]
+    record.begin("agent", "e", owner)
+    assert [r.name for r in record.runs()] == ["b", "d", "e"]
+    record.discard(b)  # a run gone by other means is never chosen again
+    d = next(e for e in record._runs.values() if e.name == "d")
+    record.finish(d, "done", None, 3.0)
+    record.begin("agent", "f", owner)
+    record.begin("agent", "g", owner)  # d ended: it goes, not the older running e
+    assert [r.name for r in record.runs()] == ["e", "f", "g"] and record.forgotten == 3

@@ -1,20 +1,40 @@
-"""Supervision benchmarks: in-process ask vs raw pykka ask; restart latency after a crash."""
+"""Supervision benchmarks: in-process ask vs raw pykka ask; restart latency after a crash;
+and the actor core on both kinds (pykka threads, light actors) beside Erlang/OTP measuring
+the same three things in the same run (`peer_erlang.escript`: a gen_server call, a
+restart under a one_for_one supervisor, an idle supervised gen_server's memory). The
+Erlang peer needs `escript` (Debian's `erlang-base`); without it its rows say
+"peer unavailable" and phloem's figures are still reported. Rounds interleave the two
+kinds and the peer (`ROUNDS`); each figure is the median over the rounds.
+Goals (issue 31, item 4): ask <= 5x, restart <= 2x, idle actor <= 2x Erlang's."""
 
 from __future__ import annotations
 
+import gc
+import json
+import shutil
 import statistics
+import subprocess
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+import psutil
 import pykka
 
-from phloem.supervision import Actor, ChildSpec, Supervisor, SupervisorSpec, threadpark
+from phloem.supervision import Actor, ChildSpec, Supervisor, SupervisorSpec, light, threadpark
 from phloem.supervision.actor import ActorHandle
 from tests.perf.common import median_seconds, row
 
 RESTART_ROUNDS = 200
 RESTART_TARGET = 1.5
+ROUNDS = 2
+KIND_ASKS = 5000
+KIND_RESTARTS = 200
+IDLE_ACTORS = 2000
+ERLANG_TIMEOUT_S = 300
+ERLANG_GOALS = {"ask_us": 5.0, "restart_us": 2.0, "restart_core_us": 2.0, "idle_kib": 2.0}
+ERLANG_KEYS = {"restart_core_us": "restart_us"}  # the peer's figure each row is set beside
 _started = threading.Event()
 
 
@@ -116,5 +136,137 @@ def _restart_latency() -> list[dict[str, Any]]:
     ]
 
 
+class _KindEcho(Actor):
+    """`_Echo` on the kind the round asks for (`light.set_default_kind`)."""
+
+    started: ClassVar[threading.Event] = threading.Event()
+    crashed_at: ClassVar[float] = 0.0
+    started_at: ClassVar[float] = 0.0
+
+    def on_start(self) -> None:
+        _KindEcho.started_at = time.perf_counter()
+        _KindEcho.started.set()
+
+    def on_receive(self, message: Any) -> Any:
+        if message == "crash":
+            _KindEcho.crashed_at = time.perf_counter()
+            raise RuntimeError("crash")
+        return message
+
+
+def _kind_figures(kind: str) -> dict[str, float]:
+    """ask (us, median), restart after a crash (us, median), idle supervised actor (KiB)
+    for actors of `kind`."""
+    old = light.set_default_kind(kind)
+    try:
+        sup = Supervisor.start(
+            SupervisorSpec(intensity=100_000, period_s=1), [ChildSpec("echo", _KindEcho)]
+        )
+        try:
+            handle = sup.which_children()[0].ref
+            assert isinstance(handle, ActorHandle)
+            ask = median_seconds(lambda: handle.ask(1), KIND_ASKS, warmup=200) * 1e6
+            restarts = []
+            cores = []  # from the crash in the handler to the new on_start
+            for _ in range(KIND_RESTARTS):
+                before = sup.which_children()[0].ref
+                assert isinstance(before, ActorHandle)
+                _KindEcho.started.clear()
+                t0 = time.perf_counter()
+                before.tell("crash")
+                assert _KindEcho.started.wait(10)
+                restarts.append(time.perf_counter() - t0)
+                cores.append(_KindEcho.started_at - _KindEcho.crashed_at)
+                while sup.which_children()[0].ref in (None, before):
+                    time.sleep(0.0005)
+        finally:
+            sup.stop()
+        return {
+            "ask_us": ask,
+            "restart_us": statistics.median(restarts) * 1e6,
+            "restart_core_us": statistics.median(cores) * 1e6,
+            "idle_kib": _idle_kib(),
+        }
+    finally:
+        light.set_default_kind(old)
+
+
+def _rss() -> int:
+    gc.collect()
+    return int(psutil.Process().memory_info().rss)
+
+
+def _idle_kib() -> float:
+    """RSS per idle actor started under a simple_one_for_one supervisor."""
+    sup = Supervisor.start(SupervisorSpec("simple_one_for_one"), [ChildSpec("idle", _Idle)])
+    try:
+        before = _rss()
+        for _ in range(IDLE_ACTORS):
+            sup.start_child(())
+        return max((_rss() - before) / IDLE_ACTORS / 1024, 0.001)
+    finally:
+        sup.stop()
+
+
+class _Idle(Actor):
+    pass
+
+
+def erlang_figures() -> tuple[dict[str, float] | None, str]:
+    """The Erlang peer's figures (None and why, when there is no `escript`)."""
+    escript = shutil.which("escript")
+    if escript is None:
+        return None, "Erlang/OTP peer unavailable (no escript: apt-get install erlang-base)"
+    script = Path(__file__).with_name("peer_erlang.escript")
+    try:
+        done = subprocess.run(
+            [escript, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=ERLANG_TIMEOUT_S,
+            check=True,
+        )
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+        return None, f"Erlang/OTP peer unavailable ({type(exc).__name__})"
+    figures = {k: float(result[ERLANG_KEYS.get(k, k)]) for k in ERLANG_GOALS}
+    figures["restart_logged_us"] = float(result["restart_logged_us"])
+    return figures, f"Erlang/OTP {result['otp']}"
+
+
+_FIGURES = {
+    "ask_us": ("in-process ask", "us"),
+    "restart_us": ("restart after a crash (tell -> restarted, two thread hand-offs)", "us"),
+    "restart_core_us": ("restart after a crash (crash in handler -> new on_start)", "us"),
+    "idle_kib": ("idle supervised actor", "KiB"),
+}
+
+
+def _kinds_vs_erlang() -> list[dict[str, Any]]:
+    rounds: dict[str, list[dict[str, float]]] = {"thread": [], "light": [], "erlang": []}
+    peer = "Erlang/OTP peer unavailable"
+    for _ in range(ROUNDS):
+        rounds["thread"].append(_kind_figures("thread"))
+        figures, peer = erlang_figures()
+        if figures is not None:
+            rounds["erlang"].append(figures)
+        rounds["light"].append(_kind_figures("light"))
+    rows = []
+    for key, (what, unit) in _FIGURES.items():
+        for kind in ("thread", "light"):
+            mine = statistics.median(r[key] for r in rounds[kind])
+            name = f"{what}, {kind} actor"
+            if rounds["erlang"]:
+                theirs = statistics.median(r[key] for r in rounds["erlang"])
+                goal = ERLANG_GOALS[key] if kind == "light" else None
+                rows.append(row(name, mine, unit, peer, theirs, goal))
+                if key == "restart_core_us":  # phloem writes its crash line: so does Erlang
+                    logged = statistics.median(r["restart_logged_us"] for r in rounds["erlang"])
+                    rows.append(row(name, mine, unit, f"{peer}, crash reports on", logged, None))
+            else:
+                rows.append(row(f"{name} ({peer})", mine, unit, "itself", mine, None))
+    return rows
+
+
 def run() -> list[dict[str, Any]]:
-    return [_ask_round_trip(), *_restart_latency()]
+    return [_ask_round_trip(), *_restart_latency(), *_kinds_vs_erlang()]

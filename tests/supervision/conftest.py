@@ -1,4 +1,5 @@
-"""Fixtures: every supervisor a test starts is stopped after it."""
+"""Fixtures: every supervisor a test starts is stopped after it; the supervision
+semantics' tests run on both actor kinds (pykka threads and light actors)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,42 @@ from collections.abc import Iterator
 
 import pytest
 
-from phloem.supervision import root_supervisors
+from phloem.supervision import light, root_supervisors
+
+LIGHT_MODULES = frozenset(
+    {
+        "test_actor",
+        "test_supervisor",
+        "test_monitor",
+        "test_refs",
+        "test_credit",
+        "test_owners",
+        "test_control",
+        "test_leaks",
+    }
+)
+"""Modules whose tests run on both kinds, unchanged: the light kind's acceptance
+(test_snapshot asserts every actor's thread name, which a light actor has none of)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.module.__name__.rsplit(".", 1)[-1] in LIGHT_MODULES:
+        metafunc.parametrize("actor_kind", list(light.KINDS))
+
+
+@pytest.fixture
+def actor_kind() -> str:
+    return "thread"
+
+
+@pytest.fixture(autouse=True)
+def _default_actor_kind(actor_kind: str) -> Iterator[None]:
+    """Actors whose class does not choose a kind run as `actor_kind`."""
+    old = light.set_default_kind(actor_kind)
+    try:
+        yield
+    finally:
+        light.set_default_kind(old)
 
 
 @pytest.fixture(autouse=True)

@@ -158,3 +158,10 @@ def test_children_know_the_supervisor_that_started_them() -> None:
     assert isinstance(child, ActorHandle)
     assert child._parent is sup
     assert sup.parent is None
+
+
+def test_an_actor_runs_on_the_kind_asked_for(actor_kind: str) -> None:
+    store = _only_child([ChildSpec("store", Store)])
+    assert store.ask(Put("k", 1)) == "ok"
+    on_its_own_thread = store.stats().thread is not None
+    assert on_its_own_thread == (actor_kind == "thread")

@@ -344,3 +344,40 @@ def test_a_supervisor_refuses_children_past_max_children(monkeypatch: pytest.Mon
         sup.start_child(ChildSpec("c", (Worker, ("c", rec), {})))
     assert info.value.kind == "too_many_children"
     assert "start:c" not in rec.events
+
+
+def test_dynamic_children_are_found_by_handle_and_handle_id_and_a_stale_handle_is_not() -> None:
+    rec = Recorder()
+    sup = Supervisor.start(SupervisorSpec("simple_one_for_one"), [ChildSpec("w", Worker)])
+    try:
+        handles = [sup.start_child((f"n{i}", rec)) for i in range(5)]
+        first = handles[0]
+        assert isinstance(first, ActorHandle)
+        first.tell("crash")
+        first.wait(10)
+        restarted = _wait_restarted(sup, "w-1", first)
+        for stale in (first, first.handle_id):  # the crashed incarnation is gone
+            with pytest.raises(PhloemError) as info:
+                sup.terminate_child(stale)
+            assert info.value.kind == "not_found"
+        sup.terminate_child(restarted.handle_id)
+        sup.terminate_child(handles[2])
+        assert [i.id for i in sup.which_children()] == ["w-2", "w-4", "w-5"]  # start order
+        assert sup.count_children().active == 3
+    finally:
+        sup.stop()
+
+
+def test_a_static_child_deleted_and_started_again_goes_last_in_start_order() -> None:
+    rec = Recorder()
+    sup = Supervisor.start(SupervisorSpec("rest_for_one"), _workers(rec, "abc"))
+    try:
+        sup.terminate_child("a")
+        sup.delete_child("a")
+        sup.start_child(ChildSpec("a", (Worker, ("a", rec), {})))
+        assert [i.id for i in sup.which_children()] == ["b", "c", "a"]
+        rec.events.clear()
+        _crash_and_wait(sup, "c")  # rest_for_one: c and the later a restart, b does not
+        assert "start:b" not in rec.events and "start:a" in rec.events
+    finally:
+        sup.stop()

@@ -39,6 +39,9 @@ class StartAgentRun(msgspec.Struct, frozen=True, tag="run"):
     # This run's own tool policy, intersected with the agent's (denials win).
     tools_allow: list[str] | None = None
     tools_deny: list[str] = []
+    # Journal every model response and tool result; a daemon that dies mid-run resumes
+    # it on start without asking the model again what it answered (docs/durable-runs.md).
+    durable: bool = False
 
 
 class CancelAgentRun(msgspec.Struct, frozen=True, tag="cancel"):
@@ -79,6 +82,7 @@ class AgentPlan(msgspec.Struct, frozen=True):
 class AgentRunStarted(msgspec.Struct, frozen=True):
     ref: str
     stream: str
+    run_id: str = ""  # a durable run's durable id
 
 
 AgentStreamItem = run_item_type(Event, AgentRun)

@@ -24,6 +24,12 @@ In the tree the service is `agents/service`, next to `agents/runs`: every run ge
 own supervisor there (`agent-run:<run>`), holding the run's driver (a `RunDriver`) and
 one temporary actor per sub-agent invocation, so `phloem tree` shows every live run. At
 most `max_concurrent_runs` runs are live; beyond that a start is refused with `backpressure`.
+
+A durable run (`StartAgentRun.durable`, `durable`) is journaled under
+`[planning] journal_dir` (kind `agent`) by a `durable.JournalInterceptor`, innermost in
+its chain; its owner going away detaches it; when the service starts, every unfinished
+agent journal is started again (detached) and replays its recorded model responses and
+tool results. Its end, with the whole `AgentRun`, stays in the journal for `retention_s`.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +45,7 @@ from typing import Any
 import msgspec
 
 from phloem.actors.agents.delegation import AgentDelegation
+from phloem.actors.agents.durable import JournalInterceptor
 from phloem.actors.agents.protocol import (
     AgentInfo,
     AgentPlan,
@@ -54,6 +62,7 @@ from phloem.actors.agents.protocol import (
     StartAgentRun,
 )
 from phloem.actors.reload import ReloadContext, register_reloader
+from phloem.actors.runjournal import JournalLimits, RunJournal, RunJournals
 from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, Resources, ServiceActor, ServiceContext, register_service
 from phloem.agents.agent import Agent
@@ -213,6 +222,9 @@ class AgentService(ServiceActor):
         self._lock = threading.Lock()
         self._sup: SupervisorRef | None = None
         self._own_sup: SupervisorRef | None = None
+        self.journals = _journals(getattr(config, "planning", None))
+        self._to_resume: deque[RunJournal] = deque()  # unfinished, waiting their turn
+        self._resumed: set[str] = set()  # durable ids of resumed runs still live
 
     def runs_supervisor(self) -> SupervisorRef:
         """The `runs` supervisor next to this service in the tree (found on first use);
@@ -236,6 +248,26 @@ class AgentService(ServiceActor):
             lambda: self.delegation_timeout_s,
         )
         self.ctx.resources.delegate = self._delegation
+        if self.journals is not None:  # scanned before any request is taken
+            self._to_resume.extend(self.journals.scan()[0])
+            self.journals.prune()
+            if self._to_resume:
+                self.later(self._resume_more)
+
+    def _resume_more(self) -> None:
+        """Start unfinished durable agent runs again, detached, at most
+        `resume_concurrency` at once (the next as one ends)."""
+        assert self.journals is not None
+        limit = self.journals.limits.resume_concurrency
+        while self._to_resume and len(self._resumed) < limit:
+            journal = self._to_resume.popleft()
+            try:
+                request = msgspec.convert(journal.input, StartAgentRun)
+                owner = Owner.client(f"durable {journal.id}", uid=journal.uid)
+                self._start(request, owner, journal=journal)
+                self._resumed.add(journal.id)
+            except (PhloemError, msgspec.ValidationError) as exc:
+                log.error("agent_resume_failed", run=journal.id, error=str(exc))
 
     def on_stop(self) -> None:
         if self.ctx.resources.delegate is getattr(self, "_delegation", None):
@@ -330,9 +362,11 @@ class AgentService(ServiceActor):
         agent: Agent | None = None,
         *,
         on_end: Callable[[AgentRun | None], None] | None = None,
+        journal: RunJournal | None = None,
     ) -> AgentRunStarted:
         """Start a run of `agent` (an object, from an embedded tree) or, without one, of
-        the agent registered as `request.name`; `on_end`: a delegated run's."""
+        the agent registered as `request.name`; `on_end`: a delegated run's; `journal`:
+        a durable run's being resumed."""
         target: str | Agent = request.name if agent is None else agent
         if agent is None:
             agent = self.catalogue.agent(request.name)
@@ -348,7 +382,17 @@ class AgentService(ServiceActor):
             invocation_timeout_s=self.invocation_timeout_s,
             launcher=self.ctx.resources.launcher("isolated_agents"),
         )
-        state = _Run(run_id, agent, CancelToken(), executor, self.ctx.interceptors.chain())
+        chain = self.ctx.interceptors.chain()
+        if request.durable and journal is None:
+            if self.journals is None or not isinstance(target, str) or on_end is not None:
+                executor.close()
+                raise PhloemError(
+                    ErrorKind.BAD_MESSAGE, "only a started catalogue agent's run can be durable"
+                )
+            journal = self.journals.create(owner.uid, agent.name, msgspec.to_builtins(request))
+        if journal is not None:  # innermost: what is replayed still passes the others
+            chain = Interceptors((*chain.items, JournalInterceptor(journal)))
+        state = _Run(run_id, agent, CancelToken(), executor, chain)
         state.on_end = on_end
 
         def launch(run: Run) -> ChildHandle:
@@ -360,18 +404,32 @@ class AgentService(ServiceActor):
         try:
             self._configure(state, request, target)
             run = self.runs.start(
-                owner, agent.name, launch, context=state, token=state.token, on_exit=self._exited
+                owner,
+                agent.name,
+                launch,
+                context=state,
+                token=state.token,
+                on_exit=self._exited,
+                journal=journal,
             )
         except Exception:
             executor.close()
             raise
-        return AgentRunStarted(run.ref, run.stream)
+        return AgentRunStarted(run.ref, run.stream, run.durable_id)
 
     def _exited(self, run: Run, reason: ExitReason) -> None:
         """A run's driver is gone (in this service's thread): its supervisor goes too."""
         state = run.context
         assert isinstance(state, _Run)
         state.executor.close()
+        journal = run.journal
+        if journal is not None and self.journals is not None:
+            if journal.end is not None:  # kept for retention_s, max_retained_runs at most
+                self.journals.note_ended(journal)
+                self.journals.prune()
+            if journal.id in self._resumed:
+                self._resumed.discard(journal.id)
+                self._resume_more()
         if state.on_end is not None:
             state.on_end(state.final)
         if not self.runs.live():
@@ -401,6 +459,20 @@ class AgentService(ServiceActor):
         confirm = prep.confirm
         if confirm is not None:
             run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
+
+
+def _journals(cfg: Any) -> RunJournals | None:
+    """The durable agent runs' journals (`[planning] journal_dir`, kind `agent`)."""
+    if cfg is None or not hasattr(cfg, "journals_dir"):
+        return None
+    limits = JournalLimits(
+        max_journal_bytes=cfg.max_journal_bytes,
+        retention_s=cfg.retention_s,
+        max_retained=cfg.max_retained_runs,
+        resume_concurrency=cfg.resume_concurrency,
+        sync=cfg.fsync,
+    )
+    return RunJournals(cfg.journals_dir(), "agent", limits)
 
 
 def agents_factory(ctx: ServiceContext) -> ChildSpec:

@@ -14,8 +14,10 @@ import msgspec
 from phloem.protocols.runs import run_item_type
 
 __all__ = [
+    "AttachPlanning",
     "AwaitPlanning",
     "CancelPlanning",
+    "ListDurablePlanning",
     "PlanningCancelled",
     "PlanningRequest",
     "PlanningStarted",
@@ -47,15 +49,32 @@ class CancelPlanning(msgspec.Struct, frozen=True, tag="cancel"):
     reason: Any = "user_cancelled"
 
 
-PlanningRequest: TypeAlias = StartPlanning | AwaitPlanning | CancelPlanning
+class AttachPlanning(msgspec.Struct, frozen=True, tag="attach"):
+    """Bind the durable run `run_id` to the caller (its uid must be the starter's):
+    answered with `PlanningStarted` — a new ref and stream of the caller's; a run that
+    has ended sends its end on that stream at once, and its result to an await."""
+
+    run_id: Any
+
+
+class ListDurablePlanning(msgspec.Struct, frozen=True, tag="durable"):
+    """Answered with the durable runs kept for the caller's uid
+    (`list[phloem.actors.runjournal.DurableRunInfo]`), oldest first."""
+
+
+PlanningRequest: TypeAlias = (
+    StartPlanning | AwaitPlanning | CancelPlanning | AttachPlanning | ListDurablePlanning
+)
 
 
 class PlanningStarted(msgspec.Struct, frozen=True):
-    """The reply to `StartPlanning`: the run's opaque, owner-bound ref, and its stream of
-    `phloem.protocols.runs` items (`PlanningStreamItem`)."""
+    """The reply to `StartPlanning` and `AttachPlanning`: the run's opaque, owner-bound
+    ref, its stream of `phloem.protocols.runs` items (`PlanningStreamItem`), and a
+    durable run's durable id (`run_id`; "" for a run that is not durable)."""
 
     ref: str
     stream: str
+    run_id: str = ""
 
 
 PlanningStreamItem = run_item_type(dict[str, Any], str)

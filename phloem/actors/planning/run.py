@@ -24,6 +24,18 @@ events (`plan_accepted`, `step_started`, `observation`, `replan`, `terminal`) go
 run's stream as they happen, each recorded with a content-free note (plan and step ids,
 counts, statuses, error kinds), and its end carries the result's canonical JSON.
 
+A durable run (`RunRecord.journal`, `phloem.actors.runjournal`) numbers its callbacks
+(1, 2, ...; the same numbers on every replay, the state machine being driven by their
+outcomes only) and journals each: its marker before the callback starts, its outcome
+before the run acts on it. A resumed run replays every recorded outcome instead of
+calling back (the planner sees what it decided, the executor is not asked again); the
+callback in flight at the crash is called again when it is a planner callback or the
+step declares `idempotent`, else the run ends `failed` with `interrupted` (and the step's
+id): a non-idempotent step is never run twice. The budgets carry over: `max_steps` and
+`max_replans` count the replayed steps, the deadline is wall-clock from the original
+start. A run that the daemon stops (shutdown) is suspended, not ended: its journal stays
+unfinished for the next daemon.
+
 Size: one module on purpose — it is the run's state machine above, every transition of
 which checks the same budgets and ends in the same `finish`.
 """
@@ -39,6 +51,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from phloem.actors.planning import outcomes
 from phloem.actors.planning.adapters import AdapterRef
 from phloem.actors.planning.callbacks import CallbackOutcome, CallbackRunner, CallbackTask
 from phloem.actors.planning.outcomes import (
@@ -58,10 +71,11 @@ from phloem.actors.planning.worker import (
     PlanCall,
     ReviewCall,
 )
+from phloem.actors.runjournal import RunJournal
 from phloem.actors.runs import Run, outcome_of
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
-from phloem.protocols.errors import ErrorKind as K, ErrorValue
+from phloem.protocols.errors import ErrorKind as K, ErrorValue, PhloemError
 from phloem.protocols.jsonvalue import canonical_json
 from phloem.protocols.plan import (
     Plan,
@@ -70,9 +84,16 @@ from phloem.protocols.plan import (
     check_initial_plan,
     check_replacement_plan,
     from_mapping,
+    is_idempotent,
     sanitize,
 )
-from phloem.protocols.result import Observation, PlanningResult, ResultError, encode_result
+from phloem.protocols.result import (
+    Observation,
+    PlanningResult,
+    ResultError,
+    decode_result,
+    encode_result,
+)
 from phloem.protocols.secrets import MAX_MESSAGE_CHARS, prune_secrets, redact_value
 from phloem.supervision.actor import Actor, ActorHandle
 from phloem.supervision.reasons import ExitReason
@@ -115,6 +136,8 @@ class RunRecord:
     on_end: Callable[[], None] | None = None
     # The starting request's trace context: the run's span is its child.
     trace: Any = None
+    # A durable run's journal (what a resumed run replays).
+    journal: RunJournal | None = None
 
     def finish(self, result: PlanningResult | None) -> bool:
         """Store the terminal result (None: abandoned); False if the run already ended."""
@@ -157,6 +180,8 @@ class _Begin:
 class _Done:
     seq: int
     outcome: CallbackOutcome
+    n: int = 0  # the callback's number in a durable run
+    replayed: bool = False  # read from the journal, not called
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +224,10 @@ class PlanningRun(Actor):
         self.ended = False
         self.capped = False
         self.started = time.monotonic()
+        self.journal = record.journal
+        self.calls = 0  # callbacks so far (a durable run's step numbers)
+        if self.journal is not None:  # the deadline counts from the original start
+            self.started -= max(0.0, time.time() - self.journal.started_at)
         self.deadline = self.started + self.options.timeout_ms / 1000
         self.on_callback: Callable[[CallbackOutcome], None] = self._on_plan
         self.retry: Callable[[], None] | None = None  # the planner callback, asked again
@@ -223,6 +252,10 @@ class PlanningRun(Actor):
         self.actor_ref.tell(_Begin())
 
     def _begin(self) -> None:
+        journal = self.journal
+        if journal is not None and journal.end is not None:
+            self._ended_before(journal.end)
+            return
         s = self.spec
         call = PlanCall(target=s.planner.target, goal=s.goal, context=s.context)
         self._callback(s.planner, call, self._on_plan)
@@ -240,8 +273,14 @@ class PlanningRun(Actor):
                 if message.outcome.failure == "callback_server_lost" and retry is not None:
                     log.info("planning_callback_retried", failure=message.outcome.failure)
                     retry()
-                else:
-                    self.on_callback(message.outcome)
+                    return None
+                if self.journal is not None and not message.replayed:
+                    try:
+                        self.journal.step_completed(message.n, _outcome_data(message.outcome))
+                    except PhloemError as exc:
+                        self._fail(ResultError(exc.kind, exc.message))
+                        return None
+                self.on_callback(message.outcome)
             return None
         if isinstance(message, CancelRun):
             return self._cancel(message.reason)
@@ -260,7 +299,10 @@ class PlanningRun(Actor):
     def on_stop(self) -> None:
         if not self.ended:  # stopped by the supervisor (shutdown): a cancelled result
             self._kill_task()
-            self._finish("cancelled", error=ResultError(K.CANCELLED, "shutdown"), stop=False)
+            suspend = self.journal is not None  # the next daemon resumes it
+            self._finish(
+                "cancelled", error=ResultError(K.CANCELLED, "shutdown"), stop=False, suspend=suspend
+            )
 
     def credit_in_use(self) -> int:
         run = self.record.run
@@ -290,6 +332,11 @@ class PlanningRun(Actor):
         seq = self.seq
         self.on_callback = then
         actor_ref = self.actor_ref
+        if not retried:  # a planner asked again keeps its number: the journal's step n
+            self.calls += 1
+        n = self.calls
+        if self.journal is not None and not self._journal_call(n, seq, call):
+            return
         tag = call.__struct_config__.tag
         self._end_callback_span("superseded")
         self.callback_span = telemetry.start_span(
@@ -300,7 +347,7 @@ class PlanningRun(Actor):
 
         def post(outcome: CallbackOutcome) -> None:
             try:
-                actor_ref.tell(_Done(seq, outcome))
+                actor_ref.tell(_Done(seq, outcome, n))
             except pykka.ActorDeadError:
                 pass
 
@@ -321,6 +368,56 @@ class PlanningRun(Actor):
             name=f"{adapter.role}.{tag}",
             trace=self.callback_span,
         )
+
+    def _journal_call(self, n: int, seq: int, call: Call) -> bool:
+        """A durable run's callback `n`: replayed from the journal (False: nothing to
+        start), refused when it is a non-idempotent step a crash cut short (False: the
+        run ended `interrupted`), else marked as started (True: start it)."""
+        journal = self.journal
+        assert journal is not None
+        if n in journal.completed:
+            outcome = _outcome_from(journal.completed[n])
+            self.actor_ref.tell(_Done(seq, outcome, n, replayed=True))
+            return False
+        step = call.step if isinstance(call, ExecuteCall) else None
+        if n in journal.started and step is not None and not is_idempotent(step):
+            plan = self.plan
+            reason = {"step_id": step.id, "plan_id": plan.id if plan else None}
+            log.warning("planning_step_interrupted", run=journal.id, step=step.id)
+            self._fail(ResultError(K.INTERRUPTED, reason))
+            return False
+        info: dict[str, Any] = {"call": call.__struct_config__.tag}
+        if step is not None:
+            info |= {"step_id": step.id, "idempotent": is_idempotent(step)}
+        try:
+            journal.step_started(n, info)
+        except PhloemError as exc:
+            self._fail(ResultError(exc.kind, exc.message))
+            return False
+        return True
+
+    def _ended_before(self, end: dict[str, Any]) -> None:
+        """A durable run whose journal holds its end (reattached after its daemon kept
+        it): end with the recorded result, calling nothing."""
+        self.ended = True
+        text = end.get("result")
+        telemetry.end_span(self.span, None)
+        try:
+            res = decode_result(text) if isinstance(text, str) else None
+        except Exception:
+            res = None
+        if res is None:
+            kind = str(end.get("error") or K.RUN_JOURNAL_FULL)
+            res = _failed_result(ResultError(kind, "the journal kept no result"))
+            text = encode_result(res).decode()
+        run = self.record.run
+        if run is not None:
+            why = None
+            if res.error is not None:
+                why = ErrorValue(kind=res.error.kind, message=f"planning run {res.status}")
+            run.end(outcome_of(res.status), error=why, result=text)
+        self.record.finish(res)
+        self.exit(ExitReason.normal())
 
     def _end_callback_span(self, error: str | None) -> None:
         sp, self.callback_span = self.callback_span, None
@@ -517,6 +614,7 @@ class PlanningRun(Actor):
         result: Any = None,
         error: ResultError | None = None,
         stop: bool = True,
+        suspend: bool = False,
     ) -> None:
         if self.ended:
             return
@@ -568,7 +666,12 @@ class PlanningRun(Actor):
                     message=f"planning run {res.status}",
                     details=res.error.to_builtins(),
                 )
-            run.end(outcome_of(res.status), error=why, result=encode_result(res).decode())
+            run.end(
+                outcome_of(res.status),
+                error=why,
+                result=encode_result(res).decode(),
+                suspend=suspend,
+            )
         self.record.finish(res)
         if stop:
             self.exit(ExitReason.normal())
@@ -578,6 +681,39 @@ class PlanningRun(Actor):
         run = self.record.run
         if run is not None:
             run.emit(kind, data, note)
+
+
+def _outcome_data(outcome: CallbackOutcome) -> dict[str, Any]:
+    """A callback outcome as journal data."""
+    answer = None if outcome.answer is None else msgspec.to_builtins(outcome.answer)
+    return {"answer": answer, "failure": outcome.failure, "detail": outcome.detail}
+
+
+def _outcome_from(data: Any) -> CallbackOutcome:
+    """A journaled callback outcome (one that no longer decodes is a worker failure)."""
+    try:
+        answer = data.get("answer")
+        return CallbackOutcome(
+            answer=None if answer is None else msgspec.convert(answer, outcomes.Outcome),
+            failure=data.get("failure"),
+            detail=data.get("detail"),
+        )
+    except (AttributeError, msgspec.ValidationError):
+        return CallbackOutcome(failure="callback_exception", detail="unreadable journal record")
+
+
+def _failed_result(error: ResultError) -> PlanningResult:
+    return PlanningResult(
+        status="failed",
+        plan=None,
+        steps_executed=0,
+        replans=0,
+        duration_ms=0,
+        observations=(),
+        result=None,
+        error=error,
+        metadata={},
+    )
 
 
 def _plan_note(plan: Plan) -> dict[str, Any]:

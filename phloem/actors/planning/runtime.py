@@ -16,12 +16,25 @@ entry in the tree's record of runs. Rules:
   answered like another owner's (`not_planning_owner`) so probing tells nothing, and never
   touches a live run;
 - a successful await hands the result over and forgets the ref.
+
+Durable runs (`durable = true` in the options, else `[planning] durable`; needs the
+runtime's `journals`) are journaled (`phloem.actors.runjournal`, the run's replay rules in
+`run`): their start reply names a durable id; their owner going away detaches them
+instead of ending them; `attach(owner, run_id)` gives an owner of the same uid a new ref
+and stream (another uid: `not_planning_owner`); `resume_all()` — when the service
+starts — resumes every unfinished journal, at most `resume_concurrency` at once (and
+never beyond `max_active_runs`), the rest queued until one ends; an ended one's journal
+is kept for `retention_s`, at most `max_retained` of them.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
@@ -33,6 +46,7 @@ from phloem.actors.planning.run import (
     RunRecord,
     RunSpec,
 )
+from phloem.actors.runjournal import DurableRunInfo, RunJournal, RunJournals
 from phloem.actors.runs import Run, RunLog, ServiceRuns
 from phloem.actors.streams import StreamHub
 from phloem.base import telemetry
@@ -48,7 +62,7 @@ from phloem.protocols.plan import (
     sanitize,
 )
 from phloem.protocols.refs import OwnedRef, RefKind
-from phloem.protocols.result import PlanningResult, ResultError
+from phloem.protocols.result import PlanningResult, ResultError, encode_result
 from phloem.supervision import forkserver
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditReceiver
@@ -97,9 +111,13 @@ class PlanningRuntime:
         supervisor: SupervisorRef | None = None,
         streams: StreamHub | None = None,
         log: RunLog | None = None,
+        journals: RunJournals | None = None,
+        durable: bool = False,
     ) -> None:
         """`refs`, `streams` and `log` are the tree's (its owners, its topics, its record
-        of runs); without them the runtime keeps its own, and records nothing."""
+        of runs); without them the runtime keeps its own, and records nothing. `journals`
+        is where durable runs are journaled (none: no run can be durable); `durable` the
+        default of a run whose options do not say."""
         check_range("max_active_runs", max_active_runs, *MAX_ACTIVE_RUNS_RANGE)
         self.adapters = adapters
         preload_callback_modules(adapters.modules())
@@ -116,6 +134,13 @@ class PlanningRuntime:
             max_live=max_active_runs,
             keep_refs=True,  # until the result is awaited
         )
+        self.journals = journals
+        self.durable_default = durable
+        self._resume_lock = threading.Lock()
+        self._resume_queue: deque[RunJournal] = deque()
+        self._resuming: set[str] = set()  # durable ids of resumed runs still live
+        # held while a journal's run is looked up and started: never two drivers on one
+        self._resume_start = threading.RLock()
         self._own_supervisor = supervisor is None
         self.supervisor: SupervisorRef = supervisor or Supervisor.start(
             runs_supervisor_spec(), [run_child_spec()], name=name
@@ -155,11 +180,39 @@ class PlanningRuntime:
         options: Mapping[str, Any] | PlanningOptions | None = None,
     ) -> Run:
         """Start a run for `owner`: its `ref`, and its event `stream` (the owner's to read;
-        what comes before the owner subscribes waits for it)."""
+        what comes before the owner subscribes waits for it); a durable one's
+        `durable_id`."""
         spec = self.prepare(planner, executor, goal, context, options)
+        journal = None
+        if self._durable(spec.options):
+            if self.journals is None:
+                raise PhloemError(
+                    ErrorKind.INVALID_PLANNING_OPTIONS, "this runtime keeps no run journals"
+                )
+            self.runs.check_room()
+            request = {
+                "planner": planner,
+                "executor": executor,
+                "goal": spec.goal,
+                "context": spec.context,
+                "options": msgspec.to_builtins(spec.options),
+            }
+            journal = self.journals.create(owner.uid, _run_name(spec), request)
+        try:
+            return self._launch(owner, spec, journal)
+        except BaseException:
+            if journal is not None and self.journals is not None:
+                journal.close()
+                self.journals.forget(journal.id)
+            raise
+
+    def _durable(self, options: PlanningOptions) -> bool:
+        return self.durable_default if options.durable is None else options.durable
+
+    def _launch(self, owner: Owner, spec: RunSpec, journal: RunJournal | None) -> Run:
         if not self.supervisor.is_alive():
             raise PhloemError(ErrorKind.PLANNING_UNAVAILABLE, "the planning runtime is stopped")
-        record = RunRecord(spec)
+        record = RunRecord(spec, journal=journal)
         record.trace = telemetry.capture()
 
         def launch(run: Run) -> ChildHandle:
@@ -171,13 +224,20 @@ class PlanningRuntime:
                     ErrorKind.PLANNING_UNAVAILABLE, f"run could not start: {exc}"
                 ) from None
 
+        def owner_down(run: Run, reason: ExitReason) -> None:
+            if journal is not None:  # a durable run goes on, detached
+                run.detach()
+            else:
+                self._owner_gone(record, reason)
+
         run = self.runs.start(
             owner,
-            f"{spec.planner.name} / {spec.executor.name}",
+            _run_name(spec),
             launch,
             context=record,
             on_exit=self._ended,
-            on_owner_down=lambda run, reason: self._owner_gone(record, reason),
+            on_owner_down=owner_down,
+            journal=journal,
         )
         handle = run.handle
         assert isinstance(handle, ActorHandle)
@@ -190,11 +250,157 @@ class PlanningRuntime:
         run.token.on_cancel(lambda: self._tell(handle, CancelRun(run.token.reason)))
         return run
 
-    @staticmethod
-    def _ended(run: Run, reason: ExitReason) -> None:
-        """The run's actor exited: if it left no result (killed), record `run_crashed`."""
+    # -- durable runs --------------------------------------------------------------------
+
+    def resume_all(self, unfinished: list[RunJournal] | None = None) -> int:
+        """Resume every unfinished durable run (`unfinished`: those a scan found before
+        this runtime took any request; None: scan now), under `resume_concurrency`; how
+        many are to be resumed. Ended journals past their retention go first."""
+        if self.journals is None:
+            return 0
+        if unfinished is None:
+            unfinished = self.journals.scan()[0]
+        self.journals.prune()
+        with self._resume_lock:
+            self._resume_queue.extend(unfinished)
+        log.info("planning_resume", runs=len(unfinished))
+        self._resume_more()
+        return len(unfinished)
+
+    @property
+    def resume_pending(self) -> int:
+        """Unfinished durable runs waiting for their turn to resume."""
+        with self._resume_lock:
+            return len(self._resume_queue)
+
+    def _resume_more(self) -> None:
+        assert self.journals is not None
+        limit = self.journals.limits.resume_concurrency
+        while True:
+            with self._resume_lock:
+                if not self._resume_queue or len(self._resuming) >= limit:
+                    return
+                if len(self.runs.live()) >= self.max_active_runs:
+                    return
+                journal = self._resume_queue.popleft()
+                self._resuming.add(journal.id)
+            self._resume(journal)
+
+    def _resume(self, journal: RunJournal, *, ended: bool = False) -> Run | None:
+        """Start the run of `journal` again, detached (owned by a placeholder of its uid),
+        from the journal as it is on disk now (a queued copy may be stale: an attach may
+        have resumed and ended it meanwhile); one that has ended only when `ended` (an
+        attach, which replays its end)."""
+        assert self.journals is not None
+        with self._resume_start:
+            live = self.runs.durable(journal.id)
+            if live is not None:  # never two drivers on one journal
+                return live
+            try:
+                journal = self.journals.open(journal.id)
+            except PhloemError as exc:
+                log.error("planning_resume_failed", run=journal.id, kind=exc.kind)
+                with self._resume_lock:
+                    self._resuming.discard(journal.id)
+                return None
+            if journal.end is not None and not ended:
+                with self._resume_lock:
+                    self._resuming.discard(journal.id)
+                return None
+            return self._resume_now(journal)
+
+    def _resume_now(self, journal: RunJournal) -> Run | None:
+        owner = Owner.client(f"durable {journal.id}", uid=journal.uid)
+        data = journal.input if isinstance(journal.input, dict) else {}
+        try:
+            spec = self.prepare(
+                data.get("planner"),
+                data.get("executor"),
+                data.get("goal"),
+                data.get("context"),
+                data.get("options"),
+            )
+            run = self._launch(owner, spec, journal)
+        except PhloemError as exc:
+            log.error("planning_resume_failed", run=journal.id, kind=exc.kind)
+            with self._resume_lock:
+                self._resuming.discard(journal.id)
+            if exc.kind != ErrorKind.BACKPRESSURE and journal.end is None:
+                failed = PlanningResult(
+                    status="failed",
+                    plan=None,
+                    steps_executed=0,
+                    replans=0,
+                    duration_ms=0,
+                    observations=(),
+                    result=None,
+                    error=ResultError(exc.kind, exc.message),
+                    metadata={},
+                )
+                journal.finish("failed", encode_result(failed).decode())
+                if self.journals is not None:
+                    self.journals.note_ended(journal)
+            return None
+        return run
+
+    def attach(self, owner: Owner, run_id: Any) -> tuple[Run, str]:
+        """Bind the durable run `run_id` to `owner` (same uid only): the run and
+        `owner`'s new ref to it — a live one, one still waiting to be resumed (resumed
+        now), or an ended one still retained (its result replayed)."""
+        if self.journals is None or not isinstance(run_id, str):
+            raise PhloemError(ErrorKind.UNKNOWN_DURABLE_RUN, "no durable run of that id")
+        with self._resume_start:
+            run = self._attach_target(owner, run_id)
+        assert run.journal is not None
+        _check_uid(owner, run.journal)
+        return run, self.runs.attach(run, owner)
+
+    def _attach_target(self, owner: Owner, run_id: str) -> Run:
+        assert self.journals is not None
+        run = self.runs.durable(run_id)
+        if run is None:
+            with self._resume_lock:
+                queued = next((j for j in self._resume_queue if j.id == run_id), None)
+                if queued is not None:
+                    self._resume_queue.remove(queued)
+                    self._resuming.add(queued.id)
+            journal = queued if queued is not None else self.journals.open(run_id)
+            _check_uid(owner, journal)
+            run = self.runs.durable(run_id) or self._resume(journal, ended=True)
+            if run is None:
+                raise PhloemError(ErrorKind.UNKNOWN_DURABLE_RUN, f"durable run {run_id} is gone")
+        return run
+
+    def durable_runs(self, owner: Owner) -> list[DurableRunInfo]:
+        """The durable runs kept (journals on disk) of `owner`'s uid, oldest first."""
+        if self.journals is None:
+            return []
+        infos = []
+        for run_id in self.journals.ids():
+            live = self.runs.durable(run_id)
+            try:
+                journal = live.journal if live is not None else self.journals.open(run_id)
+            except PhloemError:
+                continue
+            if journal is not None and journal.uid == owner.uid:
+                infos.append(journal.info(live=live is not None and not live.ended))
+        return infos
+
+    def _ended(self, run: Run, reason: ExitReason) -> None:
+        """The run's actor exited: if it left no result (killed), record `run_crashed`;
+        a durable one's journal is counted among the retained, and the next resumes."""
         record = run.context
         assert isinstance(record, RunRecord)
+        journal = run.journal
+        if journal is not None and self.journals is not None:
+            if journal.end is not None:
+                self.journals.note_ended(journal)
+                self.journals.prune()
+            if run.owner.label == f"durable {journal.id}":  # a resumed run's placeholder
+                self.refs.discard(run.ref)
+            with self._resume_lock:
+                self._resuming.discard(journal.id)
+            self._resume_more()
         if not record.done.is_set():
             record.finish(
                 PlanningResult(
@@ -247,9 +453,10 @@ class PlanningRuntime:
                 ErrorKind.NOT_PLANNING_OWNER, "planning ref is not held by this owner"
             )
         run = record.run
+        text = ref.ref if isinstance(ref, Run) else ref.text if isinstance(ref, OwnedRef) else ref
         try:
             if run is not None:
-                self.runs.release(run, owner)
+                self.runs.release(run, owner, text if isinstance(text, str) else None)
         except PhloemError:
             pass  # a concurrent await of the same owner already released it
         return result
@@ -325,6 +532,15 @@ class PlanningRuntime:
         (when the runtime started its own)."""
         if self._own_supervisor and self.supervisor.is_alive():
             self.supervisor.stop(timeout)
+
+
+def _check_uid(owner: Owner, journal: RunJournal) -> None:
+    if owner.uid != journal.uid:
+        raise PhloemError(ErrorKind.NOT_PLANNING_OWNER, "the durable run belongs to another user")
+
+
+def _run_name(spec: RunSpec) -> str:
+    return f"{spec.planner.name} / {spec.executor.name}"
 
 
 def runs_supervisor_spec() -> SupervisorSpec:

@@ -15,6 +15,11 @@ its result's JSON in the `RunEnd`, and what comes before the caller subscribes w
 it, so nothing is missed. Awaits never block the service: they are answered when the
 run ends or their timeout passes.
 
+Durable runs (docs/durable-runs.md): `AttachPlanning(run_id)` → `PlanningStarted` for the
+caller (same uid as the starter), `ListDurablePlanning` → the caller's uid's durable runs.
+When the service starts, it resumes every unfinished durable run in its journals
+(`[planning] journal_dir`) under admission control (`resume_concurrency`).
+
 Adapters come from `[planning.planners]` / `[planning.executors]` of the config and are
 loaded when the service starts (`[planning.agents]` names executors that run an agent of
 the catalogue instead, through the tree's delegation): a bad entry stops the daemon from
@@ -29,8 +34,10 @@ from typing import Any
 from phloem.actors.planning.adapters import AdapterRegistry
 from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.actors.planning.protocol import (
+    AttachPlanning,
     AwaitPlanning,
     CancelPlanning,
+    ListDurablePlanning,
     PlanningCancelled,
     PlanningRequest,
     PlanningStarted,
@@ -45,6 +52,7 @@ from phloem.actors.planning.runtime import (
     run_child_spec,
     runs_supervisor_spec,
 )
+from phloem.actors.runjournal import JournalLimits, RunJournal, RunJournals
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -56,6 +64,10 @@ from phloem.supervision.supervisor import SupervisorRef, sibling_of
 log = get_logger("phloem.planning")
 
 SERVICE_PATH = "planning/service"
+RESUME_START_RETRY_S = 0.02
+"""How soon the service looks again for its `runs` supervisor to resume durable runs."""
+RESUME_START_TRIES = 500
+"""How many times it looks (10 s in all) before it logs `planning_resume_failed`."""
 
 
 class PlanningService(ServiceActor):
@@ -74,8 +86,45 @@ class PlanningService(ServiceActor):
         agents = dict(getattr(cfg, "agents", {}) or {})
         self.adapters = AdapterRegistry.load(planners, executors, agents)
         self.max_active_runs = int(getattr(cfg, "max_active_runs", DEFAULT_MAX_ACTIVE_RUNS))
+        self.durable = bool(getattr(cfg, "durable", False))
+        self.journals = self._journals(cfg)
         # Before any process child exists, so that the fork server starts with them.
         preload_callback_modules(self.adapters.modules())
+        if self.journals is not None:
+            # scanned before any request is taken: what is unfinished now is a crashed
+            # daemon's, never a run this service starts
+            unfinished = self.journals.scan()[0]
+            self.later(lambda: self._resume_on_start(unfinished))
+
+    def _resume_on_start(self, unfinished: list[RunJournal], tries: int = 0) -> None:
+        """Resume the unfinished durable runs once the `runs` supervisor beside this
+        service is reachable (it is a moment after this service's own start)."""
+        try:
+            runtime = self._runtime()
+        except PhloemError as exc:
+            if exc.kind != ErrorKind.PLANNING_UNAVAILABLE or tries >= RESUME_START_TRIES:
+                log.error("planning_resume_failed", kind=exc.kind)
+                return
+            timers.call_later(
+                RESUME_START_RETRY_S,
+                lambda: self.later(lambda: self._resume_on_start(unfinished, tries + 1)),
+            )
+            return
+        runtime.resume_all(unfinished)
+
+    @staticmethod
+    def _journals(cfg: Any) -> RunJournals | None:
+        """The durable runs' journals of `[planning]` (None without a `[planning]`)."""
+        if cfg is None or not hasattr(cfg, "journals_dir"):
+            return None
+        limits = JournalLimits(
+            max_journal_bytes=cfg.max_journal_bytes,
+            retention_s=cfg.retention_s,
+            max_retained=cfg.max_retained_runs,
+            resume_concurrency=cfg.resume_concurrency,
+            sync=cfg.fsync,
+        )
+        return RunJournals(cfg.journals_dir(), "planning", limits)
 
     def _runtime(self) -> PlanningRuntime:
         if self.runtime is None:
@@ -90,6 +139,8 @@ class PlanningService(ServiceActor):
                 supervisor=self._runs_supervisor(),
                 streams=self.ctx.streams,
                 log=self.ctx.resources.runs,
+                journals=self.journals,
+                durable=self.durable,
             )
         return self.runtime
 
@@ -111,6 +162,11 @@ class PlanningService(ServiceActor):
                 return self._await(message, call)
             case CancelPlanning(ref=ref, reason=reason):
                 return PlanningCancelled(self._runtime().cancel(call.owner, ref, reason))
+            case AttachPlanning(run_id=run_id):
+                run, ref = self._runtime().attach(call.owner, run_id)
+                return PlanningStarted(ref, run.stream, run.durable_id)
+            case ListDurablePlanning():
+                return self._runtime().durable_runs(call.owner)
         raise PhloemError(ErrorKind.BAD_MESSAGE, "unknown planning request")
 
     # -- requests ------------------------------------------------------------------------
@@ -124,7 +180,7 @@ class PlanningService(ServiceActor):
             message.context,
             message.options,
         )
-        return PlanningStarted(run.ref, run.stream)
+        return PlanningStarted(run.ref, run.stream, run.durable_id)
 
     def _await(self, message: AwaitPlanning, call: Call) -> Any:
         runtime = self._runtime()

@@ -1,7 +1,10 @@
-"""The `[planning]` configuration section: trusted adapters by name and the run limit."""
+"""The `[planning]` configuration section: trusted adapters by name, the run limit, and
+durable runs (their journals and bounds, docs/durable-runs.md)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import msgspec
@@ -24,3 +27,26 @@ class PlanningConfig(Section):
     agents: dict[AdapterName, AgentName] = {}
     # Planning runs live at once; one more is refused with `backpressure`.
     max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1024
+    # Runs whose options do not say `durable` are journaled (and resumed after a crash).
+    durable: bool = False
+    # Where durable runs' journals live; empty: $XDG_STATE_HOME/phloem/runs, else
+    # ~/.local/state/phloem/runs.
+    journal_dir: str = ""
+    # fdatasync every journal append (off: a crash of the machine may lose the last steps).
+    fsync: bool = True
+    # Bytes one run's journal may hold; a step beyond it fails the run `run_journal_full`.
+    max_journal_bytes: Annotated[int, msgspec.Meta(ge=64 * 1024, le=1024**3)] = 16 * 1024 * 1024
+    # Seconds an ended durable run's journal (and result) is kept for its owner to reattach.
+    retention_s: Annotated[float, msgspec.Meta(ge=0, le=365 * 24 * 3600)] = 24 * 3600.0
+    # Ended durable runs kept at most; beyond it the oldest ended one's journal goes.
+    max_retained_runs: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 1000
+    # Unfinished durable runs a starting daemon resumes at once; the rest wait their turn.
+    resume_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 16
+
+    def journals_dir(self) -> Path:
+        """`journal_dir`, else `$XDG_STATE_HOME/phloem/runs`, else `~/.local/state/phloem/runs`."""
+        if self.journal_dir:
+            return Path(self.journal_dir).expanduser()
+        state = os.environ.get("XDG_STATE_HOME")
+        base = Path(state) if state else Path.home() / ".local" / "state"
+        return base / "phloem" / "runs"

@@ -32,15 +32,6 @@ from typing import Any
 import msgspec
 
 from phloem.actors.sessions import storelock
-from phloem.actors.sessions.files import (
-    AppendFile,
-    io_error,
-    private_dir,
-    read_jsonl,
-    remove,
-    sync_dir,
-    write_atomic,
-)
 from phloem.actors.sessions.ids import decode_id, encode_id, new_session_id
 from phloem.actors.sessions.journal import StateJournal
 from phloem.actors.sessions.transcript import (
@@ -58,6 +49,15 @@ from phloem.agents.session import (
     USER_PREFIX,
     Session,
     scope_of,
+)
+from phloem.base.durablefiles import (
+    AppendFile,
+    io_error,
+    private_dir,
+    read_jsonl,
+    remove,
+    sync_dir,
+    write_atomic,
 )
 from phloem.base.logs import get_logger
 from phloem.protocols.depth import check_json_depth

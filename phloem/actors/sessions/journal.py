@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.sessions.files import AppendFile, corrupt, read_jsonl, write_atomic
+from phloem.base.durablefiles import AppendFile, corrupt, read_jsonl, write_atomic
 from phloem.protocols.depth import check_json_depth
 from phloem.protocols.errors import PhloemError
 from phloem.protocols.warnings import RunWarning

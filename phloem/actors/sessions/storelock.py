@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from phloem.actors.sessions.files import io_error, private_dir
+from phloem.base.durablefiles import io_error, private_dir
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 LOCK_NAME = ".lock"

@@ -17,9 +17,9 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.sessions.files import MAX_LINE_BYTES, AppendFile, corrupt, read_jsonl
 from phloem.agents.events import Event, EventActions
 from phloem.agents.session import TEMP_PREFIX
+from phloem.base.durablefiles import MAX_LINE_BYTES, AppendFile, corrupt, read_jsonl
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.warnings import RunWarning
 

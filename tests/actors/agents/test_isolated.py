@@ -145,3 +145,32 @@ def test_helpers_an_isolated_function_forks_count_against_its_memory_cap(
     assert event.error is not None, event
     assert event.error.kind == "agent_heap_exceeded"
     assert "> max_memory_bytes 134217728 (" in event.error.message
+
+
+def test_an_isolated_agent_has_the_fork_server_preload_its_machinery_and_module() -> None:
+    from phloem.supervision import forkserver
+    from tests.actors.agents import preload_fns
+
+    agent = FunctionAgent("where", "", preload_fns.where, [], "out", isolate=True)
+    assert {"phloem.agents.isolated", preload_fns.__name__} <= set(forkserver.preloaded())
+    with SupervisedExecutor("preloaded") as executor:
+        run = run_agent(PlannerAgent("p", "", SequentialPlanner, [agent]), executor=executor)
+    assert run.outcome.status == "done", run.outcome.message
+    out = run.state["out"]
+    # imported by the fork server before it forked the child, not by the child itself
+    assert out["called_in"] != os.getpid() and out["imported_in"] != out["called_in"]
+    assert out["imported_in"] != os.getpid()
+
+
+def test_a_function_of_main_is_not_preloaded() -> None:
+    from phloem.agents.isolated import preload_for
+    from phloem.supervision import forkserver
+
+    def local() -> None:
+        return None
+
+    local.__module__ = "__main__"
+    before = forkserver.preloaded()
+    preload_for(local)
+    assert "__main__" not in forkserver.preloaded()
+    assert set(forkserver.preloaded()) - set(before) <= {"phloem.agents.isolated"}

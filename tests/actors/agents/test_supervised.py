@@ -168,3 +168,20 @@ class ScriptTail(Agent):
 
     def run(self, ctx: InvocationContext) -> Iterator[Event]:
         yield Event(author=self.name, actions=EventActions(state_delta={"tail": len(ctx.state)}))
+
+
+def test_the_run_supervisor_is_a_light_actor_its_invocations_are_threads() -> None:
+    seen: list[Any] = []
+    executor = SupervisedExecutor("kinds")
+    try:
+        barrier = threading.Barrier(1)
+        run = run_agent(
+            PlannerAgent("p", "", SequentialPlanner, [Slow("a", barrier, seen)]), executor=executor
+        )
+        assert run.outcome.status == "done", run.outcome.message
+        sup = executor.supervisor
+        assert sup.stats().thread is None  # no thread of its own (`light`)
+        assert sup.actor._is_light
+        assert seen and seen[0] != threading.current_thread().name  # the agent's own thread
+    finally:
+        executor.close()

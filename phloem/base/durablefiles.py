@@ -1,9 +1,13 @@
-"""File primitives of the session store: private directories and files, durable
-appends, atomic replacement, and reading a JSONL file with torn-tail repair.
+"""File primitives of every durable store (the session store, the run journals): private
+directories and files, durable appends, atomic replacement, and reading a JSONL file
+with torn-tail repair.
 
 Directories are 0700 and files 0600 whatever the umask. With `sync` (the default) every
 append is followed by `fdatasync`, and every create, rename or unlink by an `fsync` of
 the parent directory, so an acknowledged write survives a crash of the machine.
+
+Each store names its own failures with a `FileKinds` (the session store's are
+`session_io`, `session_corrupt` and the warning `session_tail_repaired`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,20 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 """A record line longer than this is refused on write (and is corrupt on read)."""
 
 
-def io_error(what: str, exc: OSError) -> PhloemError:
-    return PhloemError(ErrorKind.SESSION_IO, f"{what}: {exc.strerror or exc}")
+@dataclass(frozen=True)
+class FileKinds:
+    """How one store names its failures: an I/O error, a corrupt record, a repaired tail."""
+
+    io: str
+    corrupt: str
+    repaired: str
+
+
+SESSION_FILES = FileKinds(ErrorKind.SESSION_IO, ErrorKind.SESSION_CORRUPT, "session_tail_repaired")
+
+
+def io_error(what: str, exc: OSError, kinds: FileKinds = SESSION_FILES) -> PhloemError:
+    return PhloemError(kinds.io, f"{what}: {exc.strerror or exc}")
 
 
 def private_dir(path: Path, sync: bool) -> Path:
@@ -139,20 +155,25 @@ def _generic(line: bytes) -> Any:
 
 
 def read_jsonl(
-    path: Path, *, repair: bool, sync: bool, decode: Callable[[bytes], Any] = _generic
+    path: Path,
+    *,
+    repair: bool,
+    sync: bool,
+    decode: Callable[[bytes], Any] = _generic,
+    kinds: FileKinds = SESSION_FILES,
 ) -> Lines:
     """Decode every complete line of `path` (`decode`: a JSON object by default).
 
     A last line without its newline is a torn write: with `repair` the file is cut back
-    to the last newline (a `session_tail_repaired` warning says so). A complete line that
+    to the last newline (a `kinds.repaired` warning says so). A complete line that
     does not decode — not JSON, longer than `MAX_LINE_BYTES`, nested more than
     `MAX_NESTING_DEPTH` deep, or anything else `decode` raises for it — is
-    `session_corrupt`, naming the file and line, and nothing is changed."""
+    `kinds.corrupt`, naming the file and line, and nothing is changed."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as exc:
-        raise io_error(f"cannot read {path}", exc) from None
+        raise io_error(f"cannot read {path}", exc, kinds) from None
     cut = data.rfind(b"\n") + 1
     records: list[tuple[int, Any]] = []
     for number, line in enumerate(data[:cut].split(b"\n")[:-1], 1):
@@ -162,9 +183,9 @@ def read_jsonl(
             check_json_depth(line)
             value = decode(line)
         except (msgspec.DecodeError, ValueError) as exc:
-            raise corrupt(path, number, f"corrupt record ({exc})") from None
+            raise corrupt(path, number, f"corrupt record ({exc})", kinds) from None
         except Exception as exc:  # RecursionError, or a decoder's surprise: still corrupt
-            raise corrupt(path, number, f"corrupt record ({type(exc).__name__})") from None
+            raise corrupt(path, number, f"corrupt record ({type(exc).__name__})", kinds) from None
         records.append((number, value))
     repaired = None
     if cut < len(data):  # checked after every complete line: a corrupt file is untouched
@@ -178,9 +199,9 @@ def read_jsonl(
                     finally:
                         os.close(fd)
             except OSError as exc:
-                raise io_error(f"cannot repair {path}", exc) from None
+                raise io_error(f"cannot repair {path}", exc, kinds) from None
         repaired = RunWarning.of(
-            "session_tail_repaired",
+            kinds.repaired,
             f"dropped a torn last line of {len(data) - cut} bytes (an append cut short by a crash)",
             path=str(path),
             line=len(records) + 1,
@@ -188,9 +209,9 @@ def read_jsonl(
     return Lines(records, repaired)
 
 
-def corrupt(path: Path, line: int, why: str) -> PhloemError:
+def corrupt(path: Path, line: int, why: str, kinds: FileKinds = SESSION_FILES) -> PhloemError:
     return PhloemError(
-        ErrorKind.SESSION_CORRUPT,
+        kinds.corrupt,
         f"{path}:{line}: {why}; the file was left as it is",
         {"path": str(path), "line": line},
     )
