@@ -85,6 +85,14 @@ def sent_frames(rig: Rig, key: str) -> list[dict[str, Any]]:
     ]
 
 
+def sent_on(rig: Rig, key: str) -> int:
+    """1 + the index of the first connection that sent a `key` realtime input (0: none)."""
+    for index, conn in enumerate(list(rig.live.connections)):
+        if any(key in f.get("realtimeInput", {}) for f in conn.frames):
+            return index + 1
+    return 0
+
+
 def model_audio(data: bytes) -> dict[str, Any]:
     blob = {"mimeType": "audio/pcm;rate=24000", "data": base64.b64encode(data).decode()}
     return {"serverContent": {"modelTurn": {"parts": [{"inlineData": blob}]}}}
@@ -159,19 +167,16 @@ def test_manual_activity_admits_audio_only_inside_an_activity(rig: Rig) -> None:
             await ws.send(json.dumps({"activityStart": {}}))
             await ws.send(b"\1\0" * 100)
             await ws.send(json.dumps({"activityEnd": {}}))
-            frames = await asyncio.to_thread(
-                poll,
-                lambda: sent_frames(rig, "activityEnd") and rig.live.connection().frames,
-                "end",
-            )
-            order = [k for f in frames for k in f.get("realtimeInput", {})]
+            # the refused socket's Live session may reach the fake server later: find this
+            # socket's connection by what it sent
+            index = await asyncio.to_thread(poll, lambda: sent_on(rig, "activityEnd"), "end")
+            conn = rig.live.connection(index - 1)
+            order = [k for f in conn.frames for k in f.get("realtimeInput", {})]
             assert order == ["activityStart", "audio", "activityEnd"]
-            setup = rig.live.connection().setup or {}
-            detection = setup["realtimeInputConfig"]["automaticActivityDetection"]
+            detection = (conn.setup or {})["realtimeInputConfig"]["automaticActivityDetection"]
             assert detection["disabled"] is True
-            rig.live.inject(
-                {"voiceActivity": {"voiceActivityType": "ACTIVITY_START", "audioOffset": "1.250s"}}
-            )
+            activity = {"voiceActivityType": "ACTIVITY_START", "audioOffset": "1.250s"}
+            rig.live.inject({"voiceActivity": activity}, index - 1)
             event = json.loads(await asyncio.wait_for(ws.recv(), RECV_TIMEOUT_S))
             assert event["customMetadata"]["phloem"]["voiceActivity"] == {
                 "signal": "start",
