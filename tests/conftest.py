@@ -4,6 +4,7 @@ stderr; short temp dirs, the fixture config and a shared daemon for any test fol
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,12 @@ from phloem.base.logs import configure_logging
 from tests.helpers import FIXTURE_CONFIG, DaemonProc, running_daemon, short_tmpdir
 
 configure_logging("warning", "console")
+
+# A suite started in the background by a shell without job control (`make test &`) has
+# SIGINT ignored, and every command the tests start would inherit that: their Ctrl-C
+# tests would wait in vain. A handler (not an ignore) becomes the default again on exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
