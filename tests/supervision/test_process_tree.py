@@ -168,6 +168,10 @@ def _counts() -> tuple[int, int, int, int]:
     )
 
 
+LEAK_SLACK = 2
+"""Files or threads another test of the same worker may hold for a moment."""
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.slow
 def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None:
@@ -180,8 +184,22 @@ def test_a_thousand_start_stop_cycles_leak_no_fds_threads_or_processes() -> None
         h = start_process(target, name=f"cycle-{i}")
         reason = h.stop(0)
         assert reason.kind in (ExitKind.KILLED, ExitKind.SHUTDOWN, ExitKind.NORMAL)
-    wait_until(lambda: _counts() == before, timeout=10)
-    assert _counts() == before
+
+    def settled() -> bool:
+        """Nothing of the thousand cycles is left. Other tests of this worker may still
+        be ending threads and files of their own meanwhile (so fewer is fine), and a leak
+        would be one per cycle (hundreds), not the `LEAK_SLACK` allowed here."""
+        fds, threads, children, server_children = _counts()
+        return (
+            fds <= before[0] + LEAK_SLACK
+            and threads <= before[1] + LEAK_SLACK
+            and children <= before[2]
+            and server_children == before[3]
+        )
+
+    wait_until(
+        settled, timeout=10, what=f"(fds, threads, children, server children) back to {before}"
+    )
 
 
 _DAEMON = """
