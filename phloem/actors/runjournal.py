@@ -261,16 +261,25 @@ class RunJournals:
         self.dir = Path(root) / kind
         self._lock = threading.Lock()
         self._ended: dict[str, float] = {}  # ended journals kept: id -> when it ended
+        self._made = False  # the directory is made by the first durable run, not before
+
+    def _make_dir(self) -> None:
+        """The journals' directory (0700), made when the first journal is: a daemon that
+        never starts a durable run leaves nothing in the state directory."""
+        if self._made:
+            return
         try:
-            private_dir(self.dir, limits.sync)
+            private_dir(self.dir, self.limits.sync)
         except OSError as exc:
             raise io_error(f"cannot create {self.dir}", exc, RUN_JOURNAL_FILES) from None
+        self._made = True
 
     def path(self, run_id: str) -> Path:
         return self.dir / f"{run_id}.jsonl"
 
     def create(self, uid: int, name: str, input: Any) -> RunJournal:
         """A new journal with its begin record written (and synced)."""
+        self._make_dir()
         run_id = DURABLE_ID_PREFIX + secrets.token_hex(16)
         begin = {
             "type": "begin",
@@ -322,6 +331,8 @@ class RunJournals:
 
     def ids(self) -> list[str]:
         """The ids of every journal kept, oldest file first."""
+        if not self.dir.is_dir():
+            return []  # no durable run was ever started here
         try:
             entries = [(p.stat().st_mtime, p.stem) for p in self.dir.glob("drun_*.jsonl")]
         except OSError as exc:
