@@ -229,7 +229,10 @@ class ErrorKind(enum.StrEnum):
     INVALID_PLANNING_OPTIONS = "invalid_planning_options", "the planning options are invalid"
     INVALID_PLANNING_ADAPTER = "invalid_planning_adapter", "an adapter is unknown or unusable"
     INVALID_PLANNING_REQUEST = "invalid_planning_request", "a planning request is invalid"
-    NOT_PLANNING_OWNER = "not_planning_owner", "the planning ref is not held by this owner"
+    NOT_PLANNING_OWNER = (
+        "not_planning_owner",
+        "the planning ref is not held by this owner, or the durable run is another uid's",
+    )
     INVALID_PLANNING_REF = "invalid_planning_ref", "a planning ref is malformed"
     TOO_MANY_PLANNING_RUNS = "too_many_planning_runs", "the owner holds too many planning refs"
     PLANNING_AWAIT_TIMEOUT = "planning_await_timeout", "the run did not end within the await"
