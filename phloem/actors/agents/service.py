@@ -29,7 +29,10 @@ A durable run (`StartAgentRun.durable`, `durable`) is journaled under
 `[planning] journal_dir` (kind `agent`) by a `durable.JournalInterceptor`, innermost in
 its chain; its owner going away detaches it; when the service starts, every unfinished
 agent journal is started again (detached) and replays its recorded model responses and
-tool results. Its end, with the whole `AgentRun`, stays in the journal for `retention_s`.
+tool results, at most `[planning] resume_concurrency` at once. Its end, with the whole
+`AgentRun`, stays in the journal for `retention_s`. `AttachAgentRun(run_id)` binds a
+durable run to a caller of the starter's uid (`AgentRunStarted`, a fresh ref and stream;
+another uid `not_planning_owner`), `ListDurableAgentRuns` lists the caller's uid's.
 """
 
 from __future__ import annotations
