@@ -269,6 +269,7 @@ class ErrorKind(enum.StrEnum):
         "result: a non-idempotent step was in flight at a crash; it is never run again",
     )
     UNKNOWN_DURABLE_RUN = "unknown_durable_run", "no durable run of that id is kept"
+    RUN_JOURNALS_LOCKED = "run_journals_locked", "another daemon holds the run journals"
 
     # --- Gemini Live sessions ------------------------------------------------------------
     INVALID_LIVE_CONFIG = "invalid_live_config", "a Live session's config is invalid"
