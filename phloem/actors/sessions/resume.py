@@ -16,10 +16,15 @@ already holds every event the turn had acknowledged, so resuming it (`plan`) mea
   the tool is never run again — it may not be idempotent), and the model is asked for
   the rest. A model call in flight at the crash had no acknowledged answer: it is asked
   again, never one it had answered.
+
+A turn whose driver still runs in this process (`live`: a sessions service restarted by
+its supervisor beside its turns) is never resumed a second time; another daemon on the
+same store is refused at its start (the store lock).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +41,20 @@ if TYPE_CHECKING:
 TURN_SIDECAR = "turn"
 RUNNING = "running"
 ENDED = "ended"
+
+_live_lock = threading.Lock()
+_live: set[tuple[str, str]] = set()  # (store path, session id) of turns this process runs
+
+
+def live(store: DurableSessionService, session_id: str, running: bool) -> None:
+    """Note that this process runs (or no longer runs) a turn of `session_id`: a service
+    restarted beside its still running turns must not resume them a second time."""
+    key = (str(store.root), session_id)
+    with _live_lock:
+        if running:
+            _live.add(key)
+        else:
+            _live.discard(key)
 
 
 def mark_started(store: DurableSessionService, request: RunSession, events: int) -> None:
@@ -59,6 +78,9 @@ def unfinished(store: DurableSessionService) -> list[tuple[str, dict[str, Any]]]
     """Every session whose last turn marker is still `running`, oldest session first."""
     found = []
     for info in store.infos():
+        with _live_lock:
+            if (str(store.root), info.id) in _live:
+                continue  # its driver is alive in this process
         try:
             marker = store.sidecar(info.id, TURN_SIDECAR)
         except Exception:  # a corrupt transcript is `session show`'s to report

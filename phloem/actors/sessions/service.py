@@ -128,6 +128,7 @@ def drive(service: SessionsService, state: _Run, turn: Turn, run: Run) -> None:
         run.emit("agent_event", public, event_note(public), record=not public.partial)
 
     result: AskResult | None = None
+    resume.live(store, state.session_id, True)
     try:
         try:
             if turn.resume:  # its prompt is in the transcript already, expanded
@@ -154,6 +155,7 @@ def drive(service: SessionsService, state: _Run, turn: Turn, run: Run) -> None:
             resume.mark_ended(store, state.session_id, result.status if result else "failed")
         except PhloemError as exc:
             log.warning("session_turn_mark_failed", session=state.session_id, kind=exc.kind)
+        resume.live(store, state.session_id, False)
         store.release_run(state.session_id)
     service.recent.add(state.session_id, result.warnings)
     run.end(outcome_of(result.status), error=result.error, result=result)

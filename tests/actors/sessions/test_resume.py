@@ -29,6 +29,9 @@ def test_what_a_transcript_holds_decides_how_the_turn_goes_on(tmp_path: Path) ->
     try:
         sid = store.create_session("phloem", "user").id
         resume.mark_started(store, RunSession(sid, "go"), 0)
+        resume.live(store, sid, True)  # its driver runs in this process: not resumed
+        assert resume.unfinished(store) == []
+        resume.live(store, sid, False)
         [(found, marker)] = resume.unfinished(store)
         assert found == sid and marker["prompt"] == "go"
         assert resume.plan(store, sid, marker).plan == "rerun"  # the prompt never recorded
