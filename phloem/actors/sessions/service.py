@@ -21,7 +21,8 @@ with `confirmation = true` a `ConfirmRequest` on the stream before each mutating
 call, answered by the run's owner (`ConfirmSession`); warnings join `AskResult.warnings`.
 With `context_tokens` > 0 its requests are compacted.
 In the tree the service is `sessions/service`; every live run is a driver actor (a
-`RunDriver`) under `sessions/runs`.
+`RunDriver`) under `sessions/runs`. A turn a crash cut short resumes when the service
+starts (`resume`: its marker in the transcript, under `max_concurrent_runs`).
 """
 
 from __future__ import annotations
