@@ -1,7 +1,7 @@
 """Reattaching to a durable agent run through a real daemon: after a kill -9 and a
 restart, a new connection attaches to the resumed run by its durable id and follows it
-to its result; `phloem runs --durable` lists it with its kind; a client of another uid
-is refused (a real other uid — `nobody` — when the tests run as root)."""
+to its result, or cancels it; `phloem runs --durable` lists it with its kind; a client
+of another uid is refused (a real other uid — `nobody` — when the tests run as root)."""
 
 from __future__ import annotations
 
@@ -102,6 +102,35 @@ def test_reattach_to_a_resumed_agent_run_from_a_new_connection(setup: Setup) -> 
             assert "Finished after the restart." in msgspec.json.encode(again).decode()
             assert raises_kind(client.attach_agent, MISSING) == "unknown_durable_run"
         assert len(setup.fake.requests) == 2
+    finally:
+        gate.set()
+        assert daemon.stop() == 0, "".join(daemon.lines)
+    assert marker.read_text() == "ran\n"
+
+
+def test_cancel_a_resumed_agent_run_after_attaching(setup: Setup) -> None:
+    marker = setup.d / "ws" / "ran.txt"
+    gate = threading.Event()  # the resumed run's model call stays in flight
+    command = "echo ran >> ran.txt; sleep 60"
+    setup.fake.add(
+        chat_calls(chat_tool_call("bash", json.dumps({"command": command}), "c1")),
+        dataclasses.replace(chat_text("never seen"), gate=gate),
+    )
+    daemon = setup.daemon()
+    with phloem.Client.connect(setup.socket) as client:
+        run_id = client.start_agent_run("worker", input="run it", durable=True).run_id
+    wait_until(marker.exists, 60, "the tool call began")
+    daemon.stop(signal.SIGKILL)
+    daemon = setup.daemon()
+    try:
+        wait_until(lambda: len(setup.fake.requests) == 2, 60, "the resumed run asks the model")
+        with phloem.Client.connect(setup.socket) as client:
+            started = client.attach_agent(run_id)
+            client.cancel_agent_run(started.ref)
+            run = client.follow_agent_run(started, timeout=60)
+            [info] = client.durable_agent_runs()
+        assert run.outcome.status == "cancelled", run.outcome
+        assert info.id == run_id and info.outcome == "cancelled"
     finally:
         gate.set()
         assert daemon.stop() == 0, "".join(daemon.lines)
