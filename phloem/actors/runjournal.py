@@ -104,6 +104,13 @@ def claim(path: Path) -> bool:
         return True
 
 
+def check_owner(uid: int, journal: RunJournal) -> None:
+    """Only the uid that started a durable run may attach to it (the uid of the
+    connection's peer credentials): another is `not_planning_owner`, for every kind."""
+    if uid != journal.uid:
+        raise PhloemError(ErrorKind.NOT_PLANNING_OWNER, "the durable run belongs to another user")
+
+
 def release(path: Path) -> None:
     """The driver of the journal at `path` is gone."""
     with _claims_lock:
@@ -397,6 +404,7 @@ __all__ = [
     "JournalLimits",
     "RunJournal",
     "RunJournals",
+    "check_owner",
     "claim",
     "release",
 ]

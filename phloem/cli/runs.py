@@ -12,7 +12,8 @@ to its width. `--json` prints the list as one JSON array.
 `--follow` then prints every change as it happens (one line each; `--json`: one JSON
 object per line — a `RunUpdate` with its `type`: `began`, `noted`, `finished`,
 `forgotten` or `missed` — after the list) until Ctrl-C.
-`--durable` lists instead the durable runs the daemon keeps journals of for this user
+`--durable` lists instead the durable runs (planning and agent runs, KIND says which)
+the daemon keeps journals of for this user
 (unfinished ones and ended ones within `[planning] retention_s`): id, kind, name, state
 (`running`, `waiting` to be resumed or attached, or the outcome), start and end times,
 completed steps and journal bytes (docs/durable-runs.md).
@@ -26,9 +27,11 @@ from typing import TYPE_CHECKING
 from phloem.cli.commands import EXIT_OK, CommandContext, Commands, to_json
 from phloem.cli.render import is_terminal
 from phloem.cli.rows import Cell, Column, Row, View, cells, plain
+from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
     from phloem.actors.runjournal import DurableRunInfo
+    from phloem.client import Client
     from phloem.protocols.runs import RunNote, RunSummary, RunUpdate
 
 
@@ -143,10 +146,23 @@ def durable_view(infos: list[DurableRunInfo]) -> View:
     return View("table", tuple(rows), DURABLE_COLUMNS, empty="no durable runs kept")
 
 
+def durable_runs(client: Client) -> list[DurableRunInfo]:
+    """Every durable run kept for this uid — planning runs and agent runs, each with its
+    kind — oldest first (a daemon without a planning service has only agent runs)."""
+    try:
+        infos = client.durable_planning_runs()
+    except PhloemError as err:
+        if err.kind != ErrorKind.PLANNING_UNAVAILABLE:
+            raise
+        infos = []
+    infos.extend(client.durable_agent_runs())
+    return sorted(infos, key=lambda info: info.started_at)
+
+
 def _cmd_runs(ctx: CommandContext) -> int:
     with ctx.client() as client:
         if ctx.args.durable:
-            infos = client.durable_planning_runs()
+            infos = durable_runs(client)
             if ctx.json:
                 ctx.out.write(to_json(infos) + "\n")
                 ctx.out.flush()

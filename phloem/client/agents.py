@@ -1,7 +1,8 @@
 """Agent methods of `phloem.Client` and `phloem.Tree`.
 
 `AgentClientMethods` is a `ClientBase` mixin: `list_agents`, `list_providers`, `plan_agent`,
-`start_agent_run`, `cancel_agent_run`, `confirm_agent_run`, `follow_agent_run` and
+`start_agent_run`, `cancel_agent_run`, `confirm_agent_run`, `follow_agent_run`,
+`attach_agent` and `durable_agent_runs` (a durable run, by its durable id) and
 `run_agent` (start, follow the event stream under credit — answering `confirm` items
 with `on_confirm` — and return the `AgentRun`). `AgentTreeMethods` adds
 `register_agent(agent)` and `run_agent(name_or_agent, ...)` to an embedded tree: a name
@@ -23,6 +24,7 @@ from phloem.protocols.credit import CreditWindow
 
 if TYPE_CHECKING:
     from phloem.actors.agents.protocol import AgentInfo, AgentRunStarted, StartAgentRun
+    from phloem.actors.runjournal import DurableRunInfo
     from phloem.agents.agent import Agent
     from phloem.agents.events import Event
     from phloem.agents.runner import AgentRun
@@ -138,6 +140,28 @@ class AgentClientMethods(ClientBase):
             reply_type=AgentRunStarted,
         )
         return started
+
+    def attach_agent(self, run_id: str, *, timeout: float | None = None) -> AgentRunStarted:
+        """Attach to the durable agent run `run_id` (started by this uid, maybe before a
+        daemon crash): a new ref and stream of this client's, for `follow_agent_run` and
+        `cancel_agent_run` (`unknown_durable_run` when none is kept; `not_planning_owner`
+        for another uid's)."""
+        from phloem.actors.agents.protocol import AgentRunStarted, AttachAgentRun
+
+        started: AgentRunStarted = self.ask(
+            SERVICE, AttachAgentRun(run_id), timeout=timeout, reply_type=AgentRunStarted
+        )
+        return started
+
+    def durable_agent_runs(self, *, timeout: float | None = None) -> list[DurableRunInfo]:
+        """The durable agent runs kept for this uid, oldest first."""
+        from phloem.actors.agents.protocol import ListDurableAgentRuns
+        from phloem.actors.runjournal import DurableRunInfo
+
+        infos: list[DurableRunInfo] = self.ask(
+            SERVICE, ListDurableAgentRuns(), timeout=timeout, reply_type=list[DurableRunInfo]
+        )
+        return infos
 
     def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
         from phloem.actors.agents.protocol import CancelAgentRun
@@ -327,6 +351,25 @@ class AsyncAgentMethods(AsyncClientBase):
             reply_type=AgentRunStarted,
         )
         return started
+
+    async def attach_agent(self, run_id: str, *, timeout: float | None = None) -> AgentRunStarted:
+        """Attach to the durable agent run `run_id` (see `Client.attach_agent`)."""
+        from phloem.actors.agents.protocol import AgentRunStarted, AttachAgentRun
+
+        started: AgentRunStarted = await self.ask(
+            SERVICE, AttachAgentRun(run_id), timeout=timeout, reply_type=AgentRunStarted
+        )
+        return started
+
+    async def durable_agent_runs(self, *, timeout: float | None = None) -> list[DurableRunInfo]:
+        """The durable agent runs kept for this uid, oldest first."""
+        from phloem.actors.agents.protocol import ListDurableAgentRuns
+        from phloem.actors.runjournal import DurableRunInfo
+
+        infos: list[DurableRunInfo] = await self.ask(
+            SERVICE, ListDurableAgentRuns(), timeout=timeout, reply_type=list[DurableRunInfo]
+        )
+        return infos
 
     async def cancel_agent_run(self, ref: str, *, timeout: float | None = None) -> None:
         from phloem.actors.agents.protocol import CancelAgentRun

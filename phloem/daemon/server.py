@@ -7,7 +7,9 @@ SO_PEERCRED, decides); an existing directory owned by another uid or writable by
 others is refused (`phloem.daemon.socketfile`). A stale socket left by a crashed daemon
 is replaced; a live one is refused. So is a second daemon on the same session store (on
 another socket, the same state directory): it exits 1 with one `session_store_locked`
-line naming the holder's pid and socket (`hold_session_store`). Logs are JSON lines on
+line naming the holder's pid and socket (`hold_session_store`), and a second daemon on
+the same durable run journals (`[planning] journal_dir`), with `run_journals_locked`, so
+that two daemons never resume the same runs (`hold_stores`). Logs are JSON lines on
 stderr (structlog);
 `daemon_ready` marks the moment the socket accepts connections, and under systemd
 (`Type=notify`) the daemon says `READY=1` then, `STOPPING=1` when it begins to stop
@@ -57,10 +59,10 @@ import msgspec
 
 from phloem._version import __version__
 from phloem.actors.reload import ReloadContext, Reloader, ReloadReport
-from phloem.actors.sessions.storelock import StoreLock, reserve as reserve_store
 from phloem.base import logs
 from phloem.base.logbuffer import LogBuffer
 from phloem.base.logs import get_logger
+from phloem.base.storelock import RUN_JOURNALS, StoreLock, reserve as reserve_store
 from phloem.config import Config, LoggingConfig, check_components, load_config
 from phloem.daemon.connection import Connection
 from phloem.daemon.handshake import Handshakes
@@ -335,6 +337,32 @@ def hold_session_store(cfg: Config, socket_path: Path) -> StoreLock | None:
     return reserve_store(cfg.sessions.store_dir(), str(socket_path), cfg.sessions.fsync)
 
 
+def hold_stores(cfg: Config, socket_path: Path) -> list[StoreLock]:
+    """The session store and the durable runs' journals (`[planning] journal_dir`),
+    reserved for this daemon before its tree starts: a second daemon on either refuses to
+    start (`session_store_locked`, `run_journals_locked`), so two daemons never resume
+    the same durable runs. The ones reserved before a refusal are released."""
+    held: list[StoreLock] = []
+    try:
+        session = hold_session_store(cfg, socket_path)
+        if session is not None:
+            held.append(session)
+        planning = cfg.planning
+        held.append(
+            reserve_store(planning.journals_dir(), str(socket_path), planning.fsync, RUN_JOURNALS)
+        )
+    except BaseException:
+        release_stores(held)
+        raise
+    return held
+
+
+def release_stores(held: list[StoreLock]) -> None:
+    for lock in held:
+        lock.release()
+    held.clear()
+
+
 def _serve(
     cfg: Config,
     config_path: str | os.PathLike[str] | None,
@@ -346,14 +374,13 @@ def _serve(
     logs.capture_stdlib()  # other libraries' records (Ray's) as JSON lines, never plain text
     malloc_tuned = tune_malloc()
     path = cfg.daemon.socket_path()
-    store: StoreLock | None = None
+    stores: list[StoreLock] = []
     try:
         prepare_socket_path(path, bool(cfg.daemon.allowed_uids))  # refuse a live daemon early
-        store = hold_session_store(cfg, path)  # one session store, one daemon
+        stores = hold_stores(cfg, path)  # one session store and one journal dir, one daemon
         tree = Tree.start(cfg)
     except BaseException:
-        if store is not None:
-            store.release()
+        release_stores(stores)
         signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
         raise
     server = Server(cfg, tree, path)
@@ -361,8 +388,7 @@ def _serve(
         server.bind()
     except PhloemError:
         tree.stop()
-        if store is not None:
-            store.release()
+        release_stores(stores)
         signal.signal(signal.SIGHUP, previous[signal.SIGHUP])
         raise
     ready = f"serving on {path} ({len(tree.services)} services)"
@@ -405,8 +431,7 @@ def _serve(
         root_failed = not tree.root.is_alive()
         server.close()
         reason = tree.stop(cfg.daemon.shutdown_timeout_s)
-        if store is not None:
-            store.release()
+        release_stores(stores)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         log.info("daemon_stopped", reason=str(reason), log_lines_dropped=logs.dropped_lines())

@@ -229,7 +229,10 @@ class ErrorKind(enum.StrEnum):
     INVALID_PLANNING_OPTIONS = "invalid_planning_options", "the planning options are invalid"
     INVALID_PLANNING_ADAPTER = "invalid_planning_adapter", "an adapter is unknown or unusable"
     INVALID_PLANNING_REQUEST = "invalid_planning_request", "a planning request is invalid"
-    NOT_PLANNING_OWNER = "not_planning_owner", "the planning ref is not held by this owner"
+    NOT_PLANNING_OWNER = (
+        "not_planning_owner",
+        "the planning ref is not held by this owner, or the durable run is another uid's",
+    )
     INVALID_PLANNING_REF = "invalid_planning_ref", "a planning ref is malformed"
     TOO_MANY_PLANNING_RUNS = "too_many_planning_runs", "the owner holds too many planning refs"
     PLANNING_AWAIT_TIMEOUT = "planning_await_timeout", "the run did not end within the await"
@@ -266,6 +269,7 @@ class ErrorKind(enum.StrEnum):
         "result: a non-idempotent step was in flight at a crash; it is never run again",
     )
     UNKNOWN_DURABLE_RUN = "unknown_durable_run", "no durable run of that id is kept"
+    RUN_JOURNALS_LOCKED = "run_journals_locked", "another daemon holds the run journals"
 
     # --- Gemini Live sessions ------------------------------------------------------------
     INVALID_LIVE_CONFIG = "invalid_live_config", "a Live session's config is invalid"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import phloem
-from phloem.actors.sessions import storelock
 from phloem.actors.sessions.durable import DurableSessionService
+from phloem.base import storelock
 from tests.helpers import PY, ROOT, DaemonProc, raises_kind
 
 pytestmark = pytest.mark.timeout(90)
@@ -62,12 +62,18 @@ def test_a_second_daemon_on_a_held_store_refuses_to_start_naming_the_holder(
 
 
 def test_a_daemon_without_the_sessions_service_holds_no_store(tmp_short: Path) -> None:
-    config = tmp_short / "phloem.toml"
-    config.write_text('[services]\ndisabled = ["sessions"]\n')
+    configs = []
+    for name in ("a", "b"):  # each its own journal dir: those are held per daemon too
+        config = tmp_short / f"{name}.toml"
+        journals = tmp_short / f"journals-{name}"
+        config.write_text(
+            f'[services]\ndisabled = ["sessions"]\n[planning]\njournal_dir = "{journals}"\n'
+        )
+        configs.append(config)
     env = {"XDG_STATE_HOME": str(tmp_short / "state")}
-    first = DaemonProc(tmp_short / "a" / "d.sock", config, env=env).wait_ready()
+    first = DaemonProc(tmp_short / "a" / "d.sock", configs[0], env=env).wait_ready()
     try:
-        second = DaemonProc(tmp_short / "b" / "d.sock", config, env=env).wait_ready()
+        second = DaemonProc(tmp_short / "b" / "d.sock", configs[1], env=env).wait_ready()
         assert second.stop() == 0
     finally:
         assert first.stop() == 0
@@ -115,3 +121,50 @@ def test_a_holder_record_of_exactly_the_limit_is_read_one_byte_more_is_not(
             storelock.claim(tmp_path)
     finally:
         held.release()
+
+
+def test_two_daemons_never_share_one_journal_dir(tmp_short: Path) -> None:
+    """Two daemons with their own session stores but one `[planning] journal_dir`: the
+    second refuses to start (`run_journals_locked`, naming the holder) — it would resume
+    the first one's durable runs beside it — and starts once the first has stopped."""
+    journals = tmp_short / "journals"
+    config = tmp_short / "phloem.toml"
+    config.write_text(f'[planning]\njournal_dir = "{journals}"\n')
+    first = DaemonProc(
+        tmp_short / "a" / "d.sock", config, env={"XDG_STATE_HOME": str(tmp_short / "s1")}
+    ).wait_ready()
+    env = {"XDG_STATE_HOME": str(tmp_short / "s2")}
+    try:
+        second = subprocess.run(
+            _daemon_argv(config, tmp_short / "b" / "d.sock"),
+            check=False,
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 1, second.stderr
+        assert second.stderr.splitlines() == [
+            f"phloem: the durable run journal directory {journals} is held by the phloem "
+            f"daemon pid {first.proc.pid} on socket {first.socket} [run_journals_locked]"
+        ]
+        assert not (tmp_short / "b" / "d.sock").exists()
+    finally:
+        assert first.stop() == 0, "".join(first.lines)
+    again = DaemonProc(tmp_short / "b" / "d.sock", config, env=env).wait_ready()
+    assert again.stop() == 0, "".join(again.lines)
+
+
+def test_the_journal_lock_is_the_store_lock(tmp_path: Path) -> None:
+    held = storelock.reserve(tmp_path, "/run/x.sock", store=storelock.RUN_JOURNALS)
+    try:
+        assert raises_kind(storelock.reserve, tmp_path, "/run/y.sock") == "session_store_locked"
+        refused = raises_kind(
+            storelock.reserve, tmp_path, "/run/y.sock", store=storelock.RUN_JOURNALS
+        )
+        assert refused == "run_journals_locked"
+    finally:
+        held.release()
+    storelock.reserve(tmp_path, "/run/y.sock", store=storelock.RUN_JOURNALS).release()

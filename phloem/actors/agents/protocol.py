@@ -56,13 +56,33 @@ class ConfirmAgentRun(msgspec.Struct, frozen=True, tag="confirm"):
     approve: bool
 
 
+class AttachAgentRun(msgspec.Struct, frozen=True, tag="attach"):
+    """Bind the durable agent run `run_id` to the caller (its uid must be the starter's;
+    `not_planning_owner` otherwise): answered with `AgentRunStarted` — a fresh ref and
+    stream of the caller's; a run that has ended hands that stream its end at once."""
+
+    run_id: str
+
+
+class ListDurableAgentRuns(msgspec.Struct, frozen=True, tag="durable"):
+    """Answered with the durable agent runs kept for the caller's uid
+    (`list[phloem.actors.runjournal.DurableRunInfo]`), oldest first."""
+
+
 class ListProviders(msgspec.Struct, frozen=True, tag="providers"):
     """The configured model providers as `phloem model list` shows them
     (`phloem.models.providers.provider_rows`, keys checked in the daemon's environment)."""
 
 
 AgentRequest = (
-    ListAgents | PlanAgent | StartAgentRun | CancelAgentRun | ConfirmAgentRun | ListProviders
+    ListAgents
+    | PlanAgent
+    | StartAgentRun
+    | CancelAgentRun
+    | ConfirmAgentRun
+    | ListProviders
+    | AttachAgentRun
+    | ListDurableAgentRuns
 )
 
 

@@ -29,7 +29,10 @@ A durable run (`StartAgentRun.durable`, `durable`) is journaled under
 `[planning] journal_dir` (kind `agent`) by a `durable.JournalInterceptor`, innermost in
 its chain; its owner going away detaches it; when the service starts, every unfinished
 agent journal is started again (detached) and replays its recorded model responses and
-tool results. Its end, with the whole `AgentRun`, stays in the journal for `retention_s`.
+tool results, at most `[planning] resume_concurrency` at once. Its end, with the whole
+`AgentRun`, stays in the journal for `retention_s`. `AttachAgentRun(run_id)` binds a
+durable run to a caller of the starter's uid (`AgentRunStarted`, a fresh ref and stream;
+another uid `not_planning_owner`), `ListDurableAgentRuns` lists the caller's uid's.
 """
 
 from __future__ import annotations
@@ -51,10 +54,12 @@ from phloem.actors.agents.protocol import (
     AgentPlan,
     AgentRequest,
     AgentRunStarted,
+    AttachAgentRun,
     CancelAgentRun,
     ConfirmAgentRun,
     DelegateAgentRun,
     ListAgents,
+    ListDurableAgentRuns,
     ListProviders,
     PlanAgent,
     RegisterAgent,
@@ -62,7 +67,13 @@ from phloem.actors.agents.protocol import (
     StartAgentRun,
 )
 from phloem.actors.reload import ReloadContext, register_reloader
-from phloem.actors.runjournal import JournalLimits, RunJournal, RunJournals
+from phloem.actors.runjournal import (
+    DurableRunInfo,
+    JournalLimits,
+    RunJournal,
+    RunJournals,
+    check_owner,
+)
 from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, Resources, ServiceActor, ServiceContext, register_service
 from phloem.agents.agent import Agent
@@ -169,6 +180,11 @@ def drive(state: _Run, request: StartAgentRun, run: Run) -> None:
         public = public_event(event)
         run.emit("agent_event", public, event_note(public), record=not public.partial)
 
+    journal = run.journal
+    if journal is not None and journal.end is not None:  # attached after its end
+        state.close_confirmations()
+        replay_end(run, journal.end)
+        return
     try:
         text = request.input
         if text is not None and state.prep is not None:
@@ -190,6 +206,20 @@ def drive(state: _Run, request: StartAgentRun, run: Run) -> None:
     end = msgspec.structs.replace(whole, events=())  # the events were sent one by one
     outcome = result.outcome
     run.end(outcome_of(outcome.status), error=outcome_error(outcome), result=end)
+
+
+def replay_end(run: Run, end: dict[str, Any]) -> None:
+    """End `run` as its journal's end record says (a retained run attached to again)."""
+    data = end.get("result")
+    try:  # the journal's copy was secret-pruned: `session_id` is a credential-shaped key
+        if not isinstance(data, dict):
+            raise msgspec.ValidationError("no result")  # a failed end (journal full)
+        result = msgspec.convert({"session_id": "", **data}, AgentRun)
+    except msgspec.ValidationError:
+        kind = str(end.get("error") or ErrorKind.RUN_JOURNAL_CORRUPT)
+        run.end("failed", error=ErrorValue(kind=kind, message="the run's result is not kept"))
+        return
+    run.end(outcome_of(result.outcome.status), error=outcome_error(result.outcome), result=result)
 
 
 def outcome_error(outcome: PlannerOutcome) -> ErrorValue | None:
@@ -260,14 +290,53 @@ class AgentService(ServiceActor):
         assert self.journals is not None
         limit = self.journals.limits.resume_concurrency
         while self._to_resume and len(self._resumed) < limit:
-            journal = self._to_resume.popleft()
+            self._resume(self._to_resume.popleft())
+
+    def _resume(self, journal: RunJournal) -> Run | None:
+        """Start the run of `journal` again, detached: owned by a placeholder owner of
+        its uid until someone of that uid attaches (one that has ended replays its end)."""
+        try:
+            request = msgspec.convert(journal.input, StartAgentRun)
+            owner = Owner.client(f"durable {journal.id}", uid=journal.uid)
+            run = self._start_run(request, owner, journal=journal)
+        except (PhloemError, msgspec.ValidationError) as exc:
+            log.error("agent_resume_failed", run=journal.id, error=str(exc))
+            return None
+        self._resumed.add(journal.id)
+        return run
+
+    def _attach(self, run_id: object, owner: Owner) -> AgentRunStarted:
+        """Bind the durable run `run_id` to `owner` (same uid only): a live one, one still
+        waiting its turn to resume (resumed now), or an ended one still retained."""
+        if self.journals is None or not isinstance(run_id, str):
+            raise PhloemError(ErrorKind.UNKNOWN_DURABLE_RUN, "no durable run of that id")
+        run = self.runs.durable(run_id)
+        if run is None:
+            journal = self.journals.open(run_id)  # as it is on disk now
+            check_owner(owner.uid, journal)
+            for queued in [j for j in self._to_resume if j.id == run_id]:
+                self._to_resume.remove(queued)
+            run = self._resume(journal)
+            if run is None:
+                raise PhloemError(ErrorKind.UNKNOWN_DURABLE_RUN, f"durable run {run_id} is gone")
+        assert run.journal is not None
+        check_owner(owner.uid, run.journal)
+        return AgentRunStarted(self.runs.attach(run, owner), run.stream, run_id)
+
+    def _durable_runs(self, owner: Owner) -> list[DurableRunInfo]:
+        """The durable agent runs kept (journals on disk) of `owner`'s uid, oldest first."""
+        if self.journals is None:
+            return []
+        infos = []
+        for run_id in self.journals.ids():
+            live = self.runs.durable(run_id)
             try:
-                request = msgspec.convert(journal.input, StartAgentRun)
-                owner = Owner.client(f"durable {journal.id}", uid=journal.uid)
-                self._start(request, owner, journal=journal)
-                self._resumed.add(journal.id)
-            except (PhloemError, msgspec.ValidationError) as exc:
-                log.error("agent_resume_failed", run=journal.id, error=str(exc))
+                journal = live.journal if live is not None else self.journals.open(run_id)
+            except PhloemError:
+                continue
+            if journal is not None and journal.uid == owner.uid:
+                infos.append(journal.info(live=live is not None and not live.ended))
+        return infos
 
     def on_stop(self) -> None:
         if self.ctx.resources.delegate is getattr(self, "_delegation", None):
@@ -291,6 +360,10 @@ class AgentService(ServiceActor):
             return AgentPlan(agent.name, planned_groups(agent, message.state))
         if isinstance(message, StartAgentRun):
             return self._start(message, call.owner)
+        if isinstance(message, AttachAgentRun):
+            return self._attach(message.run_id, call.owner)
+        if isinstance(message, ListDurableAgentRuns):
+            return self._durable_runs(call.owner)
         if isinstance(message, CancelAgentRun):
             self.runs.cancel(message.ref, call.owner)
             return {"cancelled": message.ref}
@@ -367,6 +440,19 @@ class AgentService(ServiceActor):
         """Start a run of `agent` (an object, from an embedded tree) or, without one, of
         the agent registered as `request.name`; `on_end`: a delegated run's; `journal`:
         a durable run's being resumed."""
+        run = self._start_run(request, owner, agent, on_end=on_end, journal=journal)
+        return AgentRunStarted(run.ref, run.stream, run.durable_id)
+
+    def _start_run(
+        self,
+        request: StartAgentRun,
+        owner: Owner,
+        agent: Agent | None = None,
+        *,
+        on_end: Callable[[AgentRun | None], None] | None = None,
+        journal: RunJournal | None = None,
+    ) -> Run:
+        """`_start`, answered with the run itself."""
         target: str | Agent = request.name if agent is None else agent
         if agent is None:
             agent = self.catalogue.agent(request.name)
@@ -415,7 +501,7 @@ class AgentService(ServiceActor):
         except Exception:
             executor.close()
             raise
-        return AgentRunStarted(run.ref, run.stream, run.durable_id)
+        return run
 
     def _exited(self, run: Run, reason: ExitReason) -> None:
         """A run's driver is gone (in this service's thread): its supervisor goes too."""

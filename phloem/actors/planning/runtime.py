@@ -46,7 +46,7 @@ from phloem.actors.planning.run import (
     RunRecord,
     RunSpec,
 )
-from phloem.actors.runjournal import DurableRunInfo, RunJournal, RunJournals
+from phloem.actors.runjournal import DurableRunInfo, RunJournal, RunJournals, check_owner
 from phloem.actors.runs import Run, RunLog, ServiceRuns
 from phloem.actors.streams import StreamHub
 from phloem.base import telemetry
@@ -535,8 +535,7 @@ class PlanningRuntime:
 
 
 def _check_uid(owner: Owner, journal: RunJournal) -> None:
-    if owner.uid != journal.uid:
-        raise PhloemError(ErrorKind.NOT_PLANNING_OWNER, "the durable run belongs to another user")
+    check_owner(owner.uid, journal)
 
 
 def _run_name(spec: RunSpec) -> str:

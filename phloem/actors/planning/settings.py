@@ -1,5 +1,7 @@
 """The `[planning]` configuration section: trusted adapters by name, the run limit, and
-durable runs (their journals and bounds, docs/durable-runs.md)."""
+durable runs (their journals and bounds, docs/durable-runs.md) — of planning runs and of
+durable agent runs alike: one journal directory (a subdirectory per kind), one set of
+bounds, so that one `[planning]` says where every durable run lives."""
 
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ class PlanningConfig(Section):
     max_active_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1024
     # Runs whose options do not say `durable` are journaled (and resumed after a crash).
     durable: bool = False
-    # Where durable runs' journals live; empty: $XDG_STATE_HOME/phloem/runs, else
-    # ~/.local/state/phloem/runs.
+    # Where durable runs' journals live (planning/ and agent/ under it: durable agent runs
+    # share these keys); empty: $XDG_STATE_HOME/phloem/runs, else ~/.local/state/phloem/runs.
     journal_dir: str = ""
     # fdatasync every journal append (off: a crash of the machine may lose the last steps).
     fsync: bool = True
@@ -40,7 +42,8 @@ class PlanningConfig(Section):
     retention_s: Annotated[float, msgspec.Meta(ge=0, le=365 * 24 * 3600)] = 24 * 3600.0
     # Ended durable runs kept at most; beyond it the oldest ended one's journal goes.
     max_retained_runs: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 1000
-    # Unfinished durable runs a starting daemon resumes at once; the rest wait their turn.
+    # Unfinished durable runs a starting daemon resumes at once, of each kind (planning,
+    # agent); the rest wait their turn.
     resume_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 16
 
     def journals_dir(self) -> Path:

@@ -31,7 +31,6 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.sessions import storelock
 from phloem.actors.sessions.ids import decode_id, encode_id, new_session_id
 from phloem.actors.sessions.journal import StateJournal
 from phloem.actors.sessions.transcript import (
@@ -50,6 +49,7 @@ from phloem.agents.session import (
     Session,
     scope_of,
 )
+from phloem.base import storelock
 from phloem.base.durablefiles import (
     AppendFile,
     io_error,

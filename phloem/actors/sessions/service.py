@@ -21,21 +21,24 @@ with `confirmation = true` a `ConfirmRequest` on the stream before each mutating
 call, answered by the run's owner (`ConfirmSession`); warnings join `AskResult.warnings`.
 With `context_tokens` > 0 its requests are compacted.
 In the tree the service is `sessions/service`; every live run is a driver actor (a
-`RunDriver`) under `sessions/runs`.
+`RunDriver`) under `sessions/runs`. A turn a crash cut short resumes when the service
+starts (`resume`: its marker in the transcript, under `max_concurrent_runs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
 from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, ServiceActor, ServiceContext, register_service
+from phloem.actors.sessions import resume
 from phloem.actors.sessions.compaction import SIDECAR_KIND, SessionCompaction, marks, policy_of
 from phloem.actors.sessions.durable import DurableSessionService, SessionInfo
 from phloem.actors.sessions.protocol import (
@@ -104,6 +107,7 @@ class _Run:
 
     session_id: str
     token: CancelToken
+    request: RunSession | None = None
     lifecycle: Run | None = None  # set when the run starts
     # What the turn adds to the tree's chain: tool policy, confirmation, instructions,
     # templates and their warnings (phloem.agents.preparation).
@@ -111,20 +115,31 @@ class _Run:
 
 
 def drive(service: SessionsService, state: _Run, turn: Turn, run: Run) -> None:
-    """The work of one turn (its `RunDriver`'s): expand a `/name args` prompt, run the
-    turn with each event to the run's stream, then the `AskResult` as the end. The
-    session's run lease is given back as soon as the turn is over."""
+    """The work of one turn (its `RunDriver`'s): mark the turn started in its transcript
+    (`resume`), expand a `/name args` prompt, run the turn with each event to the run's
+    stream, mark it ended, then the `AskResult` as the end. A resumed turn closes its
+    unanswered tool call first and asks for no new prompt. The session's run lease is
+    given back as soon as the turn is over."""
     prep = state.prep
+    store = service.store
+    drain = prep.drain if prep is not None else None
 
     def on_event(event: Event) -> None:
         public = public_event(event)
         run.emit("agent_event", public, event_note(public), record=not public.partial)
 
+    result: AskResult | None = None
+    resume.live(store, state.session_id, True)
     try:
-        drain = prep.drain if prep is not None else None
         try:
-            if prep is not None:
-                turn.prompt = prep.expand(turn.prompt)  # `/name args`
+            if turn.resume:  # its prompt is in the transcript already, expanded
+                resume.close_unanswered(store, state.session_id, turn.agent.name)
+            else:
+                if state.request is not None:
+                    events = len(store.get_session(state.session_id).events)
+                    resume.mark_started(store, state.request, events)
+                if prep is not None:
+                    turn.prompt = prep.expand(turn.prompt)  # `/name args`
             result = run_turn(turn, run.token, on_event, drain)
         except PhloemError as exc:  # the expansion or the store under the turn failed
             log.warning("session_turn_failed", session=state.session_id, kind=exc.kind)
@@ -137,7 +152,12 @@ def drive(service: SessionsService, state: _Run, turn: Turn, run: Run) -> None:
     finally:  # the turn is over: the next may start as soon as this one's result is out
         if prep is not None:
             prep.close("the run ended")
-        service.store.release_run(state.session_id)
+        try:
+            resume.mark_ended(store, state.session_id, result.status if result else "failed")
+        except PhloemError as exc:
+            log.warning("session_turn_mark_failed", session=state.session_id, kind=exc.kind)
+        resume.live(store, state.session_id, False)
+        store.release_run(state.session_id)
     service.recent.add(state.session_id, result.warnings)
     run.end(outcome_of(result.status), error=result.error, result=result)
 
@@ -163,6 +183,7 @@ class SessionsService(ServiceActor):
         self._workspace_lock = threading.Lock()
         self._sup: SupervisorRef | None = None
         self._own_sup: SupervisorRef | None = None
+        self._to_resume: deque[tuple[str, dict[str, Any]]] = deque()  # interrupted turns
 
     @property
     def store(self) -> DurableSessionService:
@@ -220,6 +241,52 @@ class SessionsService(ServiceActor):
         assert isinstance(state, _Run)
         if self.turns.get(state.session_id) is run:  # not a newer run of the session
             del self.turns[state.session_id]
+        if self._to_resume:
+            self._resume_more()
+
+    # -- interrupted turns -----------------------------------------------------------------
+
+    def on_start(self) -> None:
+        """Find the turns a crashed daemon left unfinished (only in a store that exists: a
+        tree that never used sessions never creates one) and resume them."""
+        if self.cfg.store_dir().is_dir():
+            self.later(self._find_unfinished)
+
+    def _find_unfinished(self) -> None:
+        try:
+            self._to_resume.extend(resume.unfinished(self.store))
+        except PhloemError as exc:
+            log.error("session_resume_failed", kind=exc.kind)
+            return
+        self._resume_more()
+
+    def _resume_more(self) -> None:
+        """Resume interrupted turns under admission control: while the service has room
+        (`max_concurrent_runs`), the next as one ends."""
+        while self._to_resume and len(self.runs.live()) < self.runs.max_live:
+            session_id, marker = self._to_resume.popleft()
+            try:
+                self._resume_turn(session_id, marker)
+            except PhloemError as exc:
+                log.error("session_resume_failed", session=session_id, kind=exc.kind)
+                with contextlib.suppress(PhloemError):
+                    resume.mark_ended(self.store, session_id, "failed")
+
+    def _resume_turn(self, session_id: str, marker: dict[str, Any]) -> None:
+        how = resume.plan(self.store, session_id, marker)
+        log.info("session_turn_resumed", session=session_id, plan=how.plan)
+        if how.plan == "done":
+            resume.mark_ended(self.store, session_id, "done")
+            return
+        allow = marker.get("tools_allow")
+        request = RunSession(
+            session_id,
+            how.prompt or "(resumed)",
+            tools_allow=[str(t) for t in allow] if isinstance(allow, list) else None,
+            tools_deny=[str(t) for t in marker.get("tools_deny") or []],
+        )
+        owner = Owner.client(f"resumed turn {session_id}")
+        self._start(request, owner, resume=how.plan == "continue")
 
     def _new(self, request: NewSession) -> SessionSummary:
         name = request.agent or self.cfg.default_agent
@@ -236,7 +303,9 @@ class SessionsService(ServiceActor):
         log.info("session_created", session=session.id, agent=name)
         return self._summary(self.store.info(session.id))
 
-    def _start(self, request: RunSession, owner: Owner) -> SessionRunStarted:
+    def _start(
+        self, request: RunSession, owner: Owner, *, resume: bool = False
+    ) -> SessionRunStarted:
         if not request.prompt.strip():
             raise PhloemError(ErrorKind.INVALID_ARGUMENT, "prompt must not be empty")
         if len(request.prompt) > self.cfg.max_prompt_chars:
@@ -247,8 +316,9 @@ class SessionsService(ServiceActor):
         sid = request.session_id
         header = self.store.header(sid)
         self.runs.check_room()
-        state = _Run(sid, CancelToken())
+        state = _Run(sid, CancelToken(), request=None if resume else request)
         turn = self._turn(sid, header.meta, request.prompt, state, request)
+        turn.resume = resume
         self.store.acquire_run(sid)
 
         def launch(run: Run) -> ChildHandle:

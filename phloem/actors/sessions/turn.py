@@ -40,6 +40,8 @@ class Turn:
     prep: RunPrep
     tree: Interceptors
     compaction: Interceptor | None = None
+    # A turn a crash interrupted, continued from its transcript (`resume`): no new prompt.
+    resume: bool = False
 
 
 def run_turn(
@@ -63,7 +65,7 @@ def run_turn(
     inner = (meter,) if turn.compaction is None else (meter, turn.compaction)
     run = run_agent(
         agent,
-        input=turn.prompt,
+        input=None if turn.resume else turn.prompt,
         sessions=store,
         session=session,
         app=session.app,

@@ -5,14 +5,21 @@ the tool call that was in flight again (its answer is `interrupted`), and ends t
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import shutil
 import signal
+import threading
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import phloem
+from phloem.actors.agents.protocol import StartAgentRun
+from phloem.actors.runjournal import JournalLimits, RunJournals
+from phloem.config import parse_config
 from tests.helpers import DaemonProc, short_tmpdir, wait_until
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call
 
@@ -81,4 +88,43 @@ def test_a_resumed_agent_run_asks_the_model_nothing_it_had_answered() -> None:
         assert end["outcome"] == "done"
         assert "Finished, though" in json.dumps(end["result"])
     finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("concurrency", [4, 5])
+def test_agent_resume_concurrency_at_its_edge(concurrency: int) -> None:
+    """Five unfinished agent journals and `resume_concurrency` 4 or 5: exactly the limit
+    resume at once (their model answers held back), one over it waits its turn, then
+    resumes as one ends; every run ends done."""
+    d = short_tmpdir()
+    gates = [threading.Event() for _ in range(5)]
+    try:
+        (d / "ws").mkdir()
+        journals = RunJournals(d / "journals", "agent", JournalLimits(sync=False))
+        request = msgspec.to_builtins(StartAgentRun("worker", input="hi", durable=True))
+        ids = [journals.create(os.getuid(), "worker", request).id for _ in range(5)]
+        with FakeProvider() as fake:
+            fake.add(
+                *(dataclasses.replace(chat_text(f"ok {i}"), gate=g) for i, g in enumerate(gates))
+            )
+            keys = f"[planning]\nfsync = false\nresume_concurrency = {concurrency}\n"
+            cfg = parse_config(config(fake.base_url, d).replace("[planning]\n", keys))
+            name = f"agent-resume-{concurrency}"
+            with phloem.Tree.start(cfg, name=name) as tree, tree.client() as client:
+                wait_until(lambda: len(fake.requests) == concurrency, 60, "the first resumed")
+                infos = client.durable_agent_runs()
+                assert sum(i.live for i in infos) == concurrency  # exactly the limit
+                assert sum(not i.live and i.outcome is None for i in infos) == 5 - concurrency
+                for gate in gates:
+                    gate.set()
+
+                def all_done() -> bool:
+                    return [i.outcome for i in client.durable_agent_runs()] == ["done"] * 5
+
+                wait_until(all_done, 60, "every run resumed and ended")
+                assert sorted(i.id for i in client.durable_agent_runs()) == sorted(ids)
+            assert len(fake.requests) == 5
+    finally:
+        for gate in gates:
+            gate.set()
         shutil.rmtree(d, ignore_errors=True)

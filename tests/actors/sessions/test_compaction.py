@@ -55,7 +55,8 @@ def test_old_tool_output_is_elided_and_stays_elided_after_a_restart(
     assert detail.compaction.elided == [answer]  # the tool's answer is marked, not changed
     transcript = Path(first.transcript).read_text()
     assert "xxxx" in transcript  # the transcript keeps everything
-    sidecars = [json.loads(line) for line in transcript.splitlines() if '"sidecar"' in line]
+    records = [json.loads(line) for line in transcript.splitlines()]
+    sidecars = [r for r in records if r["type"] == "sidecar" and r["kind"] == "compaction"]
     assert sidecars[-1]["data"]["elidedResponses"] == ["id:call_1"]
     with phloem.Tree.start(config) as tree, tree.client() as client:
         assert client.session_ask(sid, "once more").ok

@@ -144,11 +144,13 @@ def test_a_repaired_tail_comes_back_in_the_next_ask_result(
     with phloem.Tree.start(config) as tree, tree.client() as client:
         result = client.session_ask(sid, "second")
     [warning] = result.warnings
-    assert (warning.code, warning.path, warning.line) == ("session_tail_repaired", str(path), 3)
+    # line 5: header, turn marker, prompt, answer, then the turn's end marker, torn
+    assert (warning.code, warning.path, warning.line) == ("session_tail_repaired", str(path), 5)
     assert result.text == "two"
-    # the torn answer is gone; the model saw the first prompt only
+    # the turn's answer was acknowledged: the turn is marked ended, the model not asked
+    assert len(fake.requests) == 2
     messages = fake.requests[-1].json["messages"]
-    assert [m["role"] for m in messages] == ["system", "user", "user"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
 
 
 def test_an_unanswered_call_is_closed_as_interrupted() -> None:

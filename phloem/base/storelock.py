@@ -1,14 +1,17 @@
-"""One session store, one process: the store's `.lock` (flock) and who holds it.
+"""One store, one process: a store directory's `.lock` (flock) and who holds it.
 
-The process holding the lock writes itself into the file — `{"pid": N}`, and for a
-daemon `"socket"` too — so the one refused can say whom to look for
-(`session_store_locked`: "... held by the phloem daemon pid 123 on socket ...").
+A *store* is a directory one process at a time may write: the session store, the durable
+runs' journals. `Store` names it and the error kind of a refusal. The process holding
+the lock writes itself into the file — `{"pid": N}`, and for a daemon `"socket"` too —
+so the one refused can say whom to look for (`session_store_locked`: "... held by the
+phloem daemon pid 123 on socket ...").
 
 - `claim(root)`: what a `DurableSessionService` takes while it is open; one claim per
   store at a time, in this process as in any other.
 - `reserve(root, socket)`: what `phloem daemon` takes before its tree starts, so a second
   daemon on the same store (another socket, the same state directory) refuses to start
-  instead of failing its session turns later. The daemon's own sessions service then
+  instead of failing its session turns later — or, for the journals (`RUN_JOURNALS`),
+  resuming the same durable runs as the first. The daemon's own sessions service then
   claims the reserved lock (`claim` finds it) rather than conflicting with it.
 """
 
@@ -27,6 +30,18 @@ from phloem.protocols.errors import ErrorKind, PhloemError
 
 LOCK_NAME = ".lock"
 MAX_HOLDER_RECORD_BYTES = 4096  # the holder record read back from a lock file, at most
+
+
+@dataclass(frozen=True)
+class Store:
+    """What a store is called in a refusal, and the refusal's error kind."""
+
+    what: str
+    kind: ErrorKind
+
+
+SESSION_STORE = Store("the session store", ErrorKind.SESSION_STORE_LOCKED)
+RUN_JOURNALS = Store("the durable run journal directory", ErrorKind.RUN_JOURNALS_LOCKED)
 
 
 @dataclass
@@ -65,7 +80,7 @@ class StoreLock:
             os.close(fd)
 
 
-def claim(root: Path) -> StoreLock:
+def claim(root: Path, store: Store = SESSION_STORE) -> StoreLock:
     """The store's lock for one open store (its directory exists); `session_store_locked`
     naming the holder when another store or process has it."""
     key = os.path.realpath(root)
@@ -75,27 +90,27 @@ def claim(root: Path) -> StoreLock:
             reserved.claimed = True
             return StoreLock(key, reserved.fd, reservation=False, borrowed=True)
         if reserved is not None:
-            raise _locked(root, _holder(reserved.fd))
-        return StoreLock(key, _lock(root, None), reservation=False, borrowed=False)
+            raise _locked(root, _holder(reserved.fd), store)
+        return StoreLock(key, _lock(root, None, store), reservation=False, borrowed=False)
 
 
-def reserve(root: Path, socket: str, sync: bool = True) -> StoreLock:
+def reserve(root: Path, socket: str, sync: bool = True, store: Store = SESSION_STORE) -> StoreLock:
     """Hold the store for this daemon (creating its directory, 0700) before the tree
     starts; `session_store_locked` naming the holder when another process has it."""
     key = os.path.realpath(root)
     with _guard:
         if key in _reserved:
-            raise _locked(root, _holder(_reserved[key].fd))
+            raise _locked(root, _holder(_reserved[key].fd), store)
         try:
             private_dir(root, sync)
-            fd = _lock(root, socket)
+            fd = _lock(root, socket, store)
         except OSError as exc:
-            raise io_error(f"cannot open the session store {root}", exc) from None
+            raise io_error(f"cannot open {store.what} {root}", exc) from None
         _reserved[key] = _Reservation(fd)
     return StoreLock(key, fd, reservation=True, borrowed=False)
 
 
-def _lock(root: Path, socket: str | None) -> int:
+def _lock(root: Path, socket: str | None, store: Store) -> int:
     """flock `root/.lock` (never waiting) and write this process in as its holder."""
     fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
@@ -103,7 +118,7 @@ def _lock(root: Path, socket: str | None) -> int:
     except BlockingIOError:
         holder = _holder(fd)
         os.close(fd)
-        raise _locked(root, holder) from None
+        raise _locked(root, holder, store) from None
     record: dict[str, object] = {"pid": os.getpid()}
     if socket is not None:
         record["socket"] = socket
@@ -129,7 +144,5 @@ def _holder(fd: int) -> str:
     return f"pid {record['pid']}"
 
 
-def _locked(root: Path, holder: str) -> PhloemError:
-    return PhloemError(
-        ErrorKind.SESSION_STORE_LOCKED, f"the session store {root} is held by {holder}"
-    )
+def _locked(root: Path, holder: str, store: Store) -> PhloemError:
+    return PhloemError(store.kind, f"{store.what} {root} is held by {holder}")
