@@ -39,6 +39,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,6 +260,21 @@ class RunJournal:
                 self._file = None
 
 
+def planning_journals(cfg: Any, kind: str) -> RunJournals | None:
+    """The journals of `kind` (`planning`, `agent`) under `[planning] journal_dir`, with
+    its bounds; None without a `[planning]` section (`cfg` is its settings)."""
+    if cfg is None or not hasattr(cfg, "journals_dir"):
+        return None
+    limits = JournalLimits(
+        max_journal_bytes=cfg.max_journal_bytes,
+        retention_s=cfg.retention_s,
+        max_retained=cfg.max_retained_runs,
+        resume_concurrency=cfg.resume_concurrency,
+        sync=cfg.fsync,
+    )
+    return RunJournals(cfg.journals_dir(), kind, limits)
+
+
 class RunJournals:
     """The journals of one kind of run under `root/<kind>` (thread-safe)."""
 
@@ -345,6 +361,20 @@ class RunJournals:
         except OSError as exc:
             raise io_error(f"cannot list {self.dir}", exc, RUN_JOURNAL_FILES) from None
         return [name for _, name in sorted(entries) if DURABLE_ID.match(name)]
+
+    def infos(self, uid: int, live: Callable[[str], Any]) -> list[DurableRunInfo]:
+        """The runs kept here that belong to `uid`, oldest first; `live(run_id)` is the
+        running `Run` of that id, if any (its journal is the one in use)."""
+        found = []
+        for run_id in self.ids():
+            running = live(run_id)
+            try:
+                journal = running.journal if running is not None else self.open(run_id)
+            except PhloemError:
+                continue
+            if journal is not None and journal.uid == uid:
+                found.append(journal.info(live=running is not None and not running.ended))
+        return found
 
     def scan(self) -> tuple[list[RunJournal], list[RunJournal]]:
         """Every journal read back, as (unfinished, ended); a journal that cannot be read

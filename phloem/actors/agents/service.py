@@ -69,10 +69,9 @@ from phloem.actors.agents.protocol import (
 from phloem.actors.reload import ReloadContext, register_reloader
 from phloem.actors.runjournal import (
     DurableRunInfo,
-    JournalLimits,
     RunJournal,
-    RunJournals,
     check_owner,
+    planning_journals,
 )
 from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, Resources, ServiceActor, ServiceContext, register_service
@@ -252,7 +251,7 @@ class AgentService(ServiceActor):
         self._lock = threading.Lock()
         self._sup: SupervisorRef | None = None
         self._own_sup: SupervisorRef | None = None
-        self.journals = _journals(getattr(config, "planning", None))
+        self.journals = planning_journals(getattr(config, "planning", None), "agent")
         self._to_resume: deque[RunJournal] = deque()  # unfinished, waiting their turn
         self._resumed: set[str] = set()  # durable ids of resumed runs still live
 
@@ -325,18 +324,7 @@ class AgentService(ServiceActor):
 
     def _durable_runs(self, owner: Owner) -> list[DurableRunInfo]:
         """The durable agent runs kept (journals on disk) of `owner`'s uid, oldest first."""
-        if self.journals is None:
-            return []
-        infos = []
-        for run_id in self.journals.ids():
-            live = self.runs.durable(run_id)
-            try:
-                journal = live.journal if live is not None else self.journals.open(run_id)
-            except PhloemError:
-                continue
-            if journal is not None and journal.uid == owner.uid:
-                infos.append(journal.info(live=live is not None and not live.ended))
-        return infos
+        return [] if self.journals is None else self.journals.infos(owner.uid, self.runs.durable)
 
     def on_stop(self) -> None:
         if self.ctx.resources.delegate is getattr(self, "_delegation", None):
@@ -545,20 +533,6 @@ class AgentService(ServiceActor):
         confirm = prep.confirm
         if confirm is not None:
             run.token.on_cancel(lambda: confirm.close(f"run cancelled: {run.token.reason}"))
-
-
-def _journals(cfg: Any) -> RunJournals | None:
-    """The durable agent runs' journals (`[planning] journal_dir`, kind `agent`)."""
-    if cfg is None or not hasattr(cfg, "journals_dir"):
-        return None
-    limits = JournalLimits(
-        max_journal_bytes=cfg.max_journal_bytes,
-        retention_s=cfg.retention_s,
-        max_retained=cfg.max_retained_runs,
-        resume_concurrency=cfg.resume_concurrency,
-        sync=cfg.fsync,
-    )
-    return RunJournals(cfg.journals_dir(), "agent", limits)
 
 
 def agents_factory(ctx: ServiceContext) -> ChildSpec:

@@ -373,18 +373,7 @@ class PlanningRuntime:
 
     def durable_runs(self, owner: Owner) -> list[DurableRunInfo]:
         """The durable runs kept (journals on disk) of `owner`'s uid, oldest first."""
-        if self.journals is None:
-            return []
-        infos = []
-        for run_id in self.journals.ids():
-            live = self.runs.durable(run_id)
-            try:
-                journal = live.journal if live is not None else self.journals.open(run_id)
-            except PhloemError:
-                continue
-            if journal is not None and journal.uid == owner.uid:
-                infos.append(journal.info(live=live is not None and not live.ended))
-        return infos
+        return [] if self.journals is None else self.journals.infos(owner.uid, self.runs.durable)
 
     def _ended(self, run: Run, reason: ExitReason) -> None:
         """The run's actor exited: if it left no result (killed), record `run_crashed`;

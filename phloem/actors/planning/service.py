@@ -52,7 +52,7 @@ from phloem.actors.planning.runtime import (
     run_child_spec,
     runs_supervisor_spec,
 )
-from phloem.actors.runjournal import JournalLimits, RunJournal, RunJournals
+from phloem.actors.runjournal import RunJournal, planning_journals
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -87,7 +87,7 @@ class PlanningService(ServiceActor):
         self.adapters = AdapterRegistry.load(planners, executors, agents)
         self.max_active_runs = int(getattr(cfg, "max_active_runs", DEFAULT_MAX_ACTIVE_RUNS))
         self.durable = bool(getattr(cfg, "durable", False))
-        self.journals = self._journals(cfg)
+        self.journals = planning_journals(cfg, "planning")
         # Before any process child exists, so that the fork server starts with them.
         preload_callback_modules(self.adapters.modules())
         if self.journals is not None:
@@ -111,20 +111,6 @@ class PlanningService(ServiceActor):
             )
             return
         runtime.resume_all(unfinished)
-
-    @staticmethod
-    def _journals(cfg: Any) -> RunJournals | None:
-        """The durable runs' journals of `[planning]` (None without a `[planning]`)."""
-        if cfg is None or not hasattr(cfg, "journals_dir"):
-            return None
-        limits = JournalLimits(
-            max_journal_bytes=cfg.max_journal_bytes,
-            retention_s=cfg.retention_s,
-            max_retained=cfg.max_retained_runs,
-            resume_concurrency=cfg.resume_concurrency,
-            sync=cfg.fsync,
-        )
-        return RunJournals(cfg.journals_dir(), "planning", limits)
 
     def _runtime(self) -> PlanningRuntime:
         if self.runtime is None:
