@@ -1,13 +1,12 @@
 """`serve()`: run the ADK-compatible API until SIGTERM or SIGINT (what `phloem api` calls).
 
 It prints one line, `phloem api: serving http://HOST:PORT/` (the real port when the
-listen port is 0), once the socket is bound, then serves until stopped.
+listen port is 0), once the socket is bound, then serves until stopped. An address it
+cannot listen on (in use, not this machine's, not permitted) is `listen_failed`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from pathlib import Path
 from typing import TextIO
 
@@ -18,6 +17,7 @@ from phloem.api.daemon import Daemon
 from phloem.api.shared import Api
 from phloem.config import ApiConfig
 from phloem.web.access import Access, parse_listen
+from phloem.web.listen import serve_until_stopped
 
 SHUTDOWN_TIMEOUT_S = 5.0
 
@@ -35,17 +35,8 @@ async def serve(
         app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, handler_cancellation=True
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    bound = runner.addresses[0]
-    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    print(f"phloem api: serving http://{shown}:{bound[1]}/", file=out, flush=True)
     try:
-        await stop.wait()
+        await serve_until_stopped(runner, host, port, listen, "api", out)
     finally:
         await runner.cleanup()
         await daemon.aclose()

@@ -116,14 +116,26 @@ def test_commands_that_print_end_quietly_when_the_reader_is_gone(
         assert code == EXIT_BROKEN_PIPE and _quiet(err) and err == "", (args, code, err)
 
 
-def test_web_on_a_port_in_use_says_so_in_one_line(shared_daemon: DaemonProc) -> None:
+@pytest.mark.parametrize("command", ["web", "api"])
+def test_a_server_on_a_port_in_use_says_so_in_one_line(
+    shared_daemon: DaemonProc, command: str
+) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         listen = f"127.0.0.1:{port}"
         done = subprocess.run(
-            [PY, "-m", "phloem", "web", "--socket", str(shared_daemon.socket), "--listen", listen],
+            [
+                PY,
+                "-m",
+                "phloem",
+                command,
+                "--socket",
+                str(shared_daemon.socket),
+                "--listen",
+                listen,
+            ],
             check=False,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
