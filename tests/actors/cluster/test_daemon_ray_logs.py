@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ import pytest
 from tests.helpers import PY, DaemonProc, run_cli, short_tmpdir
 
 pytestmark = pytest.mark.timeout(240)
+
+ATTACH_DEADLINE_S = 60.0
+"""How long `ray status` may answer "No cluster status" before it shows the node."""
 
 CONFIG = """
 [services]
@@ -53,15 +57,21 @@ def test_a_daemon_on_ray_logs_only_json_and_names_the_ray_status_address() -> No
         assignments = [w for w in words if re.match(r"^[A-Z_]+=", w)]
         command = words[len(assignments) :]
         assert command[:2] == ["ray", "status"], words
-        attached = subprocess.run(
-            [str(Path(PY).parent / "ray"), *command[1:]],
-            check=False,
-            env={**os.environ, **dict(a.split("=", 1) for a in assignments)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert attached.returncode == 0, attached.stdout + attached.stderr
+        env = {**os.environ, **dict(a.split("=", 1) for a in assignments)}
+        deadline = time.monotonic() + ATTACH_DEADLINE_S
+        while True:  # Ray's own status may lag its start ("No cluster status ... yet")
+            attached = subprocess.run(
+                [str(Path(PY).parent / "ray"), *command[1:]],
+                check=False,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert attached.returncode == 0, attached.stdout + attached.stderr
+            if "Node status" in attached.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
         assert "Node status" in attached.stdout, attached.stdout
     finally:
         code = daemon.stop(timeout=90)
