@@ -30,20 +30,24 @@ adk: $(ADK_STAMP)
 run: install
 	$(BIN)/python -m phloem.examples.run_all --config conf/phloem.toml
 
-# The whole suite: on TEST_WORKERS workers, then the Ray tests alone (a Ray test cluster
-# started beside a busy worker misses its start deadlines); both parts always run. It
-# starts hundreds of Python processes (daemons, CLI runs, servers): they use the byte-code
-# cache instead of recompiling phloem each time, whatever the shell says.
+# The whole suite: on TEST_WORKERS workers, then the `phloem api` tests in .venv-adk
+# (built meanwhile, in the background: its install mostly waits on the network), then the
+# Ray tests alone (a Ray test cluster started beside a busy worker misses its start
+# deadlines); every part always runs. It starts hundreds of Python processes (daemons, CLI
+# runs, servers): they use the byte-code cache instead of recompiling phloem each time,
+# whatever the shell says.
 TEST_WORKERS ?= 2
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q
 ADK_PYTEST := env -u PYTHONDONTWRITEBYTECODE $(ADK_VENV)/bin/python -m pytest -q
-test: install adk browser
-	@$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m '(slow or not slow) and not ray_cluster' \
-		--ignore=tests/api; \
-	rest=$$?; $(PYTEST) -m ray_cluster --ignore=tests/api; ray=$$?; \
-	$(ADK_PYTEST) -m '(slow or not slow) and not ray_cluster' tests/api; api=$$?; \
-	echo "make test: the suite exited $$rest, its Ray tests $$ray, the phloem api tests $$api"; \
-	test $$rest -eq 0 && test $$ray -eq 0 && test $$api -eq 0
+test: install browser
+	@$(MAKE) --no-print-directory adk > $(ADK_VENV).log 2>&1 & adk=$$!; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m '(slow or not slow) and not ray_cluster' \
+		--ignore=tests/api; rest=$$?; \
+	if wait $$adk; then $(ADK_PYTEST) -m '(slow or not slow) and not ray_cluster' tests/api; \
+		api=$$?; else cat $(ADK_VENV).log; echo "make test: building $(ADK_VENV) failed"; api=1; fi; \
+	$(PYTEST) -m ray_cluster --ignore=tests/api; ray=$$?; \
+	echo "make test: the suite exited $$rest, the phloem api tests $$api, its Ray tests $$ray"; \
+	test $$rest -eq 0 && test $$api -eq 0 && test $$ray -eq 0
 
 # The web view's browser tests drive Debian's chromium (never a downloaded build). Install
 # it where the machine allows (root with apt); otherwise say why, and never fail.
