@@ -38,7 +38,9 @@ def test_a_stdio_server_over_its_memory_cap_is_killed_reported_and_reconnected()
         assert hog["error"] == "server_failed" and hog["memory_exceeded"] is True
         assert f"max_memory_bytes = {cap}" in hog["message"] and "rss " in hog["message"]
         print(f"\nMCP server killed over its cap: {hog['message']}")
-        assert not pids_alive(program.pid)
+        wait_until(
+            lambda: not pids_alive(program.pid), timeout=30, what="the server program gone"
+        )  # killed, then reaped
         codes = [w.code for w in hub.warnings.drain()]
         assert "mcp_server_memory_exceeded" in codes
         srv = hub.server("m")
