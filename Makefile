@@ -30,13 +30,14 @@ adk: $(ADK_STAMP)
 run: install
 	$(BIN)/python -m phloem.examples.run_all --config conf/phloem.toml
 
-# The whole suite: on TEST_WORKERS workers, then the `phloem api` tests in .venv-adk
+# The whole suite: on TEST_WORKERS workers (more than the cores: its tests mostly wait on
+# the processes they start), then the `phloem api` tests in .venv-adk
 # (built meanwhile, in the background: its install mostly waits on the network), then the
 # Ray tests alone (a Ray test cluster started beside a busy worker misses its start
 # deadlines); every part always runs. It starts hundreds of Python processes (daemons, CLI
 # runs, servers): they use the byte-code cache instead of recompiling phloem each time,
 # whatever the shell says.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q
 ADK_PYTEST := env -u PYTHONDONTWRITEBYTECODE $(ADK_VENV)/bin/python -m pytest -q
 test: install browser
