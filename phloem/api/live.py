@@ -17,8 +17,9 @@ Beyond ADK (phloem's own, for a browser voice client; an ADK client never needs 
 - **Owner-bound, one socket per session**: the Live session belongs to the socket that
   opened it and is closed when the socket ends, however it ends (close, a dropped TCP
   connection, a bad message, this process stopping) — fail-closed, never left running
-  for a client that is gone. A second `/run_live` for a session with one open is refused
-  (503 `backpressure`): the socket holds the session's lease.
+  for a client that is gone. A second `/run_live` for a session with one open waits up
+  to `LEASE_WAIT_S` for it to end, then is refused (503 `backpressure`): the socket holds
+  the session's lease.
 - **Binary voice frames**: a binary message is raw PCM audio in (16-bit, 16 kHz mono,
   at most `MAX_VOICE_FRAME_BYTES`, no base64); with `audio=binary` model audio comes out
   as binary messages too (24 kHz PCM) and every other event as JSON text.
@@ -293,13 +294,23 @@ class Flow:
     binary_audio: bool
 
 
+LEASE_WAIT_S = 5.0
+"""How long a socket waits for the session's previous one to let go (a client that closed
+its socket hears the close before the server has closed that socket's Live session)."""
+LEASE_POLL_S = 0.02
+
+
 @contextlib.asynccontextmanager
 async def _lease(api: Api, session_id: str) -> AsyncIterator[None]:
-    """The session's one live socket (503 `backpressure` while another holds it)."""
-    if session_id in api.live_leases:
-        raise PhloemError(
-            ErrorKind.BACKPRESSURE, f"session {session_id!r} has a live socket open already"
-        )
+    """The session's one live socket: a second waits up to `LEASE_WAIT_S` for the first to
+    end, then is refused (503 `backpressure`)."""
+    deadline = asyncio.get_running_loop().time() + LEASE_WAIT_S
+    while session_id in api.live_leases:
+        if asyncio.get_running_loop().time() >= deadline:
+            raise PhloemError(
+                ErrorKind.BACKPRESSURE, f"session {session_id!r} has a live socket open already"
+            )
+        await asyncio.sleep(LEASE_POLL_S)
     api.live_leases.add(session_id)
     try:
         yield
