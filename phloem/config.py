@@ -280,7 +280,7 @@ class Config(Section):
     sessions: SessionsConfig = section(SessionsConfig)
     # The web view (`[web]`, served by `phloem web`, see phloem.web).
     web: WebConfig = section(WebConfig)
-    # The ADK-compatible HTTP API (`[api]`, served by `phloem api`, see phloem.api).
+    # The ADK-compatible HTTP API (`[api]`, served by `phloem api`, see phloem.web.api).
     api: ApiConfig = section(ApiConfig)
     # Where process children run: local fork server or a Ray cluster (`[cluster]`).
     cluster: ClusterConfig = section(ClusterConfig)

@@ -44,7 +44,6 @@ LAYERS: dict[str, float] = {
     "daemon": 8,
     "cli": 8,
     "web": 8,
-    "api": 8,  # `phloem api`: ADK's HTTP API over the daemon (beside web)
     "tree": 8,
     "plugins": 8,  # the public face of the plugin contract (phloem.plugins)
     "examples": 9,
@@ -125,6 +124,8 @@ def unit(module: str) -> str:
     if len(pieces) == 1:
         return "(face)"
     if pieces[1] == "actors" and len(pieces) > 2 and (PACKAGE / "actors" / pieces[2]).is_dir():
+        if ".".join(pieces[:3]) in SHARED_SERVICE_MACHINERY:  # a package, not a feature
+            return "actors"
         return f"actors/{pieces[2]}"
     return pieces[1]
 

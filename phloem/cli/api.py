@@ -24,8 +24,8 @@ def add_cli(commands: Commands) -> None:
 def _api(ctx: CommandContext) -> int:
     import asyncio
 
-    from phloem.api.serve import serve
     from phloem.config import ApiConfig, Config, load_config
+    from phloem.web.api.serve import serve
 
     args = ctx.args
     config = load_config(args.config) if args.config else Config()

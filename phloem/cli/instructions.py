@@ -138,7 +138,7 @@ def shown_args(args: Any) -> str:
         if char.isprintable():
             out.append(char)
         else:
-            out.append(json.dumps(char)[1:-1])  # \\uXXXX (a surrogate pair above U+FFFF)
+            out.append(json.dumps(char)[1:-1])  # \\u escapes: a pair above U+FFFF
     return "".join(out)
 
 

@@ -30,9 +30,8 @@ from phloem.cli.rows import Cell, Column, Row, View, cells, plain
 from phloem.protocols.errors import ErrorKind, PhloemError
 
 if TYPE_CHECKING:
-    from phloem.actors.runjournal import DurableRunInfo
     from phloem.client import Client
-    from phloem.protocols.runs import RunNote, RunSummary, RunUpdate
+    from phloem.protocols.runs import DurableRunInfo, RunNote, RunSummary, RunUpdate
 
 
 def add_cli(commands: Commands) -> None:

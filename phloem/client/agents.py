@@ -24,11 +24,10 @@ from phloem.protocols.credit import CreditWindow
 
 if TYPE_CHECKING:
     from phloem.actors.agents.protocol import AgentInfo, AgentRunStarted, StartAgentRun
-    from phloem.actors.runjournal import DurableRunInfo
     from phloem.agents.agent import Agent
     from phloem.agents.events import Event
     from phloem.agents.runner import AgentRun
-    from phloem.protocols.runs import ConfirmRequest, RunEvent
+    from phloem.protocols.runs import ConfirmRequest, DurableRunInfo, RunEvent
     from phloem.supervision.actor import ActorHandle
 
 # The agents service's messages carry the engine's `Agent`, `Event` and `AgentRun`: they
@@ -156,7 +155,7 @@ class AgentClientMethods(ClientBase):
     def durable_agent_runs(self, *, timeout: float | None = None) -> list[DurableRunInfo]:
         """The durable agent runs kept for this uid, oldest first."""
         from phloem.actors.agents.protocol import ListDurableAgentRuns
-        from phloem.actors.runjournal import DurableRunInfo
+        from phloem.protocols.runs import DurableRunInfo
 
         infos: list[DurableRunInfo] = self.ask(
             SERVICE, ListDurableAgentRuns(), timeout=timeout, reply_type=list[DurableRunInfo]
@@ -364,7 +363,7 @@ class AsyncAgentMethods(AsyncClientBase):
     async def durable_agent_runs(self, *, timeout: float | None = None) -> list[DurableRunInfo]:
         """The durable agent runs kept for this uid, oldest first."""
         from phloem.actors.agents.protocol import ListDurableAgentRuns
-        from phloem.actors.runjournal import DurableRunInfo
+        from phloem.protocols.runs import DurableRunInfo
 
         infos: list[DurableRunInfo] = await self.ask(
             SERVICE, ListDurableAgentRuns(), timeout=timeout, reply_type=list[DurableRunInfo]

@@ -27,14 +27,13 @@ from phloem.actors.planning.protocol import (
     PlanningStreamItem,
     StartPlanning,
 )
-from phloem.actors.runjournal import DurableRunInfo
 from phloem.client.base import AsyncClientBase, ClientBase
 from phloem.client.runs import afollow_run, follow_run
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.plan import DEFAULT_OPTIONS, PlanningOptions
 from phloem.protocols.result import PlanningResult, decode_result
-from phloem.protocols.runs import RunEvent
+from phloem.protocols.runs import DurableRunInfo, RunEvent
 
 PLANNING_SERVICE = "planning/service"
 # An await without a timeout waits in slices of this many seconds, so no single request

@@ -260,7 +260,7 @@ class ErrorKind(enum.StrEnum):
     INVALID_EXECUTOR_RESULT = "invalid_executor_result", "observation: its result is invalid"
     INVALID_EXECUTOR_OUTPUT = "invalid_executor_output", "observation: its output is invalid"
 
-    # --- durable runs (phloem.actors.runjournal) -----------------------------------------
+    # --- durable runs (phloem.actors.runs.journal) -----------------------------------------
     RUN_JOURNAL_IO = "run_journal_io", "a run journal could not be read or written"
     RUN_JOURNAL_CORRUPT = "run_journal_corrupt", "a run journal has a corrupt complete line"
     RUN_JOURNAL_FULL = "run_journal_full", "a durable run's journal reached max_journal_bytes"

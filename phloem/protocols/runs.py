@@ -175,3 +175,19 @@ class RunForgotten(msgspec.Struct, frozen=True, tag="forgotten"):
 RunUpdate = RunBegan | RunNoted | RunFinished | RunForgotten | RunMissed
 """What a `FollowRuns` stream carries (`RunMissed` first if updates made before the
 follower subscribed overflowed its buffer)."""
+
+
+class DurableRunInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One durable run as `phloem runs --durable` lists it (content-free: no input, no
+    result). `outcome` is None while it has not ended."""
+
+    id: str
+    kind: str
+    name: str
+    uid: int
+    started_at: float
+    ended_at: float | None = None
+    outcome: str | None = None
+    steps: int = 0  # completed steps
+    bytes: int = 0
+    live: bool = False  # running in this daemon now

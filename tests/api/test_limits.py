@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from phloem.actors.sessions.service import MAX_SHOW_EVENTS
-from phloem.api.errors import MAX_DETAIL_CHARS, one_line
-from phloem.api.live import MAX_REASON_BYTES, _reason
-from phloem.api.shared import MAX_SESSION_EVENTS
+from phloem.web.api.errors import MAX_DETAIL_CHARS, one_line
+from phloem.web.api.live import MAX_REASON_BYTES, _reason
+from phloem.web.api.shared import MAX_SESSION_EVENTS
 from tests.api.apiproc import APP, ApiProc, api_config, running_api
 from tests.helpers import running_daemon
 from tests.models.fake_provider import FakeProvider, Reply
@@ -83,8 +83,8 @@ def test_a_turn_past_turn_timeout_is_cancelled_and_answered_504(
 
 
 def test_dev_ui_without_its_bundle_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from phloem.api import devui
     from phloem.protocols.errors import PhloemError
+    from phloem.web.api import devui
 
     assert (devui.find_bundle() / "index.html").is_file()  # the installed google-adk's
     monkeypatch.setattr(devui, "BUNDLE_PARTS", ("cli", "no-such-bundle"))

@@ -20,9 +20,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from phloem.actors.live.fake_server import FakeLiveServer
-from phloem.api.live import MAX_VOICE_FRAME_BYTES
-from phloem.api.liveflow import MAX_CREDIT, MAX_QUEUED_MESSAGES
 from phloem.client import Client
+from phloem.web.api.live import MAX_VOICE_FRAME_BYTES
+from phloem.web.api.liveflow import MAX_CREDIT, MAX_QUEUED_MESSAGES
 from tests.api.apiproc import APP, ApiProc, api_config, running_api
 from tests.helpers import running_daemon
 from tests.models.fake_provider import FakeProvider

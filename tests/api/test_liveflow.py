@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from phloem.api.liveflow import (
+from phloem.web.api.liveflow import (
     MAX_QUEUED_BYTES,
     MAX_QUEUED_MESSAGES,
     BadAck,

@@ -18,7 +18,7 @@ def test_the_guide_documents_every_api_key() -> None:
 
 
 def test_the_guide_names_everything_answered_501() -> None:
-    from phloem.api.app import UNSUPPORTED_ROUTES
+    from phloem.web.api.app import UNSUPPORTED_ROUTES
 
     features = {feature for _, _, feature in UNSUPPORTED_ROUTES}
     guide = doc_section(GUIDE, "What is not supported")
@@ -31,8 +31,8 @@ def test_the_mcp_section_is_there() -> None:
 
 
 def test_the_voice_socket_section_states_its_limits() -> None:
-    from phloem.api.live import MAX_VOICE_FRAME_BYTES
-    from phloem.api.liveflow import MAX_CREDIT, MAX_QUEUED_BYTES, MAX_QUEUED_MESSAGES
+    from phloem.web.api.live import MAX_VOICE_FRAME_BYTES
+    from phloem.web.api.liveflow import MAX_CREDIT, MAX_QUEUED_BYTES, MAX_QUEUED_MESSAGES
 
     guide = doc_section(GUIDE, "`/run_live` as a browser voice socket")
     assert f"1 to {MAX_CREDIT:,}" in guide and f"2 to {MAX_VOICE_FRAME_BYTES:,} bytes" in guide

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
-from phloem.actors.runjournal import JournalLimits, RunJournals
+from phloem.actors.runs.journal import JournalLimits, RunJournals
 from phloem.supervision.refs import Owner
 from tests.perf.common import median_seconds, row
 

@@ -1,7 +1,7 @@
 """Durable agent runs: every model response and tool result journaled, replayed on resume.
 
 A run started with `durable = true` (`StartAgentRun.durable`) gets a journal
-(`phloem.actors.runjournal`, kind `agent`) and, innermost in its interceptor chain, a
+(`phloem.actors.runs.journal`, kind `agent`) and, innermost in its interceptor chain, a
 `JournalInterceptor`. It numbers the run's model calls and tool calls in the order the
 agent makes them (the same order on a replay: an agent is driven by what its model
 answers and its tools return). For each call it either replays the recorded answer — a
@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from phloem.actors.runjournal import RunJournal
+from phloem.actors.runs.journal import RunJournal
 from phloem.models.interceptors import CallInfo, Interceptor, ToolCall
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.tools.errors import ToolFailure

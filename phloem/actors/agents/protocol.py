@@ -66,7 +66,7 @@ class AttachAgentRun(msgspec.Struct, frozen=True, tag="attach"):
 
 class ListDurableAgentRuns(msgspec.Struct, frozen=True, tag="durable"):
     """Answered with the durable agent runs kept for the caller's uid
-    (`list[phloem.actors.runjournal.DurableRunInfo]`), oldest first."""
+    (`list[phloem.protocols.runs.DurableRunInfo]`), oldest first."""
 
 
 class ListProviders(msgspec.Struct, frozen=True, tag="providers"):

@@ -67,13 +67,13 @@ from phloem.actors.agents.protocol import (
     StartAgentRun,
 )
 from phloem.actors.reload import ReloadContext, register_reloader
-from phloem.actors.runjournal import (
+from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
+from phloem.actors.runs.journal import (
     DurableRunInfo,
     RunJournal,
     check_owner,
     planning_journals,
 )
-from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.services import Call, Resources, ServiceActor, ServiceContext, register_service
 from phloem.agents.agent import Agent
 from phloem.agents.catalogue import AgentCatalogue, build_catalogue, planned_groups

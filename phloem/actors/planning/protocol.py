@@ -59,7 +59,7 @@ class AttachPlanning(msgspec.Struct, frozen=True, tag="attach"):
 
 class ListDurablePlanning(msgspec.Struct, frozen=True, tag="durable"):
     """Answered with the durable runs kept for the caller's uid
-    (`list[phloem.actors.runjournal.DurableRunInfo]`), oldest first."""
+    (`list[phloem.protocols.runs.DurableRunInfo]`), oldest first."""
 
 
 PlanningRequest: TypeAlias = (

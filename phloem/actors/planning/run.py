@@ -24,7 +24,7 @@ events (`plan_accepted`, `step_started`, `observation`, `replan`, `terminal`) go
 run's stream as they happen, each recorded with a content-free note (plan and step ids,
 counts, statuses, error kinds), and its end carries the result's canonical JSON.
 
-A durable run (`RunRecord.journal`, `phloem.actors.runjournal`) numbers its callbacks
+A durable run (`RunRecord.journal`, `phloem.actors.runs.journal`) numbers its callbacks
 (1, 2, ...; the same numbers on every replay, the state machine being driven by their
 outcomes only) and journals each: its marker before the callback starts, its outcome
 before the run acts on it. A resumed run replays every recorded outcome instead of
@@ -71,8 +71,8 @@ from phloem.actors.planning.worker import (
     PlanCall,
     ReviewCall,
 )
-from phloem.actors.runjournal import RunJournal
 from phloem.actors.runs import Run, outcome_of
+from phloem.actors.runs.journal import RunJournal
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind as K, ErrorValue, PhloemError

@@ -18,7 +18,7 @@ entry in the tree's record of runs. Rules:
 - a successful await hands the result over and forgets the ref.
 
 Durable runs (`durable = true` in the options, else `[planning] durable`; needs the
-runtime's `journals`) are journaled (`phloem.actors.runjournal`, the run's replay rules in
+runtime's `journals`) are journaled (`phloem.actors.runs.journal`, the run's replay rules in
 `run`): their start reply names a durable id; their owner going away detaches them
 instead of ending them; `attach(owner, run_id)` gives an owner of the same uid a new ref
 and stream (another uid: `not_planning_owner`); `resume_all()` — when the service
@@ -46,8 +46,8 @@ from phloem.actors.planning.run import (
     RunRecord,
     RunSpec,
 )
-from phloem.actors.runjournal import DurableRunInfo, RunJournal, RunJournals, check_owner
 from phloem.actors.runs import Run, RunLog, ServiceRuns
+from phloem.actors.runs.journal import RunJournal, RunJournals, check_owner
 from phloem.actors.streams import StreamHub
 from phloem.base import telemetry
 from phloem.base.logs import get_logger
@@ -63,6 +63,7 @@ from phloem.protocols.plan import (
 )
 from phloem.protocols.refs import OwnedRef, RefKind
 from phloem.protocols.result import PlanningResult, ResultError, encode_result
+from phloem.protocols.runs import DurableRunInfo
 from phloem.supervision import forkserver
 from phloem.supervision.actor import ActorHandle
 from phloem.supervision.credit import CreditReceiver

@@ -52,7 +52,7 @@ from phloem.actors.planning.runtime import (
     run_child_spec,
     runs_supervisor_spec,
 )
-from phloem.actors.runjournal import RunJournal, planning_journals
+from phloem.actors.runs.journal import RunJournal, planning_journals
 from phloem.actors.services import DEFER, Call, ServiceActor, ServiceContext, register_service
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError

@@ -18,7 +18,7 @@ import pytest
 
 import phloem
 from phloem.actors.agents.protocol import StartAgentRun
-from phloem.actors.runjournal import JournalLimits, RunJournals
+from phloem.actors.runs.journal import JournalLimits, RunJournals
 from phloem.config import parse_config
 from tests.helpers import DaemonProc, short_tmpdir, wait_until
 from tests.models.fake_provider import FakeProvider, chat_calls, chat_text, chat_tool_call

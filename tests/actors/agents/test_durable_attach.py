@@ -192,7 +192,7 @@ def test_a_client_of_another_uid_is_refused(setup: Setup) -> None:
 def test_attach_by_another_uid_through_the_credential_seam(setup: Setup) -> None:
     """The same check without root: the owner's uid is what the connection's peer
     credentials said, and the one check (`runjournal.check_owner`) compares it."""
-    from phloem.actors.runjournal import JournalLimits, RunJournals, check_owner
+    from phloem.actors.runs.journal import JournalLimits, RunJournals, check_owner
 
     journals = RunJournals(setup.d / "journals", "agent", JournalLimits(sync=False))
     journal = journals.create(os.getuid(), "worker", {"name": "worker"})

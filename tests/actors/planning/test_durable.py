@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
-from phloem.actors.runjournal import (
+from phloem.actors.runs.journal import (
     END_RESERVE_BYTES,
     MAX_JOURNAL_BYTES_RANGE,
     JournalLimits,

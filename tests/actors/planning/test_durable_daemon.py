@@ -173,7 +173,7 @@ def test_attach_by_another_uid_through_the_credential_seam(setup: Setup) -> None
     """The same check without root: the owner's uid is what the connection's peer
     credentials said, so an in-process owner of another uid stands in for one."""
     from phloem.actors.planning import AdapterRegistry, PlanningRuntime
-    from phloem.actors.runjournal import JournalLimits, RunJournals
+    from phloem.actors.runs.journal import JournalLimits, RunJournals
     from phloem.supervision.refs import Owner
 
     adapters = AdapterRegistry.load(

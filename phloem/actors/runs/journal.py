@@ -58,6 +58,7 @@ from phloem.base.durablefiles import (
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.limits import check_range
+from phloem.protocols.runs import DurableRunInfo
 from phloem.protocols.secrets import prune_secrets
 from phloem.protocols.warnings import RunWarning
 
@@ -133,22 +134,6 @@ class JournalLimits:
         check_range("retention_s", self.retention_s, *RETENTION_RANGE, integer=False)
         check_range("max_retained", self.max_retained, *MAX_RETAINED_RANGE)
         check_range("resume_concurrency", self.resume_concurrency, *RESUME_CONCURRENCY_RANGE)
-
-
-class DurableRunInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """One durable run as `phloem runs --durable` lists it (content-free: no input, no
-    result). `outcome` is None while it has not ended."""
-
-    id: str
-    kind: str
-    name: str
-    uid: int
-    started_at: float
-    ended_at: float | None = None
-    outcome: str | None = None
-    steps: int = 0  # completed steps
-    bytes: int = 0
-    live: bool = False  # running in this daemon now
 
 
 @dataclass(eq=False)

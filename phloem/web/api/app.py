@@ -32,14 +32,14 @@ from aiohttp import web
 
 from phloem._version import __version__
 from phloem.agents.events import new_event_id
-from phloem.api import errors, shapes
-from phloem.api.devui import add_dev_ui
-from phloem.api.errors import error_response, failure, unsupported
-from phloem.api.live import run_live
-from phloem.api.shared import API, MAX_SESSION_EVENTS, Api, check_user, find_session, turn_slot
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.protocols.runs import ConfirmRequest
+from phloem.web.api import errors, shapes
+from phloem.web.api.devui import add_dev_ui
+from phloem.web.api.errors import error_response, failure, unsupported
+from phloem.web.api.live import run_live
+from phloem.web.api.shared import API, MAX_SESSION_EVENTS, Api, check_user, find_session, turn_slot
 
 LLM_AGENT_KIND = "LlmAgent"  # the catalogue kind a session can run (`AgentInfo.kind`)
 SESSIONS = "/apps/{app}/users/{user}/sessions"
@@ -49,7 +49,7 @@ UI_METADATA_KEY = "__session_metadata__"
 BODY_CHUNK_BYTES = 64 * 1024  # a request body is read in pieces of at most this many
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
 
-log = get_logger("phloem.api")
+log = get_logger("phloem.web.api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

@@ -30,7 +30,7 @@ ends it `failed` (`run_crashed`). Then the ref is forgotten (a feature may keep 
 planning does until its result is awaited) and the feature's `on_exit(run, reason)` runs
 in its service's own thread.
 
-A *durable* run (`start(..., journal=)`, `phloem.actors.runjournal`) also has a durable
+A *durable* run (`start(..., journal=)`, `phloem.actors.runs.journal`) also has a durable
 id (`run.durable_id`) and a journal its driver records each step in; its end is written
 to the journal before the owner sees it. Its owner's connection is not its life: when
 the owner goes away, or its stream fails, a durable run *detaches* (its stream is
@@ -61,7 +61,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from phloem.actors.runjournal import RunJournal, claim, release
+from phloem.actors.runs.journal import RunJournal, claim, release
 from phloem.actors.streams import StreamHub, Topic
 from phloem.agents.context import CancelToken
 from phloem.base import telemetry

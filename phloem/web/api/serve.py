@@ -12,11 +12,11 @@ from typing import TextIO
 
 from aiohttp import web
 
-from phloem.api.app import build_app
-from phloem.api.daemon import Daemon
-from phloem.api.shared import Api
 from phloem.config import ApiConfig
 from phloem.web.access import Access, parse_listen
+from phloem.web.api.app import build_app
+from phloem.web.api.daemon import Daemon
+from phloem.web.api.shared import Api
 from phloem.web.listen import serve_until_stopped
 
 SHUTDOWN_TIMEOUT_S = 5.0

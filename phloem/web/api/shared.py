@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from phloem.api.daemon import Daemon
 from phloem.config import ApiConfig
 from phloem.protocols.errors import ErrorKind, PhloemError
 from phloem.web.access import Access
+from phloem.web.api.daemon import Daemon
 
 
 @dataclass

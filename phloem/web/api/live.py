@@ -51,11 +51,11 @@ from aiohttp import WSMsgType, web
 
 from phloem.actors.live.protocol import LiveEvent
 from phloem.agents.events import new_event_id
-from phloem.api import errors, shapes
-from phloem.api.liveflow import MAX_CREDIT, BadAck, Outbox, Outgoing, SlowClient
-from phloem.api.shared import API, Api, find_session, turn_slot
 from phloem.client.aio import AsyncClient
 from phloem.protocols.errors import ErrorKind, PhloemError
+from phloem.web.api import errors, shapes
+from phloem.web.api.liveflow import MAX_CREDIT, BadAck, Outbox, Outgoing, SlowClient
+from phloem.web.api.shared import API, Api, find_session, turn_slot
 
 LIVE_MODALITIES = ("TEXT", "AUDIO")
 READY_TIMEOUT_S = 60.0  # a Live session not ready by then closes the socket
