@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import Iterator
-from typing import Final
+from typing import ClassVar, Final
 
 from phloem.agents.context import InvocationContext
 from phloem.agents.events import Event
@@ -50,6 +50,10 @@ class Agent(abc.ABC):
 
     before_agent_callback: LocalCallback | None = None
     after_agent_callback: LocalCallback | None = None
+    fiber_safe: ClassVar[bool] = False
+    """True when `run` blocks only through `phloem.supervision.fibers` (`wait`,
+    `offload`): the run lifecycle may then drive it as a fiber, which holds no thread
+    while it waits. An agent that blocks any other way stalls its hub's other fibers."""
 
     def __init__(
         self,

@@ -8,10 +8,11 @@ built-in instruction of a `harness = true` agent whose `instruction` is empty.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from phloem.agents.context import InvocationContext
 from phloem.agents.llm_agent import LlmAgent
+from phloem.models.waiting import call_model
 from phloem.protocols.content import (
     Content,
     ModelRequest,
@@ -21,6 +22,7 @@ from phloem.protocols.content import (
 )
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.model import ModelError
+from phloem.supervision import fibers
 from phloem.tools.contract import JSON
 
 DEFAULT_CODING_INSTRUCTION = (
@@ -52,7 +54,12 @@ class ConversationAgent(LlmAgent):
     def generate(self, request: ModelRequest) -> ModelResponse:
         stream = getattr(self.model, "stream", None)
         if self.on_text is None or stream is None:
-            return self.model.generate(request)
+            return call_model(self.model, request)
+        return fibers.offload(self._streamed, stream, request)  # a stream blocks
+
+    def _streamed(
+        self, stream: Callable[[ModelRequest], Iterable[ModelResponse]], request: ModelRequest
+    ) -> ModelResponse:
         try:
             chunks = iter(stream(request))
             first = next(chunks)
@@ -64,7 +71,7 @@ class ConversationAgent(LlmAgent):
         for chunk in itertools.chain((first,), chunks):
             if not chunk.partial:
                 final = chunk
-            elif chunk.text:
+            elif chunk.text and self.on_text is not None:
                 self.on_text(chunk.text)
         if final is None:
             raise ModelError(ErrorKind.MALFORMED_RESPONSE, "the stream ended without its answer")

@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from phloem.agents.agent import Agent, call_info
-from phloem.agents.context import InvocationContext
+from phloem.agents.context import CancelToken, InvocationContext
 from phloem.agents.events import Event, EventActions
 from phloem.agents.hooks import (
     STOP_KINDS,
@@ -56,9 +56,10 @@ from phloem.agents.hooks import (
     tool_answer,
 )
 from phloem.agents.templating import render
-from phloem.models.cancel import cancel_scope
+from phloem.models.cancel import Subscribe, cancel_scope
 from phloem.models.interceptors import CallInfo, ToolCall
 from phloem.models.request_planners import RequestPlanner
+from phloem.models.waiting import call_model
 from phloem.protocols.content import (
     Content,
     FunctionCall,
@@ -74,6 +75,7 @@ from phloem.protocols.jsonvalue import json_size
 from phloem.protocols.limits import check_range
 from phloem.protocols.model import Model
 from phloem.protocols.secrets import redact
+from phloem.supervision import fibers
 from phloem.tools.contract import JSON, Tool, ToolContext, as_tool, object_schema, unknown_tool
 from phloem.tools.errors import ToolFailure
 from phloem.tools.registry import ToolRegistry
@@ -102,7 +104,19 @@ class ExitLoopTool(Tool):
 exit_loop = ExitLoopTool()
 
 
+def _subscriber(token: CancelToken) -> Subscribe:
+    """The cancel scope's `subscribe` for a run's `CancelToken`."""
+
+    def subscribe(callback: Callable[[], None]) -> Callable[[], None]:
+        token.on_cancel(callback)
+        return lambda: token.remove(callback)
+
+    return subscribe
+
+
 class LlmAgent(Agent):
+    fiber_safe = True  # it blocks only in `call_model` and `fibers.offload` (tools)
+
     def __init__(
         self,
         name: str,
@@ -165,8 +179,9 @@ class LlmAgent(Agent):
         self.planner = planner
 
     def generate(self, request: ModelRequest) -> ModelResponse:
-        """One model call (the innermost step of the interceptor chain)."""
-        return self.model.generate(request)
+        """One model call (the innermost step of the interceptor chain); in a fiber it
+        is waited on parked (`phloem.models.waiting`)."""
+        return call_model(self.model, request)
 
     def history(self, ctx: InvocationContext) -> list[Content]:
         contents: list[Content] = []
@@ -210,7 +225,7 @@ class LlmAgent(Agent):
             if self.planner is not None:
                 request = self.planner.build_request(request)
             try:
-                with cancel_scope(lambda: ctx.cancel.cancelled):
+                with cancel_scope(lambda: ctx.cancel.cancelled, _subscriber(ctx.cancel)):
                     response = self._model_call(ctx, model_info, request)
                 ctx.usage.add(response.usage)
                 if self.planner is not None:
@@ -345,7 +360,8 @@ class LlmAgent(Agent):
         if tool is None:
             return unknown_tool(call.name)
         try:
-            response = tool.run(dict(call.args), tool_context)
+            # In a fiber the tool runs on an offload thread: a tool may block.
+            response = fibers.offload(tool.run, dict(call.args), tool_context)
             size = len(response.json) if isinstance(response, RawToolResult) else None
             if (size if size is not None else json_size(response)) > MAX_TOOL_RESULT_BYTES:
                 message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"

@@ -38,6 +38,7 @@ from phloem.protocols.depth import check_json_depth
 from phloem.protocols.limits import check_range
 from phloem.protocols.runs import ConfirmRequest
 from phloem.protocols.secrets import secret_paths
+from phloem.supervision import fibers
 
 __all__ = [
     "CONFIRMATION_TIMEOUT_RANGE",
@@ -93,7 +94,7 @@ class _Pending:
     __slots__ = ("approve", "event")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event = fibers.Latch()  # a run driven as a fiber waits parked
         self.approve = False
 
 

@@ -30,16 +30,40 @@ CANCEL_POLL_S: Final = 0.05
 _scope: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
     "phloem_cancel_scope", default=None
 )
+Subscribe = Callable[[Callable[[], None]], Callable[[], None]]
+"""`subscribe(callback) -> undo`: call `callback()` once when cancelled (at once if
+already), until `undo()`."""
+_subscribe: contextvars.ContextVar[Subscribe | None] = contextvars.ContextVar(
+    "phloem_cancel_subscribe", default=None
+)
 
 
 @contextlib.contextmanager
-def cancel_scope(is_cancelled: Callable[[], bool]) -> Iterator[None]:
-    """Model calls made inside stop when `is_cancelled()` turns true."""
+def cancel_scope(
+    is_cancelled: Callable[[], bool], subscribe: Subscribe | None = None
+) -> Iterator[None]:
+    """Model calls made inside stop when `is_cancelled()` turns true; with `subscribe`,
+    a parked wait (`phloem.models.waiting`) is woken by the cancel itself, not a poll."""
     token = _scope.set(is_cancelled)
+    sub = _subscribe.set(subscribe)
     try:
         yield
     finally:
+        _subscribe.reset(sub)
         _scope.reset(token)
+
+
+def _nothing() -> None:
+    return None
+
+
+def on_cancel(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call `callback()` when the current scope is cancelled (a scope without
+    `subscribe`, or none: never); returns the undo."""
+    subscribe = _subscribe.get()
+    if subscribe is None:
+        return _nothing
+    return subscribe(callback)
 
 
 def cancelled() -> bool:

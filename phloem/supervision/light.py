@@ -78,10 +78,11 @@ def is_light(choice: bool | None) -> bool:
 
 class Pool:
     """Worker threads taking scheduled actors off one queue; grows when every worker is
-    busy (up to `MAX_WORKERS`), shrinks back to `MIN_WORKERS` when idle."""
+    busy (up to `max_workers`), shrinks back to `MIN_WORKERS` when idle."""
 
-    def __init__(self, name: str = "light") -> None:
+    def __init__(self, name: str = "light", max_workers: int = MAX_WORKERS) -> None:
         self.name = name
+        self.max_workers = max_workers
         self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers = 0
@@ -93,7 +94,7 @@ class Pool:
                 self._idle -= 1
                 spawn = False
             else:
-                spawn = self._workers < MAX_WORKERS
+                spawn = self._workers < self.max_workers
                 if spawn:
                     self._workers += 1
         self._tasks.put(task)

@@ -7,9 +7,9 @@ it (each is a process of its own).
   step of the scripted executor, in the callback's process child), admitted under
   `planning.max_active_runs = PLANNING_RUNS`; one more start past the limit must be
   refused with `backpressure`.
-- agents: `AGENT_RUNS` runs of an `LlmAgent` whose scripted model blocks until released
-  (a run waiting on its model), admitted under `agents.max_concurrent_runs`; one more
-  start must get `backpressure`.
+- agents: `AGENT_RUNS` runs of an `LlmAgent` whose scripted model answers later (a
+  future: a run waiting on its model, parked as a fiber without a thread), admitted
+  under `agents.max_concurrent_runs`; one more start must get `backpressure`.
 
 Per case: RSS per waiting run (vs the issue's goal of 16 KiB, and vs one idle supervised
 actor measured in the same run), OS threads and process children per run, the echo p99
@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -223,13 +224,15 @@ def _planning(idle_kib: float) -> list[dict[str, Any]]:
 
 
 def _agents(idle_kib: float) -> list[dict[str, Any]]:
-    release = threading.Event()
     waiting = threading.Semaphore(0)
+    pending: list[Future[ModelResponse]] = []
 
-    def answer(request: ModelRequest) -> ModelResponse:
+    def answer(request: ModelRequest) -> Future[ModelResponse]:
+        """The answer comes later (a model with `submit`): the run waits parked."""
+        later: Future[ModelResponse] = Future()
+        pending.append(later)
         waiting.release()
-        release.wait(START_DEADLINE_S)
-        return ModelResponse.from_text("done")
+        return later
 
     model = ScriptedModel([answer] * (AGENT_RUNS + 1))
     cfg = msgspec.convert({"agents": {"max_concurrent_runs": AGENT_RUNS}}, Config)
@@ -245,7 +248,8 @@ def _agents(idle_kib: float) -> list[dict[str, Any]]:
         refused = _refusal(lambda: client.start_agent_run("waiter", input="go"))
         for run in started:
             client.cancel_agent_run(run.ref)
-        release.set()
+        for later in pending:
+            later.set_result(ModelResponse.from_text("done"))
     return _case_rows("agents", AGENT_RUNS, base, during, refused, idle_kib)
 
 

@@ -21,8 +21,11 @@ Credential-shaped state keys (`api_key`, `password`, ... — token *counts* are 
 pruned from every event and from the final state before they leave the service.
 
 In the tree the service is `agents/service`, next to `agents/runs`: every run gets its
-own supervisor there (`agent-run:<run>`), holding the run's driver (a `RunDriver`) and
-one temporary actor per sub-agent invocation, so `phloem tree` shows every live run. At
+own supervisor there (`agent-run:<run>`), holding the run's driver and one temporary
+actor per sub-agent invocation, so `phloem tree` shows every live run. The driver of an
+agent that says `fiber_safe` (an `LlmAgent`) is a `FiberDriver`: the run is a fiber,
+parked without a thread while it waits on its model, a confirmation or a tool; any
+other agent's is a `RunDriver`, on a thread of its own. At
 most `max_concurrent_runs` runs are live; beyond that a start is refused with `backpressure`.
 
 A durable run (`StartAgentRun.durable`, `durable`) is journaled under
@@ -67,7 +70,7 @@ from phloem.actors.agents.protocol import (
     StartAgentRun,
 )
 from phloem.actors.reload import ReloadContext, register_reloader
-from phloem.actors.runs import Run, RunDriver, ServiceRuns, outcome_of
+from phloem.actors.runs import FiberDriver, Run, RunDriver, ServiceRuns, outcome_of
 from phloem.actors.runs.journal import (
     DurableRunInfo,
     RunJournal,
@@ -118,6 +121,8 @@ RUN_REF_KIND = RefKind(
     not_owner_error=ErrorKind.NOT_OWNER,
 )
 MAX_AGENT_INPUT_CHARS = 100_000
+RUNS_ON_FIBERS = True
+"""Drive `fiber_safe` agents' runs as fibers (False: every run on a thread of its own)."""
 
 
 def info_of(agent: Agent) -> AgentInfo:
@@ -472,7 +477,8 @@ class AgentService(ServiceActor):
         def launch(run: Run) -> ChildHandle:
             state.lifecycle = run
             work = functools.partial(drive, state, request)
-            spec = ChildSpec("driver", (RunDriver, (run, work), {}), restart="temporary")
+            driver = FiberDriver if RUNS_ON_FIBERS and agent.fiber_safe else RunDriver
+            spec = ChildSpec("driver", (driver, (run, work), {}), restart="temporary")
             return executor.supervisor.start_child(spec)
 
         try:

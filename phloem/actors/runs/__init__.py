@@ -87,8 +87,10 @@ from phloem.protocols.runs import (
     RunUpdate,
 )
 from phloem.protocols.secrets import is_secret_key, redact
-from phloem.supervision.actor import Actor
+from phloem.supervision import fibers
+from phloem.supervision.actor import Actor, tell_if_alive
 from phloem.supervision.handle import ChildHandle
+from phloem.supervision.light import tell_inline
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner, OwnerRegistry
 
@@ -440,7 +442,7 @@ class Run:
             return False
         try:
             if wait:
-                topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
+                _send_when_room(topic, item)
             else:
                 topic.publish(item)
         except PhloemError as exc:
@@ -455,6 +457,20 @@ class Run:
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.name!r} {self.outcome or 'running'}>"
+
+
+def _send_when_room(topic: Topic, item: Any) -> None:
+    """Send under credit, waiting up to `RUN_STREAM_SEND_TIMEOUT_S` for room; a fiber
+    that has to wait waits parked, the wait itself on an offload thread."""
+    if fibers.current() is None:
+        topic.send(item, timeout=RUN_STREAM_SEND_TIMEOUT_S)
+        return
+    try:
+        topic.send(item, timeout=0.0)
+    except PhloemError as exc:
+        if exc.kind != ErrorKind.TIMEOUT:
+            raise
+        fibers.offload(topic.send, item, RUN_STREAM_SEND_TIMEOUT_S)
 
 
 Launch = Callable[[Run], ChildHandle]
@@ -754,8 +770,12 @@ class RunDriver(Actor):
         self.actor_ref.tell(_Work())
 
     def on_receive(self, message: Any) -> Any:
-        if not isinstance(message, _Work):
-            return None
+        if isinstance(message, _Work):
+            self.exit(self._drive())
+        return None
+
+    def _drive(self) -> ExitReason:
+        """Do the run's work; the driver's exit reason (normal unless the work raised)."""
         run = self.run
         reason = ExitReason.normal()
         try:
@@ -773,11 +793,45 @@ class RunDriver(Actor):
                     kind=ErrorKind.RUN_INCOMPLETE, message="the run's work returned without an end"
                 ),
             )
-        self.exit(reason)
-        return None
+        return reason
 
     def credit_in_use(self) -> int:
         return self.run.credit_in_use()
+
+
+class _Done:
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: ExitReason) -> None:
+        self.reason = reason
+
+
+class FiberDriver(RunDriver):
+    """A `RunDriver` that owns no thread: a light actor whose work runs as a fiber
+    (`phloem.supervision.fibers`), parked — no thread held — while it waits on a model,
+    a confirmation or an offloaded call. It is the same child in the tree (the run's
+    `driver`), with the same ends; the fiber's end is told back to the actor, which then
+    exits with the work's reason. Stopping it (a supervisor's shutdown) cancels the run,
+    so the parked work wakes and ends it. For work that blocks only through
+    `fibers.wait`/`fibers.offload` (`Agent.fiber_safe`)."""
+
+    light = True
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Work):
+            fibers.spawn(self._drive_fiber, f"run:{self.run.id}")
+        elif isinstance(message, _Done):
+            self.exit(message.reason)
+        return None
+
+    def _drive_fiber(self) -> None:
+        done = _Done(self._drive())
+        if not tell_inline(self, done):
+            tell_if_alive(self.actor_ref, done)
+
+    def on_stop(self) -> None:
+        if not self.run.ended:
+            self.run.token.cancel("the run's driver was stopped")
 
 
 def trace_id_of(run: Run) -> str:
@@ -803,6 +857,7 @@ __all__ = [
     "RUN_RETAIN_BYTES",
     "RUN_RETAIN_MESSAGES",
     "RUN_STREAM_SEND_TIMEOUT_S",
+    "FiberDriver",
     "Run",
     "RunDriver",
     "RunEntry",
