@@ -163,7 +163,7 @@ class Actor(pykka.ThreadingActor):
             reason = ExitReason.from_exception(exception_value)  # redacts: made once
             if handle is not None and handle._failure is None:
                 handle._failure, handle._failure_reason = exception_value, reason
-            log.error("actor_failed", actor=str(self), reason=str(reason))
+            log.error_later("actor_failed", actor=str(self), reason=str(reason))
         self.actor_stopped.set()
 
     def _handle_receive(self, message: Any) -> Any:
