@@ -381,10 +381,25 @@ class Logger:
     is current when the record is made (the daemon configures its sink after modules have
     taken their loggers)."""
 
-    __slots__ = ("name",)
+    __slots__ = ("_stdlib", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self._stdlib: Any = None  # the standard library's logger of `name`, once looked up
+
+    def enabled_for(self, level: int) -> bool:
+        """Whether a record at `level` would be made now (to skip building its fields)."""
+        if _sink.owned:
+            return level >= LEVELS[_sink.level]
+        return bool(self._stdlib_logger().isEnabledFor(level))
+
+    def _stdlib_logger(self) -> Any:
+        logger = self._stdlib
+        if logger is None:
+            import logging
+
+            logger = self._stdlib = logging.getLogger(self.name)
+        return logger
 
     def debug(self, event: str, **kw: Any) -> None:
         self._log(DEBUG, "debug", event, kw)
@@ -426,9 +441,7 @@ class Logger:
                     _write_pending()
                 getattr(_logger_for(self.name), method)(event, **kw)
             return
-        import logging
-
-        if logging.getLogger(self.name).isEnabledFor(level):
+        if self._stdlib_logger().isEnabledFor(level):  # cached by the standard library
             getattr(_logger_for(self.name), method)(event, **kw)
 
 
