@@ -30,14 +30,16 @@ path logs before acting, and a dead log sink must not stop it from acting.
 A record on a hot path (an actor's crash line, which sits on its restart path) can be
 made with `Logger.error_later`: on the owned sink the caller only queues it (its time,
 its context and its exception captured then) and the log thread renders and writes the
-same line. Lines stay in record order (a synchronous record first writes what is queued),
-at most `DEFERRED_MAX` wait (more are dropped, counted, and a `log_lines_dropped` line
-says how many), and what is queued is written at exit (`flush_logs`).
+same line, `WRITE_DELAY_S` after it is woken. Lines stay in record order (a synchronous
+record first writes what is queued), at most `DEFERRED_MAX` wait (more are dropped,
+counted, and a `log_lines_dropped` line says how many), and what is queued is written at
+exit (`flush_logs`).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import contextvars
 import datetime
 import json
@@ -60,6 +62,8 @@ _dropped = 0
 
 DEFERRED_MAX = 10_000
 """Records queued for the log thread (`Logger.error_later`) at most; more are dropped."""
+WRITE_DELAY_S = 0.002
+"""How long the log thread waits, once woken, before it writes what is queued."""
 DROPPED_EVENT = "log_lines_dropped"
 """The line written before the next deferred one when some were dropped (`count`)."""
 _AT = "_phloem_at"  # a deferred record's time (`time.time()` when it was made)
@@ -335,6 +339,12 @@ def _start_writer() -> None:
 def _write_forever() -> None:
     while True:
         _wake.get()
+        # Out of the way of what the record's maker does next (a restart's new actor, the
+        # threads it wakes), then every record queued meanwhile at once.
+        time.sleep(WRITE_DELAY_S)
+        with contextlib.suppress(queue.Empty):
+            while True:
+                _wake.get_nowait()
         _write_pending()
 
 

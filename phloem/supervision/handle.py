@@ -111,6 +111,12 @@ class Flag(threading.Event):
 
     isSet = is_set  # noqa: N815 (threading.Event's old name)
 
+    def __repr__(self) -> str:  # Event's reads the condition it has not made
+        return f"<{type(self).__name__}: {'set' if self._is_set else 'unset'}>"
+
+    def _at_fork_reinit(self) -> None:
+        self._event = None  # made again on the next wait
+
     def set(self) -> None:
         self._is_set = True
         event = self._event
