@@ -1,5 +1,5 @@
 """`Logger.error_later`: the line the log thread writes is the line `error` writes, in
-record order, bounded (`DEFERRED_MAX`, drops counted on a `log_lines_dropped` line) and
+record order, bounded (`MAX_DEFERRED_LINES`, drops counted on a `log_lines_dropped` line) and
 written at exit."""
 
 from __future__ import annotations
@@ -69,18 +69,18 @@ def test_at_the_limit_and_one_over_the_drops_are_counted_on_one_line() -> None:
     log = logs.get_logger("test")
     before = logs.dropped_lines()
     with logs._order:
-        for n in range(logs.DEFERRED_MAX):
+        for n in range(logs.MAX_DEFERRED_LINES):
             log.error_later("queued", n=n)
         assert logs.dropped_lines() == before  # at the limit: every record queued
         for _ in range(3):
             log.error_later("over")
-        assert len(logs._pending) == logs.DEFERRED_MAX + 1  # one line says how many
+        assert len(logs._pending) == logs.MAX_DEFERRED_LINES + 1  # one line says how many
     logs.flush_logs()
     lines = _lines(out)
     assert logs.dropped_lines() == before + 3
-    assert [line["n"] for line in lines[:-1]] == list(range(logs.DEFERRED_MAX))
+    assert [line["n"] for line in lines[:-1]] == list(range(logs.MAX_DEFERRED_LINES))
     assert lines[-1]["event"] == logs.DROPPED_EVENT
-    assert (lines[-1]["count"], lines[-1]["limit"]) == (3, logs.DEFERRED_MAX)
+    assert (lines[-1]["count"], lines[-1]["limit"]) == (3, logs.MAX_DEFERRED_LINES)
     log.error_later("after")  # a new count starts after the line
     logs.flush_logs()
     assert _lines(out)[-1]["event"] == "after"

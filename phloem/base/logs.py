@@ -31,7 +31,7 @@ A record on a hot path (an actor's crash line, which sits on its restart path) c
 made with `Logger.error_later`: on the owned sink the caller only queues it (its time,
 its context and its exception captured then) and the log thread renders and writes the
 same line, `WRITE_DELAY_S` after it is woken. Lines stay in record order (a synchronous
-record first writes what is queued), at most `DEFERRED_MAX` wait (more are dropped,
+record first writes what is queued), at most `MAX_DEFERRED_LINES` wait (more are dropped,
 counted, and a `log_lines_dropped` line says how many), and what is queued is written at
 exit (`flush_logs`).
 """
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 _lock = threading.Lock()
 _dropped = 0
 
-DEFERRED_MAX = 10_000
+MAX_DEFERRED_LINES = 10_000
 """Records queued for the log thread (`Logger.error_later`) at most; more are dropped."""
 WRITE_DELAY_S = 0.002
 """How long the log thread waits, once woken, before it writes what is queued."""
@@ -307,15 +307,15 @@ _drops: dict[str, Any] | None = None  # the queued `log_lines_dropped` record's 
 def _defer(logger: Any, method: str, event: str, kw: dict[str, Any]) -> None:
     """Queue a record for the log thread with what it must be rendered from, taken now:
     its time, its context (actor path, trace ids) and the exception being handled. When
-    `DEFERRED_MAX` wait, it is dropped and counted, on one queued `log_lines_dropped`."""
+    `MAX_DEFERRED_LINES` wait, it is dropped and counted, on one queued `log_lines_dropped`."""
     global _dropped, _drops
-    if len(_pending) >= DEFERRED_MAX:
+    if len(_pending) >= MAX_DEFERRED_LINES:
         with _lock:
             _dropped += 1
             if _drops is not None:
                 _drops["count"] += 1
                 return
-            _drops = {"count": 1, "limit": DEFERRED_MAX, _AT: time.time()}
+            _drops = {"count": 1, "limit": MAX_DEFERRED_LINES, _AT: time.time()}
             kw, event = _drops, DROPPED_EVENT  # queued in the dropped one's place
     else:
         kw[_AT] = time.time()
@@ -371,15 +371,14 @@ def flush_logs() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child has no log thread (and the locks may be held by a thread that is
-    not there): start afresh, keeping the records queued before the fork."""
-    global _order, _lock
+    """A forked child has no log thread, and the locks may be held by a thread that is
+    not there: start afresh. What was queued is the parent's to write, not the child's."""
+    global _order, _lock, _drops
     _order = threading.RLock()
     _lock = threading.Lock()
     _writer.clear()
-    if _pending:
-        _start_writer()
-        _wake.put(None)
+    _pending.clear()
+    _drops = None
 
 
 atexit.register(flush_logs)
