@@ -26,14 +26,29 @@ Logging never raises into its caller: a line that cannot be written (a closed st
 pipe whose reader has gone away, a full disk) is dropped and counted (`dropped_lines()`;
 the daemon reports the count in its `daemon_stopped` line). Code such as the daemon's stop
 path logs before acting, and a dead log sink must not stop it from acting.
+
+A record on a hot path (an actor's crash line, which sits on its restart path) can be
+made with `Logger.error_later`: on the owned sink the caller only queues it (its time,
+its context and its exception captured then) and the log thread renders and writes the
+same line, `WRITE_DELAY_S` after it is woken. Lines stay in record order (a synchronous
+record first writes what is queued), at most `MAX_DEFERRED_LINES` wait (more are dropped,
+counted, and a `log_lines_dropped` line says how many), and what is queued is written at
+exit (`flush_logs`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import contextvars
+import datetime
 import json
+import os
+import queue
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
@@ -44,6 +59,14 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _dropped = 0
+
+MAX_DEFERRED_LINES = 10_000
+"""Records queued for the log thread (`Logger.error_later`) at most; more are dropped."""
+WRITE_DELAY_S = 0.002
+"""How long the log thread waits, once woken, before it writes what is queued."""
+DROPPED_EVENT = "log_lines_dropped"
+"""The line written before the next deferred one when some were dropped (`count`)."""
+_AT = "_phloem_at"  # a deferred record's time (`time.time()` when it was made)
 
 ROOT_LOGGER = "phloem"
 # The standard library's levels (`logging` itself is imported where a record goes to it).
@@ -102,6 +125,19 @@ def redact_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
         except Exception as exc:
             out[key] = f"[unloggable: {type(exc).__name__}]"
     return out
+
+
+def add_timestamp(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """structlog processor: `timestamp`, ISO 8601 in UTC (`...Z`), of when the record was
+    made: now, or for a deferred record the time it was queued."""
+    at = event.pop(_AT, None)
+    stamp = (
+        datetime.datetime.now(tz=datetime.UTC)
+        if at is None
+        else datetime.datetime.fromtimestamp(at, tz=datetime.UTC)
+    )
+    event["timestamp"] = stamp.isoformat().replace("+00:00", "Z")
+    return event
 
 
 def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
@@ -234,7 +270,7 @@ def _wrap(name: str) -> Any:
         _SafeLogger(_sink.stream),
         processors=[
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            add_timestamp,
             structlog.processors.format_exc_info,
             add_trace_ids,
             add_actor_path,
@@ -258,15 +294,121 @@ def _logger_for(name: str) -> Any:
     return logger
 
 
+# -- deferred records (`Logger.error_later`) ------------------------------------------------
+
+_Record = tuple[Any, str, str, dict[str, Any], contextvars.Context]
+_pending: deque[_Record] = deque()
+_wake: queue.SimpleQueue[None] = queue.SimpleQueue()
+_order = threading.RLock()  # held while lines are rendered and written: record order
+_writer: list[threading.Thread] = []
+_drops: dict[str, Any] | None = None  # the queued `log_lines_dropped` record's fields
+
+
+def _defer(logger: Any, method: str, event: str, kw: dict[str, Any]) -> None:
+    """Queue a record for the log thread with what it must be rendered from, taken now:
+    its time, its context (actor path, trace ids) and the exception being handled. When
+    `MAX_DEFERRED_LINES` wait, it is dropped and counted, on one queued `log_lines_dropped`."""
+    global _dropped, _drops
+    if len(_pending) >= MAX_DEFERRED_LINES:
+        with _lock:
+            _dropped += 1
+            if _drops is not None:
+                _drops["count"] += 1
+                return
+            _drops = {"count": 1, "limit": MAX_DEFERRED_LINES, _AT: time.time()}
+            kw, event = _drops, DROPPED_EVENT  # queued in the dropped one's place
+    else:
+        kw[_AT] = time.time()
+        if kw.get("exc_info") is True:
+            kw["exc_info"] = sys.exc_info()
+    _pending.append((logger, method, event, kw, contextvars.copy_context()))
+    if not _writer:
+        _start_writer()
+    _wake.put(None)
+
+
+def _start_writer() -> None:
+    with _lock:
+        if _writer:
+            return
+        thread = threading.Thread(target=_write_forever, name="phloem-log", daemon=True)
+        _writer.append(thread)
+    thread.start()
+
+
+def _write_forever() -> None:
+    while True:
+        _wake.get()
+        # Out of the way of what the record's maker does next (a restart's new actor, the
+        # threads it wakes), then every record queued meanwhile at once.
+        time.sleep(WRITE_DELAY_S)
+        with contextlib.suppress(queue.Empty):
+            while True:
+                _wake.get_nowait()
+        _write_pending()
+
+
+def _write_pending() -> None:
+    """Render and write the queued records, oldest first; never raises."""
+    global _dropped, _drops
+    with _order:
+        while _pending:
+            logger, method, event, kw, context = _pending.popleft()
+            if kw is _drops:
+                with _lock:  # later drops start a new count
+                    _drops, kw = None, dict(kw)
+            try:
+                context.run(getattr(logger, method), event, **kw)
+            except Exception:  # a record that cannot be rendered is a line not written
+                with _lock:
+                    _dropped += 1
+
+
+def flush_logs() -> None:
+    """Write every queued record now (at exit, and before the sink changes)."""
+    if _pending:
+        _write_pending()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no log thread, and the locks may be held by a thread that is
+    not there: start afresh. What was queued is the parent's to write, not the child's."""
+    global _order, _lock, _drops
+    _order = threading.RLock()
+    _lock = threading.Lock()
+    _writer.clear()
+    _pending.clear()
+    _drops = None
+
+
+atexit.register(flush_logs)
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Logger:
     """What `get_logger` returns: `log.info("event", key=value, ...)`, on whatever sink
     is current when the record is made (the daemon configures its sink after modules have
     taken their loggers)."""
 
-    __slots__ = ("name",)
+    __slots__ = ("_stdlib", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self._stdlib: Any = None  # the standard library's logger of `name`, once looked up
+
+    def enabled_for(self, level: int) -> bool:
+        """Whether a record at `level` would be made now (to skip building its fields)."""
+        if _sink.owned:
+            return level >= LEVELS[_sink.level]
+        return bool(self._stdlib_logger().isEnabledFor(level))
+
+    def _stdlib_logger(self) -> Any:
+        logger = self._stdlib
+        if logger is None:
+            import logging
+
+            logger = self._stdlib = logging.getLogger(self.name)
+        return logger
 
     def debug(self, event: str, **kw: Any) -> None:
         self._log(DEBUG, "debug", event, kw)
@@ -288,18 +430,28 @@ class Logger:
     def exception(self, event: str, **kw: Any) -> None:
         self._log(ERROR, "error", event, {"exc_info": True, **kw})
 
+    def error_later(self, event: str, **kw: Any) -> None:
+        """`error`, rendered and written by the log thread on the owned sink: the caller
+        pays for queueing the record, not for formatting it (an actor's crash line, on
+        its restart path). The same line, in order; embedded, exactly `error`."""
+        if not _sink.owned:
+            self._log(ERROR, "error", event, kw)
+        elif LEVELS[_sink.level] <= ERROR:
+            _defer(_logger_for(self.name), "error", event, kw)
+
     def _log(self, level: int, method: str, event: str, kw: dict[str, Any]) -> None:
         """Hand the record to the current sink, unless its level is off there (then no
         logger is built, and structlog need not even be loaded)."""
         if _sink.owned:
             if level < LEVELS[_sink.level]:
                 return
-        else:
-            import logging
-
-            if not logging.getLogger(self.name).isEnabledFor(level):
-                return
-        getattr(_logger_for(self.name), method)(event, **kw)
+            with _order:  # after every deferred record made before it
+                if _pending:
+                    _write_pending()
+                getattr(_logger_for(self.name), method)(event, **kw)
+            return
+        if self._stdlib_logger().isEnabledFor(level):  # cached by the standard library
+            getattr(_logger_for(self.name), method)(event, **kw)
 
 
 def _quiet_by_default() -> None:
@@ -335,6 +487,7 @@ def configure_logging(
     embedded tree leaves logging to its host."""
     if level not in LEVELS:
         raise ValueError(f"unknown log level {level!r}")
+    flush_logs()  # records made before go where they were made for
     with _lock:
         _sink.level, _sink.fmt, _sink.stream, _sink.owned = level, fmt, stream, True
         _sink.generation += 1
@@ -402,6 +555,7 @@ def set_level(level: str, fmt: str | None = None) -> None:
 
 def use_stdlib() -> None:
     """Back to the embedded default: records through the standard `logging` module."""
+    flush_logs()
     with _lock:
         _sink.owned, _sink.stream = False, None
         _sink.generation += 1

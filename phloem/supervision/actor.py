@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import queue
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -25,17 +26,18 @@ import pykka
 from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
 
-from phloem.base.logs import get_logger
+from phloem.base.logs import ERROR, get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision import light as light_kind
 from phloem.supervision.handle import (
     ChildHandle,
     ChildStartError,
     ChildState,
+    Flag,
     HandleKind,
     HandleStats,
 )
-from phloem.supervision.owners import set_current_actor, set_current_owner
+from phloem.supervision.owners import enter_actor
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.threadpark import run_parked
 
@@ -48,10 +50,20 @@ DEFAULT_ASK_TIMEOUT_S = 30.0
 
 
 _loop_ids = itertools.count(1)
+_urns = itertools.count(1)
 
 
 class _Wakeup:
     """An inbox entry with no meaning: wakes a killed actor's loop so it can exit."""
+
+
+_PYKKA_MESSAGES = (
+    _Wakeup,
+    pykka_messages._ActorStop,
+    pykka_messages.ProxyCall,
+    pykka_messages.ProxyGetAttr,
+    pykka_messages.ProxySetAttr,
+)
 
 
 def tell_if_alive(ref: Any, message: Any) -> None:
@@ -89,6 +101,15 @@ class Actor(pykka.ThreadingActor):
     _phloem_handle: ActorHandle | None = None
     _is_light = False
 
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        # pykka's fields, made as pykka's `__init__` makes them but cheaper (a restart
+        # makes one actor): an urn from a counter, not a uuid (the tree names an actor;
+        # the urn only has to be unique here), and a `Flag` for `actor_stopped`.
+        self.actor_urn = f"urn:phloem:actor:{next(_urns)}"
+        self.actor_inbox = self._create_actor_inbox()
+        self.actor_stopped = Flag()
+        self._actor_ref = pykka.ActorRef(self)
+
     def exit(self, reason: ExitReason) -> None:
         """Stop this actor from inside one of its own handlers with the given reason."""
         if self._phloem_handle is not None:
@@ -120,11 +141,19 @@ class Actor(pykka.ThreadingActor):
         run_parked(self._actor_loop, name, self.use_daemon_thread)
 
     def _light_setup(self) -> None:
-        # In the light actor's own context (`light.Runner`), as a thread's loop would be.
-        set_current_actor(self._phloem_handle)
-        if self.owns_work:
-            set_current_owner(self._phloem_handle)
-        self._actor_loop_setup()
+        # In the light actor's own context (`light.Runner`), as a thread's loop would be;
+        # pykka's `_actor_loop_setup` (on_start, a failure handled) written out: a
+        # restart runs it.
+        handle = self._phloem_handle
+        enter_actor(handle, self.owns_work)
+        try:
+            self.on_start()
+        except Exception:
+            self._handle_failure(*sys.exc_info())
+        finally:
+            if handle is not None:
+                handle._start_failed = self.actor_stopped.is_set()
+                handle._started.set()
 
     def _actor_loop_setup(self) -> None:
         if self._phloem_handle is not None and not self._is_light:
@@ -141,9 +170,7 @@ class Actor(pykka.ThreadingActor):
 
     def _actor_loop(self) -> None:
         # The loop runs in a fresh context (`threadpark`): the owner ends with it.
-        set_current_actor(self._phloem_handle)
-        if self.owns_work:
-            set_current_owner(self._phloem_handle)
+        enter_actor(self._phloem_handle, self.owns_work)
         try:
             super()._actor_loop()
         finally:
@@ -163,13 +190,18 @@ class Actor(pykka.ThreadingActor):
             reason = ExitReason.from_exception(exception_value)  # redacts: made once
             if handle is not None and handle._failure is None:
                 handle._failure, handle._failure_reason = exception_value, reason
-            log.error("actor_failed", actor=str(self), reason=str(reason))
+            if log.enabled_for(ERROR):  # its fields are built only for a line
+                log.error_later("actor_failed", actor=str(self), reason=str(reason))
         self.actor_stopped.set()
 
     def _handle_receive(self, message: Any) -> Any:
-        if isinstance(message, _Wakeup):
-            return None
-        return super()._handle_receive(message)
+        # pykka's messages (a stop, proxy calls) go to pykka; any other to `on_receive`
+        # at once (pykka tests each kind first: four tests a message).
+        if isinstance(message, _PYKKA_MESSAGES):
+            if isinstance(message, _Wakeup):
+                return None
+            return super()._handle_receive(message)
+        return self.on_receive(message)
 
 
 class ActorHandle(ChildHandle):
@@ -179,7 +211,7 @@ class ActorHandle(ChildHandle):
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
-        self._started = threading.Event()
+        self._started = Flag()
         self._start_failed = False
         self._failure: BaseException | None = None
         self._failure_reason: ExitReason | None = None

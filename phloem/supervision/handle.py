@@ -9,6 +9,9 @@ from __future__ import annotations
 import abc
 import contextlib
 import enum
+import hashlib
+import itertools
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -69,9 +72,75 @@ def rss_and_cpu(proc: psutil.Process) -> tuple[int, float]:
         return proc.memory_info().rss, times.user + times.system
 
 
+_id_key = secrets.token_bytes(16)
+_id_counter = itertools.count()
+
+
+def _new_id_key() -> None:
+    global _id_key
+    _id_key = secrets.token_bytes(16)  # a forked child counts on from the same number
+
+
+os.register_at_fork(after_in_child=_new_id_key)
+
+
 def new_handle_id(kind: str) -> str:
-    """A unique, unguessable id for a handle (`actor-…`, `process-…`, `supervisor-…`)."""
-    return f"{kind}-{secrets.token_hex(8)}"
+    """A unique, unguessable id for a handle (`actor-…`, `process-…`, `supervisor-…`):
+    a keyed hash (BLAKE2b, a random key per process) of a counter, as unguessable as 8
+    random bytes without a system call per handle (a restart makes one)."""
+    n = next(_id_counter).to_bytes(8, "little")
+    return f"{kind}-{hashlib.blake2b(n, key=_id_key, digest_size=8).hexdigest()}"
+
+
+_flag_lock = threading.Lock()
+
+
+class Flag(threading.Event):
+    """A `threading.Event` whose condition is made only when someone waits on an unset
+    flag: setting and reading it are an attribute each (a restart makes three, which
+    nothing but a start or a stop ever waits on)."""
+
+    __slots__ = ("_event", "_is_set")
+
+    def __init__(self) -> None:  # no Event.__init__: its condition is `_event`'s
+        self._is_set = False
+        self._event: threading.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._is_set
+
+    isSet = is_set  # noqa: N815 (threading.Event's old name)
+
+    def __repr__(self) -> str:  # Event's reads the condition it has not made
+        return f"<{type(self).__name__}: {'set' if self._is_set else 'unset'}>"
+
+    def _at_fork_reinit(self) -> None:
+        self._event = None  # made again on the next wait
+
+    def set(self) -> None:
+        self._is_set = True
+        event = self._event
+        if event is not None:
+            event.set()
+
+    def clear(self) -> None:
+        self._is_set = False
+        event = self._event
+        if event is not None:
+            event.clear()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._is_set:
+            return True
+        event = self._event
+        if event is None:
+            with _flag_lock:
+                event = self._event
+                if event is None:
+                    event = self._event = threading.Event()
+            if self._is_set:  # set before the event was there to be set
+                event.set()
+        return event.wait(timeout)
 
 
 class ChildHandle(abc.ABC):
@@ -88,7 +157,7 @@ class ChildHandle(abc.ABC):
         self.handle_id = new_handle_id(self.kind)
         self.name = name
         self._exit_lock = threading.Lock()
-        self._exited = threading.Event()
+        self._exited = Flag()
         self._exit_reason: ExitReason | None = None
         self._exit_callbacks: list[ExitCallback] = []
         self._state = ChildState.STARTING

@@ -205,22 +205,24 @@ class Runner:
         finally:
             self._release()
 
-    def tell_inline(self, message: Any) -> bool:
-        """Handle a told `message` here if the actor is idle (a failure fails the actor,
-        as a told message's does); False when it is busy or stopped (the caller queues)."""
+    def run_inline(self, handler: Callable[..., Any], *args: Any) -> bool:
+        """Run `handler(*args)` here as the actor's handling of a told message, if the
+        actor is idle (a failure fails the actor, as a told message's does); False when
+        it is busy or stopped (the caller queues the message instead)."""
         with self._lock:
             if self._scheduled or self.actor.actor_stopped.is_set():
                 return False
             self._scheduled = True
         try:
-            self.context.run(self._tell_here, message)
+            self.context.run(self._run_here, handler, args)
         finally:
             self._release()
         return True
 
-    def _tell_here(self, message: Any) -> None:
-        handle_envelope(self.actor, _Told(message))
-        if self.actor.actor_stopped.is_set():
+    def _run_here(self, handler: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        actor = self.actor
+        handle_message(actor, handler, args, None)
+        if actor.actor_stopped.is_set():
             self._finish()
 
     def _handle_inline(self, message: Any) -> Any:
@@ -248,7 +250,7 @@ class Runner:
                 envelope = items.popleft()
             except IndexError:
                 break
-            handle_envelope(actor, envelope)
+            handle_message(actor, actor._handle_receive, (envelope.message,), envelope.reply_to)
         if actor.actor_stopped.is_set():
             self._finish()
             return False
@@ -268,22 +270,24 @@ class Runner:
                 handle._on_loop_exit()
 
 
-class _Told:
-    """A message handled inline, as an envelope with no one to reply to."""
-
-    __slots__ = ("message",)
-    reply_to = None
-
-    def __init__(self, message: Any) -> None:
-        self.message = message
-
-
 def tell_inline(actor: Any, message: Any) -> bool:
-    """`Runner.tell_inline` of a light actor (False for any other actor)."""
+    """Handle told `message` here if `actor` is an idle light actor (`run_inline`);
+    False for any other actor, or a busy one."""
     if not getattr(actor, "_is_light", False):
         return False
     runner: Runner = actor.actor_inbox._runner
-    return runner.tell_inline(message)
+    return runner.run_inline(actor._handle_receive, message)
+
+
+def run_inline(actor: Any, handler: Callable[..., Any], *args: Any) -> bool:
+    """Run `handler(*args)` (one of `actor`'s handlers) here as the handling of a told
+    message, if `actor` is an idle light actor: what telling it a message that its
+    `on_receive` passes to that handler does, without the message. False for any other
+    actor, or a busy one (then the caller tells the message)."""
+    if not actor._is_light:
+        return False
+    runner: Runner = actor.actor_inbox._runner
+    return runner.run_inline(handler, *args)
 
 
 class _Stopped(Exception):
@@ -299,15 +303,23 @@ def ask_inline(actor: Any, message: Any) -> tuple[bool, Any]:
 
 
 def handle_envelope(actor: Any, envelope: Any) -> None:
-    """One message, as pykka's loop handles it: the reply (or the exception) goes to
-    an ask's future; a tell that raises fails the actor (`on_failure`)."""
+    """One queued message, as pykka's loop handles it (`handle_message`)."""
+    handle_message(actor, actor._handle_receive, (envelope.message,), envelope.reply_to)
+
+
+def handle_message(
+    actor: Any, handler: Callable[..., Any], args: tuple[Any, ...], reply_to: Any
+) -> None:
+    """`handler(*args)` as pykka's loop handles a message: the reply (or the exception)
+    goes to an ask's future `reply_to`; a tell (no `reply_to`) that raises fails the
+    actor (`on_failure`)."""
     try:
-        response = actor._handle_receive(envelope.message)
-        if envelope.reply_to is not None:
-            envelope.reply_to.set(response)
+        response = handler(*args)
+        if reply_to is not None:
+            reply_to.set(response)
     except Exception:
-        if envelope.reply_to is not None:
-            envelope.reply_to.set_exception()
+        if reply_to is not None:
+            reply_to.set_exception()
         else:
             actor._handle_failure(*sys.exc_info())
             try:
@@ -338,6 +350,7 @@ __all__ = [
     "default_kind",
     "is_light",
     "pool",
+    "run_inline",
     "set_default_kind",
     "start",
 ]

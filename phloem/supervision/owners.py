@@ -76,6 +76,14 @@ def set_current_owner(owner: ChildHandle | None) -> None:
     _owner.set(owner)
 
 
+def enter_actor(actor: ChildHandle | None, owns_work: bool) -> None:
+    """`set_current_actor(actor)`, and `set_current_owner(actor)` if it `owns_work`: what
+    an actor's loop does first, in its own context."""
+    _actor.set(actor)
+    if owns_work:
+        _owner.set(actor)
+
+
 @contextlib.contextmanager
 def owned_by(owner: ChildHandle | None) -> Iterator[None]:
     """Within the block, process children started here belong to `owner`."""

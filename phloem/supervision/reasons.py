@@ -59,7 +59,7 @@ class ExitReason(msgspec.Struct, frozen=True):
         return self.kind in NORMAL_KINDS
 
     def __str__(self) -> str:
-        parts = [self.kind.value]
+        parts: list[str] = [self.kind]  # a StrEnum is its value
         if self.error_type:
             parts.append(self.error_type)
         if self.message:

@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 from phloem.base import telemetry
-from phloem.base.logs import get_logger
+from phloem.base.logs import DEBUG, get_logger
 from phloem.protocols.errors import PhloemError
 from phloem.supervision import light as light_kind, timers
 from phloem.supervision.actor import Actor, ActorHandle
@@ -139,6 +139,9 @@ def start_handle(
         return Supervisor.start(
             start.spec, start.children, name=spec.id, parent=parent, light=start.light
         )
+    if isinstance(start, tuple | type):  # an actor: no title, no path to make
+        actor_class, args, kwargs = start if isinstance(start, tuple) else (start, (), {})
+        return ActorHandle.start(actor_class, (*args, *start_args), kwargs, name=spec.id)
     where = spec.id if parent is None else path_under(parent, spec.id)
     if isinstance(start, ProcessTarget | Command):
         from phloem.supervision.process import start_process
@@ -162,11 +165,7 @@ def start_handle(
             title=title(where),
         )
         return handle
-    if isinstance(start, tuple):
-        actor_class, args, kwargs = start
-    else:
-        actor_class, args, kwargs = start, (), {}
-    return ActorHandle.start(actor_class, (*args, *start_args), kwargs, name=spec.id)
+    raise TypeError(f"unknown child start {type(start).__name__}")  # ChildSpec checks it
 
 
 def _stop_handle(handle: ChildHandle, spec: ChildSpec) -> ExitReason:
@@ -296,11 +295,11 @@ class SupervisorActor(Actor):
         inline = self._is_light and handle.kind == "actor"
 
         def on_exit(reason: ExitReason) -> None:
-            message = _ChildExited(handle, reason)
-            if inline and light_kind.tell_inline(self, message):
+            # Inline: what telling it `_ChildExited` does, without the message.
+            if inline and light_kind.run_inline(self, self._child_exited, handle, reason):
                 return
             try:
-                me.tell(message)
+                me.tell(_ChildExited(handle, reason))
             except Exception:
                 pass  # the supervisor itself is gone: it stopped its children already
 
@@ -353,7 +352,8 @@ class SupervisorActor(Actor):
         child = self._by_handle.get(handle)
         if child is None or child.handle is not handle:
             return  # stale: a child this supervisor already replaced or terminated
-        log.debug("child_exited", supervisor=self.name, child=child.spec.id, reason=str(reason))
+        if log.enabled_for(DEBUG):
+            log.debug("child_exited", supervisor=self.name, child=child.spec.id, reason=str(reason))
         self._set_handle(child, None)
         restart = child.spec.restart
         dynamic = self._template is not None
