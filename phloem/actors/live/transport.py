@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from phloem.base import telemetry
+from phloem.base import telemetry, writebatch
 from phloem.base.logs import get_logger
 from phloem.protocols import live as wire
 from phloem.protocols.errors import PhloemError
@@ -61,7 +61,16 @@ class LiveLoop:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._ready.set)
-        self.loop.run_forever()
+        try:
+            self.loop.run_forever()
+        finally:
+            writebatch.release()  # a batch never outlives the loop
+
+    def hold_writes(self) -> None:
+        """On the loop thread: hold what it writes to client connections until the loop's
+        next turn (`writebatch`), when every frame that one read brought is handled."""
+        if writebatch.hold():
+            self.loop.call_soon(writebatch.release)
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -351,6 +360,7 @@ class Link:
                 await _close_ws(ws, 1002, "protocol error")
                 return False
             return await self._tell(LinkReady(self.id))
+        self._loop.hold_writes()  # the events of every frame at hand, in one write
         return await self._tell(LinkFrame(self.id, message))
 
     async def _lost(self, ws: ClientConnection) -> None:
