@@ -46,6 +46,8 @@ CLOSE_TIMEOUT_S = 2.0
 MESSAGE_TOO_BIG = 1009
 # The close code a link sends when one of its tasks failed.
 INTERNAL_ERROR = 1011
+# What one read of a Live socket asks for (`_small_reads`): below malloc's mmap threshold.
+READ_BYTES = 64 * 1024
 
 
 class LiveLoop:
@@ -302,6 +304,7 @@ class Link:
             await self._tell(LinkDown(self.id, "connect_failed", _why(exc)))
             return
         self._ws = ws
+        _small_reads(ws)
         try:
             if self._closing:
                 await _close_ws(ws, 1000, "")
@@ -412,6 +415,16 @@ class _WriterFailed(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
+
+
+def _small_reads(ws: ClientConnection) -> None:
+    """Read the socket `READ_BYTES` at a time: asyncio's selector transports pass 256 KiB
+    to `recv` (`max_size`), a buffer above malloc's mmap threshold, which costs an mmap,
+    an mremap and an munmap on every read of a few hundred bytes. Left alone on
+    transports without that attribute."""
+    transport = ws.transport
+    if isinstance(getattr(transport, "max_size", None), int):
+        transport.max_size = READ_BYTES  # type: ignore[attr-defined]
 
 
 async def _close_ws(ws: ClientConnection, code: int, reason: str) -> None:
