@@ -35,6 +35,10 @@ opened | resumed | closed, and the close `reason`), `phloem.live.media.frames` /
 `phloem.live.media.bytes` (`direction` in | out, `kind` audio | video) and
 `phloem.live.tool_calls` (`managed`).
 
+Threads: the session is a light actor (no thread of its own). An idle session handles a
+send in the client connection's thread and a server frame on the socket loop's thread,
+with no hand-off; a busy one queues them for the light pool, in order as always.
+
 Size: one module on purpose — it is the state machine above, and every transition
 shares the same link, outbox, tool runner and topic.
 """

@@ -7,7 +7,11 @@ key in the `x-goog-api-key` header, never in the URL), sends the setup frame, wa
 `setupComplete`, then reads server frames — decoded and checked by
 `phloem.protocols.live` — and writes what the session queued in its `Outbox`. It reports
 to the session actor with `Link*` messages tagged with its link id, so that a message
-from a link the session already left behind is recognisable and ignored.
+from a link the session already left behind is recognisable and ignored. The session is
+a light actor: when it is idle, a frame is handled right on the loop thread
+(`ActorHandle.tell_here`), and what that writes to client connections is held until the
+loop's next turn (`LiveLoop.hold_writes`), so the events of every frame one read brought
+leave in one write.
 
 Whatever ends a link is reported: a link whose task (reader or writer) fails with an
 exception nothing here expected logs one line (`live_link_failed`), closes its socket
