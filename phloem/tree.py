@@ -387,8 +387,16 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
             except PhloemError as err:
                 respond((False, err.to_value()))
                 return
+        actor = handle.actor
         try:
-            handle.tell(call)
+            if isinstance(actor, ServiceActor) and isinstance(
+                message, actor.caller_thread_requests
+            ):
+                if not handle.is_alive():
+                    raise PhloemError(ErrorKind.NOPROC, f"actor {handle.name!r} is not running")
+                actor.serve(call)
+            else:
+                handle.tell(call)
         except PhloemError as err:
             if tell:
                 respond((False, err.to_value()))

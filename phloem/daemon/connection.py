@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from phloem._version import __version__
+from phloem.base import writebatch
 from phloem.base.logs import get_logger
 from phloem.protocols.credit import CreditWindow
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
@@ -97,6 +98,7 @@ class Connection:
         self._outbox: deque[bytes] = deque()
         self._outbox_bytes = 0
         self._writing = False
+        self._corks = 0  # open write batches holding this connection's frames
         self._writer: threading.Thread | None = None
         self._dead = False
         # requests and streams
@@ -115,11 +117,17 @@ class Connection:
     # -- writing -------------------------------------------------------------------------
 
     def send_frame(self, frame: bytes) -> bool:
-        """Write now if the socket has room, else queue for the writer; False if dead."""
+        """Write now if the socket has room, else queue for the writer; False if dead.
+        Inside a write batch of this thread (`writebatch`) the frame waits in the outbox
+        until the batch ends (`uncork`)."""
+        batch = writebatch.held()
         with self._wcond:
             if self._dead:
                 return False
-            if not self._outbox and not self._writing:
+            if batch is not None and self not in batch:
+                batch[self] = None
+                self._corks += 1
+            if not self._outbox and not self._writing and not self._corks:
                 try:
                     n = self.sock.send(frame, socket.MSG_DONTWAIT)
                 except BlockingIOError:
@@ -136,18 +144,46 @@ class Connection:
                 return False
             self._outbox.append(frame)
             self._outbox_bytes += len(frame)
-            if self._writer is None:
-                self._writer = threading.Thread(
-                    target=self._write_loop, name="phloem-conn-writer", daemon=True
-                )
-                self._writer.start()
-            self._wcond.notify_all()
+            if self._corks:
+                return True  # written when the batch ends
+            self._start_writer_locked()
             return True
+
+    def uncork(self) -> None:
+        """A write batch that held this connection ended: once none holds it, write what
+        waits in one go (the rest, if the socket is full, goes to the writer)."""
+        with self._wcond:
+            self._corks -= 1
+            if self._corks or self._dead or not self._outbox:
+                return
+            if not self._writing:
+                data = b"".join(self._outbox)
+                self._outbox.clear()
+                try:
+                    n = self.sock.send(data, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    n = 0
+                except OSError:
+                    self._kill_locked()
+                    return
+                self._outbox_bytes = len(data) - n
+                if n == len(data):
+                    return
+                self._outbox.append(data[n:])
+            self._start_writer_locked()
+
+    def _start_writer_locked(self) -> None:
+        if self._writer is None:
+            self._writer = threading.Thread(
+                target=self._write_loop, name="phloem-conn-writer", daemon=True
+            )
+            self._writer.start()
+        self._wcond.notify_all()
 
     def _write_loop(self) -> None:
         while True:
             with self._wcond:
-                while not self._outbox and not self._dead:
+                while (not self._outbox or self._corks) and not self._dead:
                     self._wcond.wait()
                 if self._dead:
                     return

@@ -67,6 +67,8 @@ def check_json_depth(
     """Raise `NestingTooDeep` if the JSON text `data` opens more than `limit` brackets
     at once (brackets inside strings do not count). Malformed text is left to the parser."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if raw.count(b"[") + raw.count(b"{") <= limit:  # no more openers than the limit at all
+        return
     brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
     if brackets.count(b"[") + brackets.count(b"{") <= limit:
         return

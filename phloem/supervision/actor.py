@@ -313,6 +313,14 @@ class ActorHandle(ChildHandle):
         except pykka.ActorDeadError as exc:
             raise PhloemError("noproc", f"actor {self.name!r} is not running") from exc
 
+    def tell_here(self, message: Any) -> None:
+        """`tell`, except that an idle light actor handles `message` in this thread (no
+        hand-off to a pool worker; see `light`): for a teller that has nothing better to
+        do meanwhile and knows the handler does not block. Raises as `tell`."""
+        actor = self._check_can_send()
+        if not light_kind.tell_inline(actor, message):
+            self.tell(message)
+
     def ask(self, message: Any, timeout: float | None = DEFAULT_ASK_TIMEOUT_S) -> Any:
         """Send a message and wait for the reply.
 

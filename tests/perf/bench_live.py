@@ -12,8 +12,11 @@ another; the clients here. Figures, each beside a floor measured in the same run
   each chunk as text stamped with its send time: p99 latency from the server's frame to
   its event at the subscriber (goal < 50 ms), beside the same latency to a bare
   `websockets` client;
-- one session's text round trip (send → `turn_complete`) through phloem vs the same
-  round trip over a bare `websockets` connection (goal: at most 1.5 times).
+- "Live text round trip": one session's text turn (`live_send` → `turn_complete` event)
+  through phloem, beside the same turn (send → `turnComplete`) over a bare `websockets`
+  connection to the same fake server, in the same interleaved rounds, both without
+  permessage-deflate (goal: at most 2 times). `python -m tests.perf.bench_live rt`
+  runs only this row.
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ STREAM_SESSIONS = 100
 STREAM_SECONDS = 5.0
 CHUNK_S = 0.1
 CHUNK = b"\x01\x00" * 1600  # 100 ms of 16 kHz 16-bit mono PCM
-ROUND_TRIPS = 200
+RT_ROUNDS = 20  # interleaved rounds of the text round trip, each way
+RT_PER_ROUND = 20
+RT_WARMUP = 20
+RT_TARGET = 2.0  # issue 31 item 6: at most 2x a bare websockets client
 OPEN_CONCURRENCY = 32
 SETUP = {"setup": {"model": "models/fake", "generationConfig": {"responseModalities": ["TEXT"]}}}
 WINDOW = phloem.CreditWindow(64, 1 << 20)
@@ -138,19 +144,14 @@ async def _bare_stream_latency(url: str) -> list[float]:
     return samples
 
 
-async def _bare_round_trips(url: str) -> float:
-    ws, _ = await _bare_setup(url)
-    samples = []
-    for i in range(ROUND_TRIPS + 20):
-        t0 = time.perf_counter()
-        await ws.send(wire.encode_client(wire.text_input(f"ping {i}")).decode())
-        while True:
-            frame = json.loads(await ws.recv())
-            if frame.get("serverContent", {}).get("turnComplete"):
-                break
-        samples.append(time.perf_counter() - t0)
-    await ws.close()
-    return statistics.median(samples[20:])
+async def _bare_round_trip(ws: Any, i: int) -> float:
+    """One text turn over a bare connection: send, read until `turnComplete`."""
+    t0 = time.perf_counter()
+    await ws.send(wire.encode_client(wire.text_input(f"ping {i}")).decode())
+    while True:
+        frame = json.loads(await ws.recv())
+        if frame.get("serverContent", {}).get("turnComplete"):
+            return time.perf_counter() - t0
 
 
 # -- phloem ----------------------------------------------------------------------------
@@ -210,21 +211,46 @@ async def _stream_latency(sock: Path) -> list[float]:
     return samples
 
 
-def _round_trips(sock: Path) -> float:
-    with phloem.Client.connect(sock) as client:
+def _round_trips(sock: Path, url: str) -> tuple[list[float], list[float]]:
+    """Text round trips through phloem and over a bare connection, interleaved.
+
+    `RT_ROUNDS` rounds of `RT_PER_ROUND` turns each way, alternating which side goes
+    first, so both see the same load; the bare side uses the same `compression=None`
+    as phloem's upstream link (and the fake server), so neither pays permessage-deflate.
+    The first `RT_WARMUP` turns each way are dropped. Returns (phloem, bare) samples.
+    """
+    ours: list[float] = []
+    bare: list[float] = []
+    with asyncio.Runner() as runner, phloem.Client.connect(sock) as client:
+        ws, _ = runner.run(_bare_setup(url))
         ref = client.live_open({"response_modalities": ["TEXT"]})
         events = client.live_events(ref, WINDOW)
         while events.recv(30).kind != "ready":
             pass
-        samples = []
-        for i in range(ROUND_TRIPS + 20):
+
+        def phloem_turn(i: int) -> float:
             t0 = time.perf_counter()
             client.live_send(ref, text=f"ping {i}")
             while events.recv(30).kind != "turn_complete":
                 pass
-            samples.append(time.perf_counter() - t0)
+            return time.perf_counter() - t0
+
+        async def bare_turns(n: int, base: int) -> list[float]:
+            return [await _bare_round_trip(ws, base + k) for k in range(n)]
+
+        for i in range(RT_WARMUP):
+            phloem_turn(i)
+        runner.run(bare_turns(RT_WARMUP, 0))
+        for r in range(RT_ROUNDS):
+            base = RT_WARMUP + r * RT_PER_ROUND
+            if r % 2:
+                bare += runner.run(bare_turns(RT_PER_ROUND, base))
+            ours += [phloem_turn(base + k) for k in range(RT_PER_ROUND)]
+            if not r % 2:
+                bare += runner.run(bare_turns(RT_PER_ROUND, base))
         client.live_close(ref)
-    return statistics.median(samples[20:])
+        runner.run(ws.close())
+    return ours, bare
 
 
 def _daemon(tmp: Path, base_url: str) -> tuple[subprocess.Popen[str], Path]:
@@ -320,19 +346,8 @@ def run() -> list[dict[str, Any]]:
             )
         )
 
-        # 3. one session's text round trip
-        floor = asyncio.run(_bare_round_trips(url))
-        value = _round_trips(sock)
-        rows.append(
-            row(
-                "live: text round trip (send -> turn_complete), median",
-                value * 1e6,
-                "us",
-                "bare websockets round trip",
-                floor * 1e6,
-                1.5,
-            )
-        )
+        # 3. one session's text round trip, interleaved with the bare one
+        rows.append(_round_trip_row(sock, url))
     finally:
         for proc in procs:
             _stop(proc)
@@ -356,3 +371,40 @@ async def _bare_setup_latencies(url: str) -> list[float]:
     await asyncio.gather(*(one() for _ in range(IDLE_SESSIONS)))
     await asyncio.gather(*(ws.close() for ws in held))
     return samples
+
+
+def _round_trip_row(sock: Path, url: str) -> dict[str, Any]:
+    ours, bare = _round_trips(sock, url)
+    return row(
+        "Live text round trip (live_send -> turn_complete), median",
+        statistics.median(ours) * 1e6,
+        "us",
+        "bare websockets round trip, same rounds",
+        statistics.median(bare) * 1e6,
+        RT_TARGET,
+    )
+
+
+def run_round_trip() -> list[dict[str, Any]]:
+    """Only the text round trip row (a fake server and a daemon of its own)."""
+    tmp = Path(tempfile.mkdtemp(prefix="phll"))
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        fake = [sys.executable, "-m", "phloem.actors.live.fake_server"]
+        server, base_url = _start(fake, "ws://", stderr=False)
+        procs.append(server)
+        daemon, sock = _daemon(tmp, base_url)
+        procs.append(daemon)
+        return [_round_trip_row(sock, _ws_url(base_url))]
+    finally:
+        for proc in procs:
+            _stop(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    for r in run_round_trip() if sys.argv[1:] == ["rt"] else run():
+        print(
+            f"{r['name']}: {r['value']:.1f} {r['unit']} | {r['floor_name']}: "
+            f"{r['floor']:.1f} | {r['ratio']:.2f}x (target {r['target']})"
+        )

@@ -89,13 +89,33 @@ def test_an_ask_to_an_idle_light_actor_is_answered_in_the_asking_thread() -> Non
     assert actor.ask(5) == 1
 
 
+def test_tell_here_runs_an_idle_light_actor_in_the_telling_thread() -> None:
+    sup = Supervisor.start(SupervisorSpec(), [ChildSpec("l", Light), ChildSpec("t", Threaded)])
+    light_one, threaded = _children(sup)
+    light_one.tell_here("told")  # idle: handled before tell_here returns, in this thread
+    assert light_one.ask("told on") == threading.current_thread().name
+    release = threading.Event()
+    light_one.tell(release)  # busy: the next tell_here queues, and the pool handles it
+    light_one.tell_here("told")
+    release.set()
+    deadline = time.monotonic() + 30
+    while light_one.ask("told on") == threading.current_thread().name:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert str(light_one.ask("told on")).startswith(light.pool().name)
+    threaded.tell_here("told")  # a thread actor's is a plain tell
+    assert threaded.ask("told on") == threaded.stats().thread
+
+
 def test_messages_to_one_light_actor_are_handled_in_order_one_at_a_time() -> None:
     sup = Supervisor.start(SupervisorSpec(), [ChildSpec("l", Light)])
     [actor] = _children(sup)
-    senders = [
-        threading.Thread(target=lambda k=k: [actor.tell(k * 1000 + i) for i in range(500)])
-        for k in range(4)
-    ]
+
+    def send(k: int) -> None:
+        for i in range(500):
+            actor.tell(k * 1000 + i)
+
+    senders = [threading.Thread(target=send, args=(k,)) for k in range(4)]
     for t in senders:
         t.start()
     for t in senders:
@@ -174,8 +194,12 @@ def test_idle_workers_shrink_back_to_min_workers(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(light, "WORKER_IDLE_S", 0.05)
     pool = light.Pool("shrink")
     gate = threading.Event()
+
+    def hold() -> None:
+        gate.wait(30)
+
     for _ in range(light.MIN_WORKERS + 2):
-        pool.submit(lambda: gate.wait(30))
+        pool.submit(hold)
     assert pool.workers() == light.MIN_WORKERS + 2
     gate.set()
     deadline = time.monotonic() + 30

@@ -97,6 +97,9 @@ class LiveService(ServiceActor):
     """Answers `LiveRequest`s; see the module docstring."""
 
     request_type = LiveRequest
+    # Sends and status reads only resolve the ref and pass the call to the session
+    # (handled there at once when it is idle): no hop through this actor's thread.
+    caller_thread_requests = (LiveSend, LiveStatus)
 
     def on_start(self) -> None:
         self.cfg: LiveConfig = getattr(self.ctx.config, "live", None) or LiveConfig()
@@ -135,7 +138,7 @@ class LiveService(ServiceActor):
                 self._session(call, ref).tell(CloseSession("client_closed", call))
                 return DEFER
             case LiveSend(ref=ref) | LiveStatus(ref=ref):
-                self._session(call, ref).tell(Forward(call, message))
+                self._session(call, ref).tell_here(Forward(call, message))
                 return DEFER
         raise PhloemError(ErrorKind.BAD_MESSAGE, "unknown live request")
 

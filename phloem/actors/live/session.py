@@ -35,6 +35,10 @@ opened | resumed | closed, and the close `reason`), `phloem.live.media.frames` /
 `phloem.live.media.bytes` (`direction` in | out, `kind` audio | video) and
 `phloem.live.tool_calls` (`managed`).
 
+Threads: the session is a light actor (no thread of its own). An idle session handles a
+send in the client connection's thread and a server frame on the socket loop's thread,
+with no hand-off; a busy one queues them for the light pool, in order as always.
+
 Size: one module on purpose — it is the state machine above, and every transition
 shares the same link, outbox, tool runner and topic.
 """
@@ -197,6 +201,10 @@ class LiveSession(Actor):
     """The actor of one Live session; see the module docstring."""
 
     max_inbox = SESSION_MAX_INBOX
+    # No thread of its own: its handlers never block, so a frame from the socket loop or
+    # a send from a client connection is handled in that thread when the session is idle
+    # (`ActorHandle.tell_here`), with no hand-off; otherwise on the light pool.
+    light = True
 
     def __init__(self, spec: SessionSpec) -> None:
         super().__init__()
@@ -231,6 +239,7 @@ class LiveSession(Actor):
         me = self._phloem_handle
         assert me is not None
         self._tell = me.tell
+        self._tell_here = me.tell_here
         box = self.spec.tools
         if box is not None and box.tools:
             self.runner = ToolRunner(
@@ -291,7 +300,7 @@ class LiveSession(Actor):
             self.link_id,
             dial,
             self.outbox,
-            self._tell,
+            self._tell_here,
             self._wait_first if wait_first else None,
         )
 

@@ -7,7 +7,11 @@ key in the `x-goog-api-key` header, never in the URL), sends the setup frame, wa
 `setupComplete`, then reads server frames — decoded and checked by
 `phloem.protocols.live` — and writes what the session queued in its `Outbox`. It reports
 to the session actor with `Link*` messages tagged with its link id, so that a message
-from a link the session already left behind is recognisable and ignored.
+from a link the session already left behind is recognisable and ignored. The session is
+a light actor: when it is idle, a frame is handled right on the loop thread
+(`ActorHandle.tell_here`), and what that writes to client connections is held until the
+loop's next turn (`LiveLoop.hold_writes`), so the events of every frame one read brought
+leave in one write.
 
 Whatever ends a link is reported: a link whose task (reader or writer) fails with an
 exception nothing here expected logs one line (`live_link_failed`), closes its socket
@@ -29,7 +33,7 @@ from opentelemetry.trace import SpanKind
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from phloem.base import telemetry
+from phloem.base import telemetry, writebatch
 from phloem.base.logs import get_logger
 from phloem.protocols import live as wire
 from phloem.protocols.errors import PhloemError
@@ -46,6 +50,8 @@ CLOSE_TIMEOUT_S = 2.0
 MESSAGE_TOO_BIG = 1009
 # The close code a link sends when one of its tasks failed.
 INTERNAL_ERROR = 1011
+# What one read of a Live socket asks for (`_small_reads`): below malloc's mmap threshold.
+READ_BYTES = 64 * 1024
 
 
 class LiveLoop:
@@ -61,7 +67,16 @@ class LiveLoop:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._ready.set)
-        self.loop.run_forever()
+        try:
+            self.loop.run_forever()
+        finally:
+            writebatch.release()  # a batch never outlives the loop
+
+    def hold_writes(self) -> None:
+        """On the loop thread: hold what it writes to client connections until the loop's
+        next turn (`writebatch`), when every frame that one read brought is handled."""
+        if writebatch.hold():
+            self.loop.call_soon(writebatch.release)
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -293,6 +308,7 @@ class Link:
             await self._tell(LinkDown(self.id, "connect_failed", _why(exc)))
             return
         self._ws = ws
+        _small_reads(ws)
         try:
             if self._closing:
                 await _close_ws(ws, 1000, "")
@@ -351,6 +367,7 @@ class Link:
                 await _close_ws(ws, 1002, "protocol error")
                 return False
             return await self._tell(LinkReady(self.id))
+        self._loop.hold_writes()  # the events of every frame at hand, in one write
         return await self._tell(LinkFrame(self.id, message))
 
     async def _lost(self, ws: ClientConnection) -> None:
@@ -402,6 +419,16 @@ class _WriterFailed(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
+
+
+def _small_reads(ws: ClientConnection) -> None:
+    """Read the socket `READ_BYTES` at a time: asyncio's selector transports pass 256 KiB
+    to `recv` (`max_size`), a buffer above malloc's mmap threshold, which costs an mmap,
+    an mremap and an munmap on every read of a few hundred bytes. Left alone on
+    transports without that attribute."""
+    transport = ws.transport
+    if isinstance(getattr(transport, "max_size", None), int):
+        transport.max_size = READ_BYTES  # type: ignore[attr-defined]
 
 
 async def _close_ws(ws: ClientConnection, code: int, reason: str) -> None:
