@@ -130,11 +130,19 @@ class Connection:
     # -- writing (any thread) ------------------------------------------------------------
 
     def send_frame(self, frame: bytes) -> bool:
-        """Write now if the socket has room, else queue for the loop; False if dead."""
+        """Write now if the socket has room and the loop is not busy, else queue for the
+        loop; False if dead.
+
+        While the loop runs, a send from another thread would hand it the GIL for the
+        syscall and then wait for it back (up to the switch interval, 5 ms); queued, the
+        frame is written by the loop along with others, and the replying thread (a
+        service's) goes on with its next message. An idle loop would need a wake-up to
+        write it: the thread then writes it itself."""
+        loop = self.loop
         with self._wlock:
             if self._dead:
                 return False
-            if not self._outbox:
+            if not self._outbox and (not loop.busy() or loop.in_loop()):
                 try:
                     n = self.sock.send(frame, socket.MSG_DONTWAIT)
                 except BlockingIOError:
@@ -154,8 +162,17 @@ class Connection:
             if self._want_write:
                 return True
             self._want_write = True
-        self.loop.call_soon(self._update_watch)
+        loop.call_soon(self._write_queued)
         return True
+
+    def _write_queued(self) -> None:
+        """Write what the socket takes of the outbox; watch for room if some is left."""
+        with self._wlock:
+            done = self._send_queued_locked()
+            if done:
+                self._want_write = False
+        if not done:
+            self._update_watch()
 
     def _send_queued_locked(self) -> bool:
         """Send what the socket takes of the outbox; True once it is empty."""

@@ -65,6 +65,7 @@ class ConnectionLoop:
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._calls: deque[Callable[[], None]] = deque()
         self._woken = False  # a wake-up byte is on its way: no need for another
+        self.waiting = False  # in (or entering) select: `call_soon` must wake it
         self._timers: list[tuple[float, int, Timer]] = []
         self._live_timers = 0
         self._seq = itertools.count()
@@ -77,12 +78,17 @@ class ConnectionLoop:
         self.thread.start()
 
     def in_loop(self) -> bool:
-        return threading.current_thread() is self.thread
+        return threading.get_ident() == self.thread.ident
+
+    def busy(self) -> bool:
+        """Whether the loop thread is running callbacks (not waiting in select): what is
+        handed to it now runs soon, with no wake-up (any thread)."""
+        return self._started and not self.waiting
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run `fn` on the loop thread, after what is already queued (any thread)."""
         self._calls.append(fn)
-        if not self._woken:
+        if self.waiting and not self._woken:  # else the loop reads the queue before it waits
             self._woken = True
             with contextlib.suppress(OSError):  # full: a wake-up is pending anyway
                 self._wake_w.send(b"\0")
@@ -131,7 +137,10 @@ class ConnectionLoop:
     def _run(self) -> None:
         try:
             while not self._stopping:
-                for key, events in self._sel.select(self._next_timeout()):
+                self.waiting = True  # before the queue is looked at: no call is missed
+                ready = self._sel.select(self._next_timeout())
+                self.waiting = False
+                for key, events in ready:
                     if key.data is None:
                         self._woken = False  # before the queue is read: none is missed
                         with contextlib.suppress(OSError):
