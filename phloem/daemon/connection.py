@@ -56,12 +56,13 @@ from phloem.protocols.wire import (
     decode_client,
     encode_frame,
 )
+from phloem.supervision import timers
 from phloem.supervision.credit import CreditStream, Subscription
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner
 
 if TYPE_CHECKING:
-    from phloem.daemon.loop import ConnectionLoop, Timer
+    from phloem.daemon.loop import ConnectionLoop
     from phloem.daemon.server import Server
 
 
@@ -109,8 +110,8 @@ class Connection:
         self._offloaded = False  # a request is being handled on a thread of its own
         self._draining = False  # the peer stopped sending; waiting for in-flight replies
         self._closing = False
-        self._frame_timer: Timer | None = None
-        self._drain_timer: Timer | None = None
+        self._frame_timer: timers.Timer | None = None
+        self._drain_timer: timers.Timer | None = None
         self._watching = 0  # the selector events asked for
         # outbox
         self._wlock = threading.Lock()
@@ -346,10 +347,23 @@ class Connection:
             timer.cancel()
             self._frame_timer = timer = None
         if timer is None and self._frames.partial:
-            timeout = self.server.config.daemon.frame_timeout_s
-            self._frame_timer = self.loop.call_at(time.monotonic() + timeout, self._frame_late)
+            self._frame_timer = self._later(
+                self.server.config.daemon.frame_timeout_s, self._frame_late
+            )
 
-    def _frame_late(self) -> None:
+    def _later(self, seconds: float, fn: Callable[[timers.Timer], None]) -> timers.Timer | None:
+        """`fn(timer)` on the loop in `seconds` (scheduled on `supervision.timers`); None,
+        and the connection closed, when the scheduler has no room."""
+        try:
+            timer = timers.call_later(seconds, lambda: self.loop.call_soon(lambda: fn(timer)))
+        except PhloemError as err:
+            self._fail_and_close(err.kind, f"no room for this connection's deadline: {err}")
+            return None
+        return timer
+
+    def _frame_late(self, timer: timers.Timer) -> None:
+        if self._frame_timer is not timer:
+            return  # cancelled, or replaced, after it fired
         self._frame_timer = None
         if self._frames.partial and not self._closing and not self._offloaded:
             self._fail_and_close(ErrorKind.TIMEOUT, "incomplete frame: peer stopped sending")
@@ -423,11 +437,11 @@ class Connection:
         if not busy:
             self._close()
         elif self._drain_timer is None:
-            self._drain_timer = self.loop.call_at(
-                time.monotonic() + INFLIGHT_POLL_S, self._drain_tick
-            )
+            self._drain_timer = self._later(INFLIGHT_POLL_S, self._drain_tick)
 
-    def _drain_tick(self) -> None:
+    def _drain_tick(self, timer: timers.Timer) -> None:
+        if self._drain_timer is not timer:
+            return
         self._drain_timer = None
         self._check_drained()
 

@@ -8,20 +8,16 @@ threads hand it (`call_soon`: a thread-safe queue and a wake-up byte on a socket
 Nothing that may block runs on this thread: `Connection` hands such requests to a thread
 of their own and pauses that connection's reading meanwhile.
 
-Not a general event loop: callbacks run in order, one at a time, and must not block;
-timers (`call_at`) are for deadlines counted in seconds (a frame that stops arriving, a
-half-closed peer's in-flight requests), not for precise scheduling.
+Not a general event loop: callbacks run in order, one at a time, and must not block.
+Deadlines are scheduled on `supervision.timers`, whose callback hands them to the loop.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import selectors
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 
@@ -30,32 +26,13 @@ from phloem.base.logs import get_logger
 log = get_logger("phloem.daemon")
 
 WAKE_READ_BYTES = 4096  # wake-up bytes read at once (one per burst of `call_soon`)
-STALE_TIMERS_SLACK = 64  # cancelled timers kept in the heap before it is compacted
 
 Ready = Callable[[int], None]
 """A socket's handler: called on the loop with the selector's event mask."""
 
 
-class Timer:
-    """A `call_at` deadline; `cancel` it from the loop thread."""
-
-    __slots__ = ("_loop", "cancelled", "fn", "when")
-
-    def __init__(self, loop: ConnectionLoop, when: float, fn: Callable[[], None]) -> None:
-        self._loop = loop
-        self.when = when
-        self.fn = fn
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        if not self.cancelled:
-            self.cancelled = True
-            self._loop._live_timers -= 1
-
-
 class ConnectionLoop:
-    """One selector thread; `watch` sockets, `call_soon` from any thread, `call_at` and
-    `watch` from the loop thread only."""
+    """One selector thread; `call_soon` from any thread, `watch` from the loop thread."""
 
     def __init__(self) -> None:
         self._sel = selectors.DefaultSelector()
@@ -66,9 +43,6 @@ class ConnectionLoop:
         self._calls: deque[Callable[[], None]] = deque()
         self._woken = False  # a wake-up byte is on its way: no need for another
         self.waiting = False  # in (or entering) select: `call_soon` must wake it
-        self._timers: list[tuple[float, int, Timer]] = []
-        self._live_timers = 0
-        self._seq = itertools.count()
         self._stopping = False
         self._started = False
         self.thread = threading.Thread(target=self._run, name="phloem-connections", daemon=True)
@@ -92,16 +66,6 @@ class ConnectionLoop:
             self._woken = True
             with contextlib.suppress(OSError):  # full: a wake-up is pending anyway
                 self._wake_w.send(b"\0")
-
-    def call_at(self, when: float, fn: Callable[[], None]) -> Timer:
-        """Run `fn` on the loop once `time.monotonic()` reaches `when` (loop thread)."""
-        timer = Timer(self, when, fn)
-        heapq.heappush(self._timers, (when, next(self._seq), timer))
-        self._live_timers += 1
-        if len(self._timers) > 2 * self._live_timers + STALE_TIMERS_SLACK:
-            self._timers = [e for e in self._timers if not e[2].cancelled]
-            heapq.heapify(self._timers)
-        return timer
 
     def watch(self, sock: socket.socket, events: int, handler: Ready) -> None:
         """Call `handler` when `sock` is ready for `events` (0: stop watching; loop thread)."""
@@ -138,7 +102,7 @@ class ConnectionLoop:
         try:
             while not self._stopping:
                 self.waiting = True  # before the queue is looked at: no call is missed
-                ready = self._sel.select(self._next_timeout())
+                ready = self._sel.select(0.0 if self._calls else None)
                 self.waiting = False
                 for key, events in ready:
                     if key.data is None:
@@ -147,7 +111,6 @@ class ConnectionLoop:
                             self._wake_r.recv(WAKE_READ_BYTES)
                     else:
                         self._guarded(key.data, events)
-                self._run_timers()
                 self._run_calls()
         finally:
             self._close()
@@ -156,23 +119,6 @@ class ConnectionLoop:
         self._sel.close()
         self._wake_r.close()
         self._wake_w.close()
-
-    def _next_timeout(self) -> float | None:
-        if self._calls:
-            return 0.0
-        heap = self._timers
-        while heap and heap[0][2].cancelled:
-            heapq.heappop(heap)
-        return max(0.0, heap[0][0] - time.monotonic()) if heap else None
-
-    def _run_timers(self) -> None:
-        heap = self._timers
-        now = time.monotonic()
-        while heap and heap[0][0] <= now:
-            timer = heapq.heappop(heap)[2]
-            if not timer.cancelled:
-                timer.cancel()
-                self._guarded(timer.fn)
 
     def _run_calls(self) -> None:
         for _ in range(len(self._calls)):  # those queued meanwhile wait for the next round
