@@ -272,7 +272,11 @@ class Connection:
             self.loop.watch(self.sock, events, self._on_ready)
 
     def _on_ready(self, events: int) -> None:
-        self._guarded(lambda: self._serve_ready(events))
+        try:
+            self._serve_ready(events)
+        except Exception:  # a bug here must still close this connection, and only it
+            log.exception("connection_failed", owner=self.owner.id)
+            self._fail_and_close(ErrorKind.INTERNAL, "the daemon failed to serve this connection")
 
     def _guarded(self, serve: Callable[[], None]) -> None:
         try:
