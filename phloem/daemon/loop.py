@@ -101,9 +101,13 @@ class ConnectionLoop:
                 self.waiting = False
                 for key, events in ready:
                     if key.data is None:
-                        self._woken = False  # before the queue is read: none is missed
                         with contextlib.suppress(OSError):
                             self._wake_r.recv(WAKE_READ_BYTES)
+                        # After the read: a byte sent meanwhile may be consumed, but then
+                        # its call is queued already and runs below. Cleared before the
+                        # read, a byte sent between the two would be consumed with the
+                        # flag left set, and no later `call_soon` would wake the loop.
+                        self._woken = False
                     else:
                         self._guarded(key.data, events)
                 self._run_calls()
