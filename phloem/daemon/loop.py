@@ -54,6 +54,11 @@ class ConnectionLoop:
     def in_loop(self) -> bool:
         return threading.get_ident() == self.thread.ident
 
+    def busy(self) -> bool:
+        """Whether the loop thread is running callbacks (not waiting in select): what is
+        handed to it now runs soon, with no wake-up (any thread)."""
+        return self._started and not self.waiting
+
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run `fn` on the loop thread, after what is already queued (any thread)."""
         self._calls.append(fn)
