@@ -286,6 +286,12 @@ class Tree(AgentTreeMethods, PluginTreeMethods):
         self._resolved[path] = handle
         return handle
 
+    def routes_now(self, path: str) -> bool:
+        """Whether `resolve(path)` answers from its cache, without asking a supervisor
+        (the daemon's connection loop routes such requests itself, others off the loop)."""
+        cached = self._resolved.get(path)
+        return cached is not None and cached.is_alive()
+
     def _walk(self, path: str) -> ActorHandle:
         if not isinstance(path, str) or not path or len(path) > MAX_ACTOR_PATH_CHARS:
             raise PhloemError(ErrorKind.UNKNOWN_ACTOR, "actor path must be a non-empty string")

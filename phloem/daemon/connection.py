@@ -1,8 +1,13 @@
-"""One client connection past its hello (`phloem.daemon.handshake` reads the hello): a
-reader thread that decodes frames and routes them through the tree, and replies written
-straight to the socket or queued (bounded by `max_outbox_bytes`) for a writer thread. A
-bad frame gets one error frame and closes that connection only. When a connection ends,
-everything its owner held is cancelled."""
+"""One client connection past its hello (`phloem.daemon.handshake` reads the hello),
+served by the connection loop (`phloem.daemon.loop`): the loop reads what arrives, decodes
+the frames and routes them through the tree in order. A request that may block (a status
+or tree reading, logs, a subscription, an actor not yet resolved) is handled on a thread
+of its own while the connection's reading pauses, so neither the loop nor the order of a
+connection's requests suffers. Replies and stream events are written straight to the
+socket from whatever thread has them when it has room, else queued (bounded by
+`max_outbox_bytes`) for the loop to write. A bad frame gets one error frame and closes
+that connection only. When a connection ends, everything its owner held is cancelled (on
+a closing thread: the owner's cancellations and the last flush may take time)."""
 
 from __future__ import annotations
 
@@ -10,10 +15,12 @@ import contextlib
 import itertools
 import os
 import select
+import selectors
 import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -50,11 +57,13 @@ from phloem.protocols.wire import (
     decode_client,
     encode_frame,
 )
+from phloem.supervision import timers
 from phloem.supervision.credit import CreditStream, Subscription
 from phloem.supervision.reasons import ExitReason
 from phloem.supervision.refs import Owner
 
 if TYPE_CHECKING:
+    from phloem.daemon.loop import ConnectionLoop
     from phloem.daemon.server import Server
 
 
@@ -64,70 +73,88 @@ RECV_BYTES = 64 * 1024  # below malloc's mmap threshold: a bigger read buffer co
 CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing connection may take to flush its last frames
 CLOSE_DRAIN_BYTES = 1024 * 1024  # input read and dropped at most while closing
 INFLIGHT_POLL_S = 0.1  # how often a half-closed connection checks that its peer is still there
+WRITE_BATCH_BYTES = 64 * 1024  # queued frames joined into one send at most
 
-
-class _Closed(Exception):
-    def __init__(self, partial: bool) -> None:
-        super().__init__("peer closed the connection")
-        self.partial = partial
+_READ = selectors.EVENT_READ
+_WRITE = selectors.EVENT_WRITE
+_HANGUP = select.POLLHUP | select.POLLERR
 
 
 class Connection:
-    """One client connection: an owner, a reader thread and a bounded outbox."""
+    """One client connection: an owner, its frames read by the loop, a bounded outbox.
+
+    Threads: the loop thread reads, dispatches and writes what is queued; any thread may
+    `send_frame` (the outbox lock guards the socket's writing side); a request that may
+    block runs on a thread of its own (`_offloaded`: one at a time, reading paused);
+    closing runs on a thread of its own too (`_cleanup`).
+    """
 
     def __init__(
         self,
         server: Server,
+        loop: ConnectionLoop,
         sock: socket.socket,
         peer: tuple[int, int, int],
         frames: FrameReader,
     ) -> None:
-        """`sock` (blocking) has said hello; `frames` holds what was read past it."""
+        """`sock` (non-blocking) has said hello; `frames` holds what was read past it."""
         self.server = server
+        self.loop = loop
         self.sock = sock
         self.peer_pid, self.peer_uid, _ = peer
         self.owner = Owner.connection(f"pid={self.peer_pid} uid={self.peer_uid}", uid=self.peer_uid)
         cfg = server.config.daemon
         self.max_frame_bytes = cfg.max_frame_bytes
         self._frames = frames
-        self._ready: deque[bytes] = deque()
-        self._poll = select.poll()
-        self._poll.register(sock, select.POLLIN)
+        # the loop thread's own
+        self._ready: deque[bytes] = deque()  # frames read, not yet handled
+        self._offloaded = False  # a request is being handled on a thread of its own
+        self._draining = False  # the peer stopped sending; waiting for in-flight replies
+        self._closing = False
+        self._frame_timer: timers.Timer | None = None
+        self._drain_timer: timers.Timer | None = None
+        self._watching = 0  # the selector events asked for
         # outbox
-        self._wcond = threading.Condition()
+        self._wlock = threading.Lock()
         self._outbox: deque[bytes] = deque()
         self._outbox_bytes = 0
-        self._writing = False
-        self._corks = 0  # open write batches holding this connection's frames
-        self._writer: threading.Thread | None = None
+        self._want_write = False  # the loop is asked to write the outbox
         self._dead = False
+        self.closed = threading.Event()  # set once the socket is closed and forgotten
         # requests and streams
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
         self._inflight = 0
         self._replying = 0  # replies out of the in-flight count, still being written
-        self._draining = False  # the peer stopped sending; waiting for in-flight replies
         self._subs: dict[int, tuple[CreditStream[bytes], Subscription]] = {}
         self._sub_ids = itertools.count(1)
         self._bad_requests = 0  # requests refused for their own id (nested too deeply)
-        self.thread = threading.Thread(
-            target=self._run, name=f"phloem-conn-{self.peer_pid}", daemon=True
-        )
 
-    # -- writing -------------------------------------------------------------------------
+    # -- writing (any thread) ------------------------------------------------------------
 
     def send_frame(self, frame: bytes) -> bool:
-        """Write now if the socket has room, else queue for the writer; False if dead.
-        Inside a write batch of this thread (`writebatch`) the frame waits in the outbox
-        until the batch ends (`uncork`)."""
+        """Write now if the socket has room and the loop is not busy, else queue for the
+        loop; False if dead.
+
+        While the loop runs, a send from another thread would hand it the GIL for the
+        syscall and then wait for it back (up to the switch interval, 5 ms); queued, the
+        frame is written by the loop along with others, and the replying thread (a
+        service's) goes on with its next message. An idle loop would need a wake-up to
+        write it: the thread then writes it itself."""
+        loop = self.loop
         batch = writebatch.held()
-        with self._wcond:
+        with self._wlock:
             if self._dead:
                 return False
-            if batch is not None and self not in batch:
+            if batch is not None:  # this thread's write batch: held until `uncork`
+                if self._outbox_bytes + len(frame) > self.server.config.daemon.max_outbox_bytes:
+                    log.warning("connection_outbox_full", owner=self.owner.id)
+                    self._kill_locked()
+                    return False
                 batch[self] = None
-                self._corks += 1
-            if not self._outbox and not self._writing and not self._corks:
+                self._outbox.append(frame)
+                self._outbox_bytes += len(frame)
+                return True
+            if not self._outbox and (not loop.busy() or loop.in_loop()):
                 try:
                     n = self.sock.send(frame, socket.MSG_DONTWAIT)
                 except BlockingIOError:
@@ -144,161 +171,96 @@ class Connection:
                 return False
             self._outbox.append(frame)
             self._outbox_bytes += len(frame)
-            if self._corks:
-                return True  # written when the batch ends
-            self._start_writer_locked()
-            return True
+            if self._want_write:
+                return True
+            self._want_write = True
+        loop.call_soon(self._write_queued)
+        return True
 
     def uncork(self) -> None:
-        """A write batch that held this connection ended: once none holds it, write what
-        waits in one go (the rest, if the socket is full, goes to the writer)."""
-        with self._wcond:
-            self._corks -= 1
-            if self._corks or self._dead or not self._outbox:
+        """A write batch that held frames for this connection ended (`writebatch`): write
+        them in one go now if the loop is idle, else hand them to the loop."""
+        loop = self.loop
+        with self._wlock:
+            if self._dead or not self._outbox or self._want_write:
                 return
-            if not self._writing:
-                data = b"".join(self._outbox)
-                self._outbox.clear()
-                try:
-                    n = self.sock.send(data, socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    n = 0
-                except OSError:
-                    self._kill_locked()
-                    return
-                self._outbox_bytes = len(data) - n
-                if n == len(data):
-                    return
-                self._outbox.append(data[n:])
-            self._start_writer_locked()
+            if (not loop.busy() or loop.in_loop()) and self._send_queued_locked():
+                return
+            self._want_write = True
+        loop.call_soon(self._write_queued)
 
-    def _start_writer_locked(self) -> None:
-        if self._writer is None:
-            self._writer = threading.Thread(
-                target=self._write_loop, name="phloem-conn-writer", daemon=True
-            )
-            self._writer.start()
-        self._wcond.notify_all()
+    def _write_queued(self) -> None:
+        """Write what the socket takes of the outbox; watch for room if some is left."""
+        with self._wlock:
+            done = self._send_queued_locked()
+            if done:
+                self._want_write = False
+        if not done:
+            self._update_watch()
 
-    def _write_loop(self) -> None:
-        while True:
-            with self._wcond:
-                while (not self._outbox or self._corks) and not self._dead:
-                    self._wcond.wait()
-                if self._dead:
-                    return
-                chunk = self._outbox.popleft()
-                self._outbox_bytes -= len(chunk)
-                self._writing = True
+    def _send_queued_locked(self) -> bool:
+        """Send what the socket takes of the outbox; True once it is empty."""
+        outbox = self._outbox
+        while outbox:
+            chunk = outbox[0]
+            if len(outbox) > 1 and len(chunk) < WRITE_BATCH_BYTES:
+                parts = [outbox.popleft()]
+                size = len(chunk)
+                while outbox and size + len(outbox[0]) <= WRITE_BATCH_BYTES:
+                    size += len(outbox[0])
+                    parts.append(outbox.popleft())
+                chunk = b"".join(parts)
+                outbox.appendleft(chunk)
             try:
-                self.sock.sendall(chunk)
+                n = self.sock.send(chunk, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return False
             except OSError:
-                with self._wcond:
-                    self._kill_locked()
-                return
-            with self._wcond:
-                self._writing = False
-                self._wcond.notify_all()
+                self._kill_locked()
+                return True
+            self._outbox_bytes -= n
+            if n < len(chunk):
+                outbox[0] = chunk[n:]
+                return False
+            outbox.popleft()
+        return True
 
     def _kill_locked(self) -> None:
         self._dead = True
         self._outbox.clear()
         self._outbox_bytes = 0
         with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self._wcond.notify_all()
+            self.sock.shutdown(socket.SHUT_RDWR)  # the loop reads the end and closes
 
     def _flush(self, timeout: float) -> None:
+        """Write the outbox out, waiting up to `timeout` for room (closing thread)."""
         deadline = time.monotonic() + timeout
-        with self._wcond:
-            while (self._outbox or self._writing) and not self._dead:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+        waiter = select.poll()
+        waiter.register(self.sock, select.POLLOUT)
+        while True:
+            with self._wlock:
+                if self._dead or self._send_queued_locked():
                     return
-                self._wcond.wait(remaining)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            waiter.poll(int(remaining * 1000) + 1)
 
     def shutdown(self) -> None:
-        """Make the reader thread end (server stop)."""
-        with self._wcond:
+        """Make the connection end (server stop; any thread)."""
+        with self._wlock:
             self._kill_locked()
 
     def _fail(self, kind: str, message: str, rid: int | None = None) -> None:
         self.send_frame(encode_frame(Fail(rid, ErrorValue(kind=kind, message=message))))
 
-    # -- reading -------------------------------------------------------------------------
+    # -- the loop thread -----------------------------------------------------------------
 
-    def _next_frame(self) -> bytes:
-        deadline: float | None = None
-        while not self._ready:
-            self._frames.check()
-            if deadline is None and self._frames.partial:
-                deadline = time.monotonic() + self.server.config.daemon.frame_timeout_s
-            if deadline is not None:  # idle waits need no timer: block in recv
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise PhloemError(ErrorKind.TIMEOUT, "incomplete frame: peer stopped sending")
-                if not self._poll.poll(int(remaining * 1000) + 1):
-                    continue
-            try:
-                data = self.sock.recv(RECV_BYTES)
-            except OSError as exc:
-                raise _Closed(self._frames.partial) from exc
-            if not data:
-                raise _Closed(self._frames.partial)
-            self._ready.extend(self._frames.feed(data))
-        return self._ready.popleft()
+    def open(self) -> None:
+        """Greet the peer and start reading (on the loop)."""
+        self._guarded(self._open)
 
-    def _run(self) -> None:
-        try:
-            self._serve()
-        except _Closed as closed:
-            if closed.partial:
-                self._fail(ErrorKind.BAD_FRAME, "truncated frame: connection closed mid-frame")
-            else:
-                self._finish_inflight()
-        except PhloemError as err:
-            self._fail(err.kind, err.message)
-        except Exception:
-            log.exception("connection_failed", owner=self.owner.id)
-            self._fail(ErrorKind.INTERNAL, "the daemon failed to serve this connection")
-        finally:
-            self._cleanup()
-
-    def _finish_inflight(self) -> None:
-        """The peer stopped sending. If it only half-closed, it still reads: let its
-        requests finish (each has a deadline). If it is gone (hang-up), stop at once."""
-        hangup = select.poll()
-        hangup.register(self.sock, select.POLLHUP)
-        with self._idle:
-            self._draining = True
-            while self._inflight > 0 or self._replying > 0:
-                if any(ev & (select.POLLHUP | select.POLLERR) for _, ev in hangup.poll(0)):
-                    return
-                self._idle.wait(INFLIGHT_POLL_S)
-
-    def _cleanup(self) -> None:
-        with self._lock:
-            subs = list(self._subs.values())
-            self._subs.clear()
-        for stream, sub in subs:
-            stream.unsubscribe(sub, ExitReason.owner_down())
-        self.server.tree.owner_down(self.owner)
-        self._flush(CLOSE_FLUSH_TIMEOUT_S)
-        with self._wcond:
-            already_dead = self._dead
-            self._dead = True
-            self._outbox.clear()
-            self._wcond.notify_all()
-        if already_dead:
-            self.sock.close()
-        else:
-            close_gently(self.sock)
-        if self._bad_requests:
-            log.warning("requests_too_deep", owner=self.owner.id, count=self._bad_requests)
-        self.server._forget(self)
-        log.debug("connection_closed", owner=self.owner.id)
-
-    def _serve(self) -> None:
+    def _open(self) -> None:
         cfg = self.server.config.daemon
         self.send_frame(
             encode_frame(
@@ -312,16 +274,241 @@ class Connection:
                 )
             )
         )
-        self._ready.extend(self._frames.frames())  # read along with the hello
-        while True:
-            frame = self._next_frame()
+        self._take(None)  # the frames read along with the hello
+        self._dispatch()
+        self._update_watch()
+
+    def _take(self, data: bytes | None) -> None:
+        """Add `data` (if any) to the frames read; a header over `max_frame_bytes` is
+        raised again by `check`, once the frames before it are handled."""
+        with contextlib.suppress(PhloemError):
+            self._ready.extend(self._frames.frames() if data is None else self._frames.feed(data))
+
+    def _update_watch(self) -> None:
+        if self._closing:
+            return
+        events = _WRITE if self._want_write else 0
+        if not self._offloaded and not self._draining:
+            events |= _READ
+        if events != self._watching:
+            self._watching = events
+            self.loop.watch(self.sock, events, self._on_ready)
+
+    def _on_ready(self, events: int) -> None:
+        try:
+            self._serve_ready(events)
+        except Exception:  # a bug here must still close this connection, and only it
+            log.exception("connection_failed", owner=self.owner.id)
+            self._fail_and_close(ErrorKind.INTERNAL, "the daemon failed to serve this connection")
+
+    def _guarded(self, serve: Callable[[], None]) -> None:
+        try:
+            serve()
+        except Exception:  # a bug here must still close this connection, and only it
+            log.exception("connection_failed", owner=self.owner.id)
+            self._fail_and_close(ErrorKind.INTERNAL, "the daemon failed to serve this connection")
+
+    def _serve_ready(self, events: int) -> None:
+        if events & _WRITE:
+            with self._wlock:
+                done = self._send_queued_locked()
+                if done:
+                    self._want_write = False
+            if done:
+                self._update_watch()
+        if events & _READ and not self._closing and not self._offloaded and not self._draining:
+            self._read()
+
+    def _read(self) -> None:
+        try:
+            data = self.sock.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._peer_closed()
+            return
+        self._take(data)
+        self._dispatch()
+        self._update_watch()
+
+    def _dispatch(self) -> None:
+        """Handle the frames read, in order, until one must run off the loop."""
+        handled = bool(self._ready)
+        while self._ready and not self._offloaded and not self._closing:
+            frame = self._ready.popleft()
             try:
                 message = decode_client(frame)
             except BadRequest as bad:  # that request only; counted, logged once at the end
                 self._bad_requests += 1
                 self._fail(bad.kind, bad.message, bad.request_id)
                 continue
+            except PhloemError as err:
+                self._fail_and_close(err.kind, err.message)
+                return
+            if self._blocks(message):
+                self._offloaded = True
+                threading.Thread(
+                    target=self._handle_offloaded,
+                    args=(message,),
+                    name=f"phloem-conn-{self.peer_pid}",
+                    daemon=True,
+                ).start()
+                return
+            self._handle_guarded(message)
+        if self._offloaded or self._closing:
+            return
+        try:
+            self._frames.check()  # a header over max_frame_bytes, after the frames before it
+        except PhloemError as err:
+            self._fail_and_close(err.kind, err.message)
+            return
+        self._watch_partial(restart=handled)
+
+    def _watch_partial(self, restart: bool) -> None:
+        """A frame begun and not finished has `frame_timeout_s` to arrive; the clock
+        restarts after each complete frame."""
+        timer = self._frame_timer
+        if timer is not None and (restart or not self._frames.partial):
+            timer.cancel()
+            self._frame_timer = timer = None
+        if timer is None and self._frames.partial:
+            self._frame_timer = self._later(
+                self.server.config.daemon.frame_timeout_s, self._frame_late
+            )
+
+    def _later(self, seconds: float, fn: Callable[[timers.Timer], None]) -> timers.Timer | None:
+        """`fn(timer)` on the loop in `seconds` (scheduled on `supervision.timers`); None,
+        and the connection closed, when the scheduler has no room."""
+        try:
+            timer = timers.call_later(seconds, lambda: self.loop.call_soon(lambda: fn(timer)))
+        except PhloemError as err:
+            self._fail_and_close(err.kind, f"no room for this connection's deadline: {err}")
+            return None
+        return timer
+
+    def _frame_late(self, timer: timers.Timer) -> None:
+        if self._frame_timer is not timer:
+            return  # cancelled, or replaced, after it fired
+        self._frame_timer = None
+        if self._frames.partial and not self._closing and not self._offloaded:
+            self._fail_and_close(ErrorKind.TIMEOUT, "incomplete frame: peer stopped sending")
+
+    def _blocks(self, message: Any) -> bool:
+        """Whether handling `message` may block (it then runs on a thread of its own)."""
+        if isinstance(message, Ask | Tell):
+            return not self.server.tree.routes_now(message.actor)
+        return isinstance(message, GetStatus | GetTree | GetLogs | Subscribe | ControlChild)
+
+    def _handle_guarded(self, message: Any) -> bool:
+        """`_handle`; a failure closes the connection (False). On the loop."""
+        try:
             self._handle(message)
+        except PhloemError as err:
+            self._fail_and_close(err.kind, err.message)
+            return False
+        except Exception:
+            log.exception("connection_failed", owner=self.owner.id)
+            self._fail_and_close(ErrorKind.INTERNAL, "the daemon failed to serve this connection")
+            return False
+        return True
+
+    def _handle_offloaded(self, message: Any) -> None:
+        failure: tuple[str, str] | None = None
+        try:
+            self._handle(message)
+        except PhloemError as err:
+            failure = (err.kind, err.message)
+        except Exception:
+            log.exception("connection_failed", owner=self.owner.id)
+            failure = (ErrorKind.INTERNAL, "the daemon failed to serve this connection")
+        self.loop.call_soon(lambda: self._resume(failure))
+
+    def _resume(self, failure: tuple[str, str] | None) -> None:
+        self._offloaded = False
+        if self._closing:
+            return
+        if failure is not None:
+            self._fail_and_close(*failure)
+            return
+        self._dispatch()
+        self._update_watch()
+
+    def _fail_and_close(self, kind: str, message: str) -> None:
+        self._fail(kind, message)
+        self._close()
+
+    def _peer_closed(self) -> None:
+        """The peer stopped sending (or is gone). A truncated frame is an error. If it
+        only half-closed, it still reads: let its requests finish (each has a deadline);
+        if it is gone (hang-up), stop at once."""
+        if self._frames.partial:
+            self._fail_and_close(
+                ErrorKind.BAD_FRAME, "truncated frame: connection closed mid-frame"
+            )
+            return
+        self._draining = True
+        self._update_watch()
+        self._check_drained()
+
+    def _check_drained(self) -> None:
+        if self._closing:
+            return
+        with self._lock:
+            busy = self._inflight > 0 or self._replying > 0
+        if busy and not self._dead:
+            hangup = select.poll()
+            hangup.register(self.sock, select.POLLHUP)
+            busy = not any(ev & _HANGUP for _, ev in hangup.poll(0))
+        if not busy:
+            self._close()
+        elif self._drain_timer is None:
+            self._drain_timer = self._later(INFLIGHT_POLL_S, self._drain_tick)
+
+    def _drain_tick(self, timer: timers.Timer) -> None:
+        if self._drain_timer is not timer:
+            return
+        self._drain_timer = None
+        self._check_drained()
+
+    def _close(self) -> None:
+        """Stop serving: the rest (cancelling, the last flush, closing) on a thread."""
+        if self._closing:
+            return
+        self._closing = True
+        for timer in (self._frame_timer, self._drain_timer):
+            if timer is not None:
+                timer.cancel()
+        self._frame_timer = self._drain_timer = None
+        self.loop.forget(self.sock)
+        self._watching = 0
+        threading.Thread(target=self._cleanup, name="phloem-conn-close", daemon=True).start()
+
+    def _cleanup(self) -> None:
+        with self._lock:
+            subs = list(self._subs.values())
+            self._subs.clear()
+        for stream, sub in subs:
+            stream.unsubscribe(sub, ExitReason.owner_down())
+        self.server.tree.owner_down(self.owner)
+        self._flush(CLOSE_FLUSH_TIMEOUT_S)
+        with self._wlock:
+            already_dead = self._dead
+            self._dead = True
+            self._outbox.clear()
+            self._outbox_bytes = 0
+        if already_dead:
+            self.sock.close()
+        else:
+            close_gently(self.sock)
+        if self._bad_requests:
+            log.warning("requests_too_deep", owner=self.owner.id, count=self._bad_requests)
+        self.server._forget(self)
+        self.closed.set()
+        log.debug("connection_closed", owner=self.owner.id)
+
+    # -- requests (the loop, or a request's own thread) ----------------------------------
 
     def _handle(self, message: Any) -> None:
         tree = self.server.tree
@@ -420,10 +607,10 @@ class Connection:
                 self._inflight -= 1
                 self._replying += 1
             self.send_frame(frame)
-            with self._idle:
+            with self._lock:
                 self._replying -= 1
-                if self._draining:
-                    self._idle.notify_all()
+            if self._draining:
+                self.loop.call_soon(self._check_drained)
 
         return respond
 

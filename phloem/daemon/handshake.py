@@ -4,7 +4,7 @@ An accepted connection first waits here, in a budget of its own
 (`daemon.max_pending_handshakes`) that does not count against `max_connections`. Its
 first frame is read without blocking as it arrives (at most `MAX_HELLO_BYTES` of it); a
 valid hello hands the socket, with whatever was read past the hello, to a `Connection`
-and its thread. A connection that sends anything else, or nothing within
+on the connection loop. A connection that sends anything else, or nothing within
 `handshake_timeout_s`, gets one error frame and is closed.
 
 When the budget is full, the oldest waiting connection is dropped with
@@ -232,12 +232,7 @@ class Handshakes:
             )
             return
         self._forget(pending)
-        try:
-            pending.sock.setblocking(True)
-        except OSError:
-            pending.sock.close()
-            return
-        self._server.start_connection(pending.sock, pending.peer, frames)
+        self._server.start_connection(pending.sock, pending.peer, frames)  # non-blocking
 
     # -- refusing and closing ------------------------------------------------------------
 

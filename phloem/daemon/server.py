@@ -25,12 +25,14 @@ changes nothing: SIGHUP never stops the daemon.
 The accept loop (this module, one thread, a selector) also reads each new connection's
 hello, within a budget of its own (`max_pending_handshakes`, see `handshake`): a
 connection counts against `max_connections` only once it has said hello, so connections
-that never do cannot starve real clients. Each connection past its hello is an `Owner`:
-one reader thread decodes frames and routes them through the tree; replies and stream
-events are written straight to the socket when it has room and otherwise queued (bounded
-by `max_outbox_bytes`) for a writer thread. A bad frame gets one error frame and closes
-that connection only. When a connection ends, everything its owner held is cancelled
-(`owner_down`).
+that never do cannot starve real clients. Each connection past its hello is an `Owner`,
+served by the one connection loop (`phloem.daemon.loop`, a thread and a selector for
+every connection): it reads and decodes frames and routes them through the tree (a
+request that may block on a thread of its own, that connection's reading paused);
+replies and stream events are written straight to the socket when it has room and
+otherwise queued (bounded by `max_outbox_bytes`) for the loop. A bad frame gets one error
+frame and closes that connection only. When a connection ends, everything its owner held
+is cancelled (`owner_down`).
 
 At start the daemon fixes glibc's mmap threshold (`tune_malloc`): otherwise freeing one
 multi-MB frame buffer raises the threshold for good, later frames of that size come from
@@ -66,6 +68,7 @@ from phloem.base.storelock import RUN_JOURNALS, StoreLock, reserve as reserve_st
 from phloem.config import Config, LoggingConfig, check_components, load_config
 from phloem.daemon.connection import Connection
 from phloem.daemon.handshake import Handshakes
+from phloem.daemon.loop import ConnectionLoop
 from phloem.daemon.notify import Notifier
 from phloem.daemon.socketfile import peer_credentials, prepare_socket_path
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -98,6 +101,7 @@ class Server:
         self.path = path
         self._conns: set[Connection] = set()
         self._lock = threading.Lock()
+        self._loop = ConnectionLoop()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -125,10 +129,10 @@ class Server:
         self, sock: socket.socket, peer: tuple[int, int, int], frames: FrameReader
     ) -> None:
         """Serve a connection that has said hello (see `Handshakes`)."""
-        conn = Connection(self, sock, peer, frames)
+        conn = Connection(self, self._loop, sock, peer, frames)
         with self._lock:
             self._conns.add(conn)
-        conn.thread.start()
+        self._loop.call_soon(conn.open)
 
     def wakeup_fd(self) -> int:
         """The fd that wakes the accept loop (non-blocking): `signal.set_wakeup_fd`."""
@@ -196,6 +200,7 @@ class Server:
         """Accept until `request_stop` (or the tree stops)."""
         assert self._listener is not None
         self.tree.root.add_exit_callback(lambda reason: self.request_stop())
+        self._loop.start()
         sel = selectors.DefaultSelector()
         sel.register(self._listener, selectors.EVENT_READ)
         sel.register(self._wake_r, selectors.EVENT_READ)
@@ -258,7 +263,8 @@ class Server:
             conn.shutdown()
         deadline = time.monotonic() + self.config.daemon.shutdown_timeout_s
         for conn in conns:
-            conn.thread.join(max(0.0, deadline - time.monotonic()))
+            conn.closed.wait(max(0.0, deadline - time.monotonic()))
+        self._loop.stop(max(0.0, deadline - time.monotonic()))
         self._wake_r.close()
         self._wake_w.close()
 

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import msgspec
+import psutil
 import pytest
 
 import phloem
@@ -24,6 +25,8 @@ from phloem.protocols.wire import (
     Ask,
     Fail,
     FrameReader,
+    GetStatus,
+    GetTree,
     Hello,
     Ping,
     Reply,
@@ -272,6 +275,43 @@ def test_pipelined_requests_each_get_their_own_reply(shared_daemon: DaemonProc) 
     got = {r.id: msgspec.msgpack.decode(r.body) for r in replies if isinstance(r, Reply)}
     assert got.pop(99) is None
     assert got == {i: i for i in range(20)}
+
+
+def test_connections_share_the_one_connection_loop(shared_daemon: DaemonProc) -> None:
+    """Connections cost no thread each (`phloem.daemon.loop`): 48 open, each with an
+    answered ask, leave the daemon's thread count where one connection had it (with
+    slack for the daemon's own short-lived threads)."""
+    daemon = psutil.Process(shared_daemon.proc.pid)
+    with phloem.Client.connect(shared_daemon.socket) as first:
+        assert first.ask("echo", {"n": 0}) == {"n": 0}
+        before = daemon.num_threads()
+        clients = [phloem.Client.connect(shared_daemon.socket) for _ in range(48)]
+        try:
+            for i, client in enumerate(clients):
+                assert client.ask("echo", {"n": i}) == {"n": i}
+            assert daemon.num_threads() < before + 16
+        finally:
+            for client in clients:
+                client.close()
+
+
+def test_requests_keep_their_order_around_one_served_off_the_loop(
+    shared_daemon: DaemonProc,
+) -> None:
+    """A status or tree request runs on a thread of its own (it may block); the requests
+    pipelined behind it on the same connection still come after it, in order."""
+    sock = raw_conn(shared_daemon.socket)
+    try:
+        sock.sendall(
+            encode_frame(GetStatus(id=1))
+            + encode_frame(Ping(id=2))
+            + encode_frame(GetTree(id=3))
+            + encode_frame(Ping(id=4))
+        )
+        replies = read_frames(sock, 4)
+    finally:
+        sock.close()
+    assert [r.id for r in replies if isinstance(r, Reply)] == [1, 2, 3, 4]
 
 
 # --- daemon lifecycle -------------------------------------------------------------------
