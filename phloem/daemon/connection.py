@@ -119,6 +119,7 @@ class Connection:
         self._outbox: deque[bytes] = deque()
         self._outbox_bytes = 0
         self._want_write = False  # the loop is asked to write the outbox
+        self._corked = 0  # write batches holding this connection's frames (`writebatch`)
         self._dead = False
         self.closed = threading.Event()  # set once the socket is closed and forgotten
         # requests and streams
@@ -150,11 +151,13 @@ class Connection:
                     log.warning("connection_outbox_full", owner=self.owner.id)
                     self._kill_locked()
                     return False
-                batch[self] = None
+                if self not in batch:
+                    batch[self] = None
+                    self._corked += 1
                 self._outbox.append(frame)
                 self._outbox_bytes += len(frame)
                 return True
-            if not self._outbox and (not loop.busy() or loop.in_loop()):
+            if not self._outbox and not self._corked and (not loop.busy() or loop.in_loop()):
                 try:
                     n = self.sock.send(frame, socket.MSG_DONTWAIT)
                 except BlockingIOError:
@@ -171,7 +174,7 @@ class Connection:
                 return False
             self._outbox.append(frame)
             self._outbox_bytes += len(frame)
-            if self._want_write:
+            if self._want_write or self._corked:  # the loop, or the batch's end, writes it
                 return True
             self._want_write = True
         loop.call_soon(self._write_queued)
@@ -182,7 +185,8 @@ class Connection:
         them in one go now if the loop is idle, else hand them to the loop."""
         loop = self.loop
         with self._wlock:
-            if self._dead or not self._outbox or self._want_write:
+            self._corked -= 1
+            if self._corked or self._dead or not self._outbox or self._want_write:
                 return
             if (not loop.busy() or loop.in_loop()) and self._send_queued_locked():
                 return
@@ -192,6 +196,9 @@ class Connection:
     def _write_queued(self) -> None:
         """Write what the socket takes of the outbox; watch for room if some is left."""
         with self._wlock:
+            if self._corked:  # held by a write batch: its end writes the outbox
+                self._want_write = False
+                return
             done = self._send_queued_locked()
             if done:
                 self._want_write = False

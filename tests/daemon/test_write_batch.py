@@ -14,6 +14,7 @@ import pytest
 from phloem.base import writebatch
 from phloem.config import DaemonConfig
 from phloem.daemon.connection import Connection
+from phloem.daemon.loop import ConnectionLoop
 from phloem.protocols.wire import FrameReader
 
 pytestmark = pytest.mark.timeout(30)
@@ -22,10 +23,14 @@ pytestmark = pytest.mark.timeout(30)
 @pytest.fixture
 def pair() -> Iterator[tuple[Connection, socket.socket]]:
     ours, peer = socket.socketpair()
+    ours.setblocking(False)
     server: Any = SimpleNamespace(config=SimpleNamespace(daemon=DaemonConfig()))
-    conn = Connection(server, ours, (1, 0, 0), FrameReader())
+    loop = ConnectionLoop()
+    loop.start()
+    conn = Connection(server, loop, ours, (1, 0, 0), FrameReader())
     peer.setblocking(False)
     yield conn, peer
+    loop.stop(5.0)
     ours.close()
     peer.close()
 

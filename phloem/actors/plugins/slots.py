@@ -42,6 +42,7 @@ from phloem.agents.hooks import (
 from phloem.protocols.content import Content, ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind, ErrorValue, PhloemError
 from phloem.protocols.secrets import redact
+from phloem.supervision import fibers
 from phloem.supervision.childcall import ChildCallError, call_in_child
 from phloem.supervision.spec import Limits
 
@@ -99,7 +100,11 @@ class PluginSlot:
             self.last_failure = redact(f"{error.kind}: {error.message}")[:MAX_FAILURE_TEXT]
 
     def invoke(self, hook: str, ctx: PluginContext, value: Any) -> Any:
-        """The hook's raw answer; `HookFailure` if there is none."""
+        """The hook's raw answer; `HookFailure` if there is none. A run driven as a fiber
+        waits for it parked (the call blocks: a hook thread, a child, an instance)."""
+        return fibers.offload(self._invoke, hook, ctx, value)
+
+    def _invoke(self, hook: str, ctx: PluginContext, value: Any) -> Any:
         with self._lock:
             self.calls += 1
         if self.options.stateful:
