@@ -250,8 +250,9 @@ class AgentsConfig(Section, kw_only=True):
     planners: dict[AgentName, PlannerAgentConfig] = {}  # planner agents over the others
     # Any other `Agent`: `module:attribute` of one named as its key, or of a factory of one.
     components: dict[AgentName, ComponentPath] = {}
-    # Agent runs going at once; one more start is refused with `backpressure`.
-    max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 64
+    # Agent runs going at once; one more start is refused with `backpressure`. An
+    # `LlmAgent`'s waiting run holds no thread (a fiber); any other agent's holds one.
+    max_concurrent_runs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 64
     # One sub-agent invocation running longer than this is killed (agent_timeout).
     invocation_timeout_s: Annotated[float, msgspec.Meta(ge=0.01, le=86_400)] = 600.0
     # A delegated agent's run (an agent named in `agents` of an LLM agent or of [live])
