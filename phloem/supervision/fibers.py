@@ -65,11 +65,6 @@ OFFLOAD_WORKERS = 256
 """Threads running offloaded blocking calls at most (more calls wait for one)."""
 
 
-class FiberExit(BaseException):
-    """Thrown into a parked fiber whose process is going away; never caught by fibers'
-    code (it is no `Exception`)."""
-
-
 class _Greenlet(greenlet.greenlet):  # type: ignore[misc]
     """A fiber's greenlet: knows its fiber, so `wait` can tell a fiber from a thread."""
 
@@ -112,7 +107,7 @@ class Fiber:
                 self._on_done(error)
             except Exception:
                 log.exception("fiber_on_done_failed", fiber=self.name)
-        elif error is not None and not isinstance(error, FiberExit):
+        elif error is not None:
             log.error("fiber_failed", fiber=self.name, error=type(error).__name__)
 
     def __repr__(self) -> str:
@@ -124,7 +119,7 @@ class _Hub:
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.ready: SimpleQueue[tuple[Fiber, BaseException | None]] = SimpleQueue()
+        self.ready: SimpleQueue[Fiber] = SimpleQueue()  # fibers to start or resume
         self.slice_started = 0.0  # monotonic start of the running slice; 0.0 when idle
         self.main: greenlet.greenlet | None = None
         self.thread = threading.Thread(target=self._loop, name=f"fiber-hub-{index}", daemon=True)
@@ -138,7 +133,7 @@ class _Hub:
         self.main = greenlet.getcurrent()
         ready = self.ready
         while True:
-            fiber, error = ready.get()
+            fiber = ready.get()
             glet = fiber._glet
             if glet is None:  # a new fiber: its greenlet belongs to this thread
                 glet = _Greenlet(fiber._body, self.main)
@@ -149,10 +144,7 @@ class _Hub:
                 continue
             self.slice_started = started = time.monotonic()
             try:
-                if error is None:
-                    glet.switch()
-                else:
-                    glet.throw(error)
+                glet.switch()
             except BaseException:  # `_body` catches everything; this is the hub's guard
                 log.exception("fiber_hub_failed", fiber=fiber.name)
             finally:
@@ -221,7 +213,7 @@ def spawn(
     _live.acquire()
     hub = _hub()
     fiber = Fiber(name, hub, work, on_done, contextvars.copy_context())
-    hub.ready.put((fiber, None))
+    hub.ready.put(fiber)
     return fiber
 
 
@@ -252,7 +244,7 @@ def wait(future: Future[T], timeout: float | None = None) -> T:
             woken = ticket.pop()
         except IndexError:
             return
-        hub.ready.put((woken, None))
+        hub.ready.put(woken)
 
     timer = None if timeout is None else timers.call_later(max(0.0, timeout), resume)
     future.add_done_callback(resume)
@@ -331,7 +323,6 @@ __all__ = [
     "OFFLOAD_WORKERS",
     "STALL_S",
     "Fiber",
-    "FiberExit",
     "Latch",
     "current",
     "offload",

@@ -78,9 +78,9 @@ def test_silent_connections_do_not_starve_real_clients(daemon: DaemonProc) -> No
     threads = proc.num_threads()
     silent = _silent(daemon.socket, SILENT)
     try:
-        # Waiting for a hello costs no thread: SILENT connections add none (a thread the
-        # daemon starts lazily meanwhile, its log writer say, may add one or two).
-        assert proc.num_threads() <= threads + 2
+        # Waiting for a hello costs no thread: with SILENT connections held, the count is
+        # back to what it was (a pool worker that grew meanwhile ends once idle).
+        wait_until(lambda: proc.num_threads() <= threads, timeout=20, what="threads back")
         results: list[float | str] = []
         threads = [
             threading.Thread(target=_client, args=(daemon.socket, results)) for _ in range(CLIENTS)
