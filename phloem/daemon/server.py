@@ -195,12 +195,14 @@ class Server:
         listener.listen(LISTEN_BACKLOG)
         listener.setblocking(False)
         self._listener = listener
+        # the connection loop's thread starts here, not in `serve`: every thread the
+        # daemon keeps exists before it says `daemon_ready`
+        self._loop.start()
 
     def serve(self) -> None:
         """Accept until `request_stop` (or the tree stops)."""
         assert self._listener is not None
         self.tree.root.add_exit_callback(lambda reason: self.request_stop())
-        self._loop.start()
         sel = selectors.DefaultSelector()
         sel.register(self._listener, selectors.EVENT_READ)
         sel.register(self._wake_r, selectors.EVENT_READ)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -39,11 +40,18 @@ def run_children(snapshot: object) -> list[str]:
     return found
 
 
-def sleepers() -> list[psutil.Process]:
+def sleep_command() -> tuple[str, str]:
+    """A `sleep 600` command with a marker of its own: the tests of this module may run
+    at once on separate workers, and one must never take the other's sleep for its own."""
+    marker = f"phloem-test-marker-{uuid.uuid4().hex}"
+    return f"sleep 600; echo {marker}", marker
+
+
+def sleepers(marker: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline") or []
-        if "sleep 600" in " ".join(cmdline) and "phloem-test-marker" in " ".join(cmdline):
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if "sleep 600" in cmdline and marker in cmdline:
             found.append(proc)
     return found
 
@@ -71,12 +79,12 @@ def test_a_hanging_model_call_stops_within_a_second(
 def test_a_sleeping_bash_call_stops_within_a_second(
     tree: phloem.Tree, fake: FakeProvider, workspace: Path
 ) -> None:
-    command = "sleep 600; echo phloem-test-marker"
+    command, marker = sleep_command()
     fake.add(chat_calls(chat_tool_call("bash", json.dumps({"command": command}))), chat_text("x"))
     with tree.client() as client, tree.client() as other:
         sid = client.session_new(workdir=str(workspace))
         started = client.session_start(sid, "sleep")
-        wait_until(lambda: bool(sleepers()), timeout=20, what="the sleep to start")
+        wait_until(lambda: bool(sleepers(marker)), timeout=20, what="the sleep to start")
         t0 = time.monotonic()
         other.session_cancel(sid)
         result = client.session_follow(started, timeout=30)
@@ -85,7 +93,7 @@ def test_a_sleeping_bash_call_stops_within_a_second(
         assert elapsed < CANCEL_BUDGET_S, elapsed
         [call] = result.tool_calls
         assert call.response is not None and call.response["error"] == "cancelled"
-        assert sleepers() == []
+        assert sleepers(marker) == []
         assert len(fake.requests) == 1  # the model was not asked again
         [run] = other.list_runs()
         assert run.outcome == "cancelled"
@@ -128,7 +136,7 @@ def test_an_agent_runs_hanging_model_call_stops_and_the_run_ends_cancelled(
 def test_an_agent_runs_sleeping_bash_call_stops_and_the_run_ends_cancelled(
     tree: phloem.Tree, fake: FakeProvider, workspace: Path
 ) -> None:
-    command = "sleep 600; echo phloem-test-marker"
+    command, marker = sleep_command()
     fake.add(chat_calls(chat_tool_call("bash", json.dumps({"command": command}))), chat_text("x"))
     model = fake_model(fake)
     context = ToolContext(workspace=Workspace(str(workspace)))
@@ -136,7 +144,7 @@ def test_an_agent_runs_sleeping_bash_call_stops_and_the_run_ends_cancelled(
     try:
         with tree.client() as client:
             started = client.start_agent_run("sleepy", input="sleep")
-            wait_until(lambda: bool(sleepers()), timeout=20, what="the sleep to start")
+            wait_until(lambda: bool(sleepers(marker)), timeout=20, what="the sleep to start")
             t0 = time.monotonic()
             client.cancel_agent_run(started.ref)
             run = client.follow_agent_run(started, timeout=30)
@@ -145,7 +153,7 @@ def test_an_agent_runs_sleeping_bash_call_stops_and_the_run_ends_cancelled(
     finally:
         model.close()
     assert run.outcome.status == "cancelled" and elapsed < CANCEL_BUDGET_S, elapsed
-    assert sleepers() == [] and len(fake.requests) == 1
+    assert sleepers(marker) == [] and len(fake.requests) == 1
     assert record.outcome == "cancelled"
 
 
