@@ -31,6 +31,10 @@ RUNS = 100
 STEPS = 5
 KILLS = 20
 NON_IDEMPOTENT = [2, 4]  # in every other run
+# The deadline counts wall-clock from the first start across every daemon life; twenty
+# restarts on a loaded two-core machine can pass the 60 s default, and the deadline is
+# not what this test is about.
+OPTIONS = {"timeout_ms": 400_000}
 
 
 def durable_config(journals: Path, resume_concurrency: int = 100) -> str:
@@ -70,7 +74,9 @@ def test_one_hundred_runs_survive_twenty_kill_9s() -> None:
         daemon = life(0)
         with phloem.Client.connect(socket) as client:
             ids = {
-                key: client.start_planning_run("d", "d", goal(key, log), {"sleep_s": 0.05}).run_id
+                key: client.start_planning_run(
+                    "d", "d", goal(key, log), {"sleep_s": 0.05}, OPTIONS
+                ).run_id
                 for key in range(RUNS)
             }
         assert all(i.startswith("drun_") for i in ids.values())
@@ -89,7 +95,7 @@ def test_one_hundred_runs_survive_twenty_kill_9s() -> None:
                 for key, run_id in ids.items():
                     started_run = client.attach_planning(run_id)
                     assert started_run.run_id == run_id
-                    results[key] = client.await_planning(started_run.ref, timeout=240)
+                    results[key] = client.await_planning(started_run.ref, timeout=420)
         finally:
             assert daemon.stop() == 0, "".join(daemon.lines)
         errors += [line for line in daemon.lines if '"level": "error"' in line]
