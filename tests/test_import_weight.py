@@ -204,3 +204,23 @@ def test_status_imports_no_other_commands_module(shared_daemon: DaemonProc) -> N
     loaded = loaded_by(f"from phloem.cli.main import main\nassert main({argv!r}, out, err) == 0\n")
     others = {"phloem.cli.models", "phloem.cli.eval", "phloem.cli.planning", "phloem.cli.web"}
     assert not others & set(loaded)
+
+
+# --- the daemon loads what its configuration uses ---------------------------------------
+
+DAEMON_DEFERRED = ("httpx", "httpcore", "jsonschema", "yaml", "pathspec", "rich", "click")
+"""What a daemon with no model provider, no schema contract, no front matter and no
+ignore file never needs: each loads with its first use (httpx alone, with the rich, click
+and pygments its command-line entry pulls in, was ~0.25 s of every daemon start)."""
+
+
+def test_a_daemon_of_the_default_configuration_defers_the_heavy_libraries() -> None:
+    case = (
+        "import phloem.daemon.server\n"
+        "from phloem.tree import Tree\n"
+        "Tree.start(None).stop()\n"
+    )
+    loaded = loaded_by(case)
+    assert "phloem.actors.services" in loaded  # the probe saw the whole tree start
+    late = [m for m in DAEMON_DEFERRED if m in loaded]
+    assert not late, {m: loaded[m] for m in late}

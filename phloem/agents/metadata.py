@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from phloem.agents.agent import check_agent_name
 from phloem.base.logs import get_logger
 from phloem.protocols.errors import ErrorKind, PhloemError
@@ -45,6 +43,8 @@ class AgentMetadata:
         if self.validate is not None and not callable(self.validate):
             if not isinstance(self.validate, Mapping):
                 raise TypeError("validate must be a callable or a JSON schema mapping")
+            import jsonschema  # loaded by the first schema contract, not with the engine
+
             try:
                 schema = dict(self.validate)
                 jsonschema.validators.validator_for(schema).check_schema(schema)
@@ -62,6 +62,8 @@ class AgentMetadata:
             except Exception as exc:
                 log.warning("validator_raised", agent=self.agent, error=type(exc).__name__)
                 return False
+        import jsonschema
+
         schema = dict(check)
         return bool(jsonschema.validators.validator_for(schema)(schema).is_valid(value))
 

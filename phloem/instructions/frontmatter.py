@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
 __all__ = [
     "MAX_FRONT_MATTER_BYTES",
     "FrontMatterError",
@@ -68,6 +66,8 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, FrontMatterError
     raw = text[opening.end() : closing.start()]
     if len(raw.encode()) > MAX_FRONT_MATTER_BYTES:
         return {}, text, FrontMatterError(f"front matter over {MAX_FRONT_MATTER_BYTES} bytes")
+    import yaml  # loaded by the first front matter read, not with the instructions
+
     try:
         header = yaml.safe_load(raw) if raw.strip() else {}
     except yaml.YAMLError as exc:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Final
-
-import httpx
+from typing import TYPE_CHECKING, Final
 
 from phloem.models.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -23,6 +21,9 @@ from phloem.protocols import gemini as wire
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.model import ModelError
+
+if TYPE_CHECKING:
+    import httpx
 
 MODEL_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 

@@ -22,9 +22,8 @@ import re
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import httpx
 import msgspec
 
 from phloem.base import telemetry
@@ -35,6 +34,9 @@ from phloem.protocols.limits import RangeError, RangeTypeError, check_range, for
 from phloem.protocols.model import ModelError, ResponseTooLarge
 from phloem.protocols.secrets import redact
 from phloem.protocols.sse import SseDecoder
+
+if TYPE_CHECKING:  # httpx (with httpcore, h11 and what its CLI pulls in) loads with the
+    import httpx  # first transport or URL check: a daemon that calls no model never pays
 
 log = get_logger(__name__)
 
@@ -66,6 +68,8 @@ def _as_config_invalid() -> Iterator[None]:
 def check_base_url(base_url: str) -> str:
     """Validate an endpoint: http(s), a host, no userinfo, no query or fragment.
     Returns it without a trailing slash."""
+    import httpx
+
     try:
         url = httpx.URL(base_url)
     except (httpx.InvalidURL, TypeError) as exc:
@@ -152,6 +156,10 @@ class HttpTransport:
         secrets: tuple[str, ...] = (),
         sleep: Callable[[float], None] = cancel.sleep,
     ) -> None:
+        import httpx
+
+        from phloem.models.cancel_transport import cancellable_transport
+
         with _as_config_invalid():
             check_range(
                 "max_response_bytes",
@@ -175,7 +183,7 @@ class HttpTransport:
                 timeout=timeout,
                 trust_env=False,
                 follow_redirects=False,
-                transport=cancel.cancellable_transport(),
+                transport=cancellable_transport(),
             )
         )
 
@@ -198,6 +206,8 @@ class HttpTransport:
     def post_sse(self, url: str, headers: Mapping[str, str], body: Any) -> Iterator[Any]:
         """POST `body` and yield each SSE `data:` payload decoded as JSON (None for a
         `[DONE]` marker). Retries apply only before the first event has been yielded."""
+        import httpx
+
         payload = msgspec.json.encode(body)
         all_headers = self._headers(headers, sse=True)
         attempt = 0
@@ -240,6 +250,8 @@ class HttpTransport:
         headers: Mapping[str, str],
         body: Any,
     ) -> bytes:
+        import httpx
+
         payload = msgspec.json.encode(body)
         all_headers = self._headers(headers)
         attempt = 0
@@ -280,6 +292,8 @@ class HttpTransport:
         return True
 
     def _transport_error(self, exc: httpx.HTTPError) -> ModelError:
+        import httpx
+
         if cancel.cancelled():  # our own transport gave up on a cancelled call
             return cancel.cancelled_error(self.provider)
         if isinstance(exc, httpx.TimeoutException):
@@ -333,6 +347,8 @@ class HttpTransport:
 
     def _error_code(self, resp: httpx.Response) -> str | None:
         """The provider's short machine code from an error body (never its message)."""
+        import httpx
+
         try:
             obj = msgspec.json.decode(self._read_all(resp, limit=64 * 1024))
         except (ModelError, msgspec.DecodeError, httpx.HTTPError):

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 import msgspec
 
 from phloem.models.http import (
@@ -29,6 +28,9 @@ from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.protocols.errors import ErrorKind
 from phloem.protocols.model import ModelError
 from phloem.protocols.openai_chat import CHAT_TOKEN_LIMITS, ChatTokenLimit
+
+if TYPE_CHECKING:
+    import httpx
 
 OpenAIProtocol = Literal["responses", "chat_completions"]
 PROTOCOLS = ("responses", "chat_completions")

@@ -17,9 +17,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pathspec import GitIgnoreSpec
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
-
 from phloem.tools.workspace import shown
 
 MAX_RULES = 10_000
@@ -85,6 +82,9 @@ class RuleSet:
     )
 
     def __init__(self, lines: list[str]) -> None:
+        # pathspec loads with the first rule list, not with the tools
+        from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
         self.bad: list[BadRule] = []
         self.rules: list[str] = []
         self._include: list[bool] = []
@@ -199,6 +199,8 @@ class PathGlob:
     __slots__ = ("_spec", "errors", "patterns")
 
     def __init__(self, patterns: list[str]) -> None:
+        from pathspec import GitIgnoreSpec
+
         self.patterns = list(patterns)
         rules = RuleSet(self.patterns)
         self.errors = rules.bad
