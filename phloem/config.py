@@ -153,7 +153,7 @@ class SupervisionConfig(Section):
 
 
 class LoggingConfig(Section):
-    """`[logging]`: structlog output of the daemon (to stderr)."""
+    """`[logging]`: the daemon's log lines (to stderr)."""
 
     level: Literal["debug", "info", "warning", "error"] = "info"  # the least severe level logged
     # One JSON object a line, or lines for a person; SIGHUP applies both live.

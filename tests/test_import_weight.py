@@ -215,11 +215,7 @@ and pygments its command-line entry pulls in, was ~0.25 s of every daemon start)
 
 
 def test_a_daemon_of_the_default_configuration_defers_the_heavy_libraries() -> None:
-    case = (
-        "import phloem.daemon.server\n"
-        "from phloem.tree import Tree\n"
-        "Tree.start(None).stop()\n"
-    )
+    case = "import phloem.daemon.server\nfrom phloem.tree import Tree\nTree.start(None).stop()\n"
     loaded = loaded_by(case)
     assert "phloem.actors.services" in loaded  # the probe saw the whole tree start
     late = [m for m in DAEMON_DEFERRED if m in loaded]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -298,12 +299,15 @@ def test_an_unknown_name_of_a_face_is_an_attribute_error() -> None:
 
 
 def test_every_module_logs_through_phloem_logs() -> None:
-    """`structlog.get_logger` reads structlog's global configuration, which belongs to the
-    host program of an embedded tree: phloem's modules take `phloem.base.logs.get_logger`."""
+    """One logging mechanism: phloem's modules take `phloem.base.logs.get_logger`, never a
+    standard-library logger of their own (whose records would skip redaction, the actor
+    path and the daemon's JSON sink) nor a logging library's."""
+    pattern = re.compile(
+        r"getLogger\((__name__|[\"']phloem)|^\s*(import|from) (structlog|loguru)\b", re.M
+    )
     offenders = [
         name
         for name, path in all_modules().items()
-        if name != "phloem.base.logs"
-        and "structlog.get_logger(" in path.read_text(encoding="utf-8")
+        if name != "phloem.base.logs" and pattern.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []

@@ -2,20 +2,21 @@
 
 - **Embedded** (the default: a `phloem.Tree` inside someone else's program): records go
   through the standard `logging` module, to the logger of the same name under `phloem`
-  (`phloem.tree`, `phloem.daemon`, ...), by structlog's stdlib integration. phloem
-  configures nothing globally — no handler, no level, no `structlog.configure` — so the
-  host's logging setup decides where they go, and nothing is ever printed on stdout.
+  (`phloem.tree`, `phloem.daemon`, ...), as `event key=value ...` with the fields on the
+  record's `phloem` attribute. phloem configures nothing globally — no handler, no level
+  — so the host's logging setup decides where they go, and nothing is ever printed on
+  stdout.
 - **Owned** (`configure_logging`, called by the daemon and the CLI, which own their
   process): one rendered line per record (JSON or console) on standard error, resolved at
   write time rather than at configure time, so a redirected or replaced `sys.stderr` (a
   test's capture, a daemon's log file) is honoured. `set_level` changes the level live
   (the daemon's SIGHUP reload).
 
-Every module logs through `get_logger` (never `structlog.get_logger`, whose global
-configuration belongs to the host program; `tests/test_layout.py` keeps to that).
-
-structlog (with the trace-id hook) is imported when the first record is made, not with
-this module: a CLI command that logs nothing does not pay the ~150 ms it costs to load.
+Every module logs through `get_logger`. A record is a plain dict passed through a short
+list of processors (`(logger, method, fields) -> fields`, the last one renders); this
+module is the whole pipeline, with nothing to import beyond the standard library, so a
+daemon's first line costs no library load (structlog, used before, cost ~0.15 s of every
+daemon start, with the Rich it loads for its tracebacks).
 
 Every record carries `actor_path`, the tree path of the actor it was made for (when it is
 made for one: `set_actor_source`, which `phloem.supervision.owners` fills in). The daemon
@@ -48,6 +49,7 @@ import queue
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -82,7 +84,7 @@ def dropped_lines() -> int:
 
 
 class _SafeLogger:
-    """A structlog logger writing one rendered line at a time to `stream` (None: whatever
+    """The owned sink's writer: one rendered line at a time to `stream` (None: whatever
     `sys.stderr` is at the time); a line that cannot be written is dropped and counted."""
 
     def __init__(self, stream: TextIO | None) -> None:
@@ -100,12 +102,9 @@ class _SafeLogger:
             except (OSError, ValueError):
                 _dropped += 1
 
-    log = debug = info = warn = warning = msg
-    fatal = failure = err = error = critical = exception = msg
-
 
 def redact_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
-    """structlog processor: no field of a record carries a credential (the one rule,
+    """Processor: no field of a record carries a credential (the one rule,
     `protocols.secrets`): secret-named fields lose their value, strings are redacted,
     containers deeply, and other values whose repr would show a secret become the
     redacted repr. Never raises: a field it cannot read becomes `[unloggable: Error]`."""
@@ -128,7 +127,7 @@ def redact_fields(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
 
 
 def add_timestamp(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
-    """structlog processor: `timestamp`, ISO 8601 in UTC (`...Z`), of when the record was
+    """Processor: `timestamp`, ISO 8601 in UTC (`...Z`), of when the record was
     made: now, or for a deferred record the time it was queued."""
     at = event.pop(_AT, None)
     stamp = (
@@ -141,7 +140,7 @@ def add_timestamp(_logger: Any, _method: str, event: MutableMapping[str, Any]) -
 
 
 def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
-    """structlog processor: `trace_id` and `span_id` (hex) of the current span, if any,
+    """Processor: `trace_id` and `span_id` (hex) of the current span, if any,
     so a log line can be found from its trace and the other way round."""
     from phloem.base import telemetry
 
@@ -179,7 +178,7 @@ def kept() -> LogBuffer | None:
 
 
 def add_actor_path(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
-    """structlog processor: `actor_path`, the tree path of the actor the record is for."""
+    """Processor: `actor_path`, the tree path of the actor the record is for."""
     try:
         path = _actor_source()
     except Exception:  # attribution is a courtesy: it never costs a record
@@ -239,48 +238,121 @@ def _stdlib_message(
     return (text,), {"extra": {"phloem": fields}}
 
 
-def _wrap(name: str) -> Any:
-    """A structlog logger for `name` on the current sink (built from explicit arguments,
-    so structlog's global configuration is neither read nor written)."""
-    import logging
+_METHOD_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
+_METHOD_LEVELS["critical"] = CRITICAL
 
-    import structlog  # with the first record: a process that logs nothing never loads it
 
+def format_exc_info(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """Processor: an `exc_info` field (True for the exception being handled, an
+    exception, or a `sys.exc_info()` triple) becomes `exception`, its formatted traceback."""
+    exc_info = event.pop("exc_info", None)
+    if isinstance(exc_info, BaseException):
+        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+    elif exc_info is not None and not isinstance(exc_info, tuple):
+        exc_info = sys.exc_info() if exc_info else None
+    if exc_info and exc_info[0] is not None:
+        event["exception"] = "".join(traceback.format_exception(*exc_info)).rstrip("\n")
+    return event
+
+
+def render_json(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> str:
+    """Renderer: one JSON object (a value JSON cannot carry is shown as its repr)."""
+    return json.dumps(event, default=repr)
+
+
+_LEVEL_WIDTH = 9  # "[warning  ]": the console line's level column
+_EVENT_WIDTH = 30  # the event's column, when fields follow it
+
+
+def render_console(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> str:
+    """Renderer for humans: `timestamp [level    ] event    key=value ...` (fields by
+    name, values as their repr), then the traceback, if any, on the lines below."""
+    fields = dict(event)
+    stamp = str(fields.pop("timestamp", ""))
+    level = str(fields.pop("level", ""))
+    name = str(fields.pop("event", ""))
+    exception = fields.pop("exception", None)
+    line = f"{stamp} [{level:<{_LEVEL_WIDTH}}] {name}"
+    if fields:
+        pairs = " ".join(f"{key}={fields[key]!r}" for key in sorted(fields))
+        line = f"{line:<{len(stamp) + _LEVEL_WIDTH + 4 + _EVENT_WIDTH}} {pairs}"
+    return line if exception is None else f"{line}\n{exception}"
+
+
+Processor = Callable[[Any, str, MutableMapping[str, Any]], Any]
+
+
+class _Emitter:
+    """One logger name on one sink: a record (`method`, `event`, fields) goes through the
+    processors in order, and the last one's result to `out`."""
+
+    __slots__ = ("_out", "_processors")
+
+    def __init__(self, processors: list[Processor], out: Callable[[str, Any], None]) -> None:
+        self._processors = processors
+        self._out = out
+
+    def _emit(self, method: str, event: str, kw: dict[str, Any]) -> None:
+        fields: Any = dict(kw)
+        fields["event"] = event
+        for processor in self._processors:
+            fields = processor(None, method, fields)
+        self._out(method, fields)
+
+    def debug(self, event: str, **kw: Any) -> None:
+        self._emit("debug", event, kw)
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._emit("info", event, kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._emit("warning", event, kw)
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._emit("error", event, kw)
+
+    def critical(self, event: str, **kw: Any) -> None:
+        self._emit("critical", event, kw)
+
+
+def add_log_level(_logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+    """Processor: `level`, the record's level name."""
+    event["level"] = method
+    return event
+
+
+def _wrap(name: str) -> _Emitter:
+    """The emitter of `name` on the current sink: embedded, a record of the standard
+    library's logger `name`; owned, one rendered line on the sink's stream."""
     if not _sink.owned:
-        return structlog.wrap_logger(
-            logging.getLogger(name),
-            processors=[
-                structlog.stdlib.filter_by_level,
-                structlog.processors.format_exc_info,
-                add_trace_ids,
-                add_actor_path,
-                redact_fields,
-                _stdlib_message,
-            ],
-            wrapper_class=structlog.stdlib.BoundLogger,
-            context_class=dict,
-            cache_logger_on_first_use=False,
-        )
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if _sink.fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    return structlog.wrap_logger(
-        _SafeLogger(_sink.stream),
-        processors=[
-            structlog.processors.add_log_level,
-            add_timestamp,
-            structlog.processors.format_exc_info,
+        import logging
+
+        stdlib = logging.getLogger(name)
+
+        def to_stdlib(method: str, message: Any) -> None:
+            args, kwargs = message
+            stdlib.log(_METHOD_LEVELS[method], *args, **kwargs)
+
+        embedded: list[Processor] = [
+            format_exc_info,
             add_trace_ids,
             add_actor_path,
             redact_fields,
-            _KeepAndRender(renderer, _sink.fmt),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(LEVELS[_sink.level]),
-        context_class=dict,
-        cache_logger_on_first_use=False,
-    )
+            _stdlib_message,
+        ]
+        return _Emitter(embedded, to_stdlib)
+    writer = _SafeLogger(_sink.stream)
+    renderer = render_json if _sink.fmt == "json" else render_console
+    owned: list[Processor] = [
+        add_log_level,
+        add_timestamp,
+        format_exc_info,
+        add_trace_ids,
+        add_actor_path,
+        redact_fields,
+        _KeepAndRender(renderer, _sink.fmt),
+    ]
+    return _Emitter(owned, lambda _method, line: writer.msg(line))
 
 
 def _logger_for(name: str) -> Any:
@@ -441,7 +513,7 @@ class Logger:
 
     def _log(self, level: int, method: str, event: str, kw: dict[str, Any]) -> None:
         """Hand the record to the current sink, unless its level is off there (then no
-        logger is built, and structlog need not even be loaded)."""
+        logger is built)."""
         if _sink.owned:
             if level < LEVELS[_sink.level]:
                 return
