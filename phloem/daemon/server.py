@@ -10,7 +10,7 @@ another socket, the same state directory): it exits 1 with one `session_store_lo
 line naming the holder's pid and socket (`hold_session_store`), and a second daemon on
 the same durable run journals (`[planning] journal_dir`), with `run_journals_locked`, so
 that two daemons never resume the same runs (`hold_stores`). Logs are JSON lines on
-stderr (structlog);
+stderr (`phloem.base.logs`);
 `daemon_ready` marks the moment the socket accepts connections, and under systemd
 (`Type=notify`) the daemon says `READY=1` then, `STOPPING=1` when it begins to stop
 (`phloem.daemon.notify`). Each line is also kept in a bounded ring buffer of recent lines
@@ -88,7 +88,7 @@ its own); its process children have titles of their own (`supervision.owners`)."
 
 
 def configure_logging(cfg: LoggingConfig, stream: TextIO | None = None) -> None:
-    """structlog to `stream` (stderr): JSON lines, or console for humans."""
+    """Log lines to `stream` (stderr): JSON lines, or console for humans."""
     logs.configure_logging(cfg.level, cfg.format, stream)
 
 

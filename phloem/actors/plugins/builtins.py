@@ -11,7 +11,7 @@
   (`retry = {attempt, max_attempts, guidance}`) until `max_attempts` failures of that tool
   in that run, then `retry = {exhausted: true}`. It never calls a tool itself.
 - `logging`: one content-free line per hook (run, agent, hook, target, sizes and kinds —
-  never a prompt, an answer or an argument) through the project's structlog setup.
+  never a prompt, an answer or an argument) through the project's log pipeline (`phloem.base.logs`).
 
 Each validates its `config` table (unknown keys are errors) when it is built.
 """
