@@ -32,9 +32,10 @@ run: install
 
 # The whole suite: on TEST_WORKERS workers (more than the cores: its tests mostly wait on
 # the processes they start), then the `phloem api` tests in .venv-adk
-# (built meanwhile, in the background: its install mostly waits on the network), then the
-# Ray tests alone (a Ray test cluster started beside a busy worker misses its start
-# deadlines); every part always runs. It starts hundreds of Python processes (daemons, CLI
+# (built meanwhile, in the background: its install mostly waits on the network) on two
+# workers (68 -> 38 s), then the Ray tests alone and serially (a Ray test cluster started
+# beside a busy worker misses its start deadlines; on two workers they fail so, and take
+# longer); every part always runs. It starts hundreds of Python processes (daemons, CLI
 # runs, servers): they use the byte-code cache instead of recompiling phloem each time,
 # whatever the shell says.
 TEST_WORKERS ?= 3
@@ -44,7 +45,7 @@ test: install browser
 	@$(MAKE) --no-print-directory adk > $(ADK_VENV).log 2>&1 & adk=$$!; \
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m '(slow or not slow) and not ray_cluster' \
 		--ignore=tests/api; rest=$$?; \
-	if wait $$adk; then $(ADK_PYTEST) -m '(slow or not slow) and not ray_cluster' tests/api; \
+	if wait $$adk; then $(ADK_PYTEST) -n 2 --dist loadgroup -m '(slow or not slow) and not ray_cluster' tests/api; \
 		api=$$?; else cat $(ADK_VENV).log; echo "make test: building $(ADK_VENV) failed"; api=1; fi; \
 	$(PYTEST) -m ray_cluster --ignore=tests/api; ray=$$?; \
 	echo "make test: the suite exited $$rest, the phloem api tests $$api, its Ray tests $$ray"; \
