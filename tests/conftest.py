@@ -103,3 +103,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.ray_cluster)
         elif item.nodeid.split("::", 1)[0] in HOST_SHARED_FILES:
             item.add_marker(pytest.mark.xdist_group("host"))
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[object]:
+    """One 2-node Ray test cluster for the whole Ray run (`make test` runs those tests
+    alone, after the rest): started once, not once per package (~10 s each)."""
+    from tests.raycluster import cluster_fixture
+
+    yield from cluster_fixture()

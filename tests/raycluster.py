@@ -1,8 +1,8 @@
 """A Ray cluster on this machine for the tests (`ray.cluster_utils.Cluster`, 2 nodes of
 2 CPUs), the backend that reuses its connection, and the leak check (Ray's state API).
 
-Test packages that run their process-child tests on both backends start one cluster
-for the package (`cluster_fixture`), so no Ray process outlives them.
+The suite starts one cluster for the whole Ray run (the session's `ray_cluster`
+fixture, `tests/conftest.py`), stopped at its end, so no Ray process outlives it.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def stop_cluster(cluster: Any) -> None:
 
 
 def cluster_fixture() -> Iterator[Any]:
-    """The body of a package-scoped `ray_cluster` fixture."""
+    """The body of the session's `ray_cluster` fixture."""
     cluster = start_cluster()
     try:
         yield cluster

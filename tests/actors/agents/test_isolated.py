@@ -18,7 +18,7 @@ from phloem.agents import (
 from phloem.agents.supervised import SupervisedExecutor
 from phloem.supervision import Limits
 from phloem.supervision.spec import Launcher
-from tests.raycluster import assert_no_leaks, cluster_fixture, ray_backend
+from tests.raycluster import assert_no_leaks, ray_backend
 
 
 class _Direct:
@@ -29,11 +29,6 @@ class _Direct:
 
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
-    yield from cluster_fixture()
 
 
 @pytest.fixture(scope="module", params=["local", "ray"])

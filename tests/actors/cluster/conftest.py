@@ -16,16 +16,11 @@ import pytest
 from phloem import Tree
 from phloem.cluster.settings import Kind
 from phloem.config import Config
-from tests.raycluster import assert_no_leaks, cluster_fixture, cluster_section, warm_up
+from tests.raycluster import assert_no_leaks, cluster_section, warm_up
 
 PLANNERS = {"scripted": "tests.actors.planning.adapters:ScriptedPlanner"}
 EXECUTORS = {"scripted": "tests.actors.planning.adapters:ScriptedExecutor"}
 MIB = 1024 * 1024
-
-
-@pytest.fixture(scope="package")
-def ray_cluster() -> Iterator[Any]:
-    yield from cluster_fixture()
 
 
 def tree_config(backend: str, cluster: dict[str, Any] | None = None) -> Config:

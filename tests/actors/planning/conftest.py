@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import select
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from phloem.actors.planning import AdapterRegistry, PlanningRuntime
 from phloem.actors.planning.callbacks import CallbackRunner
 from phloem.supervision.refs import Owner
-from tests.raycluster import assert_no_leaks, cluster_fixture, ray_backend
+from tests.raycluster import assert_no_leaks, ray_backend
 
 PLANNERS = {
     "scripted": "tests.actors.planning.adapters:ScriptedPlanner",
@@ -27,11 +26,6 @@ EXECUTORS = {
 @pytest.fixture(scope="module")
 def adapters() -> AdapterRegistry:
     return AdapterRegistry.load(PLANNERS, EXECUTORS)
-
-
-@pytest.fixture(scope="package")
-def ray_cluster() -> Iterator[Any]:
-    yield from cluster_fixture()
 
 
 @pytest.fixture(scope="module", params=["local", "ray"])
