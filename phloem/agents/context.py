@@ -29,8 +29,11 @@ class CancelToken:
     """A one-way cancellation flag with callbacks, shared by everything one run starts."""
 
     def __init__(self) -> None:
-        self._event = threading.Event()
         self._lock = threading.Lock()
+        self._set = False
+        # Made by the first `wait` only: most runs never block on their token, and an
+        # Event (its Condition, lock and waiter deque) is ~0.8 KiB of every waiting run.
+        self._event: threading.Event | None = None
         self._callbacks: list[Callable[[], None]] = []
         self.reason: str | None = None
         # Set when the cancel stops the run with an error of its own (a plugin's halt).
@@ -38,18 +41,20 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._set
 
     def cancel(self, reason: str = "cancelled", error: ErrorValue | None = None) -> None:
         """Set the flag (first reason wins) and run the registered callbacks once; `error`
         is what the run then ends with, when the cancel is a stop (a plugin's halt)."""
         with self._lock:
-            if self._event.is_set():
+            if self._set:
                 return
             self.reason = reason
             self.error = error
-            self._event.set()
-            callbacks, self._callbacks = self._callbacks, []
+            self._set = True
+            event, callbacks, self._callbacks = self._event, self._callbacks, []
+        if event is not None:
+            event.set()
         for callback in callbacks:
             try:
                 callback()
@@ -59,7 +64,7 @@ class CancelToken:
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Call `callback()` when cancelled (at once if already cancelled)."""
         with self._lock:
-            if not self._event.is_set():
+            if not self._set:
                 self._callbacks.append(callback)
                 return
         callback()
@@ -70,7 +75,14 @@ class CancelToken:
                 self._callbacks.remove(callback)
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+        """Block until cancelled (True) or `timeout` seconds pass (False)."""
+        with self._lock:
+            if self._set:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
 
 class UsageMeter:
