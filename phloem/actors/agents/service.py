@@ -400,7 +400,7 @@ class AgentService(ServiceActor):
         self.invocation_timeout_s = config.agents.invocation_timeout_s
         self.delegation_timeout_s = config.agents.delegation_timeout_s
         self._retired.append(old)
-        if not self.runs.live():
+        if not self.runs.live_count():
             self._close_retired()
         log.info("agents_reconfigured", agents=catalogue.names(), providers=providers.names())
         return catalogue.names()
@@ -512,7 +512,7 @@ class AgentService(ServiceActor):
                 self._resume_more()
         if state.on_end is not None:
             state.on_end(state.final)
-        if not self.runs.live():
+        if not self.runs.live_count():
             self._close_retired()
 
     def _configure(self, run: _Run, request: StartAgentRun, target: str | Agent) -> None:

@@ -281,7 +281,7 @@ class PlanningRuntime:
             with self._resume_lock:
                 if not self._resume_queue or len(self._resuming) >= limit:
                     return
-                if len(self.runs.live()) >= self.max_active_runs:
+                if self.runs.live_count() >= self.max_active_runs:
                     return
                 journal = self._resume_queue.popleft()
                 self._resuming.add(journal.id)
@@ -408,7 +408,7 @@ class PlanningRuntime:
 
     @property
     def active_runs(self) -> int:
-        return len(self.runs.live())
+        return self.runs.live_count()
 
     # -- owner operations ----------------------------------------------------------------
 

@@ -690,6 +690,12 @@ class ServiceRuns:
         with self._lock:
             return list(self._live.values())
 
+    def live_count(self) -> int:
+        """How many runs have not ended yet, in constant time (an admission check or a
+        run's end asks this on every start or exit: `live()` copies them all)."""
+        with self._lock:
+            return len(self._live)
+
     def stop(self, reason: str = "service stopping") -> None:
         """Cancel every live run (the service is stopping)."""
         for run in self.live():

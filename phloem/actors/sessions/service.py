@@ -263,7 +263,7 @@ class SessionsService(ServiceActor):
     def _resume_more(self) -> None:
         """Resume interrupted turns under admission control: while the service has room
         (`max_concurrent_runs`), the next as one ends."""
-        while self._to_resume and len(self.runs.live()) < self.runs.max_live:
+        while self._to_resume and self.runs.live_count() < self.runs.max_live:
             session_id, marker = self._to_resume.popleft()
             try:
                 self._resume_turn(session_id, marker)
