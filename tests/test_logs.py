@@ -210,3 +210,56 @@ def test_an_embedding_program_without_logging_gets_nothing_on_stderr() -> None:
     )
     assert done.stdout.strip() == "True"
     assert done.stderr == ""
+
+
+# --- the renderers (the pipeline is phloem's own) ------------------------------------------
+
+
+def test_a_json_line_keeps_field_order_and_shows_what_json_cannot_carry_as_its_repr() -> None:
+    import json
+
+    out = io.StringIO()
+    logs.configure_logging("info", "json", out)
+    logs.get_logger("test").info("made", b=2, a=[1], odd=Path("/x"))
+    line = json.loads(out.getvalue())
+    assert list(line)[:5] == ["b", "a", "odd", "event", "level"]
+    assert line["odd"] == "PosixPath('/x')" and line["level"] == "info"
+    assert line["timestamp"].endswith("Z")
+
+
+def test_a_console_line_has_its_columns_sorted_fields_and_the_traceback_below() -> None:
+    out = io.StringIO()
+    logs.configure_logging("info", "console", out)
+    log = logs.get_logger("test")
+    log.warning("bare")
+    log.info("with_fields", z="two words", a=1)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed", n=3)
+    bare, fields, failed, *trace = out.getvalue().splitlines()
+    assert bare.endswith("Z [warning  ] bare")  # no padding when no field follows
+    assert fields.split(" ", 1)[1] == f"[info     ] {'with_fields':<30} a=1 z='two words'"
+    assert " [error    ] failed" in failed and failed.endswith(" n=3")
+    assert trace[0] == "Traceback (most recent call last):" and trace[-1] == "ValueError: boom"
+
+
+def test_exc_info_may_be_an_exception_or_a_triple_and_false_adds_nothing() -> None:
+    import json
+
+    out = io.StringIO()
+    logs.configure_logging("info", "json", out)
+    log = logs.get_logger("test")
+    try:
+        raise KeyError("k")
+    except KeyError as exc:
+        caught = exc
+        triple = sys.exc_info()
+    log.error("as_exception", exc_info=caught)
+    log.error("as_triple", exc_info=triple)
+    log.error("as_false", exc_info=False)
+    first, second, third = (json.loads(x) for x in out.getvalue().splitlines())
+    assert (
+        first["exception"].endswith("KeyError: 'k'") and first["exception"] == second["exception"]
+    )
+    assert "exception" not in third and "exc_info" not in third

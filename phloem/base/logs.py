@@ -238,8 +238,13 @@ def _stdlib_message(
     return (text,), {"extra": {"phloem": fields}}
 
 
-_METHOD_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
-_METHOD_LEVELS["critical"] = CRITICAL
+_METHOD_LEVELS = {**LEVELS, "critical": CRITICAL}  # an emitter method's stdlib level
+
+
+def add_log_level(_logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+    """Processor: `level`, the record's level name."""
+    event["level"] = method
+    return event
 
 
 def format_exc_info(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
@@ -313,12 +318,6 @@ class _Emitter:
 
     def critical(self, event: str, **kw: Any) -> None:
         self._emit("critical", event, kw)
-
-
-def add_log_level(_logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
-    """Processor: `level`, the record's level name."""
-    event["level"] = method
-    return event
 
 
 def _wrap(name: str) -> _Emitter:

@@ -283,8 +283,10 @@ def test_the_live_limit_is_backpressure_until_a_run_ends(
     with pytest.raises(PhloemError) as bad:
         runs.resolve("probe_nothex", owner)
     assert bad.value.kind == "invalid_ref"
+    assert runs.live_count() == 1 == len(runs.live())
     release.set()
     ends.wait(1)
+    assert runs.live_count() == 0
     second = runs.start(owner, "next", _launch(sup, work))
     assert second.ref != first.ref
 

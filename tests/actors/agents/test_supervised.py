@@ -20,6 +20,7 @@ from phloem.agents import (
     run_agent,
 )
 from phloem.agents.supervised import SupervisedExecutor
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(45)
 
@@ -185,3 +186,18 @@ def test_the_run_supervisor_is_a_light_actor_its_invocations_are_threads() -> No
         assert seen and seen[0] != threading.current_thread().name  # the agent's own thread
     finally:
         executor.close()
+
+
+def test_a_cancel_token_wakes_a_waiter_that_blocked_before_it_was_cancelled() -> None:
+    """Its Event is made by the first `wait`: a waiter that came first is woken by the
+    cancel, one that comes after returns at once, and a timeout is still False."""
+    token = CancelToken()
+    assert token.wait(timeout=0.01) is False
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(token.wait(timeout=30)))
+    waiter.start()
+    wait_until(lambda: token._event is not None, timeout=10)
+    token.cancel("stop")
+    waiter.join(timeout=30)
+    assert woke == [True] and token.cancelled and token.reason == "stop"
+    assert token.wait(timeout=0) is True
