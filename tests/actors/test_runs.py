@@ -37,7 +37,7 @@ from phloem.protocols.runs import (
 )
 from phloem.supervision import Supervisor, SupervisorSpec
 from phloem.supervision.refs import Owner, OwnerRegistry
-from tests.helpers import raises_kind
+from tests.helpers import raises_kind, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -341,8 +341,12 @@ def test_a_cancel_that_crosses_its_runs_end_is_no_error_to_its_owner(
     monkeypatch.setattr(lifecycle, "MAX_ENDED_REFS", 2)
     ends = Ends(tree.resources.runs)
     with tree.client("owner") as client, tree.client("other") as other:
-        started = [client.start_agent_run("quick", state={"topic": str(i)}) for i in range(3)]
-        ends.wait(3)  # all three ended before anyone cancelled
+        baseline = tree.refs.count()
+        started = []
+        for i in range(3):  # one at a time: the service remembers refs in exit order
+            started.append(client.start_agent_run("quick", state={"topic": str(i)}))
+            ends.wait(i + 1)
+            wait_until(lambda: tree.refs.count() == baseline, 30, f"run {i} forgotten")
         for run in started[1:]:  # the last MAX_ENDED_REFS are remembered
             client.cancel_agent_run(run.ref)
         assert raises_kind(other.cancel_agent_run, started[2].ref) == "not_owner"

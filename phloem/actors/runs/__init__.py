@@ -735,11 +735,11 @@ class ServiceRuns:
         if run.journal is not None:
             release(run.journal.path)
         if not self.keep_refs:
-            self.refs.discard(run.ref)
-            with self._lock:
-                self._ended[run.ref] = run.owner.id
+            with self._lock:  # remembered before it is forgotten: no window in which a
+                self._ended[run.ref] = run.owner.id  # crossing cancel finds neither
                 while len(self._ended) > MAX_ENDED_REFS:
                     self._ended.popitem(last=False)
+            self.refs.discard(run.ref)
         on_exit = hooks.on_exit if hooks is not None else None
         if on_exit is None:
             return
