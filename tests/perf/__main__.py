@@ -9,7 +9,8 @@ Besides the JSON, the rows go as a Markdown table to `bench-results/bench.md`, a
 run (no NAME) also rewrites the table in `docs/performance.md` between its two markers.
 The load average before and after is recorded: on a shared machine it says how much the
 absolute figures can be trusted (the ratios, each against a floor from the same run,
-much more).
+much more). Each module runs with `XDG_STATE_HOME` set to a temporary directory of its
+own, so the default session store and journal locks are never the user's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import importlib
 import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -83,8 +86,13 @@ def main(argv: list[str]) -> int:
         "benchmarks": {},
     }
     failed = False
+    state = Path(tempfile.mkdtemp(prefix="phloem-bench-state-"))
     for name in _modules(argv):
         print(f"== {name}", flush=True)
+        # Each module's trees and daemons keep their sessions, journals and locks in a
+        # directory of their own: a bench never meets the user's daemon (or another
+        # module's leftovers) on the default state directory's locks.
+        os.environ["XDG_STATE_HOME"] = str(state / name)
         try:
             module = importlib.import_module(f"tests.perf.{name}")
             rows = module.run()
@@ -106,6 +114,7 @@ def main(argv: list[str]) -> int:
                 flush=True,
             )
         results["benchmarks"][name] = rows
+    shutil.rmtree(state, ignore_errors=True)
     results["load_after"] = os.getloadavg()
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2))
