@@ -34,7 +34,6 @@ run time: they are asked at the start of each run, after the agent's own tools.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -76,6 +75,7 @@ from phloem.protocols.limits import check_range
 from phloem.protocols.model import Model
 from phloem.protocols.secrets import redact
 from phloem.supervision import fibers
+from phloem.supervision.handle import Flag
 from phloem.tools.contract import JSON, Tool, ToolContext, as_tool, object_schema, unknown_tool
 from phloem.tools.errors import ToolFailure
 from phloem.tools.registry import ToolRegistry
@@ -196,7 +196,7 @@ class LlmAgent(Agent):
     def run(self, ctx: InvocationContext) -> Iterator[Event]:
         # The run's cancellation reaches the tools (a running bash is stopped) and the
         # model call in flight (its HTTP request is abandoned), not only the next step.
-        cancel = threading.Event()
+        cancel = Flag()  # an Event with no Condition until a tool waits on it
         ctx.cancel.on_cancel(cancel.set)
         try:
             yield from self._turns(ctx, self.tool_context.with_cancel(cancel))

@@ -37,19 +37,11 @@ def wait_for(future: Future[ModelResponse], provider: str = "model") -> ModelRes
     (the future is then cancelled if it has not started)."""
     if future.done():
         return future.result()
-    woken: Future[None] = Future()
-
-    def wake(_: object = None) -> None:
-        if not woken.done():
-            try:
-                woken.set_result(None)
-            except Exception:  # set meanwhile by the other side (InvalidStateError)
-                pass
-
-    future.add_done_callback(wake)
-    undo = cancel.on_cancel(wake)
+    woken = fibers.Latch()  # no Condition: a waiting run holds this while it waits
+    future.add_done_callback(lambda _: woken.set())
+    undo = cancel.on_cancel(woken.set)
     try:
-        fibers.wait(woken)
+        woken.wait()
     finally:
         undo()
     if future.done():

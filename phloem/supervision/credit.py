@@ -201,7 +201,9 @@ class CreditStream(Generic[T]):
         # Called (outside the lock, on the subscribing thread) after each new subscriber.
         self.on_subscribe: Callable[[], None] | None = None
         self._lock = threading.RLock()
-        self._room = threading.Condition(self._lock)
+        # Made by the first producer that waits for room (most streams never do: a
+        # Condition holds a waiter deque, ~0.8 KiB, and a waiting run owns a stream).
+        self._room: threading.Condition | None = None
         self._subs: dict[int, Subscription] = {}
         self._ids = itertools.count(1)
         self._closed: ExitReason | None = None
@@ -264,7 +266,7 @@ class CreditStream(Generic[T]):
             self._subs[sub.id] = sub
             if self._retained is not None:
                 self._hand_over(sub, post)
-            self._room.notify_all()
+            self._wake_room()
         _run(post)
         hook = self.on_subscribe
         if hook is not None:
@@ -357,7 +359,7 @@ class CreditStream(Generic[T]):
                     break
                 self._room_waiters += 1
                 try:
-                    self._room.wait(remaining)
+                    self._wait_for_room(remaining)
                 finally:
                     self._room_waiters -= 1
         _run(post)
@@ -384,7 +386,7 @@ class CreditStream(Generic[T]):
             sub.in_flight_bytes -= min(nbytes, sub.in_flight_bytes)
             self._drain(sub, post)
             if self._room_waiters:
-                self._room.notify_all()
+                self._wake_room()
         _run(post)
 
     def close(self, reason: ExitReason | None = None) -> None:
@@ -404,7 +406,7 @@ class CreditStream(Generic[T]):
                     sub.closing = self._closed
                 else:
                     self._detach(sub, self._closed, post)
-            self._room.notify_all()
+            self._wake_room()
         _run(post)
 
     def discard_pending(self, predicate: Callable[[T], bool]) -> int:
@@ -423,7 +425,7 @@ class CreditStream(Generic[T]):
                     else:
                         kept.append((item, size))
                 sub._pending = kept
-            self._room.notify_all()
+            self._wake_room()
         return dropped
 
     # -- readings ------------------------------------------------------------------------
@@ -470,10 +472,23 @@ class CreditStream(Generic[T]):
                     return False
                 self._room_waiters += 1
                 try:
-                    self._room.wait(remaining)
+                    self._wait_for_room(remaining)
                 finally:
                     self._room_waiters -= 1
             return len(self._subs) >= count
+
+    def _wait_for_room(self, timeout: float | None) -> None:
+        """Wait (lock held) until room may have been made, or `timeout` passed."""
+        room = self._room
+        if room is None:
+            room = self._room = threading.Condition(self._lock)
+        room.wait(timeout)
+
+    def _wake_room(self) -> None:
+        """Wake (lock held) the producers waiting for room, if any ever waited."""
+        room = self._room
+        if room is not None:
+            room.notify_all()
 
     def usage(self) -> CreditUsage:
         with self._lock:
@@ -584,7 +599,7 @@ class CreditStream(Generic[T]):
         sub._pending.clear()
         sub._pending_bytes = 0
         self._detached_total += 1
-        self._room.notify_all()
+        self._wake_room()
         if reason.kind is not ExitKind.NORMAL:
             log.info("credit_subscriber_detached", stream=self.name, reason=str(reason))
         callback = sub._on_detach

@@ -235,7 +235,18 @@ def wait(future: Future[T], timeout: float | None = None) -> T:
             raise TimeoutError(f"no result within {timeout} s") from None
     if future.done():
         return future.result()
-    fiber = glet.fiber
+    _park(glet.fiber, future.add_done_callback, timeout)
+    if future.done():
+        return future.result()
+    raise TimeoutError(f"no result within {timeout} s")
+
+
+def _park(
+    fiber: Fiber, arm: Callable[[Callable[..., None]], object], timeout: float | None
+) -> None:
+    """Park `fiber` (the running one) until the `resume` that `arm(resume)` hands on is
+    called, from any thread, or `timeout` seconds pass: whichever comes first wakes it,
+    once."""
     hub = fiber.hub
     ticket = [fiber]  # taken once: by the completion or by the timer
 
@@ -247,14 +258,11 @@ def wait(future: Future[T], timeout: float | None = None) -> T:
         hub.ready.put(woken)
 
     timer = None if timeout is None else timers.call_later(max(0.0, timeout), resume)
-    future.add_done_callback(resume)
+    arm(resume)
     assert hub.main is not None
     hub.main.switch()
     if timer is not None:
         timer.cancel()
-    if future.done():
-        return future.result()
-    raise TimeoutError(f"no result within {timeout} s")
 
 
 def offload(fn: Callable[..., T], *args: Any) -> T:
@@ -282,30 +290,70 @@ def submit_blocking(fn: Callable[..., T], *args: Any) -> Future[T]:
     return done
 
 
+_latch_lock = threading.Lock()
+
+
 class Latch:
     """A one-shot flag a fiber can wait on without a thread (a `threading.Event` that
-    is set once): `set()`, `is_set()`, `wait(timeout) -> bool`."""
+    is set once): `set()`, `is_set()`, `wait(timeout) -> bool`. Light where a run holds
+    one while it waits: no `Condition` (a `Future`'s costs ~1 KiB); a fiber's wait parks
+    on a callback, and only a thread's wait makes an `Event` to block on."""
 
-    __slots__ = ("_future",)
+    __slots__ = ("_event", "_is_set", "_wakers")
 
     def __init__(self) -> None:
-        self._future: Future[None] = Future()
+        self._is_set = False
+        self._wakers: list[Callable[[], None]] | None = None  # parked fibers' resumes
+        self._event: threading.Event | None = None  # made for a thread that waits
 
     def set(self) -> None:
-        try:
-            self._future.set_result(None)
-        except Exception:  # set already (concurrent.futures.InvalidStateError)
-            pass
+        with _latch_lock:
+            if self._is_set:
+                return
+            self._is_set = True
+            wakers, self._wakers = self._wakers, None
+            event = self._event
+        if event is not None:
+            event.set()
+        for wake in wakers or ():
+            wake()
 
     def is_set(self) -> bool:
-        return self._future.done()
+        return self._is_set
 
     def wait(self, timeout: float | None = None) -> bool:
-        try:
-            wait(self._future, timeout)
-        except TimeoutError:
-            return self._future.done()
-        return True
+        if self._is_set:
+            return True
+        glet = greenlet.getcurrent()
+        if not isinstance(glet, _Greenlet):
+            with _latch_lock:
+                if self._is_set:
+                    return True
+                event = self._event
+                if event is None:
+                    event = self._event = threading.Event()
+            return event.wait(timeout)
+        woken: list[Callable[[], None]] = []
+        _park(glet.fiber, lambda resume: self._arm(resume, woken), timeout)
+        if woken:  # kept until set: after a timeout, forget it
+            with _latch_lock:
+                if self._wakers is not None and woken[0] in self._wakers:
+                    self._wakers.remove(woken[0])
+        return self._is_set
+
+    def _arm(self, resume: Callable[[], None], kept: list[Callable[[], None]]) -> None:
+        """`resume()` once set: at once if it is set already."""
+        with _latch_lock:
+            if not self._is_set:
+                if self._wakers is None:
+                    self._wakers = []
+                self._wakers.append(resume)
+                kept.append(resume)
+                return
+        resume()
+
+    def __repr__(self) -> str:
+        return f"<Latch {'set' if self._is_set else 'unset'}>"
 
 
 def stats() -> dict[str, int]:
@@ -335,8 +383,9 @@ __all__ = [
 
 def _forget_after_fork() -> None:
     """A forked child has none of the parent's hub threads: start its own on first use."""
-    global _lock
+    global _latch_lock, _lock
     _lock = threading.Lock()
+    _latch_lock = threading.Lock()
     _hubs.clear()
     _live.__init__()  # type: ignore[misc]
 

@@ -133,27 +133,55 @@ def pool() -> Pool:
     return _pool
 
 
+_inbox_lock = threading.Lock()
+
+
+def _new_inbox_lock() -> None:
+    """A forked child gets a lock no thread of the parent may have held at the fork."""
+    global _inbox_lock
+    _inbox_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_inbox_lock)
+
+
 class Inbox:
-    """A light actor's inbox: a deque, and a put that schedules the actor."""
+    """A light actor's inbox: a deque, and a put that schedules the actor. The deque is
+    made with the first message (an empty one holds a 64-slot block, ~0.6 KiB: a
+    waiting run's actors are often never told anything)."""
 
     __slots__ = ("_items", "_runner")
 
     def __init__(self, runner: Runner) -> None:
-        self._items: deque[Any] = deque()
+        self._items: deque[Any] | None = None
         self._runner = runner
 
+    def _made(self) -> deque[Any]:
+        with _inbox_lock:  # two first puts at once must share one deque
+            items = self._items
+            if items is None:
+                items = self._items = deque()
+            return items
+
     def put(self, envelope: Any) -> None:
-        self._items.append(envelope)
+        items = self._items
+        if items is None:
+            items = self._made()
+        items.append(envelope)
         self._runner.wake()
 
     def get(self) -> Any:
-        return self._items.popleft()
+        items = self._items
+        if items is None:
+            raise IndexError("pop from an empty inbox")
+        return items.popleft()
 
     def empty(self) -> bool:
         return not self._items
 
     def qsize(self) -> int:
-        return len(self._items)
+        items = self._items
+        return 0 if items is None else len(items)
 
 
 class Runner:
@@ -186,9 +214,9 @@ class Runner:
 
     def _release(self) -> None:
         """Hand the actor back; schedule it again at once if a message came meanwhile."""
-        items = self.actor.actor_inbox._items
+        inbox = self.actor.actor_inbox
         with self._lock:
-            if not items and not self.actor.actor_stopped.is_set():
+            if not inbox._items and not self.actor.actor_stopped.is_set():
                 self._scheduled = False
                 return
         _pool.submit(self._run)
@@ -242,12 +270,12 @@ class Runner:
     def _drain(self) -> bool:
         """Up to `BATCH` messages; False once the actor has stopped (and finished)."""
         actor = self.actor
-        items = actor.actor_inbox._items
+        inbox = actor.actor_inbox
         for _ in range(BATCH):
             if actor.actor_stopped.is_set():
                 break
             try:
-                envelope = items.popleft()
+                envelope = inbox.get()
             except IndexError:
                 break
             handle_message(actor, actor._handle_receive, (envelope.message,), envelope.reply_to)

@@ -24,6 +24,7 @@ are one state machine over one child list, and splitting it would spread that in
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import weakref
@@ -205,7 +206,7 @@ class SupervisorActor(Actor):
         self._by_handle: dict[ChildHandle, _Child] = {}
         self._by_handle_id: dict[str, _Child] = {}
         self._dynamic_counter = 0
-        self._restart_times: deque[float] = deque()
+        self._restart_times: deque[float] | None = None  # made by the first restart
         self._template: ChildSpec | None = None
         self._initial = list(children)
         self._check_initial(children)
@@ -288,24 +289,25 @@ class SupervisorActor(Actor):
         self._set_handle(child, handle)
         child.restarting = False
         child.stopped = False
-        me = self.actor_ref
         # An idle light supervisor handles an actor child's exit in the thread it ended
         # on (`light.tell_inline`); never a process child's (its notifier thread reports
-        # the exits a restart may wait for).
+        # the exits a restart may wait for). A partial, not a closure: one per child.
         inline = self._is_light and handle.kind == "actor"
-
-        def on_exit(reason: ExitReason) -> None:
-            # Inline: what telling it `_ChildExited` does, without the message.
-            if inline and light_kind.run_inline(self, self._child_exited, handle, reason):
-                return
-            try:
-                me.tell(_ChildExited(handle, reason))
-            except Exception:
-                pass  # the supervisor itself is gone: it stopped its children already
-
+        on_exit = functools.partial(self._on_child_exit, inline, handle)
         child.on_exit = on_exit
         handle.add_exit_callback(on_exit)
         return handle
+
+    def _on_child_exit(self, inline: bool, handle: ChildHandle, reason: ExitReason) -> None:
+        """A child's exit callback (in the thread it ended on): handled here if `inline`
+        and this light supervisor is idle (what telling it `_ChildExited` does, without
+        the message), else told."""
+        if inline and light_kind.run_inline(self, self._child_exited, handle, reason):
+            return
+        try:
+            self.actor_ref.tell(_ChildExited(handle, reason))
+        except Exception:
+            pass  # the supervisor itself is gone: it stopped its children already
 
     def _terminate(self, child: _Child) -> None:
         handle = child.handle
@@ -376,6 +378,8 @@ class SupervisorActor(Actor):
         """Record a restart; False (and the supervisor exits) if intensity is exceeded."""
         now = time.monotonic()
         times = self._restart_times
+        if times is None:
+            times = self._restart_times = deque()
         while times and times[0] < now - self.spec.period_s:
             times.popleft()
         times.append(now)

@@ -12,6 +12,7 @@ import pytest
 
 from phloem.protocols.errors import PhloemError
 from phloem.supervision import fibers
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -99,6 +100,31 @@ def test_a_latch_wakes_a_parked_fiber_and_times_out() -> None:
     latch.set()
     latch.set()  # a second set is no error
     assert done.wait(10) and got == [False, True] and latch.is_set()
+
+
+def test_a_latch_wakes_every_waiter_fiber_or_thread_and_forgets_timed_out_ones() -> None:
+    latch = fibers.Latch()
+    got: list[object] = []
+    dones = []
+    for _ in range(20):  # fibers parked on it, one of them with a timeout that passes
+        _, done = _run(lambda: got.append(latch.wait(10)))
+        dones.append(done)
+    _, timed = _run(lambda: got.append(("timed", latch.wait(0.05))))
+    assert timed.wait(10)
+    assert got == [("timed", False)]
+    wait_until(lambda: latch._wakers is not None and len(latch._wakers) == 20, 10, "parked")
+    on_thread: list[bool] = []
+    threads = [threading.Thread(target=lambda: on_thread.append(latch.wait(10))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    assert fibers.Latch().wait(0.01) is False  # a thread's wait times out too
+    wait_until(lambda: latch._event is not None, 10, "a thread's event")
+    latch.set()
+    assert all(d.wait(10) for d in dones)
+    for t in threads:
+        t.join(10)
+    assert got[1:] == [True] * 20 and on_thread == [True] * 3
+    assert latch._wakers is None and latch.wait(0) and latch.wait()
 
 
 def test_a_fiber_that_raises_reports_it_to_on_done() -> None:

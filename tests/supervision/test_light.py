@@ -207,3 +207,30 @@ def test_idle_workers_shrink_back_to_min_workers(monkeypatch: pytest.MonkeyPatch
         time.sleep(0.02)
     time.sleep(0.3)  # several idle periods more: never below the minimum
     assert pool.workers() == light.MIN_WORKERS
+
+
+def test_an_inbox_makes_its_deque_with_its_first_message_and_loses_none_to_a_race() -> None:
+    class Waker:
+        def wake(self) -> None:
+            pass
+
+    for _ in range(50):
+        inbox = light.Inbox(Waker())  # type: ignore[arg-type]
+        assert inbox._items is None and inbox.empty() and inbox.qsize() == 0
+        with pytest.raises(IndexError):
+            inbox.get()
+        barrier = threading.Barrier(4)
+
+        def put(k: int, box: light.Inbox = inbox, start: threading.Barrier = barrier) -> None:
+            start.wait()  # four first puts at once
+            for i in range(100):
+                box.put(k * 100 + i)
+
+        threads = [threading.Thread(target=put, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert inbox.qsize() == 400
+        assert sorted(inbox.get() for _ in range(400)) == list(range(400))
+        assert inbox.empty()

@@ -52,11 +52,12 @@ every run, under one sequence of events.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -154,7 +155,7 @@ class RunEntry:
     name: str
     owner: str
     started_at: float
-    notes: deque[RunNote]
+    notes: list[RunNote]  # the last `max_events` (a list: a deque's block is ~0.6 KiB)
     ended_at: float | None = None
     outcome: RunOutcome | None = None
     error: str | None = None
@@ -211,7 +212,7 @@ class RunLog:
                 name=note_text(name),
                 owner=owner_text(owner),
                 started_at=time.time(),
-                notes=deque(maxlen=self.max_events),
+                notes=[],
                 seq=seq,
             )
             self._runs[entry.id] = entry
@@ -236,8 +237,9 @@ class RunLog:
     def note(self, entry: RunEntry, note: RunNote) -> None:
         with self._lock:
             entry.count += 1
-            if len(entry.notes) == self.max_events:
+            if len(entry.notes) >= self.max_events:
                 entry.dropped += 1
+                del entry.notes[0]
             entry.notes.append(note)
             if self._runs.get(entry.id) is entry:
                 self._tell(RunNoted(entry.id, note))
@@ -592,7 +594,7 @@ class ServiceRuns:
                     )
                 run.journal = journal
             ref = self.refs.create(
-                owner, run, lambda reason: self._owner_gone(key, run, reason), self.ref_kind.name
+                owner, run, functools.partial(self._owner_gone, key, run), self.ref_kind.name
             )
             run.ref = ref.text
             run.topic = self.streams.open(
@@ -614,7 +616,7 @@ class ServiceRuns:
         if journal is not None:
             with self._lock:
                 self._durable[journal.id] = run
-        handle.add_exit_callback(lambda reason: self._exited(key, run, reason))
+        handle.add_exit_callback(functools.partial(self._exited, key, run))
         log.info("run_started", run=run.id, name=run.name)
         return run
 
