@@ -19,7 +19,10 @@ are set beside ours: the goal is sync latency <= 1/2 of xoscar's and both 64-cal
 >= 1.5x xoscar's (rows with target 0.67: xoscar's rate / ours). Every figure is the median
 of `ROUNDS` rounds, and one round measures every system in turn, so a change in the
 machine's load hits them alike; the load average is in `bench.json`. If the peer cannot be
-installed or started, its rows say so and the others still run.
+installed or started, its rows say so and the others still run. A second peer for the
+sync ask: a bare Ray actor method round trip (`ray.get(actor.ping.remote())`, a local
+one-node Ray started by the bench: the `ray` extra phloem's dev install has), in the same
+rounds.
 """
 
 from __future__ import annotations
@@ -257,12 +260,46 @@ def _start_peer() -> tuple[_Peer | None, str]:
     return peer, f"xoscar {peer.version} actor in a sub-process pool"
 
 
+class _Pinger:
+    def ping(self) -> int:
+        return 1
+
+
+def _start_ray() -> tuple[Any, str]:
+    """A local one-node Ray and a function timing one actor method round trip (median
+    of `ROUND_TRIPS`); (None, why) when Ray is not installed or does not start."""
+    try:
+        import ray
+
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        actor: Any = ray.remote(_Pinger).options(num_cpus=0).remote()
+        ray.get(actor.ping.remote(), timeout=120)
+    except Exception as exc:  # the peer is optional: its row says why it is missing
+        return None, f"Ray peer unavailable ({type(exc).__name__}: {exc})"[:200]
+
+    def measure() -> float:
+        return median_seconds(lambda: ray.get(actor.ping.remote()), ROUND_TRIPS, 200)
+
+    return measure, f"ray {ray.__version__} actor, local one-node cluster"
+
+
 def run() -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="phlb"))
     (tmp / "c.toml").write_text("[daemon]\nmax_connections = 256\n")
     procs: list[subprocess.Popen[str]] = []
     peer, peer_name = _start_peer()
-    keys = ("floor", "value", "pykka", "raw_rate", "rate", "pipelined", "xo_lat", "xo_rate")
+    ray_peer, ray_name = _start_ray()
+    keys = (
+        "floor",
+        "value",
+        "pykka",
+        "raw_rate",
+        "rate",
+        "pipelined",
+        "xo_lat",
+        "xo_rate",
+        "ray_lat",
+    )
     samples: dict[str, list[float]] = {key: [] for key in keys}
     try:
         procs.append(_start([sys.executable, "-c", _RAW_SERVER, str(tmp / "raw.sock")], "ready"))
@@ -280,6 +317,8 @@ def run() -> list[dict[str, Any]]:
             samples["pykka"].append(_pykka_ask_seconds())
             if peer is not None:
                 samples["xo_lat"].append(peer.command(f"latency {ROUND_TRIPS}"))
+            if ray_peer is not None:
+                samples["ray_lat"].append(ray_peer())
             samples["raw_rate"].append(
                 _throughput(lambda: _RawClient(tmp / "raw.sock"), "roundtrip")
             )
@@ -290,6 +329,10 @@ def run() -> list[dict[str, Any]]:
     finally:
         if peer is not None:
             peer.close()
+        if ray_peer is not None:
+            import ray
+
+            ray.shutdown()
         for proc in procs:
             proc.terminate()
             try:
@@ -355,6 +398,16 @@ def run() -> list[dict[str, Any]]:
             True,
         ),
     ]
+    rows.append(
+        row(
+            f"sync ask median vs a bare Ray actor method round trip ({load})",
+            med["value"] * 1e6,
+            "µs",
+            ray_name,
+            med["ray_lat"] * 1e6 or med["value"] * 1e6,
+            None,
+        )
+    )
     for name, value, unit, floor, target, higher in peer_rows:
         rows.append(
             row(
