@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import phloem
+from tests.perf.bench_cluster import _Pinger
 from tests.perf.common import median_seconds, row
 
 ROUND_TRIPS = 1_000
@@ -258,11 +259,6 @@ def _start_peer() -> tuple[_Peer | None, str]:
     except Exception as exc:  # the peer is optional: its rows say why it is missing
         return None, f"xoscar peer unavailable ({type(exc).__name__}: {exc})"[:200]
     return peer, f"xoscar {peer.version} actor in a sub-process pool"
-
-
-class _Pinger:
-    def ping(self) -> int:
-        return 1
 
 
 def _start_ray() -> tuple[Any, str]:
