@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -123,6 +124,7 @@ def test_a_start_the_dying_fork_server_took_along_is_made_again_on_a_fresh_one(
     os.kill(server.pid, signal.SIGSTOP)
     held: list[ProcessHandle] = []
     started: list[ProcessHandle | BaseException] = []
+    sent = _spawn_sent_from(server, "waiting-start")
     try:
         while server._idle:
             held.append(start_process(ProcessTarget(targets.run_forever), name="pooled"))
@@ -130,7 +132,11 @@ def test_a_start_the_dying_fork_server_took_along_is_made_again_on_a_fresh_one(
             target=lambda: started.append(_start_echo()), name="waiting-start"
         )
         waiting.start()
-        wait_until(lambda: bool(server._pending))  # its Spawn is with the stopped server
+        # Its Spawn is with the stopped server: registered *and* sent (a kill between the
+        # two fails the send, and a request the server never got is rightly sent to the
+        # next one, whatever the attempts).
+        assert sent.wait(10), "the waiting start sent no Spawn"
+        assert server._pending
     finally:
         os.kill(server.pid, signal.SIGKILL)
     waiting.join(30)
@@ -147,6 +153,20 @@ def test_a_start_the_dying_fork_server_took_along_is_made_again_on_a_fresh_one(
         assert fresh.request("hello", timeout=5) == "hello"
     finally:
         fresh.stop(0)
+
+
+def _spawn_sent_from(server: forkserver.ForkServer, thread: str) -> threading.Event:
+    """Set once a send to `server` from the thread named `thread` has returned."""
+    sent = threading.Event()
+    send = server._send
+
+    def _send(data: bytes, fds: Sequence[int] = ()) -> None:
+        send(data, fds)
+        if threading.current_thread().name == thread:
+            sent.set()
+
+    server._send = _send  # type: ignore[method-assign]
+    return sent
 
 
 def _start_echo() -> ProcessHandle | BaseException:
