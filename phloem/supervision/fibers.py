@@ -141,6 +141,7 @@ class _Hub:
                 glet.gr_context = fiber._context
                 fiber._glet = glet
             elif glet.dead:
+                del fiber, glet
                 continue
             self.slice_started = started = time.monotonic()
             try:
@@ -153,6 +154,9 @@ class _Hub:
             if took > LONG_SLICE_S and not fiber.long_logged:
                 fiber.long_logged = True
                 log.warning("fiber_slice_long", fiber=fiber.name, seconds=round(took, 3))
+            # A waiting hub holds no fiber: an ended run (and its tree) is not kept
+            # alive by this frame until the next fiber comes.
+            del fiber, glet
 
 
 class _Live:

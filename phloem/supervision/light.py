@@ -122,6 +122,9 @@ class Pool:
                 task()
             except BaseException:  # a task never ends a worker
                 log.exception("light_task_failed")
+            # An idle worker holds nothing: what the task reached (an actor, its tree)
+            # must not stay alive in this frame until the next task comes.
+            del task
             with self._lock:
                 self._idle += 1
 

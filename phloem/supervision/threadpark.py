@@ -51,6 +51,7 @@ def _work(job: Callable[[], None], daemon: bool) -> None:
         contextvars.Context().run(job)
         if not daemon:
             return
+        del job  # a parked thread keeps nothing of its last job (an actor, its tree) alive
         slot = _Parked()
         with _lock:
             if len(_parked) >= MAX_PARKED_THREADS:
