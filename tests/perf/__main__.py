@@ -10,7 +10,10 @@ run (no NAME) also rewrites the table in `docs/performance.md` between its two m
 The load average before and after is recorded: on a shared machine it says how much the
 absolute figures can be trusted (the ratios, each against a floor from the same run,
 much more). Each module runs with `XDG_STATE_HOME` set to a temporary directory of its
-own, so the default session store and journal locks are never the user's.
+own, so the default session store and journal locks are never the user's, and in an
+interpreter of its own (`--module NAME --out FILE`), so no module's figures carry what an
+earlier one left in the process (its heap for the collector to walk, its threads, its
+imports).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,10 +77,57 @@ def _table(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str]) -> int:
+def _run_isolated(name: str, state: Path) -> list[dict[str, Any]] | dict[str, str]:
+    """Run one module in a fresh interpreter: its rows, or `{"error": ...}`."""
+    out = state / f"{name}.json"
+    # Each module's trees and daemons keep their sessions, journals and locks in a
+    # directory of their own: a bench never meets the user's daemon (or another
+    # module's leftovers) on the default state directory's locks.
+    env = {**os.environ, "XDG_STATE_HOME": str(state / name)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.perf", "--module", name, "--out", str(out)],
+        env=env,
+        check=False,
+    )
+    if not out.exists():
+        return {"error": f"{name} exited with {done.returncode} and no rows: see above"}
+    outcome: list[dict[str, Any]] | dict[str, str] = json.loads(out.read_text())
+    if done.returncode != 0 and not isinstance(outcome, dict):
+        return {"error": f"{name} exited with {done.returncode}: see above"}
+    return outcome
+
+
+def _run_module(name: str, out: Path) -> int:
+    """The child side of `_run_isolated`: run `name`, print its rows, write them to `out`."""
     from phloem.base.logs import configure_logging
 
     configure_logging("error", "console")
+    try:
+        module = importlib.import_module(f"tests.perf.{name}")
+        rows = module.run()
+    except Exception:
+        traceback.print_exc()
+        out.write_text(json.dumps({"error": traceback.format_exc(limit=3)}))
+        return 1
+    for row in rows:
+        target = row.get("target")
+        verdict = ""
+        if target is not None:
+            verdict = "  ok" if row["ratio"] <= target else "  ABOVE TARGET"
+        print(
+            f"  {row['name']:<48} {_fmt(row['value']):>10} {row['unit']:<8}"
+            f" floor {row['floor_name']}: {_fmt(row['floor'])}"
+            f"  ratio {row['ratio']:.2f}x"
+            + (f" (target <= {target}x){verdict}" if target is not None else ""),
+            flush=True,
+        )
+    out.write_text(json.dumps(rows))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--module"] and len(argv) == 4 and argv[2] == "--out":
+        return _run_module(argv[1], Path(argv[3]))
     results: dict[str, Any] = {
         "started_at": time.time(),
         "python": sys.version.split()[0],
@@ -89,31 +140,9 @@ def main(argv: list[str]) -> int:
     state = Path(tempfile.mkdtemp(prefix="phloem-bench-state-"))
     for name in _modules(argv):
         print(f"== {name}", flush=True)
-        # Each module's trees and daemons keep their sessions, journals and locks in a
-        # directory of their own: a bench never meets the user's daemon (or another
-        # module's leftovers) on the default state directory's locks.
-        os.environ["XDG_STATE_HOME"] = str(state / name)
-        try:
-            module = importlib.import_module(f"tests.perf.{name}")
-            rows = module.run()
-        except Exception:
-            traceback.print_exc()
-            results["benchmarks"][name] = {"error": traceback.format_exc(limit=3)}
-            failed = True
-            continue
-        for row in rows:
-            target = row.get("target")
-            verdict = ""
-            if target is not None:
-                verdict = "  ok" if row["ratio"] <= target else "  ABOVE TARGET"
-            print(
-                f"  {row['name']:<48} {_fmt(row['value']):>10} {row['unit']:<8}"
-                f" floor {row['floor_name']}: {_fmt(row['floor'])}"
-                f"  ratio {row['ratio']:.2f}x"
-                + (f" (target <= {target}x){verdict}" if target is not None else ""),
-                flush=True,
-            )
-        results["benchmarks"][name] = rows
+        outcome = _run_isolated(name, state)
+        results["benchmarks"][name] = outcome
+        failed = failed or isinstance(outcome, dict)
     shutil.rmtree(state, ignore_errors=True)
     results["load_after"] = os.getloadavg()
     OUT.parent.mkdir(parents=True, exist_ok=True)
