@@ -51,6 +51,23 @@ def test_credentials_in_every_common_shape_are_redacted(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "key",
+    [
+        "sk-proj0123456789abcdefABCDEF",
+        "AIzaSyA0123456789abcdefghijklmnopq",
+        "ghp_0123456789abcdefghijABCDEFGHIJ",
+        "xoxb-0123456789-abcdefghij",
+        "AKIA0123456789ABCDEF",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
+    ],
+)
+def test_a_key_shape_alone_in_plain_words_is_redacted(key: str) -> None:
+    # no key, separator or scheme beside it: only its shape gives it away
+    out = redact(f"the upstream rejected {key} today")
+    assert key not in out and out == f"the upstream rejected {REDACTED} today", out
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "Basic authentication failed for user bob",
