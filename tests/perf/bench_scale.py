@@ -127,7 +127,8 @@ def _case_rows(
     idle_kib: float,
 ) -> list[dict[str, Any]]:
     per_kib = (during["rss"] - base["rss"]) / runs / 1024
-    threads = (during["threads"] - base["threads"]) / runs
+    # Fewer threads than before (idle pool workers retired meanwhile) is none a run.
+    threads = max(0.0, (during["threads"] - base["threads"]) / runs)
     children = (during["children"] - base["children"]) / runs
     name = f"{label}: {runs} waiting runs ({threads:.1f} threads, {children:.1f} children/run)"
     load = f"load {os.getloadavg()[0]:.1f}"
