@@ -7,6 +7,7 @@ Import from here (`from tests.helpers import ...`); fixtures live in `tests/conf
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import queue
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -189,6 +191,17 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str =
     while not predicate():
         assert time.monotonic() < deadline, f"condition not met in {timeout} s {what}".strip()
         time.sleep(0.01)
+
+
+def wait_collected(ref: weakref.ref[Any], what: str, timeout: float = 10.0) -> None:
+    """Wait until the object behind `ref` is garbage (collecting as it polls): what a
+    test of "nothing keeps X alive" waits on; fails the test after `timeout` seconds."""
+
+    def gone() -> bool:
+        gc.collect()
+        return ref() is None
+
+    wait_until(gone, timeout, what)
 
 
 def raises_kind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:

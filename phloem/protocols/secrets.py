@@ -59,17 +59,15 @@ def _normalise_key(key: str) -> str:
 
 
 KEY_CLASS_CACHE = 4_096
-"""Key names whose class `is_secret_key` remembers (the same few names come back)..."""
+"""Key names whose class `is_secret_key` remembers: the same few names come back."""
 KEY_CLASS_CACHE_CHARS = 64
-"""...if they are at most this long (a long one is classed anew: the cache stays small)."""
+"""Only names this long at most are remembered, so the cache stays small."""
 
 _PLAIN, _SECRET, _TOKEN, _TOKEN_COUNT = range(4)
 
 
 def _key_class(key: str) -> int:
-    if len(key) <= KEY_CLASS_CACHE_CHARS:
-        return _short_key_class(key)
-    return _class_of(key)
+    return _cached_class_of(key) if len(key) <= KEY_CLASS_CACHE_CHARS else _class_of(key)
 
 
 def _class_of(key: str) -> int:
@@ -82,7 +80,7 @@ def _class_of(key: str) -> int:
     return _PLAIN
 
 
-_short_key_class = functools.lru_cache(maxsize=KEY_CLASS_CACHE)(_class_of)
+_cached_class_of = functools.lru_cache(maxsize=KEY_CLASS_CACHE)(_class_of)
 
 
 def is_secret_key(key: str, value: Any = None) -> bool:
@@ -156,6 +154,19 @@ def secret_paths(value: Any, *, limit: int = MAX_SECRET_PATHS) -> list[str]:
 # --- free text --------------------------------------------------------------------------
 
 _AUTH_SCHEMES = ("bearer", "basic", "digest", "token", "negotiate", "ntlm", "apikey")
+_BARE_SCHEMES = ("bearer", "basic")  # whose credential goes even with no key before it
+
+
+_KEY_SHAPES = (
+    ("sk-", r"[A-Za-z0-9_\-]{16,}"),  # OpenAI-style keys
+    ("AIza", r"[0-9A-Za-z_\-]{20,}"),  # Google API keys
+    ("gh[pousr]_", r"[A-Za-z0-9]{20,}"),  # GitHub tokens
+    ("xox[abprs]-", r"[A-Za-z0-9\-]{10,}"),  # Slack tokens
+    ("AKIA", r"[0-9A-Z]{16}\b"),  # AWS access key ids
+    ("eyJ", r"[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{5,}"),  # JWTs
+)
+"""Well-known credential shapes, as (head, tail) regexes: `redact` looks for any head
+before it runs the full patterns."""
 
 
 class _Patterns:
@@ -166,26 +177,17 @@ class _Patterns:
         # a key (optionally quoted, also with escaped quotes as in a repr of a repr) and
         # its separator; the value is read by `_value_end`
         self.key_sep = re.compile(r"(?<![\w.\-])(\\?[\"']?)([A-Za-z_][\w.\-]*)\1(\s*[:=]\s*)")
-        self.scheme = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=\-]{8,})")
+        bare = "|".join(_BARE_SCHEMES)
+        self.scheme = re.compile(r"(?i)\b(" + bare + r")(\s+)([A-Za-z0-9._~+/=\-]{8,})")
         self.scheme_prefix = re.compile(r"(?i)(?:" + "|".join(_AUTH_SCHEMES) + r")\s+(?=\S)")
         self.url_password = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/:@]+:)([^\s/@]+)(@)")
-        self.key_shapes = (
-            re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),  # OpenAI-style keys
-            re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
-            re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
-            re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),  # Slack tokens
-            re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
-            re.compile(
-                r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{5,}"
-            ),  # JWTs
-        )
+        self.key_shapes = tuple(re.compile(r"\b" + head + tail) for head, tail in _KEY_SHAPES)
         self.bare_end = re.compile(r"[\s,;&}\])\"'<>]")
-        # What every pattern above needs somewhere in the text (a key's separator, a
-        # scheme's word, a key shape's prefix): a text without any is left as it is,
-        # after one scan instead of ten (most texts redacted are names and short notes).
-        self.suspect = re.compile(
-            r"[:=]|(?i:bearer|basic)|sk-|AIza|gh[pousr]_|xox[abprs]-|AKIA|eyJ"
-        )
+        # What one of the patterns above needs somewhere in the text — a key's or a URL's
+        # separator, a scheme's word, a key shape's head: a text without any is left as it
+        # is after one scan instead of ten (most texts redacted are names and short notes).
+        heads = "|".join(head for head, _ in _KEY_SHAPES)
+        self.suspect = re.compile(r"[:=]|(?i:" + bare + ")|" + heads)
         self.number = re.compile(r"-?\d+(?:\.\d+)?")
 
 

@@ -42,16 +42,22 @@ def run_parked(job: Callable[[], None], name: str, daemon: bool) -> None:
             slot.job, slot.name = job, name
             slot.ready.set()
             return
-    thread = threading.Thread(target=_work, args=(job, daemon), name=name, daemon=daemon)
+    # The job goes in a slot, not in the thread's args: a `Thread` keeps its args until
+    # its target returns, and this target outlives its first job.
+    first = _Parked()
+    first.job = job
+    thread = threading.Thread(target=_work, args=(first, daemon), name=name, daemon=daemon)
     thread.start()
 
 
-def _work(job: Callable[[], None], daemon: bool) -> None:
+def _work(slot: _Parked, daemon: bool) -> None:
     while True:
+        job, slot.job = slot.job, None  # a parked thread keeps nothing of a job it ran
+        assert job is not None
         contextvars.Context().run(job)
+        del job
         if not daemon:
             return
-        del job  # a parked thread keeps nothing of its last job (an actor, its tree) alive
         slot = _Parked()
         with _lock:
             if len(_parked) >= MAX_PARKED_THREADS:
@@ -63,8 +69,6 @@ def _work(job: Callable[[], None], daemon: bool) -> None:
                     _parked.remove(slot)
                     return
             slot.ready.wait()  # taken just as the wait timed out: the job is on its way
-        assert slot.job is not None
-        job = slot.job
         threading.current_thread().name = slot.name
 
 

@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -251,24 +251,27 @@ def _idle_kib() -> float:
     of the RSS it adds and the bytes `tracemalloc` sees it allocate (two passes). RSS
     alone undercounts objects that land in memory freed earlier in the process (the
     rounds before this one); `tracemalloc` alone misses a thread actor's stack."""
-    return max(_idle_pass(traced=False), _idle_pass(traced=True), 0.001)
+    by_rss = _idle_pass(_rss)
+    tracemalloc.start()
+    try:
+        traced = _idle_pass(lambda: tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    return max(by_rss, traced, 0.001)
 
 
-def _idle_pass(traced: bool) -> float:
+def _idle_pass(memory: Callable[[], int]) -> float:
+    """KiB of `memory()` each of `IDLE_ACTORS` idle actors adds (collected before and
+    after)."""
     sup = Supervisor.start(SupervisorSpec("simple_one_for_one"), [ChildSpec("idle", _Idle)])
     try:
         gc.collect()
-        if traced:
-            tracemalloc.start()
-        before = tracemalloc.get_traced_memory()[0] if traced else _rss()
+        before = memory()
         for _ in range(IDLE_ACTORS):
             sup.start_child(())
         gc.collect()
-        after = tracemalloc.get_traced_memory()[0] if traced else _rss()
-        return (after - before) / IDLE_ACTORS / 1024
+        return (memory() - before) / IDLE_ACTORS / 1024
     finally:
-        if traced:
-            tracemalloc.stop()
         sup.stop()
 
 

@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from phloem.protocols.secrets import MAX_MESSAGE_CHARS, REDACTED, redact, redact_value
+from phloem.protocols.secrets import (
+    KEY_CLASS_CACHE_CHARS,
+    MAX_MESSAGE_CHARS,
+    REDACTED,
+    is_secret_key,
+    redact,
+    redact_value,
+)
 
 SECRET = "s3cr3tVALUE_abcdefgh"
 
@@ -48,6 +55,14 @@ def test_credentials_in_every_common_shape_are_redacted(text: str) -> None:
     out = redact(text)
     assert SECRET not in out, out
     assert REDACTED in out, out
+
+
+def test_long_key_names_are_classed_as_short_ones_are() -> None:
+    # names past KEY_CLASS_CACHE_CHARS are classed anew each time, by the same rule
+    long = "x" * (KEY_CLASS_CACHE_CHARS + 10)
+    assert is_secret_key(f"{long}_password") and is_secret_key(f"{long}_token", "t")
+    assert not is_secret_key(f"{long}_input_tokens", 5) and not is_secret_key(long)
+    assert is_secret_key("password") and not is_secret_key("input_tokens", 5)
 
 
 @pytest.mark.parametrize(

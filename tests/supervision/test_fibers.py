@@ -6,13 +6,14 @@ from __future__ import annotations
 import functools
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 
 import pytest
 
 from phloem.protocols.errors import PhloemError
 from phloem.supervision import fibers
-from tests.helpers import wait_until
+from tests.helpers import wait_collected, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -168,3 +169,24 @@ def test_a_hub_stalled_by_blocking_code_gets_no_new_fiber() -> None:
     for _ in range(4):
         assert ran.acquire(timeout=10)  # none waited for the blocked hub
     release.set()
+
+
+class _Held:
+    """Something a fiber reaches, watched by a weak reference."""
+
+
+def _touch(held: _Held, done: threading.Event) -> None:
+    done.set()
+
+
+def test_a_hub_keeps_nothing_of_its_last_fiber_alive() -> None:
+    held = _Held()
+    alive = weakref.ref(held)
+    done = threading.Event()
+    ended = threading.Event()
+    fiber = fibers.spawn(
+        functools.partial(_touch, held, done), "holds-nothing", lambda _: ended.set()
+    )
+    assert done.wait(10) and ended.wait(10)
+    del held, fiber
+    wait_collected(alive, "what the hub's last fiber reached")

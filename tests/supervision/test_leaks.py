@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import weakref
@@ -14,7 +13,7 @@ from phloem import Tree
 from phloem.agents import LlmAgent
 from phloem.protocols.content import ModelRequest, ModelResponse
 from phloem.supervision import ChildSpec, Supervisor, SupervisorSpec
-from tests.helpers import wait_until
+from tests.helpers import wait_collected
 from tests.supervision.actors import Store
 
 pytestmark = pytest.mark.timeout(60)
@@ -84,4 +83,4 @@ def test_a_stopped_tree_and_its_runs_are_not_kept_alive_by_the_shared_threads() 
         waiting = [client.start_agent_run("later", input="wait") for _ in range(5)]
         client.cancel_agent_run(waiting[0].ref)
     del model, tree, client, waiting
-    wait_until(lambda: gc.collect() >= 0 and alive() is None, 10, "the stopped tree collected")
+    wait_collected(alive, "the stopped tree's model")

@@ -3,8 +3,10 @@ The shared semantics run on both kinds in the modules of `conftest.LIGHT_MODULES
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+import weakref
 from typing import Any, ClassVar
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from phloem.protocols.errors import PhloemError
 from phloem.supervision import Actor, ChildSpec, Supervisor, SupervisorSpec, light
 from phloem.supervision.actor import ActorHandle
+from tests.helpers import wait_collected
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -234,3 +237,23 @@ def test_an_inbox_makes_its_deque_with_its_first_message_and_loses_none_to_a_rac
         assert inbox.qsize() == 400
         assert sorted(inbox.get() for _ in range(400)) == list(range(400))
         assert inbox.empty()
+
+
+class _Held:
+    """Something a task reaches, watched by a weak reference."""
+
+
+def _touch(held: _Held, done: threading.Event) -> None:
+    done.set()
+
+
+def test_an_idle_pool_worker_keeps_nothing_of_its_last_task_alive() -> None:
+    pool = light.Pool("holds-nothing")
+    held = _Held()
+    alive = weakref.ref(held)
+    done = threading.Event()
+    pool.submit(functools.partial(_touch, held, done))  # the task itself holds it
+    assert done.wait(10)
+    del held
+    wait_collected(alive, "what the pool's last task reached")
+    assert pool.workers() == 1  # the worker is still there, waiting for a task

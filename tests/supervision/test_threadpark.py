@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
+import weakref
 
 import pytest
 
 from phloem.supervision import threadpark
-from tests.helpers import wait_until
+from tests.helpers import wait_collected, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,3 +62,24 @@ def test_non_daemon_jobs_never_park_and_parking_stops_at_the_limit() -> None:
     release.set()
     wait_until(lambda: threadpark.parked_count() == threadpark.MAX_PARKED_THREADS)
     _idle()
+
+
+class _Held:
+    """Something a job reaches, watched by a weak reference."""
+
+
+def _touch(held: _Held, done: threading.Event) -> None:
+    done.set()
+
+
+def test_a_parked_thread_keeps_nothing_of_its_last_job_alive() -> None:
+    _idle()
+    held = _Held()
+    alive = weakref.ref(held)
+    done = threading.Event()
+    threadpark.run_parked(functools.partial(_touch, held, done), "holds-nothing", daemon=True)
+    assert done.wait(10)
+    wait_until(lambda: threadpark.parked_count() == 1)  # its thread waits for a next job
+    del held
+    wait_collected(alive, "what the parked thread's last job reached")
+    assert threadpark.parked_count() == 1
