@@ -71,6 +71,9 @@ class ScriptedPlanner:
             time.sleep(target.get("hold_s", 3))
             return Ok(_doc(goal, 0, actions))
         if mode == "report_and_sleep":  # until killed; with `flag`, only while it is absent
+            if target.get("asks"):  # one line per time this planner is asked
+                with open(target["asks"], "a") as fh:
+                    fh.write(f"{os.getpid()}\n")
             flag = target.get("flag")
             if flag is None or not os.path.exists(flag):
                 if flag is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -61,18 +62,28 @@ def owner() -> Owner:
 
 
 def read_pids(fifo: str, timeout: float = 30.0) -> list[int]:
-    """Wait (without polling) for a callback child to write its pid(s) into `fifo`."""
+    """Wait (without polling) for a callback child to write its pid(s) into `fifo`.
+
+    We hold a write end of our own while we wait: a writer that opens the FIFO and dies
+    before it writes (a callback child killed with its fork server) then cannot leave
+    the FIFO at end-of-file, where `select` reports it ready with nothing to read.
+    """
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    keep_open = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
     try:
         data = b""
+        deadline = time.monotonic() + timeout
         while not data.endswith(b"\n"):
-            ready, _, _ = select.select([fd], [], [], timeout)
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(left, 0.0))
             assert ready, "callback child did not report its pid"
-            chunk = os.read(fd, 64)
-            if chunk:
-                data += chunk
+            try:
+                data += os.read(fd, 64)
+            except BlockingIOError:  # a readiness report with nothing behind it
+                continue
         return [int(p) for p in data.split()]
     finally:
+        os.close(keep_open)
         os.close(fd)
 
 

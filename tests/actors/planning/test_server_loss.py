@@ -65,9 +65,12 @@ def test_a_planner_callback_lost_with_its_fork_server_is_asked_again_and_the_run
 
 
 def test_a_planner_callback_is_asked_again_once_only(
-    local_runtime: PlanningRuntime, fifo: str
+    local_runtime: PlanningRuntime, fifo: str, tmp_path: Path
 ) -> None:
-    result = _run(local_runtime, {"plan": "report_and_sleep", "fifo": fifo}, 2, fifo)
+    asks = tmp_path / "asks"
+    planner = {"plan": "report_and_sleep", "fifo": fifo, "asks": str(asks)}
+    result = _run(local_runtime, planner, 2, fifo)
+    assert len(asks.read_text().split()) == 2, "asked twice in all: once, and once again"
     assert result.error is not None
     assert result.error.to_builtins() == {
         "kind": "planner_callback_failed",
