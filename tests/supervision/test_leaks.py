@@ -41,7 +41,8 @@ def test_a_thousand_actor_start_stop_cycles_leak_no_threads_or_fds() -> None:
         sup.terminate_child(f"s{i}")
     assert sup.count_children().specs == 0
     assert _threads_after(baseline) <= len(baseline)
-    assert _fds() == fds
+    # no more than before: what an earlier test left (a pipe, a socket) may close meanwhile
+    assert _fds() <= fds
 
 
 def test_supervisor_start_stop_cycles_leak_no_threads() -> None:
