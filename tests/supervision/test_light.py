@@ -247,7 +247,11 @@ def _touch(held: _Held, done: threading.Event) -> None:
     done.set()
 
 
-def test_an_idle_pool_worker_keeps_nothing_of_its_last_task_alive() -> None:
+def test_an_idle_pool_worker_keeps_nothing_of_its_last_task_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # idle for longer than the check takes on a loaded machine
+    monkeypatch.setattr(light, "WORKER_IDLE_S", 60.0)
     pool = light.Pool("holds-nothing")
     held = _Held()
     alive = weakref.ref(held)
@@ -257,3 +261,5 @@ def test_an_idle_pool_worker_keeps_nothing_of_its_last_task_alive() -> None:
     del held
     wait_collected(alive, "what the pool's last task reached")
     assert pool.workers() == 1  # the worker is still there, waiting for a task
+    monkeypatch.undo()  # a last task, so that the worker waits with the default and ends
+    pool.submit(lambda: None)

@@ -72,8 +72,12 @@ def _touch(held: _Held, done: threading.Event) -> None:
     done.set()
 
 
-def test_a_parked_thread_keeps_nothing_of_its_last_job_alive() -> None:
+def test_a_parked_thread_keeps_nothing_of_its_last_job_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     _idle()
+    # parked for longer than the check takes on a loaded machine (the default second is not)
+    monkeypatch.setattr(threadpark, "PARK_IDLE_S", 60.0)
     held = _Held()
     alive = weakref.ref(held)
     done = threading.Event()
@@ -83,3 +87,6 @@ def test_a_parked_thread_keeps_nothing_of_its_last_job_alive() -> None:
     del held
     wait_collected(alive, "what the parked thread's last job reached")
     assert threadpark.parked_count() == 1
+    monkeypatch.undo()  # a last job, so that the thread parks with the default and ends
+    threadpark.run_parked(lambda: None, "holds-nothing", daemon=True)
+    _idle()
