@@ -140,7 +140,7 @@ def _on_ray(nodes: int) -> dict[str, float]:
     finally:
         backend.shutdown()
         ray.shutdown()
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
 
 
 def _throughput_warmup(runner: CallbackRunner) -> None:

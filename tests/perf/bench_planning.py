@@ -126,10 +126,12 @@ def _throughput(rt: PlanningRuntime) -> dict[str, Any]:
 
     count = 300
     t0 = time.perf_counter()
-    threads = [
-        threading.Thread(target=lambda: [_raw_round_trip() for _ in range(count // 100)])
-        for _ in range(100)
-    ]
+
+    def round_trips() -> None:
+        for _ in range(count // 100):
+            _raw_round_trip()
+
+    threads = [threading.Thread(target=round_trips) for _ in range(100)]
     for t in threads:
         t.start()
     for t in threads:
