@@ -90,3 +90,33 @@ def test_a_parked_thread_keeps_nothing_of_its_last_job_alive(
     monkeypatch.undo()  # a last job, so that the thread parks with the default and ends
     threadpark.run_parked(lambda: None, "holds-nothing", daemon=True)
     _idle()
+
+
+def test_release_parked_ends_the_parked_threads_at_once_and_a_later_job_gets_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _idle()
+    monkeypatch.setattr(threadpark, "PARK_IDLE_S", 60.0)  # only a release ends them in time
+    together = threading.Barrier(3)  # three jobs at once: three threads, all parked after
+    threads: list[threading.Thread] = []
+    for i in range(3):
+        threadpark.run_parked(
+            lambda: (threads.append(threading.current_thread()), together.wait(10)),
+            f"release-{i}",
+            daemon=True,
+        )
+    wait_until(lambda: threadpark.parked_count() == 3)
+    assert threadpark.release_parked() == 3
+    for thread in threads:
+        thread.join(10)  # far less than their 60 s park
+        assert not thread.is_alive()
+    assert threadpark.parked_count() == 0 and threadpark.release_parked() == 0
+    after: list[threading.Thread] = []
+    ran = threading.Event()
+    threadpark.run_parked(
+        lambda: (after.append(threading.current_thread()), ran.set()), "after", daemon=True
+    )
+    assert ran.wait(10) and after[0] not in threads
+    monkeypatch.undo()
+    wait_until(lambda: threadpark.parked_count() == 1)
+    assert threadpark.release_parked() == 1
