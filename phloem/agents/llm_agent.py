@@ -34,6 +34,7 @@ run time: they are asked at the start of each run, after the agent's own tools.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -360,8 +361,11 @@ class LlmAgent(Agent):
         if tool is None:
             return unknown_tool(call.name)
         try:
-            # In a fiber the tool runs on an offload thread: a tool may block.
-            response = fibers.offload(tool.run, dict(call.args), tool_context)
+            if tool.blocking:  # in a fiber, on an offload thread: the tool may block
+                response = fibers.offload(tool.run, dict(call.args), tool_context)
+            else:  # it never waits: right here, in a context of its own as offload gives
+                run = contextvars.copy_context().run
+                response = run(tool.run, dict(call.args), tool_context)
             size = len(response.json) if isinstance(response, RawToolResult) else None
             if (size if size is not None else json_size(response)) > MAX_TOOL_RESULT_BYTES:
                 message = f"tool result over {MAX_TOOL_RESULT_BYTES} bytes"

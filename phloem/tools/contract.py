@@ -170,6 +170,11 @@ class Tool(ABC):
     """True when the tool never changes the workspace (safe for planning examples)."""
     needs_workspace: ClassVar[bool] = True
     """False when the tool never reads `ctx.workspace`; only such tools run without one."""
+    blocking: bool = True
+    """False when `run` never waits (no I/O, no lock, no sleep, no long computation): an
+    agent run driven as a fiber then calls it on its own hub thread instead of handing
+    it to an offload thread and back (two thread hand-offs a call fewer). A tool that
+    says False and blocks stalls every run on that hub while it does."""
 
     def run(self, args: Any, ctx: ToolContext) -> JSON:
         """Validate `args`, run the tool, and return its result or failure value."""
@@ -232,10 +237,13 @@ class FunctionTool(Tool):
         fn: Callable[..., Any],
         description: str = "",
         parameters: Mapping[str, Any] | None = None,
+        *,
+        blocking: bool = True,
     ) -> None:
         if not callable(fn):
             raise TypeError("fn must be callable")
         self.fn = fn
+        self.blocking = blocking
         self.name = name
         self.description = description
         try:
@@ -248,12 +256,13 @@ class FunctionTool(Tool):
         self.declaration()  # refuses a name or schema no model could be given, now
 
     @classmethod
-    def from_callable(cls, fn: Callable[..., Any]) -> FunctionTool:
-        """A tool named after `fn`, described by its docstring, typed by its signature."""
+    def from_callable(cls, fn: Callable[..., Any], *, blocking: bool = True) -> FunctionTool:
+        """A tool named after `fn`, described by its docstring, typed by its signature
+        (`blocking=False` for a function that never waits: see `Tool.blocking`)."""
         name = getattr(fn, "__name__", None)
         if not isinstance(name, str):
             raise TypeError("a tool function needs a __name__")
-        return cls(name, fn, inspect.getdoc(fn) or "")
+        return cls(name, fn, inspect.getdoc(fn) or "", blocking=blocking)
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         if self._signature is not None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Iterator
@@ -15,8 +16,9 @@ from phloem import Tree
 from phloem.agents import LlmAgent
 from phloem.config import Config
 from phloem.models import ScriptedModel
-from phloem.protocols.content import ModelRequest, ModelResponse
+from phloem.protocols.content import ModelRequest, ModelResponse, Part
 from phloem.protocols.snapshot import NodeSnapshot
+from phloem.tools import FunctionTool
 
 pytestmark = pytest.mark.timeout(60)
 RUNS = 200
@@ -104,3 +106,36 @@ def test_a_blocking_model_and_tool_run_offloaded_and_the_run_completes(tree: Tre
         gate.set()
         end = msgspec.convert(list(stream)[-1], dict)
         assert end["type"] == "end" and end["outcome"] == "done"
+
+
+def test_a_tool_that_never_blocks_runs_in_the_fiber_and_one_that_may_on_an_offload_thread(
+    tree: Tree,
+) -> None:
+    seen: dict[str, tuple[str, str]] = {}
+
+    def record(which: str) -> dict[str, str]:
+        seen[which] = (threading.current_thread().name, _MARK.get())
+        _MARK.set(which)  # stays in the tool's own context, whichever thread ran it
+        return {"ok": which}
+
+    def inline() -> dict[str, str]:
+        return record("inline")
+
+    def offloaded() -> dict[str, str]:
+        return record("offloaded")
+
+    call = ModelResponse.from_parts(
+        [
+            Part.from_function_call("inline", {}, "c1"),
+            Part.from_function_call("offloaded", {}, "c2"),
+        ]
+    )
+    tools = [FunctionTool.from_callable(inline, blocking=False), offloaded]
+    tree.register_agent(LlmAgent("tools", "", ScriptedModel([call, "done"]), tools=tools))
+    assert tree.run_agent("tools", input="go").output == "done"
+    assert seen["inline"][0].startswith("fiber-hub-"), seen
+    assert not seen["offloaded"][0].startswith("fiber-hub-"), seen
+    assert seen["inline"][1] == seen["offloaded"][1] == "unset"  # neither saw the other's
+
+
+_MARK: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="unset")
