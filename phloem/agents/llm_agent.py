@@ -97,6 +97,7 @@ class ExitLoopTool(Tool):
     input_schema = object_schema({}, [])
     needs_workspace = False
     read_only = True  # changes nothing: never asks for confirmation
+    blocking = False  # answers at once: runs in its run's fiber
 
     def call(self, args: JSON, ctx: ToolContext) -> JSON:
         return {"status": "loop exit requested"}
