@@ -86,10 +86,7 @@ def test_a_parked_thread_keeps_nothing_of_its_last_job_alive(
     wait_until(lambda: threadpark.parked_count() == 1)  # its thread waits for a next job
     del held
     wait_collected(alive, "what the parked thread's last job reached")
-    assert threadpark.parked_count() == 1
-    monkeypatch.undo()  # a last job, so that the thread parks with the default and ends
-    threadpark.run_parked(lambda: None, "holds-nothing", daemon=True)
-    _idle()
+    assert threadpark.release_parked() == 1  # still parked, and now ended
 
 
 def test_release_parked_ends_the_parked_threads_at_once_and_a_later_job_gets_a_new_one(
@@ -117,6 +114,5 @@ def test_release_parked_ends_the_parked_threads_at_once_and_a_later_job_gets_a_n
         lambda: (after.append(threading.current_thread()), ran.set()), "after", daemon=True
     )
     assert ran.wait(10) and after[0] not in threads
-    monkeypatch.undo()
     wait_until(lambda: threadpark.parked_count() == 1)
     assert threadpark.release_parked() == 1
